@@ -1,9 +1,42 @@
 //! Pure, seeded link models for rtemu.
+//!
+//! A model sees a packet's metadata ([`PacketMeta`]: length, flow, arrival time, sequence
+//! number) and returns its [`Fate`]: dropped for a reason, or delivered at one or more absolute
+//! times (duplicates), each copy possibly corrupted. Models own no clock, do no I/O, use no
+//! globals and do not allocate per packet; every random draw comes from a seeded [`Stream`]
+//! owned by one link direction. The engines drive them: `rtemu-sim` in virtual time over a
+//! capture, the real-time engine on live frames. Because the models are pure, both engines make
+//! the same decisions for the same seed.
+//!
+//! The crate is layered like the link itself:
+//!
+//! * [`units`] and [`probability`]: quantities as tc writes them, and probabilities as integer
+//!   thresholds;
+//! * [`chance`], [`loss`], [`dist`], [`rate`]: one state machine per impairment;
+//! * [`link`]: the stages in their documented order ([`LinkModel`]);
+//! * [`config`] and [`netem`]: the structured configuration and the netem syntax that fills it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod chance;
+pub mod config;
+pub mod fate;
+pub mod loss;
+pub mod netem;
+pub mod packet;
 pub mod probability;
+pub mod rate;
 pub mod rng;
+pub mod units;
 
+pub use config::LinkConfig;
+pub use fate::{Corruption, Deliveries, Delivery, DropReason, Fate};
+pub use packet::{FlowKey, Nanos, PacketMeta};
 pub use probability::Probability;
 pub use rng::Stream;
+
+/// Anything that decides packet fates: the netem-style [`LinkModel`], trace-driven models, …
+pub trait Model {
+    /// Decides the fate of the next packet. Packets must be offered in arrival order.
+    fn decide(&mut self, pkt: &PacketMeta) -> Fate;
+}

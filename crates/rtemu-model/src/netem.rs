@@ -1,0 +1,326 @@
+//! The netem parameter syntax, as `tc qdisc … netem` takes it.
+//!
+//! ```text
+//! [netem] [delay TIME [JITTER [CORRELATION]]] [distribution {uniform|normal|pareto|paretonormal|TABLE}]
+//!         [loss [random] PERCENT [CORRELATION] | loss state P13 [P31 [P32 [P23 [P14]]]]
+//!          | loss gemodel P [R [1-H [1-K]]]]
+//!         [duplicate PERCENT [CORRELATION]] [corrupt PERCENT [CORRELATION]]
+//!         [reorder PERCENT [CORRELATION] [gap DISTANCE]]
+//!         [rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]] [limit PACKETS] [seed N]
+//! rtemu's additions:
+//!         [ber RATE] [limit-bytes SIZE] [ordered] [tables {exact|netem}]
+//! ```
+//!
+//! Units and defaults are tc's (see [`crate::units`]); `drop` is accepted for `loss`, as tc
+//! does. `slot` and `ecn` are recognised and refused with an explanation. Every error names the
+//! word, its column and the valid range, e.g. `loss 120% (column 6): must be between 0% and
+//! 100%`.
+
+use crate::chance::ChanceConfig;
+use crate::config::{DistName, LinkConfig, TableMode};
+use crate::loss::LossConfig;
+use crate::rate::RateConfig;
+use crate::units::{Percent, Rate, Size, Time, UnitError};
+
+/// A netem parameter string that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{context} (column {column}): {message}")]
+pub struct NetemError {
+    /// The keyword and the offending word, e.g. `loss 120%`.
+    pub context: String,
+    /// 1-based column of the offending word.
+    pub column: usize,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+struct Word<'a> {
+    text: &'a str,
+    column: usize,
+}
+
+struct Parser<'a> {
+    words: Vec<Word<'a>>,
+    pos: usize,
+    input_len: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn new(input: &'a str) -> Self {
+        let mut words = Vec::new();
+        let mut start = None;
+        for (i, c) in input.char_indices().chain(std::iter::once((input.len(), ' '))) {
+            match (c.is_whitespace(), start) {
+                (true, Some(s)) => {
+                    words.push(Word { text: &input[s..i], column: input[..s].chars().count() + 1 });
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+        }
+        Parser { words, pos: 0, input_len: input.chars().count() }
+    }
+
+    fn next(&mut self) -> Option<&Word<'a>> {
+        let w = self.words.get(self.pos);
+        self.pos += w.is_some() as usize;
+        w
+    }
+
+    /// The next word if it starts like a number: tc's rule for optional positional values.
+    fn next_if_number(&mut self) -> Option<&Word<'a>> {
+        let w = self.words.get(self.pos)?;
+        if w.text.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-') {
+            self.pos += 1;
+            Some(w)
+        } else {
+            None
+        }
+    }
+
+    fn error(&self, keyword: &str, word: Option<&Word<'_>>, message: impl Into<String>) -> NetemError {
+        let (context, column) = match word {
+            Some(w) if w.text == keyword => (keyword.to_string(), w.column),
+            Some(w) => (format!("{keyword} {}", w.text), w.column),
+            None => (keyword.to_string(), self.input_len + 1),
+        };
+        NetemError { context, column, message: message.into() }
+    }
+
+    /// The value after `keyword`, required.
+    fn value<T>(&mut self, keyword: &str, what: &str, read: impl Fn(&str) -> Result<T, UnitError>) -> Result<T, NetemError> {
+        let pos = self.pos;
+        match self.next() {
+            Some(w) => {
+                let text = w.text;
+                read(text).map_err(|e| {
+                    let w = &self.words[pos];
+                    self.error(keyword, Some(w), e.to_string())
+                })
+            }
+            None => Err(self.error(keyword, None, format!("expected {what} after it"))),
+        }
+    }
+
+    /// An optional positional value after `keyword`.
+    fn optional<T>(&mut self, keyword: &str, read: impl Fn(&str) -> Result<T, UnitError>) -> Result<Option<T>, NetemError> {
+        let pos = self.pos;
+        match self.next_if_number() {
+            Some(w) => {
+                let text = w.text;
+                read(text).map(Some).map_err(|e| self.error(keyword, Some(&self.words[pos]), e.to_string()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn chance(&mut self, keyword: &str) -> Result<ChanceConfig, NetemError> {
+        let probability = self.value(keyword, "a percentage", Percent::parse)?;
+        let correlation = self.correlation(keyword)?.unwrap_or_default();
+        Ok(ChanceConfig { probability, correlation })
+    }
+
+    fn correlation(&mut self, keyword: &str) -> Result<Option<Percent>, NetemError> {
+        let pos = self.pos;
+        let c = self.optional(keyword, Percent::parse)?;
+        if c.is_some_and(|c| c.0 >= 1.0) {
+            return Err(self.error(keyword, Some(&self.words[pos]), "correlation must be at least 0% and below 100%"));
+        }
+        Ok(c)
+    }
+
+    fn integer<T: std::str::FromStr>(&mut self, keyword: &str, range: &str) -> Result<T, NetemError> {
+        self.value(keyword, "a number", |s| {
+            s.parse::<T>().map_err(|_| UnitError::Malformed { what: "a whole number", example: "1000" })
+        })
+        .map_err(|mut e| {
+            e.message = format!("must be a whole number {range}");
+            e
+        })
+    }
+}
+
+fn int_word(s: &str) -> Result<i64, UnitError> {
+    s.parse().map_err(|_| UnitError::Malformed { what: "a whole number of bytes", example: "14" })
+}
+
+/// Reads a netem parameter string into a [`LinkConfig`].
+pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
+    let mut p = Parser::new(input);
+    let mut cfg = LinkConfig::default();
+    if p.words.first().is_some_and(|w| w.text == "netem") {
+        p.pos = 1;
+    }
+    while let Some(word) = p.next() {
+        let keyword = word.text;
+        let at = p.pos - 1;
+        match keyword {
+            "delay" | "latency" => {
+                cfg.delay = p.value(keyword, "a time", Time::parse)?;
+                cfg.jitter = p.optional(keyword, Time::parse)?.unwrap_or_default();
+                cfg.delay_correlation = p.correlation(keyword)?.unwrap_or_default();
+            }
+            "distribution" => {
+                let name = p.value(keyword, "a distribution name", |s| Ok(DistName::parse(s)))?;
+                cfg.distribution = name;
+            }
+            "tables" => {
+                cfg.tables = p.value(keyword, "exact or netem", |s| match s {
+                    "exact" => Ok(TableMode::Exact),
+                    "netem" => Ok(TableMode::Netem),
+                    _ => Err(UnitError::Malformed { what: "a table mode", example: "exact or netem" }),
+                })?;
+            }
+            "ordered" => cfg.ordered = true,
+            "loss" | "drop" => cfg.loss = Some(parse_loss(&mut p, keyword)?),
+            "duplicate" => cfg.duplicate = Some(p.chance(keyword)?),
+            "corrupt" => cfg.corrupt = Some(p.chance(keyword)?),
+            "reorder" => cfg.reorder = Some(p.chance(keyword)?),
+            "gap" => cfg.gap = p.integer(keyword, "from 0 to 4294967295")?,
+            "ber" => {
+                cfg.ber = Some(p.value(keyword, "a bit error rate", |s| match s.parse::<f64>() {
+                    Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
+                    Ok(_) => Err(UnitError::OutOfRange { min: "0 (exclusive)".into(), max: "1 (exclusive), e.g. 1e-5".into() }),
+                    Err(_) => Err(UnitError::Malformed { what: "a bit error rate", example: "1e-5" }),
+                })?);
+            }
+            "rate" => {
+                let rate = p.value(keyword, "a rate", Rate::parse)?;
+                let packet_overhead = p.optional(keyword, int_word)?.unwrap_or(0);
+                let cell_size = p.optional(keyword, int_word)?.unwrap_or(0);
+                let cell_overhead = p.optional(keyword, int_word)?.unwrap_or(0);
+                let in_range = |v: i64, lo: i64, hi: i64, what: &str| {
+                    if (lo..=hi).contains(&v) {
+                        Ok(v)
+                    } else {
+                        Err(p.error(keyword, Some(&p.words[at]), format!("{what} {v} must be between {lo} and {hi}")))
+                    }
+                };
+                cfg.rate = Some(RateConfig {
+                    rate,
+                    packet_overhead: in_range(packet_overhead, -65535, 65535, "packet overhead")? as i32,
+                    cell_size: in_range(cell_size, 0, 65535, "cell size")? as u32,
+                    cell_overhead: in_range(cell_overhead, -65535, 65535, "cell overhead")? as i32,
+                });
+            }
+            "limit" => {
+                let limit: u32 = p.integer(keyword, "from 1 to 4294967295")?;
+                if limit == 0 {
+                    return Err(p.error(keyword, Some(&p.words[at + 1]), "must be a whole number from 1 to 4294967295"));
+                }
+                cfg.limit = limit;
+            }
+            "limit-bytes" => cfg.limit_bytes = Some(p.value(keyword, "a size", Size::parse)?),
+            "seed" => cfg.seed = Some(p.integer(keyword, "from 0 to 18446744073709551615")?),
+            "slot" | "ecn" => {
+                return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
+            }
+            _ => {
+                return Err(p.error(
+                    keyword,
+                    Some(&p.words[at]),
+                    "unknown keyword; expected one of delay, distribution, loss, duplicate, corrupt, ber, \
+                     reorder, gap, rate, limit, limit-bytes, ordered, tables, seed",
+                ))
+            }
+        }
+    }
+    if cfg.reorder.is_some() && cfg.delay.0 == 0 {
+        return Err(NetemError {
+            context: "reorder".into(),
+            column: p.words.iter().find(|w| w.text == "reorder").map_or(1, |w| w.column),
+            message: "reordering needs a delay to reorder against (add `delay TIME`)".into(),
+        });
+    }
+    Ok(cfg)
+}
+
+fn parse_loss(p: &mut Parser<'_>, keyword: &str) -> Result<LossConfig, NetemError> {
+    let model = p.words.get(p.pos).map(|w| w.text);
+    match model {
+        Some("state") => {
+            p.pos += 1;
+            let kw = "loss state";
+            let p13 = p.value(kw, "a percentage (p13)", Percent::parse)?;
+            let p31 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0 - p13.0));
+            let p32 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(0.0));
+            let p23 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0));
+            let p14 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(0.0));
+            Ok(LossConfig::State { p13, p31, p32, p23, p14 })
+        }
+        Some("gemodel") => {
+            p.pos += 1;
+            let kw = "loss gemodel";
+            let gp = p.value(kw, "a percentage (p)", Percent::parse)?;
+            let r = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0 - gp.0));
+            let loss_bad = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0));
+            let loss_good = p.optional(kw, Percent::parse)?.unwrap_or(Percent(0.0));
+            Ok(LossConfig::Gemodel { p: gp, r, loss_bad, loss_good })
+        }
+        Some("random") => {
+            p.pos += 1;
+            Ok(LossConfig::Random(p.chance("loss random")?))
+        }
+        _ => Ok(LossConfig::Random(p.chance(keyword)?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Rate;
+
+    #[test]
+    fn the_issue_example_reads_as_netem_means_it() {
+        let cfg = parse(
+            "delay 20ms 5ms 25% distribution normal loss 1% 25% duplicate 0.5% corrupt 0.1% reorder 10% 50% rate 10mbit limit 1000",
+        )
+        .unwrap();
+        assert_eq!(cfg.delay, Time(20_000_000));
+        assert_eq!(cfg.jitter, Time(5_000_000));
+        assert_eq!(cfg.delay_correlation, Percent(0.25));
+        assert_eq!(cfg.distribution, DistName::Normal);
+        assert_eq!(
+            cfg.loss,
+            Some(LossConfig::Random(ChanceConfig { probability: Percent(0.01), correlation: Percent(0.25) }))
+        );
+        assert_eq!(cfg.duplicate.unwrap().probability, Percent(0.005));
+        assert_eq!(cfg.corrupt.unwrap().probability, Percent(0.001));
+        assert_eq!(cfg.reorder.unwrap().correlation, Percent(0.5));
+        assert_eq!(cfg.rate.unwrap().rate, Rate(10_000_000));
+        assert_eq!(cfg.limit, 1000);
+    }
+
+    #[test]
+    fn markov_defaults_follow_iproute2() {
+        let cfg = parse("loss state 1%").unwrap();
+        assert_eq!(
+            cfg.loss,
+            Some(LossConfig::State { p13: Percent(0.01), p31: Percent(0.99), p32: Percent(0.0), p23: Percent(1.0), p14: Percent(0.0) })
+        );
+        let cfg = parse("loss gemodel 2% 30%").unwrap();
+        assert_eq!(
+            cfg.loss,
+            Some(LossConfig::Gemodel { p: Percent(0.02), r: Percent(0.3), loss_bad: Percent(1.0), loss_good: Percent(0.0) })
+        );
+    }
+
+    #[test]
+    fn errors_name_the_word_the_column_and_the_range() {
+        let e = parse("delay 10ms loss 120%").unwrap_err();
+        assert_eq!(e.to_string(), "loss 120% (column 17): must be between 0% and 100%");
+        let e = parse("delay").unwrap_err();
+        assert_eq!(e.to_string(), "delay (column 6): expected a time after it");
+        let e = parse("delay 10ms jitter 5ms").unwrap_err();
+        assert!(e.to_string().starts_with("jitter (column 12): unknown keyword"), "{e}");
+        let e = parse("delay 10ms 1ms 100%").unwrap_err();
+        assert!(e.message.contains("below 100%"), "{e}");
+        let e = parse("reorder 5%").unwrap_err();
+        assert!(e.message.contains("needs a delay"), "{e}");
+        let e = parse("limit 0").unwrap_err();
+        assert!(e.to_string().starts_with("limit 0 (column 7)"), "{e}");
+        let e = parse("rate 1mbit 14 99999").unwrap_err();
+        assert!(e.message.contains("cell size 99999 must be between 0 and 65535"), "{e}");
+    }
+}
