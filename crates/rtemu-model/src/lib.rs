@@ -20,7 +20,9 @@
 
 pub mod chance;
 pub mod config;
+pub mod dist;
 pub mod fate;
+pub mod link;
 pub mod loss;
 pub mod netem;
 pub mod packet;
@@ -31,6 +33,7 @@ pub mod units;
 
 pub use config::LinkConfig;
 pub use fate::{Corruption, Deliveries, Delivery, DropReason, Fate};
+pub use link::{LinkModel, TableSource};
 pub use packet::{FlowKey, Nanos, PacketMeta};
 pub use probability::Probability;
 pub use rng::Stream;
@@ -39,4 +42,9 @@ pub use rng::Stream;
 pub trait Model {
     /// Decides the fate of the next packet. Packets must be offered in arrival order.
     fn decide(&mut self, pkt: &PacketMeta) -> Fate;
+
+    /// The model's counters about its own decisions (clamped delays, queue high-water marks).
+    fn counters(&self) -> link::LinkCounters {
+        link::LinkCounters::default()
+    }
 }

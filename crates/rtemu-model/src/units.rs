@@ -211,14 +211,17 @@ impl fmt::Display for Percent {
 }
 
 /// Implements serde for a quantity: serialised as its tc string, deserialised from that string
-/// or from a plain number in the base unit.
+/// or from a plain number in the base unit. The `@de` form implements only deserialisation.
 macro_rules! serde_via_string {
     ($ty:ident, $what:literal, |$n:ident| $from_number:expr) => {
+        serde_via_string!(@de $ty, $what, |$n| $from_number);
         impl Serialize for $ty {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.collect_str(self)
             }
         }
+    };
+    (@de $ty:ident, $what:literal, |$n:ident| $from_number:expr) => {
 
         impl<'de> Deserialize<'de> for $ty {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -256,7 +259,14 @@ serde_via_string!(Rate, "a rate such as \"10mbit\" or a number of bits per secon
 serde_via_string!(Size, "a size such as \"64kb\" or a number of bytes", |n| {
     Size::parse(&format!("{n}b"))
 });
-serde_via_string!(Percent, "a percentage such as \"1%\" or a fraction between 0 and 1", |n| {
+// A fraction is written as a number: the percentage string could lose the last bit.
+impl Serialize for Percent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+serde_via_string!(@de Percent, "a percentage such as \"1%\" or a fraction between 0 and 1", |n| {
     if (0.0..=1.0).contains(&n) {
         Ok(Percent(n))
     } else {

@@ -1,0 +1,255 @@
+//! The link model: every impairment of one link direction, applied in a fixed order.
+//!
+//! A packet passes these stages, each a small state machine of its own:
+//!
+//! 1. **duplicate** — decides whether one extra copy is made. The copy then passes stages 2–6
+//!    on its own (as in netem, where the copy re-enters the qdisc), but is never duplicated.
+//! 2. **loss** — random, 4-state Markov or Gilbert–Elliott; drops the copy.
+//! 3. **corrupt** — netem's single random bit flip, then independent flips at the bit error
+//!    rate (`ber`).
+//! 4. **reorder** — netem's rule: with `gap N`, packets are delayed normally until the `N`th,
+//!    which is sent without the delay (stage 6) with the reorder probability.
+//! 5. **rate** — serialization at the link rate behind a finite drop-tail queue
+//!    ([`crate::rate`]); drops the copy when the queue is full.
+//! 6. **delay** — base delay plus jitter from the configured distribution and correlation
+//!    ([`crate::dist`]), added to the time serialization finished.
+//! 7. **order** — with `ordered`, a copy never leaves before the copy decided before it.
+//!
+//! The order differs from netem's in one place on purpose: netem computes the rate relative to
+//! the delayed departure of the previous packet, so jitter and serialization interfere (a
+//! jittered packet shifts every later packet's transmission). rtemu serializes first and delays
+//! afterwards, as a real link queues, transmits and then propagates.
+//!
+//! Every random draw comes from the direction's own [`Stream`], in the order of the stages
+//! above, so the same seed gives the same fates in the simulator and in the real-time engine.
+
+use crate::chance::{BadCorrelation, Chance};
+use crate::config::{DistName, LinkConfig, TableMode};
+use crate::dist::{DelayConfig, DelayError, DelaySampler, DistTable, Distribution};
+use crate::fate::{BerFlips, Corruption, Delivery, DropReason, Fate};
+use crate::loss::{Loss, LossError};
+use crate::packet::{Nanos, PacketMeta};
+use crate::rate::{QueueLimits, RateQueue};
+use crate::rng::Stream;
+use crate::Model;
+
+/// Finds distribution tables by name, for [`DistName::Table`] and for [`TableMode::Netem`].
+///
+/// The model does no I/O, so whoever builds a link (the CLI, the engine) supplies the tables.
+pub trait TableSource {
+    /// The table called `name` (`normal`, `pareto`, a user's table name or path).
+    fn table(&self, name: &str) -> Result<DistTable, String>;
+}
+
+/// A [`TableSource`] that has no tables: enough for every configuration that names none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTables;
+
+impl TableSource for NoTables {
+    fn table(&self, name: &str) -> Result<DistTable, String> {
+        Err(format!("no table source is configured, so the table {name:?} cannot be loaded"))
+    }
+}
+
+/// A [`LinkConfig`] that cannot be turned into a model.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LinkError {
+    /// The delay distribution.
+    #[error("delay: {0}")]
+    Delay(#[from] DelayError),
+    /// A distribution table could not be loaded.
+    #[error("distribution {name}: {reason}")]
+    Table {
+        /// The table's name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The loss model.
+    #[error("loss: {0}")]
+    Loss(#[from] LossError),
+    /// A correlation of duplicate, corrupt or reorder.
+    #[error("{stage}: {source}")]
+    Correlation {
+        /// Which stage.
+        stage: &'static str,
+        /// What is wrong.
+        source: BadCorrelation,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Reorder {
+    chance: Chance,
+    gap: u32,
+    counter: u32,
+}
+
+/// Counters a link model keeps about its own decisions, beyond what fates say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    /// Delays that the distribution drew below zero and that were clamped to zero.
+    pub clamped_delays: u64,
+    /// Largest rate-queue backlog seen, in packets.
+    pub max_backlog_packets: u64,
+    /// Largest rate-queue backlog seen, in bytes.
+    pub max_backlog_bytes: u64,
+}
+
+/// The model of one link direction.
+#[derive(Debug, Clone)]
+pub struct LinkModel {
+    stream: Stream,
+    delay: Option<DelaySampler>,
+    loss: Option<Loss>,
+    duplicate: Option<Chance>,
+    corrupt: Option<Chance>,
+    ln_1m_ber: Option<f64>,
+    reorder: Option<Reorder>,
+    rate: Option<RateQueue>,
+    ordered: bool,
+    last_departure: Nanos,
+    counters: LinkCounters,
+}
+
+fn chance(stage: &'static str, c: &Option<crate::chance::ChanceConfig>) -> Result<Option<Chance>, LinkError> {
+    match c {
+        Some(c) => Chance::new(*c)
+            .map(|c| (!c.is_never()).then_some(c))
+            .map_err(|source| LinkError::Correlation { stage, source }),
+        None => Ok(None),
+    }
+}
+
+impl LinkModel {
+    /// Builds the model of one link direction. Its random stream is derived from `seed` (or the
+    /// configuration's own seed) and `label`, which must differ between directions and links.
+    pub fn new(cfg: &LinkConfig, tables: &dyn TableSource, seed: u64, label: u64) -> Result<Self, LinkError> {
+        let load = |name: &str| {
+            tables.table(name).map_err(|reason| LinkError::Table { name: name.to_string(), reason })
+        };
+        let distribution = match (&cfg.distribution, cfg.tables) {
+            (DistName::Uniform, _) => Distribution::Uniform,
+            (DistName::Table(name), _) => Distribution::Table(load(name)?),
+            (name, TableMode::Netem) => Distribution::Table(load(name.as_str())?),
+            (DistName::Normal, TableMode::Exact) => Distribution::Normal,
+            (DistName::Pareto, TableMode::Exact) => Distribution::Pareto,
+            (DistName::Paretonormal, TableMode::Exact) => Distribution::ParetoNormal,
+        };
+        let delay = if cfg.delay.0 == 0 && cfg.jitter.0 == 0 {
+            None
+        } else {
+            Some(DelaySampler::new(&DelayConfig {
+                delay_ns: cfg.delay.0,
+                jitter_ns: cfg.jitter.0,
+                correlation: cfg.delay_correlation.0,
+                distribution,
+            })?)
+        };
+        let reorder = chance("reorder", &cfg.reorder)?.map(|chance| Reorder {
+            chance,
+            // tc turns "no gap" into gap 1: every packet is a candidate.
+            gap: cfg.gap.max(1),
+            counter: 0,
+        });
+        Ok(LinkModel {
+            stream: Stream::new(cfg.seed.unwrap_or(seed), label),
+            delay,
+            loss: cfg.loss.as_ref().map(Loss::new).transpose()?,
+            duplicate: chance("duplicate", &cfg.duplicate)?,
+            corrupt: chance("corrupt", &cfg.corrupt)?,
+            ln_1m_ber: cfg.ber.map(|b| (-b).ln_1p()),
+            reorder,
+            rate: cfg
+                .rate
+                .map(|r| RateQueue::new(r, QueueLimits { packets: cfg.limit, bytes: cfg.limit_bytes })),
+            ordered: cfg.ordered,
+            last_departure: 0,
+            counters: LinkCounters::default(),
+        })
+    }
+
+    /// The model's own counters.
+    pub fn counters(&self) -> LinkCounters {
+        let mut c = self.counters;
+        if let Some(d) = &self.delay {
+            c.clamped_delays = d.clamped();
+        }
+        c
+    }
+
+    /// Stages 2–7 for one copy.
+    #[inline]
+    fn pass(&mut self, pkt: &PacketMeta, copy: u8, fate: &mut Fate) {
+        let s = &mut self.stream;
+        if let Some(loss) = &mut self.loss {
+            if loss.lose(s) {
+                fate.record_drop(DropReason::Loss);
+                return;
+            }
+        }
+        let bits = pkt.len.saturating_mul(8);
+        let mut corruption = Corruption::NONE;
+        if let Some(c) = &mut self.corrupt {
+            if c.next(s) && bits > 0 {
+                corruption.single_bit = Some(s.below(bits));
+            }
+        }
+        if let Some(ln) = self.ln_1m_ber {
+            corruption.ber = BerFlips::draw(s, bits, ln);
+        }
+        let reordered = match &mut self.reorder {
+            // netem's rule: a packet is a candidate once `gap − 1` packets were delayed since
+            // the last reordered one; the reorder draw is made for candidates only.
+            Some(r) => {
+                if r.counter + 1 >= r.gap && r.chance.next(s) {
+                    r.counter = 0;
+                    true
+                } else {
+                    r.counter = r.counter.saturating_add(1);
+                    false
+                }
+            }
+            None => false,
+        };
+        let departure = match &mut self.rate {
+            Some(q) => match q.offer(pkt.arrival_ns, pkt.len) {
+                Some(finish) => {
+                    let c = &mut self.counters;
+                    c.max_backlog_packets = c.max_backlog_packets.max(q.backlog_packets() as u64);
+                    c.max_backlog_bytes = c.max_backlog_bytes.max(q.backlog_bytes());
+                    finish
+                }
+                None => {
+                    fate.record_drop(DropReason::QueueFull);
+                    return;
+                }
+            },
+            None => pkt.arrival_ns,
+        };
+        let mut at = match (&mut self.delay, reordered) {
+            (Some(d), false) => departure.saturating_add(d.sample(s)),
+            _ => departure,
+        };
+        if self.ordered && !reordered {
+            at = at.max(self.last_departure);
+            self.last_departure = at;
+        }
+        fate.delivered.push(Delivery { at_ns: at, corruption, copy, reordered });
+    }
+}
+
+impl Model for LinkModel {
+    fn decide(&mut self, pkt: &PacketMeta) -> Fate {
+        let mut fate = Fate::new();
+        let duplicated = match &mut self.duplicate {
+            Some(d) => d.next(&mut self.stream),
+            None => false,
+        };
+        let copies = 1 + duplicated as u8;
+        for copy in 0..copies {
+            self.pass(pkt, copy, &mut fate);
+        }
+        fate
+    }
+}

@@ -1,0 +1,255 @@
+//! The link model end to end: statistical checks of each stage through the whole pipeline,
+//! and properties that must hold for any valid configuration.
+
+use proptest::prelude::*;
+use rtemu_model::chance::ChanceConfig;
+use rtemu_model::config::{DistName, LinkConfig};
+use rtemu_model::link::NoTables;
+use rtemu_model::loss::LossConfig;
+use rtemu_model::rate::RateConfig;
+use rtemu_model::units::{Percent, Rate, Size, Time};
+use rtemu_model::{netem, DropReason, Fate, LinkModel, Model, PacketMeta};
+
+fn model(netem_args: &str, seed: u64) -> LinkModel {
+    LinkModel::new(&netem::parse(netem_args).unwrap(), &NoTables, seed, 0).unwrap()
+}
+
+fn packet(seq: u64, arrival_ns: u64, len: u32) -> PacketMeta {
+    PacketMeta { len, flow: Default::default(), arrival_ns, seq }
+}
+
+/// Fates of `n` packets of `len` bytes arriving every `gap_ns`.
+fn run(m: &mut LinkModel, n: u64, gap_ns: u64, len: u32) -> Vec<(PacketMeta, Fate)> {
+    (0..n)
+        .map(|i| {
+            let p = packet(i, 1_000_000_000 + i * gap_ns, len);
+            (p, m.decide(&p))
+        })
+        .collect()
+}
+
+#[test]
+fn rate_limit_delivers_the_configured_rate_and_the_queue_stays_bounded() {
+    // 1000-byte packets every 50 µs offer 160 Mbit/s to a 100 Mbit/s link with a 100-packet
+    // queue: drops are certain, and the link is busy from the first packet to the last.
+    let mut m = model("rate 100mbit limit 100", 1);
+    let fates = run(&mut m, 200_000, 50_000, 1000);
+    let delivered: Vec<u64> = fates.iter().flat_map(|(_, f)| f.delivered.as_slice().iter().map(|d| d.at_ns)).collect();
+    let dropped = fates.iter().filter(|(_, f)| f.drop_reason() == Some(DropReason::QueueFull)).count();
+    assert!(dropped > 0);
+    let span = delivered.iter().max().unwrap() - fates[0].0.arrival_ns;
+    let rate = delivered.len() as f64 * 8000.0 * 1e9 / span as f64;
+    assert!((rate - 100e6).abs() < 0.005 * 100e6, "delivered {rate} bit/s");
+    // The backlog never exceeded the limit: at each arrival, count copies admitted and not
+    // yet finished; with no delay stage, a delivery time is the serialization finish time.
+    assert!(m.counters().max_backlog_packets <= 100);
+    let mut finishes = std::collections::VecDeque::new();
+    for (p, f) in &fates {
+        while finishes.front().is_some_and(|&t| t <= p.arrival_ns) {
+            finishes.pop_front();
+        }
+        if let Some(d) = f.delivered.as_slice().first() {
+            finishes.push_back(d.at_ns);
+        }
+        assert!(finishes.len() <= 100);
+    }
+}
+
+#[test]
+fn correlated_loss_keeps_its_marginal_rate() {
+    // netem's own arithmetic makes `loss 1% 25%` drop far fewer than 1 %; rtemu must not.
+    let mut m = model("loss 1% 25%", 3);
+    let n = 1_000_000;
+    let lost = run(&mut m, n, 1000, 100).iter().filter(|(_, f)| f.drop_reason().is_some()).count();
+    // Effective sample n·(1−ρ)/(1+ρ) = 600 000; sd of the rate ≈ sqrt(0.01·0.99/6e5) = 1.3e-4.
+    assert!((lost as f64 / n as f64 - 0.01).abs() < 6.5e-4, "lost {lost}");
+}
+
+#[test]
+fn duplicate_and_corrupt_rates_match() {
+    let mut m = model("duplicate 5% corrupt 2%", 4);
+    let n = 400_000u64;
+    let fates = run(&mut m, n, 1000, 200);
+    let dups = fates.iter().filter(|(_, f)| f.delivered.len() == 2).count() as f64;
+    let copies: Vec<_> = fates.iter().flat_map(|(_, f)| f.delivered.as_slice().to_vec()).collect();
+    let corrupted = copies.iter().filter(|d| d.corruption.single_bit.is_some()).count() as f64;
+    // Binomial standard errors: sqrt(0.05·0.95/4e5) = 3.4e-4, sqrt(0.02·0.98/4.2e5) = 2.2e-4; 5 σ.
+    assert!((dups / n as f64 - 0.05).abs() < 1.7e-3, "dup {dups}");
+    assert!((corrupted / copies.len() as f64 - 0.02).abs() < 1.1e-3, "corrupt {corrupted}");
+    // A flipped bit lies inside the 200-byte frame.
+    assert!(copies.iter().filter_map(|d| d.corruption.single_bit).all(|b| b < 1600));
+}
+
+#[test]
+fn bit_error_rate_flips_bits_independently() {
+    let mut m = model("ber 1e-4", 5);
+    let n = 100_000u64;
+    let fates = run(&mut m, n, 1000, 1500);
+    let flips: usize = fates.iter().flat_map(|(_, f)| f.delivered.as_slice().to_vec()).map(|d| d.corruption.bits().count()).sum();
+    let expected = n as f64 * 12_000.0 * 1e-4;
+    // Poisson: sd = sqrt(120 000) ≈ 346; 5 σ.
+    assert!((flips as f64 - expected).abs() < 5.0 * expected.sqrt(), "{flips} flips");
+    // Some packets carry more than one error, which netem's `corrupt` cannot do.
+    assert!(fates.iter().any(|(_, f)| f.delivered.as_slice()[0].corruption.bits().count() > 1));
+}
+
+#[test]
+fn reorder_with_gap_sends_every_gap_th_packet_ahead() {
+    let mut m = model("delay 10ms reorder 100% gap 5", 6);
+    let fates = run(&mut m, 100, 1_000_000, 100);
+    for (p, f) in &fates {
+        let d = f.delivered.as_slice()[0];
+        let expect_reordered = p.seq % 5 == 4;
+        assert_eq!(d.reordered, expect_reordered, "seq {}", p.seq);
+        assert_eq!(d.at_ns - p.arrival_ns, if expect_reordered { 0 } else { 10_000_000 });
+    }
+}
+
+#[test]
+fn ordered_links_never_reorder_and_jitter_does_by_default() {
+    let inversions = |args: &str| {
+        let mut m = model(args, 7);
+        let times: Vec<u64> = run(&mut m, 10_000, 100_000, 100).iter().map(|(_, f)| f.delivered.as_slice()[0].at_ns).collect();
+        times.windows(2).filter(|w| w[1] < w[0]).count()
+    };
+    assert!(inversions("delay 10ms 5ms") > 100);
+    assert_eq!(inversions("delay 10ms 5ms ordered"), 0);
+}
+
+#[test]
+fn a_delay_alone_never_drops_however_many_packets_are_in_flight() {
+    // 1 s of delay at 1 Mpps keeps a million packets in flight, far beyond netem's 1000.
+    let mut m = model("delay 1s", 8);
+    let fates = run(&mut m, 2_000_000, 1000, 64);
+    assert!(fates.iter().all(|(_, f)| f.delivered.len() == 1));
+}
+
+#[test]
+fn seeds_decide_reproducibly() {
+    let args = "delay 20ms 5ms 25% distribution normal loss 1% 25% duplicate 0.5% corrupt 0.1% reorder 10% 50% rate 10mbit";
+    let a = run(&mut model(args, 42), 20_000, 200_000, 500);
+    let b = run(&mut model(args, 42), 20_000, 200_000, 500);
+    let c = run(&mut model(args, 43), 20_000, 200_000, 500);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+fn arb_chance() -> impl Strategy<Value = Option<ChanceConfig>> {
+    prop_oneof![
+        Just(None),
+        (0.0f64..=1.0, 0.0f64..0.99)
+            .prop_map(|(p, c)| Some(ChanceConfig { probability: Percent(p), correlation: Percent(c) })),
+    ]
+}
+
+fn arb_config() -> impl Strategy<Value = LinkConfig> {
+    let delay = (0u64..2_000_000_000, 0u64..500_000_000, 0.0f64..0.99, 0usize..4);
+    let loss = prop_oneof![
+        Just(None),
+        arb_chance().prop_map(|c| c.map(LossConfig::Random)),
+        (0.0f64..0.5, 0.0f64..0.5, 0.0f64..0.5, 0.0f64..=1.0, 0.0f64..0.5).prop_map(|(a, b, c, d, e)| Some(
+            LossConfig::State { p13: Percent(a), p31: Percent(b), p32: Percent(c), p23: Percent(d), p14: Percent(e) }
+        )),
+        (0.0f64..=1.0, 0.0f64..=1.0, 0.0f64..=1.0, 0.0f64..=1.0).prop_map(|(a, b, c, d)| Some(
+            LossConfig::Gemodel { p: Percent(a), r: Percent(b), loss_bad: Percent(c), loss_good: Percent(d) }
+        )),
+    ];
+    let rate = prop_oneof![
+        Just(None),
+        (1_000u64..10_000_000_000, -100i32..100, 0u32..100, -10i32..10).prop_map(|(r, o, c, co)| Some(RateConfig {
+            rate: Rate(r),
+            packet_overhead: o,
+            cell_size: c,
+            cell_overhead: co
+        })),
+    ];
+    (delay, loss, arb_chance(), arb_chance(), arb_chance(), proptest::option::of(1e-9f64..0.1), rate, 1u32..5000, any::<bool>(), 0u32..10)
+        .prop_map(|((d, j, c, dist), loss, duplicate, corrupt, reorder, ber, rate, limit, ordered, gap)| {
+            let distribution = [DistName::Uniform, DistName::Normal, DistName::Pareto, DistName::Paretonormal][dist].clone();
+            LinkConfig {
+                delay: Time(d.max(1)),
+                jitter: Time(j),
+                delay_correlation: Percent(c),
+                distribution,
+                loss,
+                duplicate,
+                corrupt,
+                reorder,
+                gap,
+                ber,
+                rate,
+                limit,
+                limit_bytes: (limit % 3 == 0).then_some(Size(limit as u64 * 700)),
+                ordered,
+                ..LinkConfig::default()
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any valid configuration: no panic, every copy accounted for exactly once, nothing
+    /// delivered before it arrived.
+    #[test]
+    fn every_copy_has_exactly_one_fate_and_none_arrives_early(cfg in arb_config(), seed in any::<u64>(), lens in proptest::collection::vec(0u32..9000, 1..300)) {
+        let mut m = LinkModel::new(&cfg, &NoTables, seed, 1).unwrap();
+        let mut t = 0u64;
+        for (i, len) in lens.iter().enumerate() {
+            t += (*len as u64 * 37) % 1_000_000;
+            let p = packet(i as u64, t, *len);
+            let f = m.decide(&p);
+            let copies = f.delivered.len() + f.drops().count();
+            prop_assert!(copies == 1 || (copies == 2 && cfg.duplicate.is_some()));
+            for d in f.delivered.as_slice() {
+                prop_assert!(d.at_ns >= p.arrival_ns);
+                prop_assert!(d.corruption.bits().all(|b| b < len * 8));
+            }
+        }
+    }
+
+    /// The netem syntax writes any configuration so that it reads back the same (percentages
+    /// up to the last bit of the `× 100` rounding).
+    #[test]
+    fn netem_syntax_round_trips(cfg in arb_config()) {
+        let text = cfg.to_string();
+        let back = netem::parse(&text).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+        prop_assert_eq!(back.to_string(), text);
+    }
+
+    /// The structured form (TOML and JSON) round-trips exactly.
+    #[test]
+    fn structured_form_round_trips(cfg in arb_config()) {
+        let json = serde_json::to_string(&cfg).unwrap();
+        prop_assert_eq!(&serde_json::from_str::<LinkConfig>(&json).unwrap(), &cfg);
+        let toml_text = toml::to_string(&cfg).unwrap();
+        prop_assert_eq!(&toml::from_str::<LinkConfig>(&toml_text).unwrap(), &cfg);
+    }
+
+    /// The parser never panics, whatever it is given.
+    #[test]
+    fn netem_parser_never_panics(words in proptest::collection::vec(prop_oneof![
+        Just("delay".to_string()), Just("loss".to_string()), Just("state".to_string()), Just("gemodel".to_string()),
+        Just("rate".to_string()), Just("reorder".to_string()), Just("gap".to_string()), Just("limit".to_string()),
+        Just("distribution".to_string()), Just("ber".to_string()), "[0-9]{1,4}(\\.[0-9])?(ms|us|s|%|mbit|kb)?", "\\PC{0,6}",
+    ], 0..12)) {
+        let _ = netem::parse(&words.join(" "));
+    }
+}
+
+#[test]
+fn a_structured_config_reads_like_the_netem_line() {
+    let from_toml: LinkConfig = toml::from_str(
+        r#"
+        delay = "20ms"
+        jitter = "5ms"
+        distribution = "normal"
+        loss = { model = "random", probability = "1%", correlation = "25%" }
+        rate = { rate = "10mbit" }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(from_toml, netem::parse("delay 20ms 5ms distribution normal loss 1% 25% rate 10mbit").unwrap());
+    let err = toml::from_str::<LinkConfig>("delay = \"20 parsecs\"").unwrap_err();
+    assert!(err.to_string().contains("expected a time"), "{err}");
+}
