@@ -189,7 +189,10 @@ mod tests {
     fn quantile_inverts_cdf() {
         for p in [1e-9, 0.01, 0.25, 0.5, 0.9, 0.999_999] {
             let z = normal_quantile(p);
-            assert!((normal_cdf(z) - p).abs() <= 1e-14 * p.max(1e-3), "p = {p}, z = {z}");
+            assert!(
+                (normal_cdf(z) - p).abs() <= 1e-14 * p.max(1e-3),
+                "p = {p}, z = {z}"
+            );
         }
         assert!((normal_quantile(0.975) - 1.959_963_984_540_054).abs() < 1e-12);
     }
@@ -211,12 +214,20 @@ mod tests {
         assert!((smooth.variance() - 1.0 / 3.0).abs() < 1e-9);
         // 4096 equal steps approximate the same uniform map.
         let n = 4096;
-        let steps: Vec<f64> = (0..n).map(|i| (2 * i + 1) as f64 / n as f64 - 1.0).collect();
+        let steps: Vec<f64> = (0..n)
+            .map(|i| (2 * i + 1) as f64 / n as f64 - 1.0)
+            .collect();
         let stepped = Expansion::of_steps(&steps);
         for r in [0.1, 0.25, 0.5, 0.75, 0.9, 0.99] {
             let exact = 6.0 / PI * libm::asin(r / 2.0);
-            assert!((smooth.output_correlation(r) - exact).abs() < 1e-6, "r = {r}");
-            assert!((stepped.output_correlation(r) - exact).abs() < 1e-4, "r = {r}");
+            assert!(
+                (smooth.output_correlation(r) - exact).abs() < 1e-6,
+                "r = {r}"
+            );
+            assert!(
+                (stepped.output_correlation(r) - exact).abs() < 1e-4,
+                "r = {r}"
+            );
         }
     }
 

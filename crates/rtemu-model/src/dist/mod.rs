@@ -268,7 +268,7 @@ impl DelaySampler {
                     None => e,
                 };
                 latent.z = Some(z);
-                self.shape.from_latent(z)
+                self.shape.map_latent(z)
             }
         };
         let delay = self.mean + self.scale * x;
@@ -293,7 +293,7 @@ impl DelaySampler {
 impl Shape {
     /// `g(z) = F⁻¹(Φ(z))`: the standardised draw for a latent standard normal `z`.
     #[inline]
-    fn from_latent(&self, z: f64) -> f64 {
+    fn map_latent(&self, z: f64) -> f64 {
         match self {
             Shape::Constant => 0.0,
             Shape::Uniform => libm::erf(z * FRAC_1_SQRT_2),
@@ -317,7 +317,7 @@ impl Shape {
             // Pearson's correlation of Φ(z₁), Φ(z₂) for normals with correlation r.
             Shape::Uniform => 2.0 * libm::sin(std::f64::consts::PI * rho / 6.0),
             Shape::Pareto | Shape::ParetoNormal => {
-                Expansion::of_smooth(|z| self.from_latent(z)).latent_for(rho)
+                Expansion::of_smooth(|z| self.map_latent(z)).latent_for(rho)
             }
             Shape::Table(values) => {
                 let steps: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
@@ -350,6 +350,61 @@ mod tests {
         let e = Expansion::of_smooth(|z| pareto(normal_cdf(-z)));
         assert!((e.variance() - 1.0).abs() < 1e-8);
         assert!((PARETO_SCALE - 2.0 / 3f64.sqrt()).abs() < 1e-15);
+    }
+
+    /// `Corr(g(Z₁), g(Z₂))` for standard normals with correlation `r`, by 2-D Simpson
+    /// quadrature on `[−11, 11]²`, independently of the Hermite series used for calibration.
+    fn correlation_by_quadrature(g: impl Fn(f64) -> f64, r: f64) -> f64 {
+        const HALF_WIDTH: f64 = 11.0;
+        const STEPS: usize = 1100;
+        let h = 2.0 * HALF_WIDTH / STEPS as f64;
+        let nodes: Vec<(f64, f64)> = (0..=STEPS)
+            .map(|i| {
+                let z = -HALF_WIDTH + h * i as f64;
+                let simpson = match i {
+                    0 | STEPS => 1.0,
+                    i if i % 2 == 1 => 4.0,
+                    _ => 2.0,
+                };
+                let pdf = libm::exp(-0.5 * z * z) / (2.0 * std::f64::consts::PI).sqrt();
+                (z, simpson * h / 3.0 * pdf)
+            })
+            .collect();
+        let s = (1.0 - r * r).sqrt();
+        let mean: f64 = nodes.iter().map(|&(z, w)| w * g(z)).sum();
+        let second: f64 = nodes.iter().map(|&(z, w)| w * g(z) * g(z)).sum();
+        let cross: f64 = nodes
+            .iter()
+            .map(|&(z1, w1)| {
+                let inner: f64 = nodes.iter().map(|&(e, w2)| w2 * g(r * z1 + s * e)).sum();
+                w1 * g(z1) * inner
+            })
+            .sum();
+        (cross - mean * mean) / (second - mean * mean)
+    }
+
+    #[test]
+    fn calibration_gives_the_configured_output_correlation() {
+        for distribution in [Distribution::Pareto, Distribution::ParetoNormal] {
+            for rho in [0.25, 0.5, 0.9] {
+                let d = DelaySampler::new(&DelayConfig {
+                    delay_ns: 0,
+                    jitter_ns: 1,
+                    correlation: rho,
+                    distribution: distribution.clone(),
+                })
+                .unwrap();
+                let r = d.latent_correlation().unwrap();
+                let c = correlation_by_quadrature(|z| d.shape.map_latent(z), r);
+                assert!(
+                    (c - rho).abs() < 1e-6,
+                    "{}: ρ = {rho}, got {c}",
+                    distribution.name()
+                );
+                // Heavy tails lower the Pearson correlation: the latent one must be larger.
+                assert!(r > rho);
+            }
+        }
     }
 
     #[test]
@@ -389,7 +444,11 @@ mod tests {
             let mut s = Stream::new(1, 2);
             let before = s.clone().next_u64();
             assert!((0..100).all(|_| d.sample(&mut s) == 5_000));
-            assert_eq!(s.next_u64(), before, "a constant delay must not consume draws");
+            assert_eq!(
+                s.next_u64(),
+                before,
+                "a constant delay must not consume draws"
+            );
             assert_eq!(d.latent_correlation(), None);
         }
     }

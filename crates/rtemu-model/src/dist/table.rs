@@ -177,8 +177,11 @@ mod tests {
 
     #[test]
     fn reads_values_comments_and_blank_lines() {
-        let t = DistTable::parse("t.dist", "# header\n -3 +4 5\n\n  6 # tail 7\n\t-32768 32767\n")
-            .unwrap();
+        let t = DistTable::parse(
+            "t.dist",
+            "# header\n -3 +4 5\n\n  6 # tail 7\n\t-32768 32767\n",
+        )
+        .unwrap();
         assert_eq!(t.values(), &[-3, 4, 5, 6, -32768, 32767]);
         assert_eq!(t.name(), "t.dist");
     }
@@ -194,7 +197,10 @@ mod tests {
         );
         assert_eq!(err("- 1").kind, TableErrorKind::NotAnInteger("-".into()));
         assert_eq!(err("1.5").kind, TableErrorKind::NotAnInteger("1.5".into()));
-        assert_eq!(err("0x10").kind, TableErrorKind::NotAnInteger("0x10".into()));
+        assert_eq!(
+            err("0x10").kind,
+            TableErrorKind::NotAnInteger("0x10".into())
+        );
     }
 
     #[test]
@@ -214,7 +220,10 @@ mod tests {
         let e = err("0\n  32768");
         assert_eq!((e.line, e.column), (2, 3));
         assert_eq!(e.kind, TableErrorKind::OutOfRange("32768".into()));
-        assert_eq!(err("-32769").kind, TableErrorKind::OutOfRange("-32769".into()));
+        assert_eq!(
+            err("-32769").kind,
+            TableErrorKind::OutOfRange("-32769".into())
+        );
         assert_eq!(
             err("99999999999999999999999").kind,
             TableErrorKind::OutOfRange("99999999999999999999999".into())
