@@ -169,15 +169,6 @@ impl LinkModel {
         })
     }
 
-    /// The model's own counters.
-    pub fn counters(&self) -> LinkCounters {
-        let mut c = self.counters;
-        if let Some(d) = &self.delay {
-            c.clamped_delays = d.clamped();
-        }
-        c
-    }
-
     /// Stages 2–7 for one copy.
     #[inline]
     fn pass(&mut self, pkt: &PacketMeta, copy: u8, fate: &mut Fate) {
@@ -251,5 +242,13 @@ impl Model for LinkModel {
             self.pass(pkt, copy, &mut fate);
         }
         fate
+    }
+
+    fn counters(&self) -> LinkCounters {
+        let mut c = self.counters;
+        if let Some(d) = &self.delay {
+            c.clamped_delays = d.clamped();
+        }
+        c
     }
 }

@@ -1,2 +1,12 @@
 //! rtemu's real-fast engine: runs link models in virtual time over packet captures.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod capture;
+pub mod engine;
+pub mod fatelog;
+pub mod flow;
+pub mod source;
+pub mod summary;
+pub mod tables;
+pub mod traffic;

@@ -1,0 +1,169 @@
+//! The virtual-time loop: read frames, ask the model, release deliveries in time order.
+//!
+//! Time is the input's: a frame arrives at its capture timestamp, and nothing waits. Decided
+//! copies wait in a heap keyed by delivery time; because a delivery is never before its
+//! packet's arrival, every copy due at or before the current arrival can be written before the
+//! next decision, so the output is in delivery order and the heap holds only the copies in
+//! flight. Memory therefore depends on rate × delay, never on the input's length.
+//!
+//! Frame bytes of copies in flight live in recycled buffers: after warm-up the loop does not
+//! allocate.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Write};
+
+use rtemu_model::{Corruption, Model, PacketMeta};
+
+use crate::fatelog::FateLog;
+use crate::flow::flow_key;
+use crate::source::{FrameSource, Progress, SourceError};
+use crate::summary::{Summary, Tally};
+
+/// Where delivered frames go.
+pub trait FrameSink {
+    /// Writes a frame delivered at `ts_ns`; `orig_len` is its length on the wire.
+    fn deliver(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()>;
+}
+
+/// A sink that discards frames, for runs that only want the summary.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Discard;
+
+impl FrameSink for Discard {
+    fn deliver(&mut self, _: u64, _: &[u8], _: u32) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Why a run stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The input could not be read.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The output pcap could not be written.
+    #[error("writing the output: {0}")]
+    Output(io::Error),
+    /// The fate log could not be written.
+    #[error("writing the fate log: {0}")]
+    Log(io::Error),
+}
+
+/// One delivered copy waiting for its time.
+#[derive(Debug)]
+struct InFlight {
+    data: Vec<u8>,
+    orig_len: u32,
+    corruption: Corruption,
+}
+
+/// How often the progress callback runs, in input frames.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Runs `model` over every frame of `source`, writing delivered frames to `sink` in delivery
+/// order and each decision to `log`, and returns the summary. `progress` is called now and
+/// then with how far the input has been read.
+pub fn run<M: Model + ?Sized, W: Write>(
+    source: &mut dyn FrameSource,
+    model: &mut M,
+    sink: &mut dyn FrameSink,
+    mut log: Option<&mut FateLog<W>>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, SimError> {
+    let link = source.link_type();
+    let mut tally = Tally::default();
+    let mut heap: BinaryHeap<Reverse<(u64, u64, u8, usize)>> = BinaryHeap::new();
+    let mut slots: Vec<InFlight> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut clock = 0u64;
+    let mut seq = 0u64;
+
+    loop {
+        let Some(frame) = source.next_frame()? else { break };
+        let arrival = if frame.ts_ns < clock {
+            tally.regressions += 1;
+            clock
+        } else {
+            frame.ts_ns
+        };
+        clock = arrival;
+        release(&mut heap, &mut slots, &mut free, sink, &mut tally, arrival)?;
+
+        let pkt = PacketMeta { len: frame.orig_len, flow: flow_key(link, frame.data), arrival_ns: arrival, seq };
+        let fate = model.decide(&pkt);
+        tally.packets_in += 1;
+        tally.bytes_in += frame.orig_len as u64;
+        tally.first_arrival.get_or_insert(arrival);
+        tally.last_arrival = arrival;
+        let copies = fate.delivered.len() + fate.drops().count();
+        tally.duplicated += (copies > 1) as u64;
+
+        for d in fate.delivered.as_slice() {
+            let slot = match free.pop() {
+                Some(i) => {
+                    slots[i].data.clear();
+                    i
+                }
+                None => {
+                    slots.push(InFlight { data: Vec::new(), orig_len: 0, corruption: Corruption::NONE });
+                    slots.len() - 1
+                }
+            };
+            let s = &mut slots[slot];
+            s.data.extend_from_slice(frame.data);
+            s.orig_len = frame.orig_len;
+            s.corruption = d.corruption;
+            heap.push(Reverse((d.at_ns, seq, d.copy, slot)));
+            let delay = d.at_ns - arrival;
+            tally.delays.saturating_record(delay);
+            tally.delay_sum += delay as u128;
+            tally.corrupted += d.corruption.is_corrupted() as u64;
+            tally.reordered += d.reordered as u64;
+            if let Some(log) = log.as_deref_mut() {
+                log.delivered(&pkt, d).map_err(SimError::Log)?;
+            }
+        }
+        // Dropped copies take the copy numbers the delivered ones do not use.
+        let mut missing = (0..copies as u8).filter(|c| !fate.delivered.as_slice().iter().any(|d| d.copy == *c));
+        for reason in fate.drops() {
+            tally.drop(reason);
+            if let Some(log) = log.as_deref_mut() {
+                log.dropped(&pkt, missing.next().unwrap_or(0), reason).map_err(SimError::Log)?;
+            }
+        }
+        tally.max_in_flight = tally.max_in_flight.max(heap.len() as u64);
+        seq += 1;
+        if seq % PROGRESS_EVERY == 0 {
+            progress(source.progress());
+        }
+    }
+    release(&mut heap, &mut slots, &mut free, sink, &mut tally, u64::MAX)?;
+    progress(source.progress());
+    Ok(tally.finish(model.counters()))
+}
+
+/// Writes every copy due at or before `now`.
+fn release(
+    heap: &mut BinaryHeap<Reverse<(u64, u64, u8, usize)>>,
+    slots: &mut [InFlight],
+    free: &mut Vec<usize>,
+    sink: &mut dyn FrameSink,
+    tally: &mut Tally,
+    now: u64,
+) -> Result<(), SimError> {
+    while let Some(&Reverse((at, _, _, slot))) = heap.peek() {
+        if at > now {
+            break;
+        }
+        heap.pop();
+        let s = &mut slots[slot];
+        s.corruption.apply(&mut s.data);
+        sink.deliver(at, &s.data, s.orig_len).map_err(SimError::Output)?;
+        tally.delivered += 1;
+        tally.bytes_delivered += s.orig_len as u64;
+        tally.last_delivery = tally.last_delivery.max(at);
+        free.push(slot);
+    }
+    Ok(())
+}
