@@ -34,7 +34,8 @@
 //! * A [`DistTable`] is netem's table mode, bit for bit in distribution: the delay is
 //!   `μ + σ·t/8192` with `t` an entry picked uniformly. Loading iproute2's own `normal.dist`
 //!   reproduces netem's `distribution normal` exactly, ±4σ clipping included, for users who
-//!   want netem's behaviour rather than rtemu's.
+//!   want netem's behaviour rather than rtemu's. Only correlation differs: with ρ > 0 rtemu
+//!   correlates table draws as configured, where netem's are, in effect, uncorrelated (below).
 //!
 //! # Negative delays
 //!
@@ -46,10 +47,15 @@
 //!
 //! # Correlation
 //!
-//! netem's correlation blends each new uniform draw with the previous one,
-//! `u_n = (1−ρ)·v_n + ρ·u_{n−1}`, before the table lookup. As the kernel's own comment
-//! says, this is wrong: the blend narrows the marginal distribution (a uniform becomes
-//! bell-shaped with a smaller variance) and the resulting delays' autocorrelation is not ρ.
+//! netem's correlation (`get_crandom` in `net/sched/sch_netem.c`) blends each new uniform
+//! 32-bit draw with the previous result, `u_n = (1−ρ)·v_n + ρ·u_{n−1}`. That process does
+//! have lag-1 correlation ρ, but it is no longer uniform (its sd shrinks by
+//! `√((1−ρ)/(1+ρ))`, to 0.23 of a uniform's at ρ = 0.9), and `tabledist` then reduces it
+//! modulo the table size (`rnd % dist->size`) or modulo 2σ for the default uniform: only the
+//! low bits survive, and they carry almost none of the correlation. Simulating that
+//! arithmetic for ρ = 25%, 50% and 90% gives a lag-1 correlation of the table index and of
+//! the uniform jitter within ±0.01 of zero (200 000 draws each). So in netem,
+//! `delay 20ms 5ms 90%` is in effect uncorrelated.
 //!
 //! rtemu uses a Gaussian copula instead. A latent stationary AR(1) process
 //! `z_n = r·z_{n−1} + √(1−r²)·e_n` (`e_n` standard normal) is standard normal at every step,
@@ -72,8 +78,9 @@
 //! method (a ziggurat normal, a direct inverse CDF for Pareto, a table index), and the
 //! sampler makes no latent draws at all.
 //!
-//! Transcendental functions come from the `libm` crate, so the same seed gives the same
-//! delays on every platform.
+//! The functions used here come from the `libm` crate or are plain IEEE arithmetic (the
+//! Pareto cube root), so the same seed gives the same delays on every platform; the normal
+//! draws themselves are [`Stream::standard_normal`]'s.
 
 mod latent;
 mod table;
