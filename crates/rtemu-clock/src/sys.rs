@@ -1,0 +1,213 @@
+//! Thin wrappers over the libc calls this crate needs: the only place with `unsafe`.
+//!
+//! Each wrapper turns the C convention (negative return, `errno`) into `io::Result`, or returns
+//! the error number directly where the call reports it that way (`clock_nanosleep`,
+//! `pthread_*`).
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / NANOS_PER_SEC) as libc::time_t,
+        tv_nsec: (ns % NANOS_PER_SEC) as libc::c_long,
+    }
+}
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Reads `clock` in nanoseconds.
+pub(crate) fn clock_gettime_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clocks passed (CLOCK_MONOTONIC,
+    // CLOCK_THREAD_CPUTIME_ID) exist on every Linux this crate supports, so the call cannot fail.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * NANOS_PER_SEC + ts.tv_nsec as u64
+}
+
+/// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, deadline)`; returns early only on a signal.
+pub(crate) fn clock_nanosleep_abs(deadline_ns: u64) -> io::Result<()> {
+    let ts = timespec(deadline_ns);
+    // SAFETY: `ts` is a valid timespec; with TIMER_ABSTIME the remainder pointer may be null.
+    let err = unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+    if err == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(err))
+    }
+}
+
+/// Relative `nanosleep(ns)`.
+pub(crate) fn nanosleep(ns: u64) -> io::Result<()> {
+    let ts = timespec(ns);
+    // SAFETY: `ts` is a valid timespec and the remainder pointer may be null.
+    cvt(unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) }).map(drop)
+}
+
+/// `select(0, NULL, NULL, NULL, timeout)`: the classic portable sleep, microsecond resolution.
+pub(crate) fn select_sleep(us: u64) -> io::Result<()> {
+    let mut tv = libc::timeval {
+        tv_sec: (us / 1_000_000) as libc::time_t,
+        tv_usec: (us % 1_000_000) as libc::suseconds_t,
+    };
+    // SAFETY: with nfds 0 the fd sets may be null; `tv` is a valid, writable timeval.
+    cvt(unsafe {
+        libc::select(
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut tv,
+        )
+    })
+    .map(drop)
+}
+
+/// A new `CLOCK_MONOTONIC` timerfd.
+pub(crate) fn timerfd_create() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with constant arguments.
+    let fd = cvt(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Arms `fd` for the absolute `deadline_ns` and blocks in `read` until it expires.
+pub(crate) fn timerfd_wait_abs(fd: &OwnedFd, deadline_ns: u64) -> io::Result<()> {
+    let spec = libc::itimerspec {
+        it_interval: timespec(0),
+        it_value: timespec(deadline_ns.max(1)),
+    };
+    // SAFETY: `fd` is a live timerfd; `spec` is valid; the old-value pointer may be null.
+    cvt(unsafe {
+        libc::timerfd_settime(
+            fd.as_raw_fd(),
+            libc::TFD_TIMER_ABSTIME,
+            &spec,
+            std::ptr::null_mut(),
+        )
+    })?;
+    let mut expirations = 0u64;
+    // SAFETY: reads exactly 8 bytes into a u64, as the timerfd read protocol requires.
+    let n = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            (&mut expirations as *mut u64).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A new, empty epoll instance.
+pub(crate) fn epoll_create() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with a constant flag.
+    let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `epoll_wait` on an empty set with a millisecond timeout: what an event loop's timer gets.
+pub(crate) fn epoll_sleep(fd: &OwnedFd, ms: i32) -> io::Result<()> {
+    let mut event = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: `fd` is a live epoll fd; `event` is a valid buffer of one event.
+    cvt(unsafe { libc::epoll_wait(fd.as_raw_fd(), &mut event, 1, ms) }).map(drop)
+}
+
+/// `prctl(PR_SET_TIMERSLACK, ns)` for the calling thread.
+pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes one unsigned long argument; the rest are ignored.
+    cvt(unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+/// `prctl(PR_GET_TIMERSLACK)` for the calling thread, in ns.
+pub(crate) fn timer_slack() -> io::Result<u64> {
+    // SAFETY: PR_GET_TIMERSLACK takes no arguments and returns the slack.
+    cvt(unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) }).map(|v| v as u64)
+}
+
+/// `pthread_setschedparam` on the calling thread; returns the error number on failure.
+pub(crate) fn set_thread_sched(policy: libc::c_int, priority: libc::c_int) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `pthread_self()` is always a valid handle to the calling thread; `param` is valid.
+    let err = unsafe { libc::pthread_setschedparam(libc::pthread_self(), policy, &param) };
+    if err == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(err))
+    }
+}
+
+/// The calling thread's scheduling policy and priority.
+pub(crate) fn thread_sched() -> io::Result<(libc::c_int, libc::c_int)> {
+    let mut policy = 0;
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: both out-pointers are valid and writable; the handle is the calling thread.
+    let err = unsafe { libc::pthread_getschedparam(libc::pthread_self(), &mut policy, &mut param) };
+    if err == 0 {
+        Ok((policy, param.sched_priority))
+    } else {
+        Err(io::Error::from_raw_os_error(err))
+    }
+}
+
+/// Pins the calling thread to `cpus`.
+pub(crate) fn set_affinity(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: CPU_SET writes inside `set`; the caller checked `cpu < CPU_SETSIZE`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+        .map(drop)
+}
+
+/// The CPUs the calling thread may run on.
+pub(crate) fn affinity() -> io::Result<Vec<usize>> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed; pid 0 is this thread.
+    cvt(unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) })?;
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, so CPU_ISSET reads inside `set`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// `mlockall(MCL_CURRENT | MCL_FUTURE)`.
+pub(crate) fn mlockall() -> io::Result<()> {
+    // SAFETY: plain syscall with constant flags.
+    cvt(unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) }).map(drop)
+}
+
+/// `munlockall()`.
+pub(crate) fn munlockall() -> io::Result<()> {
+    // SAFETY: plain syscall without arguments.
+    cvt(unsafe { libc::munlockall() }).map(drop)
+}
