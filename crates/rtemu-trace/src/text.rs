@@ -1,0 +1,140 @@
+//! The text form of an action trace: one record per line.
+//!
+//! ```text
+//! # comments run from '#' to the end of the line; blank lines are ignored
+//! drop
+//! pass 1234us      # delivered after 1.234 ms
+//! dup 100us        # delivered after 100 µs, and the next line is the copy's fate
+//! pass 1.5ms
+//! ```
+//!
+//! Keywords are case-insensitive. Delays take a unit (`ns`, `us` or `µs`, `ms`, `s`) and may
+//! have a decimal fraction as long as the value is a whole number of ns.
+
+use std::io::{self, Write};
+
+use crate::action::Action;
+use crate::duration::{format_duration, parse_duration_ns};
+use crate::error::{syntax, TraceError};
+
+/// Parses one line (without its newline). `line_no` (from 1) is used in errors. Returns `None`
+/// for a blank or comment-only line.
+pub fn parse_line(line: &str, line_no: u64) -> Result<Option<Action>, TraceError> {
+    let body = line.split('#').next().unwrap_or("");
+    let mut words = body
+        .split(char::is_whitespace)
+        .filter(|w| !w.is_empty())
+        .map(|w| (column(line, w), w));
+    let Some((kcol, keyword)) = words.next() else {
+        return Ok(None);
+    };
+    let delay = words.next();
+    let extra = words.next();
+    let kind = keyword.to_ascii_lowercase();
+    let delay_ns = |what: &str| -> Result<u64, TraceError> {
+        let (col, d) = delay.ok_or_else(|| {
+            syntax(
+                line_no,
+                kcol + keyword.chars().count() as u64,
+                format!("{what} needs a delay, e.g. `{what} 1234us`"),
+            )
+        })?;
+        parse_duration_ns(d, None).map_err(|m| syntax(line_no, col, m))
+    };
+    let action = match kind.as_str() {
+        "drop" => match delay {
+            Some((col, d)) => Err(syntax(
+                line_no,
+                col,
+                format!("drop takes no delay, found {d:?}"),
+            )),
+            None => Ok(Some(Action::Drop)),
+        },
+        "pass" => Ok(Some(Action::Pass {
+            delay_ns: delay_ns("pass")?,
+        })),
+        "dup" => Ok(Some(Action::Dup {
+            delay_ns: delay_ns("dup")?,
+        })),
+        _ => Err(syntax(
+            line_no,
+            kcol,
+            format!("expected drop, pass or dup, found {keyword:?}"),
+        )),
+    }?;
+    if let Some((col, extra)) = extra {
+        return Err(syntax(
+            line_no,
+            col,
+            format!("unexpected {extra:?} after the record"),
+        ));
+    }
+    Ok(action)
+}
+
+/// The 1-based character column of `word`, a slice of `line`.
+fn column(line: &str, word: &str) -> u64 {
+    let byte = word.as_ptr() as usize - line.as_ptr() as usize;
+    line[..byte].chars().count() as u64 + 1
+}
+
+/// Writes one record as a line.
+pub fn write_action(w: &mut impl Write, action: Action) -> io::Result<()> {
+    match action {
+        Action::Drop => w.write_all(b"drop\n"),
+        Action::Pass { delay_ns } => writeln!(w, "pass {}", format_duration(delay_ns)),
+        Action::Dup { delay_ns } => writeln!(w, "dup {}", format_duration(delay_ns)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn at(e: TraceError) -> (u64, u64, String) {
+        match e.kind() {
+            ErrorKind::Syntax {
+                line,
+                column,
+                message,
+            } => (*line, *column, message.clone()),
+            k => panic!("not a syntax error: {k}"),
+        }
+    }
+
+    #[test]
+    fn lines_parse() {
+        assert_eq!(parse_line("  # only a comment", 1).unwrap(), None);
+        assert_eq!(parse_line("", 1).unwrap(), None);
+        assert_eq!(parse_line("DROP # lost", 1).unwrap(), Some(Action::Drop));
+        assert_eq!(
+            parse_line("\tpass  1234us", 1).unwrap(),
+            Some(Action::Pass {
+                delay_ns: 1_234_000
+            })
+        );
+        assert_eq!(
+            parse_line("dup 1.5ms#x", 1).unwrap(),
+            Some(Action::Dup {
+                delay_ns: 1_500_000
+            })
+        );
+    }
+
+    #[test]
+    fn errors_point_at_the_column() {
+        let (l, c, m) = at(parse_line("pass 12parsecs", 4).unwrap_err());
+        assert_eq!((l, c), (4, 6));
+        assert!(m.contains("unknown unit"), "{m}");
+        let (_, c, m) = at(parse_line("  pass", 1).unwrap_err());
+        assert_eq!(c, 7);
+        assert!(m.contains("needs a delay"), "{m}");
+        let (_, c, _) = at(parse_line("µ drop", 1).unwrap_err());
+        assert_eq!(c, 1);
+        let (_, c, m) = at(parse_line("drop 5us", 1).unwrap_err());
+        assert_eq!((c, m.contains("no delay")), (6, true));
+        let (_, c, _) = at(parse_line("pass 5us 6us", 1).unwrap_err());
+        assert_eq!(c, 10);
+    }
+}

@@ -1,0 +1,254 @@
+//! Golden files for each form, and "same input, every code path": every buffer size gives the
+//! same records as a whole-file read.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use rtemu_trace::reader::read_all;
+use rtemu_trace::{Action, ErrorKind, Format, Header, RecordReader, RecordWriter, TimeUnit};
+
+fn golden(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+fn sample() -> Vec<Action> {
+    let us = |n: u64| n * 1_000;
+    vec![
+        Action::Pass { delay_ns: us(1234) },
+        Action::Drop,
+        Action::Dup { delay_ns: us(100) },
+        Action::Dup { delay_ns: us(200) },
+        Action::Pass { delay_ns: us(300) },
+        Action::Pass { delay_ns: 0 },
+        Action::Drop,
+        Action::Dup { delay_ns: us(5) },
+        Action::Drop,
+        Action::Pass {
+            delay_ns: us((1 << 30) - 1),
+        },
+    ]
+}
+
+fn sample_header() -> Header {
+    Header {
+        unit: TimeUnit::Us,
+        flow: Some("dst=10.0.0.0/8 proto=udp".parse().unwrap()),
+        provenance: "golden sample: hand-made by tests/golden/README.md".into(),
+    }
+}
+
+/// Every record of `path` read with a buffer of `size` bytes, through `read_block` with the
+/// given block length.
+fn read_with(path: &Path, size: usize, block: usize) -> Vec<Action> {
+    let mut r = RecordReader::open_with(path, None, size).unwrap();
+    let mut out = Vec::new();
+    while r.read_block(&mut out, block).unwrap() > 0 {}
+    out
+}
+
+#[test]
+fn every_form_reads_the_golden_records_with_every_buffer_size() {
+    for name in [
+        "sample.rpl",
+        "sample.rplx",
+        "sample.txt",
+        "sample-handwritten.txt",
+    ] {
+        let path = golden(name);
+        let whole = std::fs::read(&path).unwrap();
+        let format = Format::detect(&path, &whole);
+        let (_, all) = read_all(&whole[..], format).unwrap();
+        assert_eq!(all, sample(), "{name}, whole-file read");
+        for size in [1, 7, 64 << 10] {
+            for block in [1, 3, 1 << 16] {
+                assert_eq!(
+                    read_with(&path, size, block),
+                    sample(),
+                    "{name}, {size} B, {block}"
+                );
+            }
+        }
+        // The iterator is one more code path.
+        let it: Vec<Action> = RecordReader::open_with(&path, None, 7)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(it, sample(), "{name}, iterator");
+    }
+}
+
+#[test]
+fn the_framed_header_is_read() {
+    let r = RecordReader::open(&golden("sample.rplx"), None).unwrap();
+    assert_eq!(r.format(), Format::Framed);
+    assert_eq!(r.header(), Some(&sample_header()));
+}
+
+#[test]
+fn writers_reproduce_the_golden_bytes() {
+    for (name, format) in [
+        ("sample.rpl", Format::Raw),
+        ("sample.rplx", Format::Framed),
+        ("sample.txt", Format::Text),
+    ] {
+        let mut w = RecordWriter::new(Vec::new(), format, &sample_header()).unwrap();
+        for a in sample() {
+            w.write(a).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        assert_eq!(bytes, std::fs::read(golden(name)).unwrap(), "{name}");
+    }
+}
+
+#[test]
+fn bad_files_name_the_file_and_the_place() {
+    let err = |name: &str, size: usize| {
+        let mut r = RecordReader::open_with(&golden(name), None, size).unwrap();
+        let mut out = Vec::new();
+        loop {
+            match r.read_block(&mut out, 1000) {
+                Ok(0) => panic!("{name}: no error"),
+                Ok(_) => {}
+                Err(e) => return (e.to_string(), out.len(), e),
+            }
+        }
+    };
+    for size in [1, 7, 4096] {
+        let (msg, good, e) = err("bad-reserved.rpl", size);
+        assert!(matches!(
+            e.kind(),
+            ErrorKind::ReservedAction {
+                index: 2,
+                offset: 8,
+                word: 0xc000_0009
+            }
+        ));
+        assert!(
+            msg.contains("bad-reserved.rpl: record 2 at byte 8"),
+            "{msg}"
+        );
+        assert_eq!(good, 2);
+        let (msg, good, e) = err("bad-truncated.rpl", size);
+        assert!(matches!(
+            e.kind(),
+            ErrorKind::TruncatedWord {
+                offset: 8,
+                len: 2,
+                index: 2
+            }
+        ));
+        assert!(msg.contains("multiple of 4"), "{msg}");
+        assert_eq!(good, 2);
+        let (msg, good, _) = err("bad-syntax.txt", size);
+        assert!(msg.contains("bad-syntax.txt: line 3, column 5:"), "{msg}");
+        assert!(msg.contains("no unit"), "{msg}");
+        assert_eq!(good, 1);
+    }
+}
+
+#[test]
+fn a_framed_trace_in_ns_keeps_ns() {
+    let header = Header {
+        unit: TimeUnit::Ns,
+        ..Header::default()
+    };
+    let mut w = RecordWriter::new(Vec::new(), Format::Framed, &header).unwrap();
+    w.write(Action::Pass {
+        delay_ns: 1_234_567,
+    })
+    .unwrap();
+    let bytes = w.finish().unwrap();
+    let (h, records) = read_all(&bytes[..], Format::Framed).unwrap();
+    assert_eq!(h.unwrap().unit, TimeUnit::Ns);
+    assert_eq!(
+        records,
+        vec![Action::Pass {
+            delay_ns: 1_234_567
+        }]
+    );
+    // The raw form is µs and refuses to round.
+    let mut w = RecordWriter::new(Vec::new(), Format::Raw, &header).unwrap();
+    let e = w
+        .write(Action::Pass {
+            delay_ns: 1_234_567,
+        })
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("record 0: delay 1234567 ns is not a whole number of us"),
+        "{e}"
+    );
+}
+
+fn action_us() -> impl Strategy<Value = Action> {
+    let delay = 0u64..(1 << 30);
+    prop_oneof![
+        Just(Action::Drop),
+        delay.clone().prop_map(|d| Action::Pass {
+            delay_ns: d * 1_000
+        }),
+        delay.prop_map(|d| Action::Dup {
+            delay_ns: d * 1_000
+        }),
+    ]
+}
+
+fn write(format: Format, records: &[Action]) -> Vec<u8> {
+    let mut w = RecordWriter::new(Vec::new(), format, &Header::default()).unwrap();
+    for &a in records {
+        w.write(a).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+proptest! {
+    #[test]
+    fn text_and_binary_round_trip(records in proptest::collection::vec(action_us(), 0..200)) {
+        let text = write(Format::Text, &records);
+        let (_, from_text) = read_all(&text[..], Format::Text).unwrap();
+        prop_assert_eq!(&from_text, &records);
+        let raw = write(Format::Raw, &from_text);
+        prop_assert_eq!(raw.len(), records.len() * 4);
+        let (_, from_raw) = read_all(&raw[..], Format::Raw).unwrap();
+        prop_assert_eq!(&from_raw, &records);
+        let framed = write(Format::Framed, &from_raw);
+        let (_, from_framed) = read_all(&framed[..], Format::Framed).unwrap();
+        prop_assert_eq!(&from_framed, &records);
+        prop_assert_eq!(write(Format::Text, &from_framed), text);
+    }
+
+    #[test]
+    fn any_bytes_read_the_same_whatever_the_buffer(bytes in proptest::collection::vec(any::<u8>(), 0..300), size in 1usize..20) {
+        // Raw reading of arbitrary bytes: same records and same error for every buffer size.
+        let whole = read_all(&bytes[..], Format::Raw).map_err(|e| e.to_string());
+        let mut r = RecordReader::new(&bytes[..], Format::Raw, size).unwrap();
+        let mut out = Vec::new();
+        let streamed = loop {
+            match r.read_block(&mut out, 5) {
+                Ok(0) => break Ok((None, out)),
+                Ok(_) => {}
+                Err(e) => break Err(e.to_string()),
+            }
+        };
+        prop_assert_eq!(whole, streamed);
+    }
+
+    #[test]
+    fn text_errors_point_inside_the_input(text in "(drop|pass|dup|[a-z0-9 .#µ])*(\\n(drop|pass|dup|[a-z0-9 .#µ])*){0,8}") {
+        // Arbitrary text either parses to at most one record per line, or fails with a syntax
+        // error whose line exists and whose column lies within that line.
+        let lines: Vec<&str> = text.split('\n').collect();
+        match read_all(text.as_bytes(), Format::Text) {
+            Ok((_, records)) => prop_assert!(records.len() <= lines.len()),
+            Err(e) => match e.kind() {
+                ErrorKind::Syntax { line, column, .. } => {
+                    let l = lines[(*line - 1) as usize];
+                    prop_assert!(*column >= 1 && *column <= l.chars().count() as u64 + 1, "{e}");
+                }
+                k => prop_assert!(false, "not a syntax error: {k}"),
+            },
+        }
+    }
+}
