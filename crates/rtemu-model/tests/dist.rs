@@ -465,7 +465,7 @@ mod properties {
                 zeros += u64::from(v == 0);
                 if let Some((lo, hi)) = bounds {
                     let v = v as f64;
-                    prop_assert!(v >= lo.max(0.0).floor() && v <= hi.ceil() + 1.0,
+                    prop_assert!(v >= lo.max(0.0).floor() && v <= hi.max(0.0).ceil() + 1.0,
                         "{v} outside [{lo}, {hi}]");
                 }
                 if jitter_ns == 0 {
