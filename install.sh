@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what rtemu needs on Debian/Ubuntu and builds it.
+# System packages: iproute2 (netem's distribution tables, `ip netns`), a C toolchain for
+# the build, and pkg-config. Rust comes from rustup if cargo is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need=()
+for pkg in iproute2 build-essential pkg-config; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install.sh: cargo not found: install Rust with rustup (https://rustup.rs), then run this again" >&2
+  exit 1
+fi
+
+cargo build --release --workspace
+echo "install.sh: built target/release/rtemu"
