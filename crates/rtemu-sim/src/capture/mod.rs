@@ -1,0 +1,393 @@
+//! Packet captures: streaming readers of pcap and pcapng, and a nanosecond pcap writer.
+//!
+//! [`CaptureReader`] reads either format from any [`Read`], recognised by its first bytes, one
+//! record at a time into one reused buffer: memory stays constant however long the file is.
+//! Every error on a truncated or corrupt file names the byte offset of the record (or block)
+//! at fault and what was expected there. A record longer than [`MAX_FRAME_LEN`] is an error,
+//! not an allocation of whatever size a corrupt header claims.
+//!
+//! The parsers are written here rather than taken from the `pcap-file` crate: its errors carry
+//! no byte offset, its readers grow their buffer to whatever length a record header claims,
+//! and its 3.0 line (which reworks errors) is still a release candidate. The formats are small
+//! and stable: pcap as in `pcap-savefile(5)`, pcapng as in draft-ietf-opsawg-pcapng.
+//!
+//! [`PcapWriter`] writes nanosecond pcap (magic `0xa1b23c4d`), always little-endian, so the same
+//! frames give the same bytes on every host.
+
+mod input;
+mod pcap;
+mod pcapng;
+mod writer;
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+pub use writer::{PcapWriter, WriteError};
+
+use crate::source::{Frame, FrameSource, Progress, ProgressUnit, SourceError};
+use input::Input;
+
+/// The longest frame a capture may hold, in bytes: 256 KiB, the largest snap length tcpdump
+/// and Wireshark use. A record claiming more is reported as corrupt.
+pub const MAX_FRAME_LEN: u32 = 262_144;
+
+/// Why a capture could not be read. Offsets count bytes from the start of the input.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaptureError {
+    /// The file could not be opened or its length read.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The path as given.
+        path: String,
+        /// What the operating system said.
+        source: io::Error,
+    },
+    /// Reading failed.
+    #[error("read error at byte {offset}: {source}")]
+    Io {
+        /// Where the read started.
+        offset: u64,
+        /// What the operating system said.
+        source: io::Error,
+    },
+    /// The input does not start like a pcap or pcapng file.
+    #[error("not a pcap or pcapng file: starts with {found:02x?}, expected a pcap magic number (a1b2c3d4, a1b23c4d, either byte order) or a pcapng section header (0a0d0d0a){hint}")]
+    NotACapture {
+        /// The first four bytes.
+        found: [u8; 4],
+        /// A guess at what the file is instead, or empty.
+        hint: &'static str,
+    },
+    /// A fixed-size structure ends early.
+    #[error("truncated {what} at byte {offset}: expected {expected} bytes, {remain} remain")]
+    Truncated {
+        /// The structure.
+        what: &'static str,
+        /// Where it starts.
+        offset: u64,
+        /// Its size.
+        expected: u64,
+        /// The bytes left in the input.
+        remain: u64,
+    },
+    /// A record or block ends before the length its header declares.
+    #[error("truncated {what} at byte {offset}: header says {declared} bytes, {remain} remain")]
+    TruncatedData {
+        /// The record or block.
+        what: &'static str,
+        /// Where the record or block starts.
+        offset: u64,
+        /// The length its header declares (after the header).
+        declared: u64,
+        /// The bytes left in the input after the header.
+        remain: u64,
+    },
+    /// A record claims more captured bytes than any sane capture holds.
+    #[error("corrupt {what} at byte {offset}: captured length {len} bytes exceeds the maximum of {MAX_FRAME_LEN}")]
+    FrameTooLong {
+        /// The record or block.
+        what: &'static str,
+        /// Where it starts.
+        offset: u64,
+        /// The captured length it claims.
+        len: u64,
+    },
+    /// A file header names a format version this reader does not know.
+    #[error("unsupported {format} version {major}.{minor} at byte {offset}: expected major version {expected}")]
+    UnsupportedVersion {
+        /// `pcap` or `pcapng`.
+        format: &'static str,
+        /// Where the header starts.
+        offset: u64,
+        /// The major version found.
+        major: u16,
+        /// The minor version found.
+        minor: u16,
+        /// The major version supported.
+        expected: u16,
+    },
+    /// A pcapng block's length field is impossible.
+    #[error("corrupt pcapng block at byte {offset}: length {len} is {problem}")]
+    BadBlockLength {
+        /// Where the block starts.
+        offset: u64,
+        /// The length found.
+        len: u32,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// A pcapng block's trailing length differs from its leading one.
+    #[error("corrupt pcapng block at byte {offset}: trailing length {trailer} differs from leading length {len}")]
+    BlockLengthMismatch {
+        /// Where the block starts.
+        offset: u64,
+        /// The leading length.
+        len: u32,
+        /// The trailing length.
+        trailer: u32,
+    },
+    /// A pcapng block's fields do not fit the block.
+    #[error("corrupt {what} at byte {offset}: {problem}")]
+    Malformed {
+        /// The block.
+        what: &'static str,
+        /// Where it starts.
+        offset: u64,
+        /// What does not fit.
+        problem: &'static str,
+    },
+    /// A pcapng packet names an interface that no description block declared.
+    #[error("corrupt {what} at byte {offset}: interface {interface} is not declared (the section declares {declared})")]
+    UnknownInterface {
+        /// The block.
+        what: &'static str,
+        /// Where it starts.
+        offset: u64,
+        /// The interface index it names.
+        interface: u32,
+        /// How many interfaces are declared.
+        declared: usize,
+    },
+    /// Interfaces of one capture have different link types; the simulator needs one.
+    #[error("interface description block at byte {offset} has link type {found}, but an earlier interface has link type {first}: rtemu sim needs one link type per capture (split the file by interface, e.g. with `editcap`)")]
+    MixedLinkTypes {
+        /// Where the second interface's block starts.
+        offset: u64,
+        /// The first link type.
+        first: u32,
+        /// The differing one.
+        found: u32,
+    },
+    /// A pcapng file has no interface, so no link type.
+    #[error("pcapng file has no interface description block before its end at byte {offset}")]
+    NoInterface {
+        /// The length of the input.
+        offset: u64,
+    },
+    /// A timestamp does not fit 64-bit nanoseconds since 1970 (or falls before it).
+    #[error("{what} at byte {offset}: timestamp out of range (must lie between 1970 and 2554)")]
+    TimestampOutOfRange {
+        /// The block or record.
+        what: &'static str,
+        /// Where it starts.
+        offset: u64,
+    },
+    /// An interface's timestamp resolution is beyond nanoseconds' reach.
+    #[error("interface description block at byte {offset}: unsupported if_tsresol {value:#04x} (supported: 10^-0..10^-19 and 2^-0..2^-63)")]
+    BadResolution {
+        /// Where the block starts.
+        offset: u64,
+        /// The option's value.
+        value: u8,
+    },
+}
+
+impl CaptureError {
+    /// The byte offset the error names, if any (all but [`CaptureError::Open`]).
+    pub fn offset(&self) -> Option<u64> {
+        use CaptureError::*;
+        match self {
+            Open { .. } => None,
+            NotACapture { .. } => Some(0),
+            Io { offset, .. }
+            | Truncated { offset, .. }
+            | TruncatedData { offset, .. }
+            | FrameTooLong { offset, .. }
+            | UnsupportedVersion { offset, .. }
+            | BadBlockLength { offset, .. }
+            | BlockLengthMismatch { offset, .. }
+            | Malformed { offset, .. }
+            | UnknownInterface { offset, .. }
+            | MixedLinkTypes { offset, .. }
+            | NoInterface { offset }
+            | TimestampOutOfRange { offset, .. }
+            | BadResolution { offset, .. } => Some(*offset),
+        }
+    }
+}
+
+/// The format-specific state of a reader.
+#[derive(Debug)]
+enum Format {
+    Pcap(pcap::State),
+    PcapNg(pcapng::State),
+}
+
+/// A streaming reader of pcap or pcapng, recognised by the first bytes.
+#[derive(Debug)]
+pub struct CaptureReader<R> {
+    input: Input<R>,
+    format: Format,
+    link_type: u32,
+    /// The reused buffer of the current frame: it grows to the longest frame seen, at most
+    /// [`MAX_FRAME_LEN`].
+    buf: Vec<u8>,
+    total: Option<u64>,
+}
+
+/// A decoded record: where its bytes lie in the buffer and when it arrived.
+struct Record {
+    ts_ns: u64,
+    len: usize,
+    orig_len: u32,
+}
+
+impl CaptureReader<File> {
+    /// Opens a capture file; its length makes [`FrameSource::progress`] report a total.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, CaptureError> {
+        let path = path.as_ref();
+        let open_error = |source| CaptureError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        let file = File::open(path).map_err(open_error)?;
+        let len = file.metadata().map_err(open_error)?.len();
+        let mut reader = CaptureReader::new(file)?;
+        reader.total = Some(len);
+        Ok(reader)
+    }
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Reads the file header (pcap) or the blocks up to the first interface description
+    /// (pcapng) from `reader`, which this reader buffers itself.
+    pub fn new(reader: R) -> Result<Self, CaptureError> {
+        let mut input = Input::new(BufReader::with_capacity(256 * 1024, reader));
+        let mut magic = [0u8; 4];
+        input.read_exact(&mut magic, "file header", 0)?;
+        let (format, link_type) = match magic {
+            pcapng::SHB_TYPE => {
+                let (state, link_type) = pcapng::State::open(&mut input)?;
+                (Format::PcapNg(state), link_type)
+            }
+            _ => match pcap::State::open(&mut input, magic)? {
+                Some((state, link_type)) => (Format::Pcap(state), link_type),
+                None => {
+                    let hint = match magic {
+                        [0x1f, 0x8b, ..] => " (it looks gzip-compressed: decompress it first)",
+                        [0x28, 0xb5, 0x2f, 0xfd] => {
+                            " (it looks zstd-compressed: decompress it first)"
+                        }
+                        [0xa1, 0xb2, 0xcd, 0x34] | [0x34, 0xcd, 0xb2, 0xa1] => {
+                            " (it is a modified-pcap file: convert it with `editcap -F pcap`)"
+                        }
+                        _ => "",
+                    };
+                    return Err(CaptureError::NotACapture { found: magic, hint });
+                }
+            },
+        };
+        Ok(CaptureReader {
+            input,
+            format,
+            link_type,
+            buf: Vec::new(),
+            total: None,
+        })
+    }
+
+    /// Sets the input's total length, so that [`FrameSource::progress`] reports it.
+    pub fn with_total_len(mut self, total: u64) -> Self {
+        self.total = Some(total);
+        self
+    }
+
+    /// The pcap link type of every frame (`LINKTYPE_*`).
+    pub fn link_type(&self) -> u32 {
+        self.link_type
+    }
+
+    /// Bytes of input consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.input.offset()
+    }
+
+    /// The next frame, or `None` at the end of the input.
+    pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        let record = match &mut self.format {
+            Format::Pcap(state) => state.next(&mut self.input, &mut self.buf)?,
+            Format::PcapNg(state) => state.next(&mut self.input, &mut self.buf, self.link_type)?,
+        };
+        Ok(record.map(|r| Frame {
+            ts_ns: r.ts_ns,
+            data: &self.buf[..r.len],
+            orig_len: r.orig_len,
+        }))
+    }
+}
+
+impl<R: Read> FrameSource for CaptureReader<R> {
+    fn link_type(&self) -> u32 {
+        self.link_type
+    }
+
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, SourceError> {
+        Ok(CaptureReader::next_frame(self)?)
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            done: self.input.offset(),
+            total: self.total,
+            unit: ProgressUnit::Bytes,
+        }
+    }
+}
+
+/// Reads `len` bytes of frame data into the reused buffer, growing it if needed.
+fn read_frame<R: Read>(
+    input: &mut Input<R>,
+    buf: &mut Vec<u8>,
+    len: u32,
+    what: &'static str,
+    start: u64,
+) -> Result<usize, CaptureError> {
+    if len > MAX_FRAME_LEN {
+        return Err(CaptureError::FrameTooLong {
+            what,
+            offset: start,
+            len: len.into(),
+        });
+    }
+    let len = len as usize;
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    input.read_data(&mut buf[..len], what, start)?;
+    Ok(len)
+}
+
+/// Byte order of a file or pcapng section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endian {
+    Little,
+    Big,
+}
+
+impl Endian {
+    fn u16(self, b: &[u8]) -> u16 {
+        let b = [b[0], b[1]];
+        match self {
+            Endian::Little => u16::from_le_bytes(b),
+            Endian::Big => u16::from_be_bytes(b),
+        }
+    }
+
+    fn u32(self, b: &[u8]) -> u32 {
+        let b = [b[0], b[1], b[2], b[3]];
+        match self {
+            Endian::Little => u32::from_le_bytes(b),
+            Endian::Big => u32::from_be_bytes(b),
+        }
+    }
+
+    fn u64(self, b: &[u8]) -> u64 {
+        let b = [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]];
+        match self {
+            Endian::Little => u64::from_le_bytes(b),
+            Endian::Big => u64::from_be_bytes(b),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The classic pcap format (`pcap-savefile(5)`): a 24-byte file header, then records of a
+//! 16-byte header and the captured bytes. Both byte orders, microsecond and nanosecond
+//! timestamps. The header's `thiszone` is ignored (every writer sets it to 0) and so is its
+//! snap length (writers disagree on it; [`MAX_FRAME_LEN`](super::MAX_FRAME_LEN) bounds records).
+
+use std::io::Read;
+
+use super::input::Input;
+use super::{read_frame, CaptureError, Endian, Record};
+
+const RECORD: &str = "packet record";
+
+/// What the file header said.
+#[derive(Debug)]
+pub(super) struct State {
+    endian: Endian,
+    /// Nanoseconds per unit of a record's sub-second field: 1000 (µs) or 1 (ns).
+    frac_ns: u64,
+}
+
+impl State {
+    /// Recognises `magic`; if it is a pcap magic number, reads the rest of the file header and
+    /// returns the state and the link type.
+    pub(super) fn open<R: Read>(
+        input: &mut Input<R>,
+        magic: [u8; 4],
+    ) -> Result<Option<(State, u32)>, CaptureError> {
+        let (endian, frac_ns) = match magic {
+            [0xd4, 0xc3, 0xb2, 0xa1] => (Endian::Little, 1000),
+            [0xa1, 0xb2, 0xc3, 0xd4] => (Endian::Big, 1000),
+            [0x4d, 0x3c, 0xb2, 0xa1] => (Endian::Little, 1),
+            [0xa1, 0xb2, 0x3c, 0x4d] => (Endian::Big, 1),
+            _ => return Ok(None),
+        };
+        let mut h = [0u8; 20];
+        input.read_exact(&mut h, "pcap file header", 0)?;
+        let (major, minor) = (endian.u16(&h[0..]), endian.u16(&h[2..]));
+        if major != 2 {
+            return Err(CaptureError::UnsupportedVersion {
+                format: "pcap",
+                offset: 0,
+                major,
+                minor,
+                expected: 2,
+            });
+        }
+        // The upper bits of the link-type field carry FCS information, not the type.
+        let link_type = endian.u32(&h[16..]) & 0xffff;
+        Ok(Some((State { endian, frac_ns }, link_type)))
+    }
+
+    /// Reads the next record into `buf`.
+    pub(super) fn next<R: Read>(
+        &mut self,
+        input: &mut Input<R>,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Record>, CaptureError> {
+        let start = input.offset();
+        let mut h = [0u8; 16];
+        let n = input.read_up_to(&mut h)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < h.len() {
+            return Err(CaptureError::Truncated {
+                what: "packet record header",
+                offset: start,
+                expected: h.len() as u64,
+                remain: n as u64,
+            });
+        }
+        let e = self.endian;
+        let (secs, frac, caplen, orig_len) = (
+            e.u32(&h[0..]),
+            e.u32(&h[4..]),
+            e.u32(&h[8..]),
+            e.u32(&h[12..]),
+        );
+        // A sub-second field beyond one second is out of spec but harmless: it only adds.
+        let ts_ns = u64::from(secs) * 1_000_000_000 + u64::from(frac) * self.frac_ns;
+        let len = read_frame(input, buf, caplen, RECORD, start)?;
+        Ok(Some(Record {
+            ts_ns,
+            len,
+            orig_len,
+        }))
+    }
+}

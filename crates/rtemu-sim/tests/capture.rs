@@ -1,0 +1,476 @@
+//! Capture readers and writer: golden files, round trips, and corrupt input.
+//!
+//! The golden files in `tests/data/` are written by `tests/data/make_captures.py` straight from
+//! the format specifications, independently of the Rust code. Frame `i` holds the bytes
+//! `(i * 7 + k) % 256`; [`frame`] rebuilds them.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use rtemu_sim::capture::{CaptureError, CaptureReader, PcapWriter, WriteError, MAX_FRAME_LEN};
+use rtemu_sim::source::{FrameSource, ProgressUnit, LINKTYPE_ETHERNET};
+
+fn data(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn frame(i: usize, caplen: usize) -> Vec<u8> {
+    (0..caplen).map(|k| ((i * 7 + k) % 256) as u8).collect()
+}
+
+/// A frame as owned values: timestamp, bytes, original length.
+type Owned = (u64, Vec<u8>, u32);
+
+/// Reads every frame, or the first error.
+fn read_all(bytes: &[u8]) -> Result<(u32, Vec<Owned>), CaptureError> {
+    let mut reader = CaptureReader::new(bytes)?;
+    let mut frames = Vec::new();
+    while let Some(f) = reader.next_frame()? {
+        frames.push((f.ts_ns, f.data.to_vec(), f.orig_len));
+        assert!(
+            frames.len() <= bytes.len(),
+            "a frame per byte at most: the reader must advance"
+        );
+    }
+    Ok((reader.link_type(), frames))
+}
+
+fn expected_pcap_frames(frac_ns: u64) -> Vec<Owned> {
+    vec![
+        (1_000_000_000 + 500 * frac_ns, frame(0, 60), 60),
+        (2_000_000_000, frame(1, 1514), 1514),
+        (2_000_000_000 + 999 * frac_ns, frame(2, 100), 1500),
+    ]
+}
+
+fn expected_pcapng_frames() -> Vec<Owned> {
+    vec![
+        (1_000_500_000, frame(0, 60), 60),
+        (2_000_000_123, frame(1, 61), 61),
+        (103_500_000_000, frame(2, 100), 1500),
+        (103_500_000_000, frame(3, 42), 42),
+        (4_000_000_000, frame(4, 64), 64),
+    ]
+}
+
+#[test]
+fn reads_little_endian_microsecond_pcap() {
+    let (link, frames) = read_all(&data("small-le-us.pcap")).unwrap();
+    assert_eq!(link, LINKTYPE_ETHERNET);
+    assert_eq!(frames, expected_pcap_frames(1000));
+}
+
+#[test]
+fn reads_big_endian_nanosecond_pcap() {
+    let (link, frames) = read_all(&data("small-be-ns.pcap")).unwrap();
+    assert_eq!(link, LINKTYPE_ETHERNET);
+    assert_eq!(frames, expected_pcap_frames(1));
+}
+
+#[test]
+fn reads_pcapng_in_both_byte_orders() {
+    for name in ["small-le.pcapng", "small-be.pcapng"] {
+        let (link, frames) = read_all(&data(name)).unwrap();
+        assert_eq!(link, LINKTYPE_ETHERNET, "{name}");
+        assert_eq!(frames, expected_pcapng_frames(), "{name}");
+    }
+}
+
+#[test]
+fn a_second_section_may_change_byte_order() {
+    let mut bytes = data("small-le.pcapng");
+    bytes.extend(data("small-be.pcapng"));
+    let (_, frames) = read_all(&bytes).unwrap();
+    let mut expected = expected_pcapng_frames();
+    expected.extend(expected_pcapng_frames());
+    assert_eq!(frames, expected);
+}
+
+#[test]
+fn progress_counts_bytes_read_and_the_file_length() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/small-le-us.pcap");
+    let mut reader = CaptureReader::open(&path).unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(reader.progress().total, Some(len));
+    assert_eq!(reader.progress().unit, ProgressUnit::Bytes);
+    assert_eq!(reader.progress().done, 24);
+    reader.next_frame().unwrap();
+    assert_eq!(reader.progress().done, 24 + 16 + 60);
+    while FrameSource::next_frame(&mut reader).unwrap().is_some() {}
+    assert_eq!(reader.progress().done, len);
+}
+
+/// The frames whose expected output `written-ns.pcap` holds (see make_captures.py).
+fn written_frames() -> Vec<Owned> {
+    vec![
+        (0, frame(0, 42), 42),
+        (1_500_000_001, frame(1, 60), 1514),
+        (4_294_967_295_999_999_999, frame(2, 1), 0),
+    ]
+}
+
+#[test]
+fn writer_output_matches_the_golden_file() {
+    let mut writer = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    for (ts, bytes, orig) in written_frames() {
+        writer.write_packet(ts, &bytes, orig).unwrap();
+    }
+    assert_eq!(writer.finish().unwrap(), data("written-ns.pcap"));
+}
+
+#[test]
+fn writer_rejects_what_pcap_cannot_hold() {
+    let mut writer = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    let err = writer
+        .write_packet(4_294_967_296_000_000_000, &[0; 42], 42)
+        .unwrap_err();
+    assert!(
+        matches!(err, WriteError::TimestampOutOfRange { .. }),
+        "{err}"
+    );
+    let big = vec![0; MAX_FRAME_LEN as usize + 1];
+    let err = writer.write_packet(0, &big, 0).unwrap_err();
+    assert!(
+        matches!(err, WriteError::FrameTooLong { len } if len == big.len()),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_reader_keeps_the_link_type() {
+    let writer = PcapWriter::new(Vec::new(), 105).unwrap();
+    let (link, frames) = read_all(&writer.finish().unwrap()).unwrap();
+    assert_eq!((link, frames.len()), (105, 0));
+}
+
+proptest! {
+    #[test]
+    fn writer_then_reader_round_trips(
+        link in 0u32..=0xffff,
+        frames in prop::collection::vec(
+            (0u64..4_294_967_296_000_000_000, prop::collection::vec(any::<u8>(), 0..2000), any::<u32>()),
+            0..20,
+        ),
+    ) {
+        let mut writer = PcapWriter::new(Vec::new(), link).unwrap();
+        for (ts, bytes, orig) in &frames {
+            writer.write_packet(*ts, bytes, *orig).unwrap();
+        }
+        let (read_link, read) = read_all(&writer.finish().unwrap()).unwrap();
+        prop_assert_eq!(read_link, link);
+        let expected: Vec<Owned> =
+            frames.into_iter().map(|(ts, b, orig)| { let l = b.len() as u32; (ts, b, orig.max(l)) }).collect();
+        prop_assert_eq!(read, expected);
+    }
+}
+
+/// Where each pcapng block ends, walking the lengths independently of the reader.
+fn pcapng_block_ends(bytes: &[u8]) -> Vec<usize> {
+    let (mut at, mut ends) = (0, Vec::new());
+    while at < bytes.len() {
+        let le = bytes[8..12] == [0x4d, 0x3c, 0x2b, 0x1a];
+        let raw = [bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]];
+        at += if le {
+            u32::from_le_bytes(raw)
+        } else {
+            u32::from_be_bytes(raw)
+        } as usize;
+        ends.push(at);
+    }
+    ends
+}
+
+/// Where each pcap record ends, walking the lengths independently of the reader.
+fn pcap_record_ends(bytes: &[u8]) -> Vec<usize> {
+    let le = bytes[0] == 0xd4 || bytes[0] == 0x4d;
+    let (mut at, mut ends) = (24, vec![24]);
+    while at < bytes.len() {
+        let raw = [bytes[at + 8], bytes[at + 9], bytes[at + 10], bytes[at + 11]];
+        at += 16
+            + if le {
+                u32::from_le_bytes(raw)
+            } else {
+                u32::from_be_bytes(raw)
+            } as usize;
+        ends.push(at);
+    }
+    ends
+}
+
+/// Cutting a file anywhere gives an error naming an offset inside what is left, except at a
+/// record or block boundary, where the shorter file is valid and holds the frames before it.
+fn check_every_truncation(bytes: &[u8], boundaries: &[usize], first_valid: usize) {
+    let (_, all) = read_all(bytes).unwrap();
+    for cut in 0..bytes.len() {
+        match read_all(&bytes[..cut]) {
+            Ok((_, frames)) => {
+                assert!(
+                    boundaries.contains(&cut) && cut >= first_valid,
+                    "cut at {cut} read without error"
+                );
+                assert_eq!(frames[..], all[..frames.len()], "cut at {cut}");
+            }
+            Err(e) => {
+                assert!(
+                    !boundaries.contains(&cut) || cut < first_valid,
+                    "cut at {cut}: {e}"
+                );
+                let offset = e.offset().unwrap();
+                assert!(
+                    offset <= cut as u64,
+                    "cut at {cut}: error names byte {offset}: {e}"
+                );
+                assert!(
+                    e.to_string().contains(&format!("at byte {offset}")) || cut == 0 || offset == 0,
+                    "{e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn truncating_a_pcap_anywhere_gives_an_error_inside_the_file() {
+    for name in ["small-le-us.pcap", "small-be-ns.pcap"] {
+        let bytes = data(name);
+        check_every_truncation(&bytes, &pcap_record_ends(&bytes), 24);
+    }
+}
+
+#[test]
+fn truncating_a_pcapng_anywhere_gives_an_error_inside_the_file() {
+    for name in ["small-le.pcapng", "small-be.pcapng"] {
+        let bytes = data(name);
+        let ends = pcapng_block_ends(&bytes);
+        // A pcapng file is valid from the end of its first interface description, the
+        // second block.
+        check_every_truncation(&bytes, &ends, ends[1]);
+    }
+}
+
+#[test]
+fn a_truncated_record_names_its_offset_and_lengths() {
+    let bytes = data("small-le-us.pcap");
+    // Record 1 starts at 24 + 16 + 60 = 100 and declares 1514 bytes; keep 200 of them.
+    let err = read_all(&bytes[..100 + 16 + 200]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "truncated packet record at byte 100: header says 1514 bytes, 200 remain"
+    );
+}
+
+fn le_pcap_header(link: u32) -> Vec<u8> {
+    let mut h = vec![
+        0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0,
+    ];
+    h.extend(link.to_le_bytes());
+    h
+}
+
+#[test]
+fn a_huge_captured_length_is_an_error_not_an_allocation() {
+    let mut bytes = le_pcap_header(1);
+    bytes.extend([0; 8]);
+    bytes.extend(0xffff_fff0u32.to_le_bytes());
+    bytes.extend(0xffff_fff0u32.to_le_bytes());
+    let err = read_all(&bytes).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CaptureError::FrameTooLong {
+                offset: 24,
+                len: 0xffff_fff0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("at byte 24"), "{err}");
+}
+
+#[test]
+fn foreign_files_are_named() {
+    let err = read_all(b"\x1f\x8b\x08\x00rest of a gzip file").unwrap_err();
+    assert!(err.to_string().contains("gzip"), "{err}");
+    let err = read_all(b"hello, world").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CaptureError::NotACapture {
+                found: [b'h', b'e', b'l', b'l'],
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut bytes = le_pcap_header(1);
+    bytes[4] = 3;
+    let err = read_all(&bytes).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::UnsupportedVersion { major: 3, .. }),
+        "{err}"
+    );
+}
+
+/// A little-endian pcapng block.
+fn block(kind: u32, body: &[u8]) -> Vec<u8> {
+    let mut body = body.to_vec();
+    body.resize(body.len().next_multiple_of(4), 0);
+    let len = (body.len() + 12) as u32;
+    let mut b = kind.to_le_bytes().to_vec();
+    b.extend(len.to_le_bytes());
+    b.extend(body);
+    b.extend(len.to_le_bytes());
+    b
+}
+
+fn shb() -> Vec<u8> {
+    let mut body = 0x1a2b_3c4du32.to_le_bytes().to_vec();
+    body.extend([1, 0, 0, 0]);
+    body.extend((-1i64).to_le_bytes());
+    block(0x0a0d_0d0a, &body)
+}
+
+fn idb(link: u16) -> Vec<u8> {
+    let mut body = link.to_le_bytes().to_vec();
+    body.extend([0; 6]);
+    block(1, &body)
+}
+
+fn epb(iface: u32, data: &[u8]) -> Vec<u8> {
+    let mut body = iface.to_le_bytes().to_vec();
+    body.extend([0; 8]);
+    body.extend((data.len() as u32).to_le_bytes());
+    body.extend((data.len() as u32).to_le_bytes());
+    body.extend(data);
+    block(6, &body)
+}
+
+#[test]
+fn interfaces_must_share_one_link_type() {
+    let same = [shb(), idb(1), epb(0, &[1; 50]), idb(1), epb(1, &[2; 50])].concat();
+    let (_, frames) = read_all(&same).unwrap();
+    assert_eq!(frames.len(), 2);
+    let mixed = [shb(), idb(1), epb(0, &[1; 50]), idb(105)].concat();
+    let offset = (shb().len() + idb(1).len() + epb(0, &[1; 50]).len()) as u64;
+    let err = read_all(&mixed).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::MixedLinkTypes { first: 1, found: 105, offset: o } if o == offset),
+        "{err}"
+    );
+}
+
+#[test]
+fn pcapng_structure_errors_name_the_block() {
+    let at_packet = (shb().len() + idb(1).len()) as u64;
+    let err = read_all(&[shb(), idb(1), epb(1, &[0; 50])].concat()).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::UnknownInterface { interface: 1, declared: 1, offset, .. } if offset == at_packet),
+        "{err}"
+    );
+
+    let err = read_all(&[shb(), epb(0, &[0; 50])].concat()).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::Malformed { offset, .. } if offset == shb().len() as u64),
+        "{err}"
+    );
+
+    let err = read_all(&shb()).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::NoInterface { offset } if offset == shb().len() as u64),
+        "{err}"
+    );
+
+    let mut bad_trailer = [shb(), idb(1), epb(0, &[0; 50])].concat();
+    let last = bad_trailer.len() - 4;
+    bad_trailer[last] ^= 4;
+    let err = read_all(&bad_trailer).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::BlockLengthMismatch { offset, .. } if offset == at_packet),
+        "{err}"
+    );
+
+    let mut odd_length = [shb(), idb(1), epb(0, &[0; 50])].concat();
+    odd_length[at_packet as usize + 4] += 1;
+    let err = read_all(&odd_length).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::BadBlockLength { offset, .. } if offset == at_packet),
+        "{err}"
+    );
+}
+
+/// The golden files plus the small corpus of odd inputs kept in `tests/data/corpus/`.
+fn seeds() -> Vec<Vec<u8>> {
+    let mut seeds: Vec<Vec<u8>> = [
+        "small-le-us.pcap",
+        "small-be-ns.pcap",
+        "small-le.pcapng",
+        "small-be.pcapng",
+    ]
+    .iter()
+    .map(|n| data(n))
+    .collect();
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus");
+    let mut paths: Vec<_> = std::fs::read_dir(corpus)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    seeds.extend(paths.iter().map(|p| std::fs::read(p).unwrap()));
+    seeds
+}
+
+#[test]
+fn every_corpus_file_reads_or_fails_with_an_offset_inside_it() {
+    for (i, bytes) in seeds().iter().enumerate() {
+        if let Err(e) = read_all(bytes) {
+            let offset = e.offset().unwrap();
+            assert!(offset <= bytes.len() as u64, "seed {i}: {e}");
+        }
+    }
+}
+
+#[test]
+fn corpus_files_give_their_specific_errors() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus");
+    let cases = [
+        ("huge-caplen.pcap", "corrupt packet record at byte 24: captured length 4294967295 bytes exceeds the maximum of 262144"),
+        ("epb-overrun.pcapng", "corrupt pcapng enhanced packet block at byte 48: captured length runs past the end of the block"),
+        ("bad-tsresol.pcapng", "interface description block at byte 28: unsupported if_tsresol 0xff"),
+        ("mixed-links.pcapng", "interface description block at byte 48 has link type 105, but an earlier interface has link type 1"),
+        ("option-overrun.pcapng", "corrupt pcapng interface description block at byte 28: an option runs past the end of the block"),
+        ("late-timestamp.pcapng", "pcapng enhanced packet block at byte 48: timestamp out of range"),
+    ];
+    for (name, message) in cases {
+        let err = read_all(&std::fs::read(dir.join(name)).unwrap()).unwrap_err();
+        assert!(err.to_string().starts_with(message), "{name}: {err}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #[test]
+    fn mutated_captures_never_panic(
+        seed in any::<prop::sample::Index>(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let seeds = seeds();
+        let mut bytes = seeds[seed.index(seeds.len())].clone();
+        for (at, value) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] = value;
+        }
+        let keep = bytes.len() - cut.index(bytes.len() / 4 + 1);
+        bytes.truncate(keep);
+        match read_all(&bytes) {
+            Ok((_, frames)) => {
+                prop_assert!(frames.iter().all(|(_, d, _)| d.len() <= MAX_FRAME_LEN as usize));
+            }
+            Err(e) => prop_assert!(e.offset().unwrap() <= bytes.len() as u64, "{}", e),
+        }
+    }
+}
