@@ -1,0 +1,260 @@
+//! The conditions of a lab run: real-time set-up, an optional busy load, the measurement's own
+//! overhead, and the [`Header`] that records all of them beside the results.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use rtemu_clock::rt::{self, DmaLatencyGuard, RtError};
+use rtemu_clock::sysinfo::SystemInfo;
+use rtemu_clock::Instant;
+use serde::Serialize;
+
+use crate::stats::Distribution;
+
+/// The real-time settings a run asks for, applied to the measuring (calling) thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RtRequest {
+    /// Run under `SCHED_FIFO` at this priority (1..=99); `None`: `SCHED_OTHER`.
+    pub fifo_priority: Option<u8>,
+    /// Pin the measuring thread to this CPU.
+    pub cpu: Option<usize>,
+    /// `mlockall` before measuring.
+    pub mlock: bool,
+    /// Hold `/dev/cpu_dma_latency` at 0 while measuring.
+    pub dma_latency: bool,
+    /// Set the timer slack to this many ns.
+    pub timer_slack_ns: Option<u64>,
+}
+
+/// What [`RtRequest::apply`] achieved: keep it alive for the whole measurement.
+#[derive(Debug, Default)]
+pub struct RtSetup {
+    dma: Option<DmaLatencyGuard>,
+    /// One line per setting that could not be applied, saying why; the run goes on without it.
+    pub notices: Vec<String>,
+}
+
+impl RtSetup {
+    /// Whether `/dev/cpu_dma_latency` is held.
+    pub fn dma_latency_held(&self) -> bool {
+        self.dma.is_some()
+    }
+}
+
+impl RtRequest {
+    /// Applies each setting. A missing privilege or an OS refusal becomes a notice and the run
+    /// continues without that setting; an out-of-range parameter is an error.
+    pub fn apply(&self) -> Result<RtSetup, RtError> {
+        let mut setup = RtSetup::default();
+        let mut note = |result: Result<(), RtError>| match result {
+            Err(e @ RtError::OutOfRange { .. }) => Err(e),
+            Err(e) => {
+                setup.notices.push(format!("{e}; running without it"));
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        };
+        if let Some(cpu) = self.cpu {
+            note(rt::set_affinity(&[cpu]))?;
+        }
+        if let Some(ns) = self.timer_slack_ns {
+            note(rt::set_timer_slack(ns))?;
+        }
+        if self.mlock {
+            note(rt::lock_memory())?;
+        }
+        if let Some(priority) = self.fifo_priority {
+            note(rt::set_fifo(priority))?;
+        }
+        if self.dma_latency {
+            match DmaLatencyGuard::hold(0) {
+                Ok(guard) => setup.dma = Some(guard),
+                Err(e) => setup.notices.push(format!("{e}; running without it")),
+            }
+        }
+        Ok(setup)
+    }
+}
+
+/// Busy threads that compete for the CPUs while a measurement runs, to show what contention
+/// does. They stop when dropped, and on their own after `max_ns` in any case.
+#[derive(Debug)]
+pub struct BusyLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl BusyLoad {
+    /// Starts `threads` spinning threads, kept off `avoid_cpu` when other CPUs exist, each
+    /// ending by itself after `max_ns`.
+    pub fn start(threads: usize, avoid_cpu: Option<usize>, max_ns: u64) -> BusyLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let others: Vec<usize> = rt::affinity()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&c| Some(c) != avoid_cpu)
+            .collect();
+        let end = Instant::now() + max_ns;
+        let threads = (0..threads)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                let others = others.clone();
+                std::thread::spawn(move || {
+                    if avoid_cpu.is_some() && !others.is_empty() {
+                        // Best effort: without it the load still competes, just everywhere.
+                        let _ = rt::set_affinity(&others);
+                    }
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                        for _ in 0..1_000 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005) + 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        BusyLoad { stop, threads }
+    }
+
+    /// The number of load threads.
+    pub fn threads(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+impl Drop for BusyLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The cost of one `CLOCK_MONOTONIC` reading, measured as the gap between back-to-back reads
+/// (`samples` of them, preallocated). Every measured time in the lab contains about one such
+/// reading, so this is the lab's own floor.
+pub fn clock_read_overhead(samples: usize) -> Distribution {
+    let mut gaps = vec![0i64; samples];
+    for gap in gaps.iter_mut() {
+        let a = Instant::now();
+        let b = Instant::now();
+        *gap = b.signed_nanos_since(a);
+    }
+    Distribution::compute(&gaps)
+}
+
+/// The header every lab report opens with: the machine, the set-up, and the lab's own overhead.
+#[derive(Clone, Debug, Serialize)]
+pub struct Header {
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v`.
+    pub kernel_version: String,
+    /// Preemption model.
+    pub preemption: String,
+    /// Current clocksource.
+    pub clocksource: String,
+    /// Timer slack of the measuring thread, ns.
+    pub timer_slack_ns: Option<u64>,
+    /// Scheduling policy of the measuring thread.
+    pub policy: String,
+    /// Whether the process memory is locked.
+    pub mlockall: bool,
+    /// CPUs the measuring thread may run on, kernel list syntax.
+    pub affinity: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Hypervisor detected, if any.
+    pub virtualization: Option<String>,
+    /// `kernel.sched_rt_runtime_us`.
+    pub rt_runtime_us: Option<i64>,
+    /// Whether `/dev/cpu_dma_latency` is held at 0.
+    pub dma_latency_held: bool,
+    /// Busy load threads running during the measurement.
+    pub load_threads: usize,
+    /// Gap between two back-to-back clock reads: the measurement's own overhead.
+    pub clock_read_ns: Distribution,
+    /// Settings that could not be applied.
+    pub notices: Vec<String>,
+}
+
+impl Header {
+    /// Probes the machine and the calling thread after `setup` was applied.
+    pub fn probe(setup: &RtSetup, load_threads: usize) -> Header {
+        let info = SystemInfo::probe();
+        let unknown = || "unknown".to_owned();
+        Header {
+            kernel_release: info.kernel_release.unwrap_or_else(unknown),
+            kernel_version: info.kernel_version.unwrap_or_else(unknown),
+            preemption: info.preemption.to_string(),
+            clocksource: info.clocksource.unwrap_or_else(unknown),
+            timer_slack_ns: info.timer_slack_ns,
+            policy: info.policy.map_or_else(unknown, |p| p.to_string()),
+            mlockall: info.locked_kb.is_some_and(|kb| kb > 0),
+            affinity: rt::format_cpu_list(&info.affinity),
+            cpus: info.cpus,
+            virtualization: info.virtualization,
+            rt_runtime_us: info.rt_runtime_us,
+            dma_latency_held: setup.dma_latency_held(),
+            load_threads,
+            clock_read_ns: clock_read_overhead(10_000),
+            notices: setup.notices.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_priority_is_an_error_not_a_notice() {
+        let request = RtRequest {
+            fifo_priority: Some(0),
+            ..RtRequest::default()
+        };
+        let outcome = std::thread::spawn(move || request.apply().map(|s| s.notices))
+            .join()
+            .unwrap();
+        assert!(matches!(outcome, Err(RtError::OutOfRange { .. })));
+    }
+
+    #[test]
+    fn settings_are_applied_to_the_calling_thread() {
+        let cpu = rt::affinity().unwrap()[0];
+        let request = RtRequest {
+            cpu: Some(cpu),
+            timer_slack_ns: Some(1),
+            ..RtRequest::default()
+        };
+        let (notices, header) = std::thread::spawn(move || {
+            let setup = request.apply().unwrap();
+            (setup.notices.clone(), Header::probe(&setup, 0))
+        })
+        .join()
+        .unwrap();
+        assert!(notices.is_empty(), "{notices:?}");
+        assert_eq!(header.affinity, cpu.to_string());
+        assert_eq!(header.timer_slack_ns, Some(1));
+        assert!(header.clock_read_ns.n == 10_000 && header.clock_read_ns.min_ns >= 0);
+    }
+
+    #[test]
+    fn busy_load_stops_when_dropped_and_on_its_own() {
+        let load = BusyLoad::start(1, None, 60_000_000_000);
+        assert_eq!(load.threads(), 1);
+        let start = Instant::now();
+        drop(load);
+        // Dropping joins the thread; a thread ignoring the flag would hold this for 60 s.
+        assert!(Instant::now().nanos_since(start) < 30_000_000_000);
+        // With a 1 ms bound it ends without being told.
+        let load = BusyLoad::start(1, None, 1_000_000);
+        let patience = Instant::now() + 20_000_000_000;
+        while !load.threads.iter().all(|t| t.is_finished()) && Instant::now() < patience {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(load.threads.iter().all(|t| t.is_finished()));
+    }
+}

@@ -1,0 +1,20 @@
+//! rtemu's timing lab: can this machine keep real time, and how precisely?
+//!
+//! Each module is one experiment from the papers rtemu is measured against, run the way
+//! cyclictest runs: absolute deadlines on `CLOCK_MONOTONIC`, samples in preallocated arrays, no
+//! I/O and no computation until the measurement ends, and the lab's own overhead reported.
+//!
+//! * [`sleep`]: sleep accuracy per wait method (the timing paper's Table 1 and Figure 3);
+//! * [`linerate`]: requested vs achieved line rate per wait method and pacer (its Figure 1);
+//! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
+//! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header.
+//!
+//! The wait methods are `rtemu-clock`'s, the very code the real-time engine runs, so what the
+//! lab measures is what the engine does.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod env;
+pub mod linerate;
+pub mod sleep;
+pub mod stats;
