@@ -22,15 +22,17 @@
 //!   iproute2's tables, whose entries are `i16` in units of σ/8192, so every draw is clipped
 //!   to `[−4σ, +4σ]`; the Pareto tail, where the interesting delays are, is cut off.
 //! * `pareto`: if `W = U^{−1/3}` (U uniform) is Pareto with scale 1 and shape 3, then
-//!   `E[W] = 3/2` and `Var W = 3/4`, so `X = (W − 3/2)·2/√3`. Its third moment is infinite:
-//!   sample standard deviations of Pareto delays converge slowly.
+//!   `E[W] = 3/2` and `Var W = 3/4`, so `X = (W − 3/2)·2/√3`. Its third and fourth moments
+//!   are infinite: sample standard deviations of Pareto delays converge slowly. iproute2's
+//!   `pareto.dist` holds `(W − 3/2)·4/3` instead (sd 1.155, not 1) and clips the 1.1% of
+//!   draws with `W > 4.5` to +4σ.
 //! * `paretonormal`: iproute2's `netem/paretonormal.c` builds its table from the *quantile*
-//!   functions of a standard normal and of the Pareto above (shifted by −3/2, scaled by 4/3)
-//!   at the same probability `p`, weighted 1/4 and 3/4: `Q(p) = ¼·Φ⁻¹(p) + (1−p)^{−1/3} − 3/2`.
-//!   The two parts are therefore perfectly dependent (comonotonic), not an independent sum.
-//!   rtemu keeps that recipe, unclipped, and divides by its standard deviation
-//!   (≈ 1.0518, computed by quadrature) so that σ is the delay's standard deviation, which
-//!   netem's table (sd ≈ 1.05 before clipping) only approximates.
+//!   functions of a standard normal and of that Pareto table at the same probability `p`,
+//!   weighted 1/4 and 3/4: `Q(p) = ¼·Φ⁻¹(p) + (1−p)^{−1/3} − 3/2`. The two parts are
+//!   therefore perfectly dependent (comonotonic), not an independent sum. rtemu keeps that
+//!   recipe, unclipped, and divides by its standard deviation (≈ 1.0518, computed by
+//!   quadrature) so that σ is the delay's standard deviation. The installed table's
+//!   clipping cuts its sd to 0.83.
 //! * A [`DistTable`] is netem's table mode, bit for bit in distribution: the delay is
 //!   `μ + σ·t/8192` with `t` an entry picked uniformly. Loading iproute2's own `normal.dist`
 //!   reproduces netem's `distribution normal` exactly, ±4σ clipping included, for users who
@@ -383,6 +385,48 @@ mod tests {
         assert_eq!(inv_cbrt(0.125), 2.0);
         let smallest = inv_cbrt(0.0);
         assert!(smallest.is_finite() && smallest > 1e100);
+    }
+
+    /// The entries of an installed iproute2 table, or `None` (with the reason printed).
+    fn iproute2_table(name: &str) -> Option<Vec<f64>> {
+        let path = format!("/usr/lib/x86_64-linux-gnu/tc/{name}.dist");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let t = DistTable::parse(&path, &text).unwrap();
+                Some(t.values().iter().map(|&v| f64::from(v)).collect())
+            }
+            Err(e) => {
+                eprintln!("skipping: {path} is not readable ({e}); install iproute2");
+                None
+            }
+        }
+    }
+
+    /// rtemu's `pareto` and `paretonormal` are iproute2's recipes rescaled: its installed
+    /// tables, entry `j` of 4096 at `p = j/4096`, agree with them wherever they are not
+    /// clipped. `pareto.dist` is `8192·(4/3)·(W − 3/2)`, rounded (so within 0.5);
+    /// `paretonormal.dist` takes its normal part from a grid with step 5·10⁻⁵ and truncates
+    /// the sum, so it is within a few units except at the first entries, which lie beyond
+    /// that grid.
+    #[test]
+    fn recipes_match_iproute2_tables() {
+        if let Some(table) = iproute2_table("pareto") {
+            let unclipped: Vec<usize> = (0..4096).filter(|&j| table[j] < 32767.0).collect();
+            // W > 4.5, 1.1% of draws, is clipped to 32767.
+            assert_eq!(unclipped.len(), 4052);
+            for j in unclipped {
+                let u = 1.0 - j as f64 / 4096.0;
+                let expected = 8192.0 * (4.0 / 3.0) / PARETO_SCALE * pareto(u);
+                assert!((table[j] - expected).abs() <= 0.5, "pareto entry {j}");
+            }
+        }
+        if let Some(table) = iproute2_table("paretonormal") {
+            for (j, entry) in table.iter().enumerate().take(4041).skip(8) {
+                let z = latent::normal_quantile(j as f64 / 4096.0);
+                let expected = 8192.0 * PARETONORMAL_SD * paretonormal(z);
+                assert!((entry - expected).abs() <= 12.0, "paretonormal entry {j}");
+            }
+        }
     }
 
     #[test]
