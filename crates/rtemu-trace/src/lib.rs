@@ -21,12 +21,14 @@
 pub mod action;
 pub mod duration;
 pub mod error;
+pub mod fgn;
 pub mod flow;
 pub mod format;
 pub mod mahimahi;
 pub mod prefetch;
 pub mod reader;
 pub mod series;
+pub mod stats;
 pub mod text;
 pub mod writer;
 

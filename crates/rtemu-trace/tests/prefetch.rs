@@ -14,7 +14,9 @@ use rtemu_trace::{
 };
 
 fn golden(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
 }
 
 fn raw(records: &[Action]) -> Vec<u8> {
@@ -26,7 +28,9 @@ fn raw(records: &[Action]) -> Vec<u8> {
 }
 
 fn pass_us(n: u64) -> Action {
-    Action::Pass { delay_ns: n * 1_000 }
+    Action::Pass {
+        delay_ns: n * 1_000,
+    }
 }
 
 fn config(underrun: UnderrunPolicy, end: EndPolicy) -> PrefetchConfig {
@@ -50,7 +54,9 @@ fn streams_the_same_records_as_a_plain_read() {
     let records: Vec<Action> = (0..1000)
         .map(|i| match i % 5 {
             0 => Action::Drop,
-            1 => Action::Dup { delay_ns: i * 1_000 },
+            1 => Action::Dup {
+                delay_ns: i * 1_000,
+            },
             _ => pass_us(i),
         })
         .collect();
@@ -87,7 +93,10 @@ fn loop_restarts_from_the_first_record() {
 
 #[test]
 fn end_pass_lets_later_packets_through_and_counts_them() {
-    let mut p = spawn(raw(&[Action::Drop]), config(UnderrunPolicy::Wait, EndPolicy::Pass));
+    let mut p = spawn(
+        raw(&[Action::Drop]),
+        config(UnderrunPolicy::Wait, EndPolicy::Pass),
+    );
     assert_eq!(p.next_action().unwrap(), Some(Action::Drop));
     for _ in 0..4 {
         assert_eq!(p.next_action().unwrap(), Some(pass_us(0)));
@@ -209,7 +218,10 @@ fn errors_arrive_after_the_good_records_and_name_the_file() {
     assert_eq!(p.next_action().unwrap(), Some(pass_us(7)));
     assert_eq!(p.next_action().unwrap(), Some(Action::Drop));
     let e = p.next_action().unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::ReservedAction { index: 2, .. }));
+    assert!(matches!(
+        e.kind(),
+        ErrorKind::ReservedAction { index: 2, .. }
+    ));
     assert!(e.to_string().contains("bad-reserved.rpl: record 2"), "{e}");
     // The trace counts as ended; with `loop` there is nothing to loop over.
     assert_eq!(p.next_action().unwrap(), None);
