@@ -90,6 +90,11 @@ impl<R: Read> Input<R> {
         what: &'static str,
         start: u64,
     ) -> Result<(), CaptureError> {
+        // Padding and short options are skipped on every packet: read them through the buffer.
+        let mut small = [0u8; 64];
+        if let Some(small) = small.get_mut(..len as usize) {
+            return self.read_data(small, what, start);
+        }
         let skipped =
             io::copy(&mut (&mut self.inner).take(len), &mut io::sink()).map_err(|source| {
                 CaptureError::Io {

@@ -109,7 +109,9 @@ impl State {
             interfaces: Vec::new(),
             last_ts: 0,
         };
-        state.read_section_header(input, 0)?;
+        let mut len = [0u8; 4];
+        input.read_exact(&mut len, "pcapng section header block", 0)?;
+        state.read_section_header(input, 0, len)?;
         let mut link_type = None;
         while link_type.is_none() {
             let Some(block) = state.read_block_header(input)? else {
@@ -172,12 +174,12 @@ impl State {
     ) -> Result<Option<Block>, CaptureError> {
         loop {
             let start = input.offset();
-            let mut kind = [0u8; 4];
-            let n = input.read_up_to(&mut kind)?;
+            let mut h = [0u8; 8];
+            let n = input.read_up_to(&mut h)?;
             if n == 0 {
                 return Ok(None);
             }
-            if n < kind.len() {
+            if n < h.len() {
                 return Err(CaptureError::Truncated {
                     what: "pcapng block header",
                     offset: start,
@@ -185,13 +187,11 @@ impl State {
                     remain: n as u64,
                 });
             }
-            if kind == SHB_TYPE {
-                self.read_section_header(input, start)?;
+            if h[..4] == SHB_TYPE {
+                self.read_section_header(input, start, [h[4], h[5], h[6], h[7]])?;
                 continue;
             }
-            let mut len = [0u8; 4];
-            input.read_exact(&mut len, "pcapng block header", start)?;
-            let len = self.endian.u32(&len);
+            let (kind, len) = (&h[..4], self.endian.u32(&h[4..]));
             let problem = if len < 12 {
                 "below the minimum of 12"
             } else if len % 4 != 0 {
@@ -199,7 +199,7 @@ impl State {
             } else {
                 return Ok(Some(Block {
                     start,
-                    kind: self.endian.u32(&kind),
+                    kind: self.endian.u32(kind),
                     len,
                 }));
             };
@@ -211,15 +211,18 @@ impl State {
         }
     }
 
-    /// Reads a section header whose type (at `start`) has been consumed.
+    /// Reads a section header whose type and length (at `start`) have been consumed; the
+    /// length's byte order is known only from the byte-order magic that follows it.
     fn read_section_header<R: Read>(
         &mut self,
         input: &mut Input<R>,
         start: u64,
+        len: [u8; 4],
     ) -> Result<(), CaptureError> {
         const WHAT: &str = "pcapng section header block";
         let mut h = [0u8; 20];
-        input.read_exact(&mut h, WHAT, start)?;
+        h[..4].copy_from_slice(&len);
+        input.read_exact(&mut h[4..], WHAT, start)?;
         self.endian = match h[4..8] {
             [0x1a, 0x2b, 0x3c, 0x4d] => Endian::Big,
             [0x4d, 0x3c, 0x2b, 0x1a] => Endian::Little,
@@ -364,7 +367,7 @@ impl State {
         let units = (u64::from(e.u32(&h[4..])) << 32) | u64::from(e.u32(&h[8..]));
         let (caplen, orig_len) = (e.u32(&h[12..]), e.u32(&h[16..]));
         let ts = self.interface(interface, what, block.start)?.ts;
-        let ts_ns = ts.to_ns(units).ok_or(CaptureError::TimestampOutOfRange {
+        let ts_ns = ts.to_ns(units).ok_or_else(|| CaptureError::TimestampOutOfRange {
             what,
             offset: block.start,
         })?;
@@ -438,7 +441,7 @@ impl State {
         self.interfaces
             .get(index as usize)
             .copied()
-            .ok_or(CaptureError::UnknownInterface {
+            .ok_or_else(|| CaptureError::UnknownInterface {
                 what,
                 offset,
                 interface: index,
