@@ -15,41 +15,7 @@
 //! terms; the missing mass `R = Var g − Σ_{k≤K} a_k²` is added as `R·r^{K+1}`, which
 //! overstates nothing and understates `c(r)` by at most `R·r^{K+1}`.
 
-use std::f64::consts::{FRAC_1_SQRT_2, PI};
-
-/// The standard normal CDF `Φ(z)`, accurate in both tails.
-#[inline]
-pub(crate) fn normal_cdf(z: f64) -> f64 {
-    0.5 * libm::erfc(-z * FRAC_1_SQRT_2)
-}
-
-/// The standard normal density `φ(z)`.
-fn normal_pdf(z: f64) -> f64 {
-    libm::exp(-0.5 * z * z) / (2.0 * PI).sqrt()
-}
-
-/// `Φ⁻¹(p)` for `p` in `(0, 1)`, to a few ulps; only used at construction.
-///
-/// Newton's method on the lower half, where `Φ` is convex: started at 0 it approaches the
-/// root from the right without overshooting, a few steps in the centre and at most a few
-/// dozen in the far tail. The upper half follows by symmetry.
-pub(crate) fn normal_quantile(p: f64) -> f64 {
-    if p > 0.5 {
-        return -normal_quantile(1.0 - p);
-    }
-    let mut x = 0.0_f64;
-    for _ in 0..200 {
-        let step = (normal_cdf(x) - p) / normal_pdf(x);
-        if !step.is_finite() {
-            break;
-        }
-        x -= step;
-        if step.abs() <= 1e-15 * (1.0 + x.abs()) {
-            break;
-        }
-    }
-    x
-}
+use super::normal::{normal_pdf, normal_quantile};
 
 /// The Hermite expansion of a map `g`, enough to evaluate `c(r)`.
 #[derive(Debug, Clone)]
@@ -204,19 +170,9 @@ impl Hermite {
 
 #[cfg(test)]
 mod tests {
+    use super::super::normal::normal_cdf;
     use super::*;
-
-    #[test]
-    fn quantile_inverts_cdf() {
-        for p in [1e-9, 0.01, 0.25, 0.5, 0.9, 0.999_999] {
-            let z = normal_quantile(p);
-            assert!(
-                (normal_cdf(z) - p).abs() <= 1e-14 * p.max(1e-3),
-                "p = {p}, z = {z}"
-            );
-        }
-        assert!((normal_quantile(0.975) - 1.959_963_984_540_054).abs() < 1e-12);
-    }
+    use std::f64::consts::PI;
 
     #[test]
     fn identity_map_has_correlation_equal_to_latent() {

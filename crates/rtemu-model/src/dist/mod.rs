@@ -85,15 +85,16 @@
 //! draws themselves are [`Stream::standard_normal`]'s.
 
 mod latent;
+mod normal;
 mod table;
 
-use std::f64::consts::FRAC_1_SQRT_2;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::rng::Stream;
-use latent::{normal_cdf, Expansion};
+use latent::Expansion;
+use normal::{normal_cdf, CdfTable};
 pub use table::{DistTable, EmptyTable, TableError, TableErrorKind, DIST_SCALE};
 
 /// The shape of the delay around its mean.
@@ -187,6 +188,8 @@ pub struct DelaySampler {
     scale: f64,
     shape: Shape,
     latent: Option<Latent>,
+    /// `Φ`, for the shapes that evaluate it per draw.
+    cdf: CdfTable,
     clamped: u64,
 }
 
@@ -245,12 +248,22 @@ impl DelaySampler {
                 z: None,
             })
         };
+        let needs_cdf = match shape {
+            Shape::Constant | Shape::Normal => false,
+            Shape::ParetoNormal => true,
+            Shape::Uniform | Shape::Pareto | Shape::Table(_) => latent.is_some(),
+        };
         Ok(DelaySampler {
             delay_ns: cfg.delay_ns,
             mean: cfg.delay_ns as f64,
             scale,
             shape,
             latent,
+            cdf: if needs_cdf {
+                CdfTable::new()
+            } else {
+                CdfTable::erfc_only()
+            },
             clamped: 0,
         })
     }
@@ -264,7 +277,10 @@ impl DelaySampler {
                 Shape::Uniform => 2.0 * s.open01() - 1.0,
                 Shape::Normal => s.standard_normal(),
                 Shape::Pareto => pareto(s.open01()),
-                Shape::ParetoNormal => paretonormal(s.standard_normal()),
+                Shape::ParetoNormal => {
+                    let z = s.standard_normal();
+                    paretonormal(z, self.cdf.cdf(-z))
+                }
                 Shape::Table(values) => {
                     let i = (u128::from(s.next_u64()) * values.len() as u128) >> 64;
                     f64::from(values[i as usize])
@@ -277,7 +293,8 @@ impl DelaySampler {
                     None => e,
                 };
                 latent.z = Some(z);
-                self.shape.map_latent(z)
+                let cdf = &self.cdf;
+                self.shape.map_latent(z, |x| cdf.cdf(x))
             }
         };
         let delay = self.mean + self.scale * x;
@@ -300,19 +317,19 @@ impl DelaySampler {
 }
 
 impl Shape {
-    /// `g(z) = F⁻¹(Φ(z))`: the standardised draw for a latent standard normal `z`.
+    /// `g(z) = F⁻¹(Φ(z))`: the standardised draw for a latent standard normal `z`, with
+    /// `phi` evaluating `Φ`.
     #[inline]
-    fn map_latent(&self, z: f64) -> f64 {
+    fn map_latent(&self, z: f64, phi: impl Fn(f64) -> f64) -> f64 {
         match self {
             Shape::Constant => 0.0,
-            // 2Φ(z) − 1 = erf(z/√2); `1 − erfc` is cheaper than `erf` and as exact here.
-            Shape::Uniform => 1.0 - libm::erfc(z * FRAC_1_SQRT_2),
+            Shape::Uniform => 2.0 * phi(z) - 1.0,
             Shape::Normal => z,
-            Shape::Pareto => pareto(normal_cdf(-z)),
-            Shape::ParetoNormal => paretonormal(z),
+            Shape::Pareto => pareto(phi(-z)),
+            Shape::ParetoNormal => paretonormal(z, phi(-z)),
             Shape::Table(values) => {
                 let n = values.len();
-                let i = ((normal_cdf(z) * n as f64) as usize).min(n - 1);
+                let i = ((phi(z) * n as f64) as usize).min(n - 1);
                 f64::from(values[i])
             }
         }
@@ -327,7 +344,7 @@ impl Shape {
             // Pearson's correlation of Φ(z₁), Φ(z₂) for normals with correlation r.
             Shape::Uniform => 2.0 * libm::sin(std::f64::consts::PI * rho / 6.0),
             Shape::Pareto | Shape::ParetoNormal => {
-                Expansion::of_smooth(|z| self.map_latent(z)).latent_for(rho)
+                Expansion::of_smooth(|z| self.map_latent(z, normal_cdf)).latent_for(rho)
             }
             Shape::Table(values) => {
                 let steps: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
@@ -343,10 +360,11 @@ fn pareto(u: f64) -> f64 {
     (inv_cbrt(u) - 1.5) * PARETO_SCALE
 }
 
-/// netem's paretonormal quantile at `p = Φ(z)`, standardised: `(¼z + (1−p)^{−1/3} − 3/2)/sd`.
+/// netem's paretonormal quantile at `p = Φ(z)`, standardised: `(¼z + (1−p)^{−1/3} − 3/2)/sd`,
+/// given `tail = 1 − p = Φ(−z)`.
 #[inline]
-fn paretonormal(z: f64) -> f64 {
-    (0.25 * z + inv_cbrt(normal_cdf(-z)) - 1.5) * (1.0 / PARETONORMAL_SD)
+fn paretonormal(z: f64, tail: f64) -> f64 {
+    (0.25 * z + inv_cbrt(tail) - 1.5) * (1.0 / PARETONORMAL_SD)
 }
 
 /// `u^{−1/3}` for `u` in `[0, 1]` (0 is read as the smallest normal `f64`), to within a few
@@ -422,8 +440,8 @@ mod tests {
         }
         if let Some(table) = iproute2_table("paretonormal") {
             for (j, entry) in table.iter().enumerate().take(4041).skip(8) {
-                let z = latent::normal_quantile(j as f64 / 4096.0);
-                let expected = 8192.0 * PARETONORMAL_SD * paretonormal(z);
+                let z = normal::normal_quantile(j as f64 / 4096.0);
+                let expected = 8192.0 * PARETONORMAL_SD * paretonormal(z, normal_cdf(-z));
                 assert!((entry - expected).abs() <= 12.0, "paretonormal entry {j}");
             }
         }
@@ -481,7 +499,7 @@ mod tests {
                 })
                 .unwrap();
                 let r = d.latent_correlation().unwrap();
-                let c = correlation_by_quadrature(|z| d.shape.map_latent(z), r);
+                let c = correlation_by_quadrature(|z| d.shape.map_latent(z, normal_cdf), r);
                 assert!(
                     (c - rho).abs() < 1e-6,
                     "{}: ρ = {rho}, got {c}",
