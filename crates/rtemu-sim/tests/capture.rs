@@ -26,7 +26,12 @@ type Owned = (u64, Vec<u8>, u32);
 
 /// Reads every frame, or the first error.
 fn read_all(bytes: &[u8]) -> Result<(u32, Vec<Owned>), CaptureError> {
-    let mut reader = CaptureReader::new(bytes)?;
+    read_all_with(bytes, 256 * 1024)
+}
+
+/// Reads every frame through a buffer of `capacity` bytes.
+fn read_all_with(bytes: &[u8], capacity: usize) -> Result<(u32, Vec<Owned>), CaptureError> {
+    let mut reader = CaptureReader::with_capacity(bytes, capacity)?;
     let mut frames = Vec::new();
     while let Some(f) = reader.next_frame()? {
         frames.push((f.ts_ns, f.data.to_vec(), f.orig_len));
@@ -76,6 +81,37 @@ fn reads_pcapng_in_both_byte_orders() {
         let (link, frames) = read_all(&data(name)).unwrap();
         assert_eq!(link, LINKTYPE_ETHERNET, "{name}");
         assert_eq!(frames, expected_pcapng_frames(), "{name}");
+    }
+}
+
+/// Records that straddle the input buffer's end are copied; those inside it are lent in
+/// place. Every buffer size must give the same frames and the same errors.
+#[test]
+fn any_buffer_size_reads_the_same_frames() {
+    for name in [
+        "small-le-us.pcap",
+        "small-be-ns.pcap",
+        "small-le.pcapng",
+        "small-be.pcapng",
+    ] {
+        let bytes = data(name);
+        let whole = read_all(&bytes).unwrap();
+        for capacity in (0..200).chain([1513, 1514, 1530, 1531, 1532]) {
+            assert_eq!(
+                read_all_with(&bytes, capacity).unwrap(),
+                whole,
+                "{name}, buffer {capacity}"
+            );
+        }
+        let cut = &bytes[..bytes.len() - 3];
+        let whole = read_all(cut).unwrap_err().to_string();
+        for capacity in [0, 1, 7, 64, 100] {
+            assert_eq!(
+                read_all_with(cut, capacity).unwrap_err().to_string(),
+                whole,
+                "{name}"
+            );
+        }
     }
 }
 
@@ -154,12 +190,13 @@ proptest! {
             (0u64..4_294_967_296_000_000_000, prop::collection::vec(any::<u8>(), 0..2000), any::<u32>()),
             0..20,
         ),
+        capacity in prop_oneof![Just(256 * 1024), 0usize..3000],
     ) {
         let mut writer = PcapWriter::new(Vec::new(), link).unwrap();
         for (ts, bytes, orig) in &frames {
             writer.write_packet(*ts, bytes, *orig).unwrap();
         }
-        let (read_link, read) = read_all(&writer.finish().unwrap()).unwrap();
+        let (read_link, read) = read_all_with(&writer.finish().unwrap(), capacity).unwrap();
         prop_assert_eq!(read_link, link);
         let expected: Vec<Owned> =
             frames.into_iter().map(|(ts, b, orig)| { let l = b.len() as u32; (ts, b, orig.max(l)) }).collect();
@@ -457,6 +494,7 @@ proptest! {
         seed in any::<prop::sample::Index>(),
         edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
         cut in any::<prop::sample::Index>(),
+        capacity in prop_oneof![Just(256 * 1024), 1usize..200],
     ) {
         let seeds = seeds();
         let mut bytes = seeds[seed.index(seeds.len())].clone();
@@ -466,7 +504,7 @@ proptest! {
         }
         let keep = bytes.len() - cut.index(bytes.len() / 4 + 1);
         bytes.truncate(keep);
-        match read_all(&bytes) {
+        match read_all_with(&bytes, capacity) {
             Ok((_, frames)) => {
                 prop_assert!(frames.iter().all(|(_, d, _)| d.len() <= MAX_FRAME_LEN as usize));
             }

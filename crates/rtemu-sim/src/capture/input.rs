@@ -1,7 +1,11 @@
 //! A buffered input that counts the bytes it has consumed, so that every error can say where
 //! it happened.
+//!
+//! Records that lie whole in the buffer are parsed in place and lent out from it
+//! ([`Input::take`], [`Input::taken`]) without a copy; the buffer is released at the next
+//! call. Records that straddle the buffer's end are copied piece by piece (`read_*`).
 
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 
 use super::CaptureError;
 
@@ -10,11 +14,17 @@ use super::CaptureError;
 pub(super) struct Input<R> {
     inner: BufReader<R>,
     offset: u64,
+    /// Bytes taken in place but still in the buffer, lent out until the next call.
+    taken: usize,
 }
 
 impl<R: Read> Input<R> {
     pub(super) fn new(inner: BufReader<R>) -> Self {
-        Input { inner, offset: 0 }
+        Input {
+            inner,
+            offset: 0,
+            taken: 0,
+        }
     }
 
     /// The offset of the next byte.
@@ -22,8 +32,45 @@ impl<R: Read> Input<R> {
         self.offset
     }
 
+    /// Releases the bytes lent by the last [`Input::take`].
+    fn release(&mut self) {
+        self.inner.consume(std::mem::take(&mut self.taken));
+    }
+
+    /// The bytes in the buffer, reading more only when it is empty. Fewer bytes than a record
+    /// needs do not mean the input ends: use the `read_*` methods then.
+    pub(super) fn buffered(&mut self) -> Result<&[u8], CaptureError> {
+        self.release();
+        loop {
+            match self.inner.fill_buf() {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(CaptureError::Io {
+                        offset: self.offset,
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(self.inner.buffer())
+    }
+
+    /// Consumes the first `n` bytes of [`Input::buffered`], which stay readable through
+    /// [`Input::taken`] until the next call.
+    pub(super) fn take(&mut self, n: usize) {
+        self.taken = n;
+        self.offset += n as u64;
+    }
+
+    /// The bytes consumed by the last [`Input::take`].
+    pub(super) fn taken(&self) -> &[u8] {
+        &self.inner.buffer()[..self.taken]
+    }
+
     /// Fills as much of `buf` as the input holds; fewer bytes only at the end of the input.
     pub(super) fn read_up_to(&mut self, buf: &mut [u8]) -> Result<usize, CaptureError> {
+        self.release();
         let mut n = 0;
         while n < buf.len() {
             match self.inner.read(&mut buf[n..]) {
@@ -95,6 +142,7 @@ impl<R: Read> Input<R> {
         if let Some(small) = small.get_mut(..len as usize) {
             return self.read_data(small, what, start);
         }
+        self.release();
         let skipped =
             io::copy(&mut (&mut self.inner).take(len), &mut io::sink()).map_err(|source| {
                 CaptureError::Io {

@@ -21,6 +21,7 @@ mod writer;
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
+use std::ops::Range;
 use std::path::Path;
 
 pub use writer::{PcapWriter, WriteError};
@@ -227,11 +228,19 @@ pub struct CaptureReader<R> {
     total: Option<u64>,
 }
 
-/// A decoded record: where its bytes lie in the buffer and when it arrived.
+/// A decoded record: when it arrived and where its bytes lie.
 struct Record {
     ts_ns: u64,
-    len: usize,
+    data: Data,
     orig_len: u32,
+}
+
+/// Where a record's bytes lie.
+enum Data {
+    /// In the reader's own buffer, from its start: the record straddled the input buffer.
+    Copied(usize),
+    /// In the input's buffer, within the bytes just taken: the fast path, no copy.
+    Taken(Range<usize>),
 }
 
 impl CaptureReader<File> {
@@ -252,9 +261,15 @@ impl CaptureReader<File> {
 
 impl<R: Read> CaptureReader<R> {
     /// Reads the file header (pcap) or the blocks up to the first interface description
-    /// (pcapng) from `reader`, which this reader buffers itself.
+    /// (pcapng) from `reader`, which this reader buffers itself (256 KiB).
     pub fn new(reader: R) -> Result<Self, CaptureError> {
-        let mut input = Input::new(BufReader::with_capacity(256 * 1024, reader));
+        Self::with_capacity(reader, 256 * 1024)
+    }
+
+    /// As [`CaptureReader::new`] with a buffer of `capacity` bytes. Records that fit the
+    /// buffer whole are lent from it without a copy; others are copied, so any capacity works.
+    pub fn with_capacity(reader: R, capacity: usize) -> Result<Self, CaptureError> {
+        let mut input = Input::new(BufReader::with_capacity(capacity, reader));
         let mut magic = [0u8; 4];
         input.read_exact(&mut magic, "file header", 0)?;
         let (format, link_type) = match magic {
@@ -312,7 +327,10 @@ impl<R: Read> CaptureReader<R> {
         };
         Ok(record.map(|r| Frame {
             ts_ns: r.ts_ns,
-            data: &self.buf[..r.len],
+            data: match r.data {
+                Data::Copied(len) => &self.buf[..len],
+                Data::Taken(range) => &self.input.taken()[range],
+            },
             orig_len: r.orig_len,
         }))
     }

@@ -6,7 +6,7 @@
 use std::io::Read;
 
 use super::input::Input;
-use super::{read_frame, CaptureError, Endian, Record};
+use super::{read_frame, CaptureError, Data, Endian, Record, MAX_FRAME_LEN};
 
 const RECORD: &str = "packet record";
 
@@ -49,12 +49,35 @@ impl State {
         Ok(Some((State { endian, frac_ns }, link_type)))
     }
 
-    /// Reads the next record into `buf`.
+    /// The timestamp of a record header.
+    fn timestamp(&self, h: &[u8]) -> u64 {
+        let (secs, frac) = (self.endian.u32(&h[0..]), self.endian.u32(&h[4..]));
+        // A sub-second field beyond one second is out of spec but harmless: it only adds.
+        u64::from(secs) * 1_000_000_000 + u64::from(frac) * self.frac_ns
+    }
+
+    /// Reads the next record: in place when it lies whole in the input's buffer, else into
+    /// `buf`.
     pub(super) fn next<R: Read>(
         &mut self,
         input: &mut Input<R>,
         buf: &mut Vec<u8>,
     ) -> Result<Option<Record>, CaptureError> {
+        let e = self.endian;
+        let b = input.buffered()?;
+        if let Some(h) = b.get(..16) {
+            let caplen = e.u32(&h[8..]);
+            let end = 16 + caplen as usize;
+            if caplen <= MAX_FRAME_LEN && end <= b.len() {
+                let (ts_ns, orig_len) = (self.timestamp(h), e.u32(&h[12..]));
+                input.take(end);
+                return Ok(Some(Record {
+                    ts_ns,
+                    data: Data::Taken(16..end),
+                    orig_len,
+                }));
+            }
+        }
         let start = input.offset();
         let mut h = [0u8; 16];
         let n = input.read_up_to(&mut h)?;
@@ -69,19 +92,12 @@ impl State {
                 remain: n as u64,
             });
         }
-        let e = self.endian;
-        let (secs, frac, caplen, orig_len) = (
-            e.u32(&h[0..]),
-            e.u32(&h[4..]),
-            e.u32(&h[8..]),
-            e.u32(&h[12..]),
-        );
-        // A sub-second field beyond one second is out of spec but harmless: it only adds.
-        let ts_ns = u64::from(secs) * 1_000_000_000 + u64::from(frac) * self.frac_ns;
+        let (caplen, orig_len) = (e.u32(&h[8..]), e.u32(&h[12..]));
+        let ts_ns = self.timestamp(&h);
         let len = read_frame(input, buf, caplen, RECORD, start)?;
         Ok(Some(Record {
             ts_ns,
-            len,
+            data: Data::Copied(len),
             orig_len,
         }))
     }

@@ -13,7 +13,7 @@
 use std::io::Read;
 
 use super::input::Input;
-use super::{read_frame, CaptureError, Endian, Record, MAX_FRAME_LEN};
+use super::{read_frame, CaptureError, Data, Endian, Record, MAX_FRAME_LEN};
 
 /// The section header block's type, the same in both byte orders.
 pub(super) const SHB_TYPE: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
@@ -134,7 +134,8 @@ impl State {
         Ok((state, link_type.unwrap_or_default()))
     }
 
-    /// Reads blocks up to the next packet and reads its bytes into `buf`.
+    /// Reads blocks up to the next packet: in place when it lies whole in the input's buffer,
+    /// else into `buf`.
     pub(super) fn next<R: Read>(
         &mut self,
         input: &mut Input<R>,
@@ -142,6 +143,9 @@ impl State {
         link_type: u32,
     ) -> Result<Option<Record>, CaptureError> {
         loop {
+            if let Some(record) = self.next_in_place(input)? {
+                return Ok(Some(record));
+            }
             let Some(block) = self.read_block_header(input)? else {
                 return Ok(None);
             };
@@ -358,6 +362,65 @@ impl State {
             });
         }
         input.read_data(&mut h, what, block.start)?;
+        let (ts_ns, caplen, orig_len) = self.packet_fields(&h, block, what, obsolete)?;
+        let len = read_frame(input, buf, caplen, what, block.start)?;
+        input.skip(u64::from(block.body_len() - 20 - caplen), what, block.start)?;
+        self.read_trailer(input, block)?;
+        self.last_ts = ts_ns;
+        Ok(Record {
+            ts_ns,
+            data: Data::Copied(len),
+            orig_len,
+        })
+    }
+
+    /// Reads an enhanced or obsolete packet block in place if it lies whole in the input's
+    /// buffer and is sound; `None` leaves it to the copying path (which reports any fault).
+    fn next_in_place<R: Read>(
+        &mut self,
+        input: &mut Input<R>,
+    ) -> Result<Option<Record>, CaptureError> {
+        let (e, start) = (self.endian, input.offset());
+        let b = input.buffered()?;
+        let Some(h) = b.get(..8) else { return Ok(None) };
+        let (kind, len) = (e.u32(&h[0..]), e.u32(&h[4..]) as usize);
+        if !(kind == EPB || kind == OPB) || len < 32 || len % 4 != 0 {
+            return Ok(None);
+        }
+        let Some(bytes) = b.get(..len) else {
+            return Ok(None);
+        };
+        let block = Block {
+            start,
+            kind,
+            len: len as u32,
+        };
+        let Ok((ts_ns, caplen, orig_len)) =
+            self.packet_fields(&bytes[8..28], &block, "", kind == OPB)
+        else {
+            return Ok(None);
+        };
+        if e.u32(&bytes[len - 4..]) != block.len {
+            return Ok(None);
+        }
+        input.take(len);
+        self.last_ts = ts_ns;
+        Ok(Some(Record {
+            ts_ns,
+            data: Data::Taken(28..28 + caplen as usize),
+            orig_len,
+        }))
+    }
+
+    /// The timestamp, captured length and original length of a packet block whose 20 bytes
+    /// after the length are `h`, checked against the block.
+    fn packet_fields(
+        &self,
+        h: &[u8],
+        block: &Block,
+        what: &'static str,
+        obsolete: bool,
+    ) -> Result<(u64, u32, u32), CaptureError> {
         let e = self.endian;
         let interface = if obsolete {
             u32::from(e.u16(&h[0..]))
@@ -367,7 +430,7 @@ impl State {
         let units = (u64::from(e.u32(&h[4..])) << 32) | u64::from(e.u32(&h[8..]));
         let (caplen, orig_len) = (e.u32(&h[12..]), e.u32(&h[16..]));
         let ts = self.interface(interface, what, block.start)?.ts;
-        let ts_ns = ts.to_ns(units).ok_or_else(|| CaptureError::TimestampOutOfRange {
+        let ts_ns = ts.to_ns(units).ok_or(CaptureError::TimestampOutOfRange {
             what,
             offset: block.start,
         })?;
@@ -378,23 +441,14 @@ impl State {
                 len: caplen.into(),
             });
         }
-        let rest = block.body_len() - 20;
-        if caplen.next_multiple_of(4) > rest {
+        if caplen.next_multiple_of(4) > block.body_len() - 20 {
             return Err(CaptureError::Malformed {
                 what,
                 offset: block.start,
                 problem: "captured length runs past the end of the block",
             });
         }
-        let len = read_frame(input, buf, caplen, what, block.start)?;
-        input.skip(u64::from(rest - caplen), what, block.start)?;
-        self.read_trailer(input, block)?;
-        self.last_ts = ts_ns;
-        Ok(Record {
-            ts_ns,
-            len,
-            orig_len,
-        })
+        Ok((ts_ns, caplen, orig_len))
     }
 
     /// Reads a simple packet block: interface 0, no timestamp, captured length implied by the
@@ -427,7 +481,7 @@ impl State {
         self.read_trailer(input, block)?;
         Ok(Record {
             ts_ns: self.last_ts,
-            len,
+            data: Data::Copied(len),
             orig_len,
         })
     }
@@ -441,7 +495,7 @@ impl State {
         self.interfaces
             .get(index as usize)
             .copied()
-            .ok_or_else(|| CaptureError::UnknownInterface {
+            .ok_or(CaptureError::UnknownInterface {
                 what,
                 offset,
                 interface: index,
