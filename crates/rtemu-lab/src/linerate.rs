@@ -142,6 +142,39 @@ pub fn measure(config: &PointConfig) -> Result<PointResult, WaitError> {
     })
 }
 
+/// A line rate that could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a line rate: give bit/s as a whole number with an optional k, M or G, from 1 to 100G, e.g. 64k or 10M")]
+pub struct ParseRateError(String);
+
+/// The largest rate accepted, bit/s: beyond it a 1-byte packet's interval rounds to 0 ns.
+pub const MAX_RATE_BPS: u64 = 100_000_000_000;
+
+/// Parses a line rate in bit/s: `1000`, `64k`, `10M`, `1G` (decimal prefixes, as tc uses).
+pub fn parse_rate_bps(text: &str) -> Result<u64, ParseRateError> {
+    let text = text.trim();
+    let err = || ParseRateError(text.to_owned());
+    let (number, scale) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 1_000),
+        Some((i, 'M')) => (&text[..i], 1_000_000),
+        Some((i, 'G')) => (&text[..i], 1_000_000_000),
+        _ => (text, 1),
+    };
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(err());
+    }
+    let rate = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(err)?;
+    if (1..=MAX_RATE_BPS).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(err())
+    }
+}
+
 /// The packets to pace at `rate_bps` to fill about `time_ns`, within `min ..= max`.
 pub fn packets_for(
     time_ns: u64,
@@ -170,6 +203,30 @@ mod tests {
             packets_for(10_000_000_000, 100, 100_000_000, 5, 10_000),
             10_000
         );
+    }
+
+    #[test]
+    fn rates_parse_with_decimal_prefixes() {
+        assert_eq!(parse_rate_bps("1000"), Ok(1_000));
+        assert_eq!(parse_rate_bps("64k"), Ok(64_000));
+        assert_eq!(parse_rate_bps("10M"), Ok(10_000_000));
+        assert_eq!(parse_rate_bps("1G"), Ok(1_000_000_000));
+        for bad in [
+            "",
+            "k",
+            "0",
+            "10m",
+            "1.5M",
+            "-1k",
+            "101G",
+            "99999999999999999999G",
+        ] {
+            assert_eq!(
+                parse_rate_bps(bad),
+                Err(ParseRateError(bad.into())),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

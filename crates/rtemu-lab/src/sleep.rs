@@ -251,18 +251,19 @@ pub fn measure(
     })
 }
 
-/// Measures every method of `config` on the calling thread, calling `before_each` between
-/// methods (for a progress display: never during a measurement).
+/// Measures every method of `config` on the calling thread, calling `before_each` with the
+/// method's index between methods (for a progress display: never during a measurement).
 pub fn run(
     config: &SleepConfig,
-    before_each: &mut dyn FnMut(WaitStrategy),
+    before_each: &mut dyn FnMut(usize, WaitStrategy),
 ) -> Result<Vec<SleepSamples>, WaitError> {
     let requests = config.workload.requests(config.count, config.seed);
     config
         .methods
         .iter()
-        .map(|&method| {
-            before_each(method);
+        .enumerate()
+        .map(|(i, &method)| {
+            before_each(i, method);
             measure(method, &requests, config.time_limit_ns)
         })
         .collect()

@@ -1,10 +1,525 @@
-//! `rtemu lab`: placeholder until its crate lands in this workspace.
+//! `rtemu lab`: the timing lab. Can this machine keep real time, and how precisely?
+//!
+//! The experiments live in `rtemu-lab`; this module parses the flags, applies the real-time
+//! set-up, shows progress between measurements and prints the reports (tables in µs, JSON in
+//! integer ns, CSV of raw samples).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+use rtemu_clock::time::{format_duration_ns, parse_duration_ns};
+use rtemu_clock::WaitStrategy;
+use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
+use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
+use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
+use rtemu_lab::stats::Distribution;
+use serde::Serialize;
 
 /// Arguments of `rtemu lab`.
 #[derive(Debug, clap::Args)]
-pub struct LabArgs {}
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LabCommand {
+    /// Sleep accuracy per wait method (the timing paper's Table 1).
+    Sleep(SleepArgs),
+    /// Requested vs achieved line rate per wait method and pacer (the timing paper's Figure 1).
+    Linerate(LinerateArgs),
+}
+
+/// Real-time set-up and load, shared by every lab command.
+#[derive(Debug, clap::Args)]
+struct RtArgs {
+    /// Measure under SCHED_FIFO at this priority (1–99); default SCHED_OTHER.
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    fifo: Option<u8>,
+    /// Pin the measuring thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    cpu: Option<usize>,
+    /// Do not lock memory with mlockall.
+    #[arg(long)]
+    no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 while measuring.
+    #[arg(long)]
+    no_dma_latency: bool,
+    /// Set the measuring thread's timer slack (e.g. 1ns; the default is the kernel's, 50us).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timer_slack: Option<u64>,
+    /// Run busy threads while measuring, kept off --cpu; without a number, one per CPU.
+    #[arg(long, value_name = "THREADS", num_args = 0..=1)]
+    load: Option<Option<usize>>,
+}
+
+/// Output formats, shared by every lab command.
+#[derive(Debug, clap::Args)]
+struct OutputArgs {
+    /// Print the report as JSON (times in integer ns) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write every raw sample to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct SleepArgs {
+    /// Wait methods to compare, comma-separated: select, nanosleep, sleep (clock-abs), timerfd,
+    /// epoll, slack, spin (busy), hybrid[:MARGIN].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "select,nanosleep,sleep,timerfd,epoll,slack,spin,hybrid"
+    )]
+    methods: Vec<WaitStrategy>,
+    /// Requested sleeps: paper (uniform 0–100 ms), micro (uniform 10us–2ms), fixed:DURATION,
+    /// uniform:MIN-MAX.
+    #[arg(long, default_value = "micro")]
+    workload: Workload,
+    /// Requests per method (the paper used 1000).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    count: u64,
+    /// Seed of the request generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop each method after this long even if requests remain.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    time_limit: u64,
+    #[command(flatten)]
+    rt: RtArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct LinerateArgs {
+    /// Wait methods to compare, comma-separated (see `rtemu lab sleep --help`).
+    #[arg(long, value_delimiter = ',', default_value = "nanosleep,sleep,spin")]
+    methods: Vec<WaitStrategy>,
+    /// Pacers: absolute (deadline start + k·interval, as the engine does) and relative (a
+    /// naive sleep of one interval per packet).
+    #[arg(long, value_delimiter = ',', default_value = "absolute,relative")]
+    pacers: Vec<Pacer>,
+    /// Requested line rates in bit/s, comma-separated, with k/M/G (the paper: 1k to 100M).
+    #[arg(long, value_delimiter = ',', default_value = "100k,1M,10M,100M", value_parser = parse_rate)]
+    rates: Vec<u64>,
+    /// Packet size in bytes (the paper used 100).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=65_535))]
+    packet_size: u32,
+    /// Time to spend on each rate × method × pacer.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration)]
+    time: u64,
+    /// Fewest packets per point, however slow the rate.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    min_packets: u64,
+    /// Most packets per point, however fast the rate.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(2..=10_000_000))]
+    max_packets: u64,
+    #[command(flatten)]
+    rt: RtArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+fn parse_duration(text: &str) -> Result<u64, String> {
+    parse_duration_ns(text).map_err(|e| e.to_string())
+}
+
+fn parse_rate(text: &str) -> Result<u64, String> {
+    linerate::parse_rate_bps(text).map_err(|e| e.to_string())
+}
 
 /// Runs `rtemu lab`.
-pub fn run(_args: &LabArgs) -> anyhow::Result<()> {
-    anyhow::bail!("rtemu lab is not available in this build yet")
+pub fn run(args: &LabArgs) -> anyhow::Result<()> {
+    match &args.command {
+        LabCommand::Sleep(args) => run_sleep(args),
+        LabCommand::Linerate(args) => run_linerate(args),
+    }
+}
+
+/// The longest any busy load may outlive its measurement by mistake.
+const LOAD_BOUND_NS: u64 = 3_600_000_000_000;
+
+/// Applies the real-time set-up and starts the load; keep both alive while measuring.
+fn prepare(rt: &RtArgs) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
+    let request = RtRequest {
+        fifo_priority: rt.fifo,
+        cpu: rt.cpu,
+        mlock: !rt.no_mlock,
+        dma_latency: !rt.no_dma_latency,
+        timer_slack_ns: rt.timer_slack,
+    };
+    let setup = request.apply().context("real-time set-up")?;
+    let load = rt.load.map(|threads| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        BusyLoad::start(threads.unwrap_or(cpus), rt.cpu, LOAD_BOUND_NS)
+    });
+    let header = Header::probe(&setup, load.as_ref().map_or(0, BusyLoad::threads));
+    Ok((setup, load, header))
+}
+
+fn progress(len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("the template is valid"),
+    );
+    bar
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1_000.0)
+}
+
+fn us_i(ns: i64) -> String {
+    us(ns as f64)
+}
+
+fn print_header(out: &mut impl Write, title: &str, h: &Header) -> io::Result<()> {
+    writeln!(out, "{title}")?;
+    writeln!(
+        out,
+        "kernel      {} {} (preemption: {})",
+        h.kernel_release, h.kernel_version, h.preemption
+    )?;
+    let slack = h.timer_slack_ns.map_or("unknown".to_owned(), |ns| {
+        format_duration_ns(ns).to_string()
+    });
+    writeln!(
+        out,
+        "clock       clocksource {}, timer slack {slack}, one clock read {} ns median, {} ns p99, {} ns max",
+        h.clocksource, h.clock_read_ns.p50_ns, h.clock_read_ns.p99_ns, h.clock_read_ns.max_ns
+    )?;
+    let runtime = match h.rt_runtime_us {
+        Some(-1) => "unlimited".to_owned(),
+        Some(us) => format!("{us} µs/s"),
+        None => "unknown".to_owned(),
+    };
+    writeln!(
+        out,
+        "scheduling  {} on CPUs {} ({} online), mlockall {}, cpu_dma_latency {}, RT runtime {runtime}",
+        h.policy,
+        h.affinity,
+        h.cpus,
+        if h.mlockall { "yes" } else { "no" },
+        if h.dma_latency_held { "held at 0" } else { "not held" },
+    )?;
+    let load = match h.load_threads {
+        0 => "none".to_owned(),
+        n => format!("{n} busy threads"),
+    };
+    writeln!(
+        out,
+        "machine     virtualisation {}, load {load}",
+        h.virtualization.as_deref().unwrap_or("none detected")
+    )?;
+    for notice in &h.notices {
+        writeln!(out, "notice      {notice}")?;
+    }
+    writeln!(out)
+}
+
+#[derive(Serialize)]
+struct SleepReport<'a> {
+    header: &'a Header,
+    workload: String,
+    count: u64,
+    seed: u64,
+    time_limit_ns: u64,
+    results: &'a [MethodResult],
+}
+
+fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
+    let config = SleepConfig {
+        methods: args.methods.clone(),
+        workload: args.workload,
+        count: args.count as usize,
+        seed: args.seed,
+        time_limit_ns: args.time_limit,
+    };
+    let (setup, load, header) = prepare(&args.rt)?;
+    let bar = progress(config.methods.len());
+    let samples = sleep::run(&config, &mut |i, method| {
+        bar.set_position(i as u64);
+        bar.set_message(method.to_string());
+    })?;
+    bar.finish_and_clear();
+    drop(load);
+    drop(setup);
+    let results: Vec<MethodResult> = samples
+        .iter()
+        .map(|s| MethodResult::from_samples(s, config.count))
+        .collect();
+    if let Some(path) = &args.output.csv {
+        write_csv(path, |out| {
+            writeln!(out, "method,index,requested_ns,actual_ns,error_ns")?;
+            for s in &samples {
+                for (i, (x, y)) in s.requested.iter().zip(&s.actual).enumerate() {
+                    writeln!(out, "{},{i},{x},{y},{}", s.method, *y as i64 - *x as i64)?;
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let mut out = io::stdout().lock();
+    if args.output.json {
+        let report = SleepReport {
+            header: &header,
+            workload: config.workload.to_string(),
+            count: args.count,
+            seed: args.seed,
+            time_limit_ns: args.time_limit,
+            results: &results,
+        };
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let title = format!(
+        "rtemu lab sleep: workload {}, {} requests per method, seed {}",
+        config.workload, config.count, config.seed
+    );
+    print_header(&mut out, &title, &header)?;
+    writeln!(
+        out,
+        "{:<14} {:>6} {:>10} {:>12} {:>9} {:>9} │ {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} │ {:>5}",
+        "method",
+        "n",
+        "abs mean",
+        "abs var",
+        "rel mean",
+        "rel var",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "max",
+        "cpu"
+    )?;
+    writeln!(
+        out,
+        "{:<14} {:>6} {:>10} {:>12} {:>9} {:>9} │ {:>62} │",
+        "", "", "µs", "µs²", "", "", "error y − x in µs"
+    )?;
+    for r in &results {
+        let d = &r.error_ns;
+        writeln!(
+            out,
+            "{:<14} {:>6} {:>10} {:>12.1} {:>9.4} {:>9.4} │ {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} │ {:>4.0}%{}",
+            r.method,
+            r.completed,
+            us(r.errors.abs_mean_ns),
+            r.errors.abs_var_ns2 / 1e6,
+            r.errors.rel_mean,
+            r.errors.rel_var,
+            us_i(d.p50_ns),
+            us_i(d.p90_ns),
+            us_i(d.p99_ns),
+            us_i(d.p99_9_ns),
+            us_i(d.p99_99_ns),
+            us_i(d.max_ns),
+            r.cpu_share() * 100.0,
+            if r.truncated { "  (cut by --time-limit)" } else { "" },
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct LinerateReport<'a> {
+    header: &'a Header,
+    packet_size: u32,
+    time_per_point_ns: u64,
+    results: &'a [PointResult],
+}
+
+fn run_linerate(args: &LinerateArgs) -> anyhow::Result<()> {
+    let mut points = Vec::new();
+    for &rate_bps in &args.rates {
+        for &method in &args.methods {
+            for &pacer in &args.pacers {
+                points.push(PointConfig {
+                    method,
+                    pacer,
+                    rate_bps,
+                    packet_bytes: args.packet_size,
+                    packets: linerate::packets_for(
+                        args.time,
+                        args.packet_size,
+                        rate_bps,
+                        args.min_packets as usize,
+                        args.max_packets as usize,
+                    ),
+                });
+            }
+        }
+    }
+    let (setup, load, header) = prepare(&args.rt)?;
+    let bar = progress(points.len());
+    let mut results = Vec::with_capacity(points.len());
+    for point in &points {
+        bar.set_message(format!(
+            "{} {} {} bit/s",
+            point.method, point.pacer, point.rate_bps
+        ));
+        results.push(linerate::measure(point)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    drop(load);
+    drop(setup);
+    if let Some(path) = &args.output.csv {
+        write_csv(path, |out| {
+            writeln!(
+                out,
+                "method,pacer,requested_bps,achieved_bps,ratio,packets,interval_ns,late_p50_ns,late_p99_ns,late_max_ns,cpu_ns"
+            )?;
+            for r in &results {
+                let l = &r.lateness_ns;
+                writeln!(
+                    out,
+                    "{},{},{},{:.0},{:.6},{},{},{},{},{},{}",
+                    r.method,
+                    r.pacer,
+                    r.requested_bps,
+                    r.achieved_bps,
+                    r.ratio,
+                    r.packets,
+                    r.interval_ns,
+                    l.p50_ns,
+                    l.p99_ns,
+                    l.max_ns,
+                    r.cpu_ns
+                )?;
+            }
+            Ok(())
+        })?;
+    }
+    let mut out = io::stdout().lock();
+    if args.output.json {
+        let report = LinerateReport {
+            header: &header,
+            packet_size: args.packet_size,
+            time_per_point_ns: args.time,
+            results: &results,
+        };
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let title = format!(
+        "rtemu lab linerate: {}-byte packets, about {} per point",
+        args.packet_size,
+        format_duration_ns(args.time)
+    );
+    print_header(&mut out, &title, &header)?;
+    writeln!(
+        out,
+        "{:<14} {:<9} {:>12} {:>14} {:>8} {:>8} │ {:>10} {:>10} {:>10}",
+        "method",
+        "pacer",
+        "requested",
+        "achieved",
+        "ratio",
+        "packets",
+        "late p50",
+        "late p99",
+        "late max"
+    )?;
+    writeln!(
+        out,
+        "{:<14} {:<9} {:>12} {:>14} {:>8} {:>8} │ {:>32}",
+        "", "", "bit/s", "bit/s", "", "", "vs start + k·interval, µs"
+    )?;
+    for r in &results {
+        let l: &Distribution = &r.lateness_ns;
+        writeln!(
+            out,
+            "{:<14} {:<9} {:>12} {:>14.0} {:>8.4} {:>8} │ {:>10} {:>10} {:>10}",
+            r.method,
+            r.pacer,
+            r.requested_bps,
+            r.achieved_bps,
+            r.ratio,
+            r.packets,
+            us_i(l.p50_ns),
+            us_i(l.p99_ns),
+            us_i(l.max_ns),
+        )?;
+    }
+    Ok(())
+}
+
+fn write_csv(
+    path: &PathBuf,
+    body: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> anyhow::Result<()> {
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    body(&mut out)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        lab: LabArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<LabArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied())).map(|c| c.lab)
+    }
+
+    #[test]
+    fn sleep_defaults_are_small_and_complete() {
+        let LabCommand::Sleep(args) = parse(&["sleep"]).unwrap().command else {
+            panic!("not sleep");
+        };
+        assert_eq!(args.methods.len(), WaitStrategy::ALL.len());
+        assert_eq!(args.workload, Workload::Micro);
+        assert_eq!(args.count, 200);
+        assert_eq!(args.rt.load, None);
+    }
+
+    #[test]
+    fn load_takes_an_optional_thread_count() {
+        let LabCommand::Sleep(args) = parse(&["sleep", "--load"]).unwrap().command else {
+            panic!("not sleep");
+        };
+        assert_eq!(args.rt.load, Some(None));
+        let LabCommand::Sleep(args) = parse(&["sleep", "--load", "3"]).unwrap().command else {
+            panic!("not sleep");
+        };
+        assert_eq!(args.rt.load, Some(Some(3)));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_reason() {
+        let err = parse(&["sleep", "--methods", "spin,sleeep"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown wait strategy `sleeep`"), "{err}");
+        let err = parse(&["sleep", "--fifo", "0"]).unwrap_err().to_string();
+        assert!(err.contains("1..=99") || err.contains("1..100"), "{err}");
+        let err = parse(&["linerate", "--rates", "10m"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a line rate"), "{err}");
+        let err = parse(&["sleep", "--workload", "fixed:5"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no known unit"), "{err}");
+    }
 }
