@@ -19,12 +19,14 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod cache;
 pub mod duration;
 pub mod error;
 pub mod fgn;
 pub mod flow;
 pub mod format;
 pub mod mahimahi;
+pub mod onoff;
 pub mod prefetch;
 pub mod reader;
 pub mod series;

@@ -1,10 +1,561 @@
-//! `rtemu trace`: placeholder until its crate lands in this workspace.
+//! `rtemu trace`: generate, inspect, convert and benchmark traces (the work is in
+//! `rtemu-trace`).
 
-/// Arguments of `rtemu trace`.
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use rtemu_trace::duration::{format_duration, parse_duration_ns};
+use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
+use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
+use rtemu_trace::stats::{StatsBuilder, TraceStats, DEFAULT_MAX_SERIES};
+use rtemu_trace::{
+    Action, EndPolicy, Format, Header, PrefetchConfig, Prefetcher, RecordReader, RecordWriter,
+    TimeUnit, UnderrunPolicy,
+};
+
+/// Generate, inspect, convert and benchmark per-packet action traces.
+///
+/// Forms: raw RplTrc `.rpl` (headerless, big-endian words, µs), framed `.rplx` (header with
+/// unit, flow and provenance) and text (`drop`, `pass 1234us`, `dup 100us`); see
+/// docs/formats.md. The form of an input is detected; that of an output follows its extension
+/// (`.rpl`, `.rplx`, `.txt`) unless `--format` says.
 #[derive(Debug, clap::Args)]
-pub struct TraceArgs {}
+#[command(after_help = "Examples:
+  rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 --seed 7 -o fgn.rpl
+  rtemu trace gen onoff --sources 50 --alpha 1.4 --count 1000000 -o onoff.rplx
+  rtemu trace stats fgn.rpl --json
+  rtemu trace convert fgn.rpl fgn.txt
+  rtemu trace cat fgn.rpl | head
+  rtemu trace bench big.rpl --cold")]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum TraceCommand {
+    /// Generate a synthetic trace.
+    Gen(GenArgs),
+    /// Print a trace's statistics: counts, delay moments and percentiles, autocorrelation,
+    /// Hurst estimates.
+    Stats(StatsArgs),
+    /// Convert a trace between the raw, framed and text forms.
+    Convert(ConvertArgs),
+    /// Print a trace in the text form.
+    Cat(CatArgs),
+    /// Measure how fast a trace streams through the prefetching reader.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct GenArgs {
+    #[command(subcommand)]
+    kind: GenKind,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum GenKind {
+    /// Fractional Gaussian noise delays (exact, Davies–Harte), every record a pass.
+    Fgn(FgnArgs),
+    /// Queueing delay behind superposed heavy-tailed ON/OFF sources (H = (3 − α)/2).
+    Onoff(OnOffArgs),
+}
+
+/// Options every generator shares.
+#[derive(Debug, clap::Args)]
+struct OutputArgs {
+    /// Records to generate.
+    #[arg(long, default_value_t = 1_000_000)]
+    count: u64,
+    /// Seed; the same seed gives the same trace.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file.
+    #[arg(short = 'o', long)]
+    output: PathBuf,
+    /// Output form (raw, framed, text); default from the extension.
+    #[arg(long)]
+    format: Option<Format>,
+}
+
+#[derive(Debug, clap::Args)]
+struct FgnArgs {
+    /// Hurst parameter, in (0, 1).
+    #[arg(long, default_value_t = 0.8)]
+    hurst: f64,
+    /// Mean delay (e.g. 5ms).
+    #[arg(long, default_value = "5ms")]
+    mean: String,
+    /// Standard deviation of the delay (e.g. 1ms).
+    #[arg(long, default_value = "1ms")]
+    std: String,
+    /// Samples per exact block (a power of two); correlation is exact within a block.
+    #[arg(long, default_value_t = DEFAULT_BLOCK)]
+    block: usize,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct OnOffArgs {
+    /// Number of ON/OFF sources.
+    #[arg(long, default_value_t = 50)]
+    sources: u32,
+    /// Pareto shape of the ON and OFF periods, in (1, 2).
+    #[arg(long, default_value_t = 1.4)]
+    alpha: f64,
+    /// Mean ON period.
+    #[arg(long, default_value = "50ms")]
+    mean_on: String,
+    /// Mean OFF period.
+    #[arg(long, default_value = "50ms")]
+    mean_off: String,
+    /// Each source's rate while ON, bit/s.
+    #[arg(long, default_value_t = 1e6)]
+    source_rate: f64,
+    /// The bottleneck's rate, bit/s.
+    #[arg(long, default_value_t = 30e6)]
+    link_rate: f64,
+    /// Queue capacity, bytes.
+    #[arg(long, default_value_t = 1e6)]
+    buffer: f64,
+    /// Size of the packet whose fate each record gives, bytes.
+    #[arg(long, default_value_t = 1500.0)]
+    probe: f64,
+    /// Time between records.
+    #[arg(long, default_value = "1ms")]
+    interval: String,
+    /// Delay added to every delivered packet.
+    #[arg(long, default_value = "10ms")]
+    base: String,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct StatsArgs {
+    /// The trace.
+    file: PathBuf,
+    /// Its form, if detection would guess wrong.
+    #[arg(long)]
+    format: Option<Format>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Delays kept for autocorrelation and Hurst estimates (the first ones).
+    #[arg(long, default_value_t = DEFAULT_MAX_SERIES)]
+    max_series: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct ConvertArgs {
+    /// Input trace.
+    input: PathBuf,
+    /// Output trace.
+    output: PathBuf,
+    /// Input form, if detection would guess wrong.
+    #[arg(long)]
+    from: Option<Format>,
+    /// Output form; default from the extension.
+    #[arg(long)]
+    to: Option<Format>,
+    /// Time unit of a framed output (ns, us, ms); default the input's, or us.
+    #[arg(long)]
+    unit: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct CatArgs {
+    /// The trace.
+    file: PathBuf,
+    /// Its form, if detection would guess wrong.
+    #[arg(long)]
+    format: Option<Format>,
+}
+
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// The trace to stream (make it larger than the page cache for a true cold figure).
+    file: PathBuf,
+    /// Drop the file from the page cache first (fsync, then posix_fadvise DONTNEED), so the
+    /// first pass reads from the disk.
+    #[arg(long)]
+    cold: bool,
+    /// Passes over the file after the first (warm cache).
+    #[arg(long, default_value_t = 2)]
+    warm_passes: u32,
+    /// Records per prefetch block.
+    #[arg(long, default_value_t = 1 << 16)]
+    block_records: usize,
+    /// Blocks in the prefetch ring.
+    #[arg(long, default_value_t = 8)]
+    blocks: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Runs `rtemu trace`.
-pub fn run(_args: &TraceArgs) -> anyhow::Result<()> {
-    anyhow::bail!("rtemu trace is not available in this build yet")
+pub fn run(args: &TraceArgs) -> anyhow::Result<()> {
+    match &args.command {
+        TraceCommand::Gen(g) => match &g.kind {
+            GenKind::Fgn(a) => gen_fgn(a),
+            GenKind::Onoff(a) => gen_onoff(a),
+        },
+        TraceCommand::Stats(a) => stats(a),
+        TraceCommand::Convert(a) => convert(a),
+        TraceCommand::Cat(a) => cat(a),
+        TraceCommand::Bench(a) => bench(a),
+    }
+}
+
+fn duration(flag: &str, value: &str) -> anyhow::Result<u64> {
+    parse_duration_ns(value, None).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+fn output_format(path: &Path, given: Option<Format>) -> anyhow::Result<Format> {
+    match given.or_else(|| Format::from_extension(path)) {
+        Some(f) => Ok(f),
+        None => bail!(
+            "cannot tell the form of {} from its extension: use .rpl, .rplx or .txt, or --format raw|framed|text",
+            path.display()
+        ),
+    }
+}
+
+fn create(path: &Path) -> anyhow::Result<File> {
+    File::create(path).with_context(|| format!("creating {}", path.display()))
+}
+
+/// Writes `count` records from `next` to the output, returning the writer's record count.
+fn write_generated(
+    out: &OutputArgs,
+    header: &Header,
+    mut next: impl FnMut() -> Action,
+) -> anyhow::Result<()> {
+    let format = output_format(&out.output, out.format)?;
+    let mut w = RecordWriter::new(create(&out.output)?, format, header)
+        .with_context(|| format!("writing {}", out.output.display()))?;
+    for _ in 0..out.count {
+        w.write(next())
+            .with_context(|| format!("writing {}", out.output.display()))?;
+    }
+    w.finish()
+        .with_context(|| format!("writing {}", out.output.display()))?;
+    Ok(())
+}
+
+fn gen_fgn(a: &FgnArgs) -> anyhow::Result<()> {
+    let mean = duration("mean", &a.mean)?;
+    let std = duration("std", &a.std)?;
+    // A trace that fits in one block is exact throughout.
+    let block = a.block.min(a.out.count.max(2).next_power_of_two() as usize);
+    let fgn = Fgn::new(a.hurst, block, a.out.seed).context("--hurst/--block")?;
+    let mut delays = FgnDelays::new(fgn, mean as f64, std as f64, 1_000)?;
+    let header = Header {
+        unit: TimeUnit::Us,
+        flow: None,
+        provenance: format!(
+            "rtemu trace gen fgn --hurst {} --mean {} --std {} --count {} --seed {} --block {block}",
+            a.hurst,
+            format_duration(mean),
+            format_duration(std),
+            a.out.count,
+            a.out.seed
+        ),
+    };
+    write_generated(&a.out, &header, || Action::Pass {
+        delay_ns: delays.next_delay_ns(),
+    })?;
+    eprintln!(
+        "rtemu: wrote {} records to {} ({} negative delays clamped to 0)",
+        a.out.count,
+        a.out.output.display(),
+        delays.clamped()
+    );
+    Ok(())
+}
+
+fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
+    let cfg = OnOffConfig {
+        sources: a.sources,
+        alpha: a.alpha,
+        mean_on_ns: duration("mean-on", &a.mean_on)? as f64,
+        mean_off_ns: duration("mean-off", &a.mean_off)? as f64,
+        source_rate_bps: a.source_rate,
+        link_rate_bps: a.link_rate,
+        buffer_bytes: a.buffer,
+        probe_bytes: a.probe,
+        interval_ns: duration("interval", &a.interval)?,
+        base_delay_ns: duration("base", &a.base)?,
+        resolution_ns: 1_000,
+    };
+    let mut g = OnOffDelays::new(cfg, a.out.seed)?;
+    let header = Header {
+        unit: TimeUnit::Us,
+        flow: None,
+        provenance: format!(
+            "rtemu trace gen onoff --sources {} --alpha {} --mean-on {} --mean-off {} --source-rate {} --link-rate {} --buffer {} --probe {} --interval {} --base {} --count {} --seed {}",
+            a.sources, a.alpha, a.mean_on, a.mean_off, a.source_rate, a.link_rate, a.buffer,
+            a.probe, a.interval, a.base, a.out.count, a.out.seed
+        ),
+    };
+    write_generated(&a.out, &header, || g.next_action())?;
+    eprintln!(
+        "rtemu: wrote {} records to {} (offered load {:.3}, target H {:.2}, {} probes dropped)",
+        a.out.count,
+        a.out.output.display(),
+        cfg.load(),
+        cfg.hurst(),
+        g.dropped()
+    );
+    Ok(())
+}
+
+fn open(path: &Path, format: Option<Format>) -> anyhow::Result<RecordReader<File>> {
+    Ok(RecordReader::open(path, format)?)
+}
+
+/// Feeds every record of `r` to `f`, in blocks.
+fn for_each(
+    r: &mut RecordReader<File>,
+    mut f: impl FnMut(Action) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut block = Vec::with_capacity(1 << 16);
+    loop {
+        block.clear();
+        if r.read_block(&mut block, 1 << 16)? == 0 {
+            return Ok(());
+        }
+        for &a in &block {
+            f(a)?;
+        }
+    }
+}
+
+fn stats(a: &StatsArgs) -> anyhow::Result<()> {
+    let mut r = open(&a.file, a.format)?;
+    let mut b = StatsBuilder::new(a.max_series);
+    for_each(&mut r, |x| {
+        b.add(x);
+        Ok(())
+    })?;
+    let s = b.finish();
+    if s.records == 0 {
+        bail!("{}: the trace holds no records", a.file.display());
+    }
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &s)?;
+        writeln!(out)?;
+    } else {
+        print_stats(&mut out, &a.file, r.format(), &s)?;
+    }
+    Ok(())
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
+fn print_stats(
+    out: &mut impl Write,
+    path: &Path,
+    format: Format,
+    s: &TraceStats,
+) -> io::Result<()> {
+    writeln!(out, "{} ({} form)", path.display(), format.name())?;
+    writeln!(
+        out,
+        "records     {}   pass {}   drop {} ({:.4} %)   dup {} ({:.4} %)",
+        s.records,
+        s.passes,
+        s.drops,
+        100.0 * s.drop_fraction,
+        s.dups,
+        100.0 * s.dup_fraction
+    )?;
+    if let Some(d) = &s.delay {
+        writeln!(
+            out,
+            "delay       mean {}   std {}   min {}   max {}",
+            ms(d.mean_ns),
+            ms(d.std_ns),
+            ms(d.min_ns as f64),
+            ms(d.max_ns as f64)
+        )?;
+        let p: Vec<String> = d
+            .percentiles_ns
+            .iter()
+            .map(|(p, v)| format!("p{p} {}", ms(*v as f64)))
+            .collect();
+        writeln!(out, "percentiles {}", p.join("   "))?;
+    }
+    let ac: Vec<String> = s
+        .autocorrelation
+        .iter()
+        .map(|(lag, r)| format!("lag {lag}: {r:.4}"))
+        .collect();
+    writeln!(
+        out,
+        "autocorr.   {}   (first {} delays)",
+        ac.join("   "),
+        s.series_len
+    )?;
+    for h in &s.hurst {
+        writeln!(
+            out,
+            "Hurst       {:.3}  {} (scales {}..{}, {} points)",
+            h.hurst, h.method, h.fit_min, h.fit_max, h.points
+        )?;
+    }
+    if s.hurst.is_empty() {
+        let why = if s.series_len < 128 {
+            "too few delays (need 128)"
+        } else {
+            "the delays are constant"
+        };
+        writeln!(out, "Hurst       no estimate: {why}")?;
+    }
+    Ok(())
+}
+
+fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
+    let mut r = open(&a.input, a.from)?;
+    let to = output_format(&a.output, a.to)?;
+    let mut header = r.header().cloned().unwrap_or_default();
+    if let Some(u) = &a.unit {
+        header.unit = match u.as_str() {
+            "ns" => TimeUnit::Ns,
+            "us" | "µs" => TimeUnit::Us,
+            "ms" => TimeUnit::Ms,
+            _ => bail!("--unit {u:?}: valid units are ns, us, ms"),
+        };
+    }
+    if header.provenance.is_empty() {
+        header.provenance = format!("converted from {}", a.input.display());
+    }
+    let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
+    let out = a.output.display().to_string();
+    for_each(&mut r, |x| {
+        w.write(x).with_context(|| format!("writing {out}"))?;
+        Ok(())
+    })?;
+    let n = w.records_written();
+    w.finish().with_context(|| format!("writing {out}"))?;
+    eprintln!("rtemu: converted {n} records to {out} ({} form)", to.name());
+    Ok(())
+}
+
+fn cat(a: &CatArgs) -> anyhow::Result<()> {
+    let mut r = open(&a.file, a.format)?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    for_each(&mut r, |x| {
+        rtemu_trace::text::write_action(&mut out, x)?;
+        Ok(())
+    })?;
+    out.flush()?;
+    Ok(())
+}
+
+#[derive(Debug, serde::Serialize)]
+struct BenchPass {
+    pass: String,
+    records: u64,
+    seconds: f64,
+    records_per_second: f64,
+    megabytes_per_second: f64,
+}
+
+fn bench(a: &BenchArgs) -> anyhow::Result<()> {
+    let bytes = std::fs::metadata(&a.file)
+        .with_context(|| format!("reading {}", a.file.display()))?
+        .len();
+    let mut passes = Vec::new();
+    let labels = std::iter::once(if a.cold { "cold" } else { "first" })
+        .chain(std::iter::repeat_n("warm", a.warm_passes as usize));
+    for label in labels {
+        if label == "cold" {
+            rtemu_trace::cache::evict(&a.file)
+                .with_context(|| format!("dropping {} from the page cache", a.file.display()))?;
+        }
+        let cfg = PrefetchConfig {
+            block_records: a.block_records,
+            blocks: a.blocks,
+            underrun: UnderrunPolicy::Wait,
+            end: EndPolicy::Stop,
+            ..PrefetchConfig::default()
+        };
+        let start = Instant::now();
+        let mut p = Prefetcher::open(&a.file, None, cfg)?;
+        // Sum the delays so the loop cannot be optimised away, and as a checksum.
+        let mut sum = 0u64;
+        while let Some(x) = p.next_action()? {
+            sum = sum.wrapping_add(x.delay_ns().unwrap_or(1));
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let records = p.counters().records;
+        std::hint::black_box(sum);
+        passes.push(BenchPass {
+            pass: label.to_owned(),
+            records,
+            seconds,
+            records_per_second: records as f64 / seconds,
+            megabytes_per_second: bytes as f64 / seconds / 1e6,
+        });
+    }
+    if a.json {
+        serde_json::to_writer_pretty(io::stdout().lock(), &passes)?;
+        println!();
+        return Ok(());
+    }
+    println!(
+        "{}: {} bytes; prefetch blocks of {} records x {}",
+        a.file.display(),
+        bytes,
+        a.block_records,
+        a.blocks
+    );
+    if a.cold {
+        println!(
+            "cold pass: file dropped from the page cache first (fsync + posix_fadvise DONTNEED)"
+        );
+    }
+    for p in &passes {
+        println!(
+            "{:<6} {:>12} records in {:>8.3} s: {:>8.1} M records/s, {:>7.1} MB/s",
+            p.pass,
+            p.records,
+            p.seconds,
+            p.records_per_second / 1e6,
+            p.megabytes_per_second
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_form_follows_the_extension_or_the_flag() {
+        assert_eq!(
+            output_format(Path::new("a.rpl"), None).unwrap(),
+            Format::Raw
+        );
+        assert_eq!(
+            output_format(Path::new("a.dat"), Some(Format::Text)).unwrap(),
+            Format::Text
+        );
+        let e = output_format(Path::new("a.dat"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--format raw|framed|text"), "{e}");
+    }
 }
