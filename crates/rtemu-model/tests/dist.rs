@@ -368,6 +368,50 @@ fn correlation_recovered_iproute2_normal_table() {
     );
 }
 
+/// Correlation leaves the whole marginal distribution alone, not just its mean and sd: every
+/// entry of a table is still drawn with probability 1/n, and the Pareto tail keeps its mass.
+///
+/// Tolerances: a count of `N` correlated indicators with probability `p` has variance at most
+/// `N·p(1−p)·(1+r)/(1−r)` when the latent process has lag-1 correlation `r` (by Gebelein's
+/// theorem no function of a bivariate normal pair is more correlated than the pair, `r^k` at
+/// lag k, and `Σ_k r^|k| = (1+r)/(1−r)`); each count gets five of those standard deviations.
+#[test]
+fn correlation_keeps_the_marginal_distribution() {
+    const N: usize = 1 << 21;
+    let rho = 0.5;
+    let n_entries = 8;
+    let table = DistTable::parse("eight", "-3000 -1000 0 500 900 2000 4000 9000").unwrap();
+    let mut d = sampler(Distribution::Table(table.clone()), 100 * MS, 10 * MS, rho);
+    let r = d.latent_correlation().unwrap();
+    let x = draw(&mut d, 31, N);
+    let p = 1.0 / n_entries as f64;
+    let tol = 5.0 * (N as f64 * p * (1.0 - p) * (1.0 + r) / (1.0 - r)).sqrt();
+    for &t in table.values() {
+        let value = (100.0 * MS as f64 + 10.0 * MS as f64 * f64::from(t) / 8192.0).round();
+        let count = x.iter().filter(|&&v| v == value).count() as f64;
+        assert!(
+            (count - N as f64 * p).abs() < tol,
+            "entry {t}: {count} draws, expected {} ± {tol}",
+            N as f64 * p
+        );
+    }
+
+    let mut d = sampler(Distribution::Pareto, 100 * MS, 10 * MS, rho);
+    let r = d.latent_correlation().unwrap();
+    let x = draw(&mut d, 32, N);
+    for p in [0.1_f64, 1e-2, 1e-3] {
+        let w = p.powf(-1.0 / 3.0);
+        let threshold = 100.0 * MS as f64 + 10.0 * MS as f64 * (w - 1.5) * 2.0 / 3f64.sqrt();
+        let count = x.iter().filter(|&&v| v > threshold).count() as f64;
+        let tol = 5.0 * (N as f64 * p * (1.0 - p) * (1.0 + r) / (1.0 - r)).sqrt();
+        assert!(
+            (count - N as f64 * p).abs() < tol,
+            "pareto p = {p}: {count} above, expected {} ± {tol}",
+            N as f64 * p
+        );
+    }
+}
+
 #[test]
 fn normal_lag_k_correlation_decays_geometrically() {
     const N: usize = 1 << 22;
