@@ -5,6 +5,10 @@ Run from this directory: `python3 make_captures.py`. The files are written byte 
 format specifications (pcap-savefile(5), draft-ietf-opsawg-pcapng), independently of the Rust
 reader. Frame i's bytes are `(i * 7 + k) % 256` for k in 0..caplen; tests/capture.rs rebuilds
 them the same way and compares every field.
+
+Cross-checked by hand with tshark 4.0.17 (Debian bookworm), which reads the same timestamps,
+lengths and interfaces: `tshark -r small-le.pcapng -T fields -e frame.time_epoch -e frame.len
+-e frame.cap_len -e frame.interface_id`. The tests do not need tshark.
 """
 import struct
 
@@ -48,7 +52,7 @@ def pcapng(path, order):
     # Interface 2: Ethernet, 2^-10 s units, offset 100 s (if_tsoffset).
     idb2 = block(order, 1, struct.pack(order + "HHI", 1, 0, 0) + option(order, 9, b"\x8a")
                  + option(order, 14, struct.pack(order + "q", 100)) + end)
-    nrb = block(order, 4, struct.pack(order + "HH", 1, 8) + b"\x0a\x00\x00\x01host" + end)
+    nrb = block(order, 4, struct.pack(order + "HH", 1, 9) + pad4(b"\x0a\x00\x00\x01host\0") + end)
     custom = block(order, 0x40000BAD, b"\x01\x02\x03\x04unknown block body")
 
     def epb(iface, units, data, orig, opts=b""):
