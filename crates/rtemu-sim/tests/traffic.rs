@@ -1,6 +1,7 @@
 //! The traffic generator: spec grammar, timing, statistics and frame validity.
 
 use proptest::prelude::*;
+use rtemu_sim::capture::PcapWriter;
 use rtemu_sim::source::{FrameSource, ProgressUnit, LINKTYPE_ETHERNET};
 use rtemu_sim::traffic::{Pattern, TrafficGen, TrafficRate, TrafficSpec, TrafficSpecError};
 
@@ -283,6 +284,19 @@ fn frames_are_valid_udp_with_sequence_numbers() {
     for (seq, (_, data)) in all.iter().enumerate() {
         check_frame(data, seq as u64);
     }
+}
+
+/// `tests/data/traffic-cbr.pcap` is built by `tests/data/make_captures.py` from the frame
+/// layout documented in `src/traffic.rs`, with its own checksum code.
+#[test]
+fn generated_frames_match_the_golden_capture() {
+    let mut gen = TrafficGen::new(&spec("cbr 1000pps 42B,49B,50B,64B:2,1500B 10ms"), 1);
+    let mut writer = PcapWriter::new(Vec::new(), gen.link_type()).unwrap();
+    while let Some(frame) = gen.next_frame().unwrap() {
+        writer.write_frame(&frame).unwrap();
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/traffic-cbr.pcap");
+    assert_eq!(writer.finish().unwrap(), std::fs::read(path).unwrap());
 }
 
 #[test]

@@ -110,6 +110,42 @@ def corpus():
         open(os.path.join("corpus", name), "wb").write(body)
 
 
+def checksum(data):
+    data += b"\0" * (len(data) % 2)
+    total = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def udp_frame(seq, size):
+    """A traffic-generator frame as src/traffic.rs documents it."""
+    payload = bytearray(size - 42)
+    if len(payload) >= 8:
+        payload[:8] = struct.pack("!Q", seq)
+    src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    udp_len = size - 34
+    pseudo = src + dst + struct.pack("!BBH", 0, 17, udp_len)
+    udp = struct.pack("!HHHH", 49152, 9, udp_len, 0) + payload
+    udp_sum = checksum(pseudo + udp) or 0xFFFF
+    udp = udp[:6] + struct.pack("!H", udp_sum) + udp[8:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, size - 14, seq & 0xFFFF, 0x4000, 64, 17, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
+    return bytes([2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0]) + ip + udp
+
+
+def traffic(path):
+    """What `cbr 1000pps 42B,49B,50B,64B:2,1500B 10ms` must write: 10 frames 1 ms apart."""
+    sizes = [42, 49, 50, 64, 64, 1500]
+    out = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)
+    for seq in range(10):
+        data = udp_frame(seq, sizes[seq % len(sizes)])
+        ts = seq * 1_000_000
+        out += struct.pack("<IIII", ts // 10**9, ts % 10**9, len(data), len(data)) + data
+    open(path, "wb").write(out)
+
+
+traffic("traffic-cbr.pcap")
 corpus()
 written("written-ns.pcap")
 pcap("small-le-us.pcap", "<", False)
