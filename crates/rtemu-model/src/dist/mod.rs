@@ -71,8 +71,10 @@
 //!   `ρ = (6/π)·asin(r/2)` is inverted. For the others, `ρ(r) = Σ a_k² r^k / Σ a_k²`
 //!   (Mehler's formula, `a_k` the Hermite coefficients of `g`) is computed from the
 //!   Hermite expansion of `g` (by quadrature for `pareto` and `paretonormal`, exactly for
-//!   tables) and inverted by bisection. Lag-k correlation is then `ρ(r^k)`, close to but
-//!   not exactly ρ^k;
+//!   tables, with the series cut after 400 terms) and inverted by bisection. The cut makes
+//!   the delivered ρ slightly low for coarse tables at ρ close to 1: for a two-valued table,
+//!   the coarsest, by 4·10⁻⁴ at ρ ≈ 0.91 and 0.01 at ρ ≈ 0.98, and by less than 10⁻¹⁰ at
+//!   ρ ≤ 0.8. Lag-k correlation is then `ρ(r^k)`, close to but not exactly ρ^k;
 //! * ρ describes the unclamped delays (clamping at zero, when it happens, changes both the
 //!   marginal and the correlation slightly).
 //!
