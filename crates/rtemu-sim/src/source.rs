@@ -17,8 +17,8 @@ pub struct Frame<'a> {
     pub ts_ns: u64,
     /// The captured bytes, borrowed from the source's buffer until the next call.
     pub data: &'a [u8],
-    /// The frame's length on the wire; larger than `data.len()` when the capture was cut at a
-    /// snap length.
+    /// The frame's length on the wire: larger than `data.len()` when the capture was cut at a
+    /// snap length, never smaller.
     pub orig_len: u32,
 }
 

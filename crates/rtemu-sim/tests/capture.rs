@@ -329,6 +329,17 @@ fn a_huge_captured_length_is_an_error_not_an_allocation() {
 }
 
 #[test]
+fn an_original_length_below_the_captured_one_is_raised_to_it() {
+    let mut bytes = le_pcap_header(1);
+    bytes.extend([0; 8]);
+    bytes.extend(10u32.to_le_bytes());
+    bytes.extend(0u32.to_le_bytes());
+    bytes.extend([7; 10]);
+    let (_, frames) = read_all(&bytes).unwrap();
+    assert_eq!(frames, [(0, vec![7; 10], 10)]);
+}
+
+#[test]
 fn foreign_files_are_named() {
     let err = read_all(b"\x1f\x8b\x08\x00rest of a gzip file").unwrap_err();
     assert!(err.to_string().contains("gzip"), "{err}");

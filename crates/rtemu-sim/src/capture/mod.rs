@@ -243,6 +243,17 @@ enum Data {
     Taken(Range<usize>),
 }
 
+impl Data {
+    /// The record's captured length.
+    fn len(&self) -> u32 {
+        // Both are bounded by MAX_FRAME_LEN.
+        match self {
+            Data::Copied(len) => *len as u32,
+            Data::Taken(range) => range.len() as u32,
+        }
+    }
+}
+
 impl CaptureReader<File> {
     /// Opens a capture file; its length makes [`FrameSource::progress`] report a total.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CaptureError> {
@@ -325,13 +336,19 @@ impl<R: Read> CaptureReader<R> {
             Format::Pcap(state) => state.next(&mut self.input, &mut self.buf)?,
             Format::PcapNg(state) => state.next(&mut self.input, &mut self.buf, self.link_type)?,
         };
-        Ok(record.map(|r| Frame {
-            ts_ns: r.ts_ns,
-            data: match r.data {
+        // Some writers leave the original length 0 or below the captured one; the captured
+        // bytes are the better measure then.
+        Ok(record.map(|r| {
+            let orig_len = r.orig_len.max(r.data.len());
+            let data = match r.data {
                 Data::Copied(len) => &self.buf[..len],
                 Data::Taken(range) => &self.input.taken()[range],
-            },
-            orig_len: r.orig_len,
+            };
+            Frame {
+                ts_ns: r.ts_ns,
+                data,
+                orig_len,
+            }
         }))
     }
 }
