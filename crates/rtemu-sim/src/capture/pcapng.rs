@@ -430,10 +430,13 @@ impl State {
         let units = (u64::from(e.u32(&h[4..])) << 32) | u64::from(e.u32(&h[8..]));
         let (caplen, orig_len) = (e.u32(&h[12..]), e.u32(&h[16..]));
         let ts = self.interface(interface, what, block.start)?.ts;
-        let ts_ns = ts.to_ns(units).ok_or(CaptureError::TimestampOutOfRange {
-            what,
-            offset: block.start,
-        })?;
+        // `let else` rather than `ok_or`: the error is built only when needed (a hot path).
+        let Some(ts_ns) = ts.to_ns(units) else {
+            return Err(CaptureError::TimestampOutOfRange {
+                what,
+                offset: block.start,
+            });
+        };
         if caplen > MAX_FRAME_LEN {
             return Err(CaptureError::FrameTooLong {
                 what,
@@ -492,15 +495,15 @@ impl State {
         what: &'static str,
         offset: u64,
     ) -> Result<Interface, CaptureError> {
-        self.interfaces
-            .get(index as usize)
-            .copied()
-            .ok_or(CaptureError::UnknownInterface {
+        match self.interfaces.get(index as usize) {
+            Some(interface) => Ok(*interface),
+            None => Err(CaptureError::UnknownInterface {
                 what,
                 offset,
                 interface: index,
                 declared: self.interfaces.len(),
-            })
+            }),
+        }
     }
 
     fn skip_block<R: Read>(
