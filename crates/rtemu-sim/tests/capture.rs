@@ -340,6 +340,50 @@ fn an_original_length_below_the_captured_one_is_raised_to_it() {
 }
 
 #[test]
+fn a_missing_file_is_named() {
+    let err = CaptureReader::open("/nonexistent/rtemu/x.pcap").unwrap_err();
+    assert!(matches!(err, CaptureError::Open { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("cannot open /nonexistent/rtemu/x.pcap: "),
+        "{err}"
+    );
+}
+
+/// Yields `good` bytes, then fails.
+struct FailingReader<'a> {
+    good: &'a [u8],
+}
+
+impl std::io::Read for FailingReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.good.is_empty() {
+            return Err(std::io::Error::other("disk on fire"));
+        }
+        let n = buf.len().min(self.good.len());
+        buf[..n].copy_from_slice(&self.good[..n]);
+        self.good = &self.good[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_read_error_names_where_it_happened() {
+    let bytes = data("small-le-us.pcap");
+    let mut reader = CaptureReader::with_capacity(
+        FailingReader {
+            good: &bytes[..130],
+        },
+        16,
+    )
+    .unwrap();
+    reader.next_frame().unwrap();
+    let err = reader.next_frame().unwrap_err();
+    assert!(matches!(err, CaptureError::Io { offset: 130, .. }), "{err}");
+    assert_eq!(err.to_string(), "read error at byte 130: disk on fire");
+}
+
+#[test]
 fn foreign_files_are_named() {
     let err = read_all(b"\x1f\x8b\x08\x00rest of a gzip file").unwrap_err();
     assert!(err.to_string().contains("gzip"), "{err}");
