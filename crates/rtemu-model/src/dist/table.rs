@@ -10,7 +10,8 @@
 //! rtemu reads the format more strictly than `tc`, which stops reading a line at the first
 //! word that is not a number and silently truncates values outside the `i16` range: here
 //! both are errors with their line and column. `tc` also reads hexadecimal and octal
-//! (`strtol` base 0); rtemu reads decimal only, which is what every shipped table uses.
+//! (`strtol` base 0); rtemu reads decimal only, which is what every shipped table uses. A
+//! table may have any number of entries (the kernel takes at most 16384).
 
 use std::fmt;
 use std::sync::Arc;
