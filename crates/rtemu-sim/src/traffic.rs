@@ -41,9 +41,9 @@ Traffic spec: PATTERN RATE SIZES DURATION [on TIME off TIME [exp]]
   RATE      packets per second (10000pps, 1.5kpps, 1mpps; up to 1000000000pps) or a
             bit rate as in tc (10mbit, 1gbit; 125kbps is bytes per second), counting
             whole frames without FCS; for onoff it is the rate during on periods
-  SIZES     frame size in bytes, Ethernet header included, FCS excluded, 42B to 65535B:
-            one (1000B) or a list used in turn (64B,576B,1500B), each optionally
-            repeated (64B:7,576B:4,1500B:1 sends 7, then 4, then 1)
+  SIZES     frame sizes in bytes (1000B or 1000b), Ethernet header included, FCS
+            excluded, 42B to 65535B: one (1000B) or a list used in turn (64B,576B,1500B),
+            each optionally repeated (64B:7,576B:4,1500B:1 sends 7, then 4, then 1)
   DURATION  virtual time to generate (10s, 500ms); time starts at 0
 Examples: cbr 10000pps 1000B 10s | poisson 10mbit 64B,1500B 30s |
           onoff 10000pps 1000B 10s on 100ms off 400ms exp";
@@ -192,7 +192,7 @@ fn parse_sizes(word: &str) -> Result<Vec<(u16, u32)>, TrafficSpecError> {
             None => (item, 1),
         };
         let size = size
-            .strip_suffix('B')
+            .strip_suffix(['B', 'b'])
             .and_then(|n| n.parse::<u16>().ok())
             .filter(|&n| n >= MIN_FRAME);
         sizes.push((size.ok_or_else(bad)?, weight));

@@ -36,7 +36,7 @@ fn parses_each_form() {
             duration_ns: 10_000_000_000
         }
     );
-    let s = spec("poisson 10mbit 64B,576B:4,1500B 500ms");
+    let s = spec("poisson 10mbit 64B,576b:4,1500B 500ms");
     assert_eq!(s.pattern, Pattern::Poisson);
     assert_eq!(s.rate, TrafficRate::Bits(10_000_000));
     assert_eq!(s.sizes, vec![(64, 1), (576, 4), (1500, 1)]);
