@@ -79,8 +79,7 @@ pub fn run<M: Model + ?Sized, W: Write>(
     let mut clock = 0u64;
     let mut seq = 0u64;
 
-    loop {
-        let Some(frame) = source.next_frame()? else { break };
+    while let Some(frame) = source.next_frame()? {
         let arrival = if frame.ts_ns < clock {
             tally.regressions += 1;
             clock
@@ -90,7 +89,12 @@ pub fn run<M: Model + ?Sized, W: Write>(
         clock = arrival;
         release(&mut heap, &mut slots, &mut free, sink, &mut tally, arrival)?;
 
-        let pkt = PacketMeta { len: frame.orig_len, flow: flow_key(link, frame.data), arrival_ns: arrival, seq };
+        let pkt = PacketMeta {
+            len: frame.orig_len,
+            flow: flow_key(link, frame.data),
+            arrival_ns: arrival,
+            seq,
+        };
         let fate = model.decide(&pkt);
         tally.packets_in += 1;
         tally.bytes_in += frame.orig_len as u64;
@@ -106,7 +110,11 @@ pub fn run<M: Model + ?Sized, W: Write>(
                     i
                 }
                 None => {
-                    slots.push(InFlight { data: Vec::new(), orig_len: 0, corruption: Corruption::NONE });
+                    slots.push(InFlight {
+                        data: Vec::new(),
+                        orig_len: 0,
+                        corruption: Corruption::NONE,
+                    });
                     slots.len() - 1
                 }
             };
@@ -125,11 +133,13 @@ pub fn run<M: Model + ?Sized, W: Write>(
             }
         }
         // Dropped copies take the copy numbers the delivered ones do not use.
-        let mut missing = (0..copies as u8).filter(|c| !fate.delivered.as_slice().iter().any(|d| d.copy == *c));
+        let mut missing =
+            (0..copies as u8).filter(|c| !fate.delivered.as_slice().iter().any(|d| d.copy == *c));
         for reason in fate.drops() {
             tally.drop(reason);
             if let Some(log) = log.as_deref_mut() {
-                log.dropped(&pkt, missing.next().unwrap_or(0), reason).map_err(SimError::Log)?;
+                log.dropped(&pkt, missing.next().unwrap_or(0), reason)
+                    .map_err(SimError::Log)?;
             }
         }
         tally.max_in_flight = tally.max_in_flight.max(heap.len() as u64);
@@ -159,7 +169,8 @@ fn release(
         heap.pop();
         let s = &mut slots[slot];
         s.corruption.apply(&mut s.data);
-        sink.deliver(at, &s.data, s.orig_len).map_err(SimError::Output)?;
+        sink.deliver(at, &s.data, s.orig_len)
+            .map_err(SimError::Output)?;
         tally.delivered += 1;
         tally.bytes_delivered += s.orig_len as u64;
         tally.last_delivery = tally.last_delivery.max(at);

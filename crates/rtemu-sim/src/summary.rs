@@ -20,8 +20,9 @@ pub struct DelayStats {
     pub min_ns: u64,
     /// Mean delay.
     pub mean_ns: u64,
-    /// `(percentile, delay)` pairs for [`PERCENTILES`], to three significant digits.
-    pub percentiles_ns: Vec<(f64, u64)>,
+    /// Delay at each of [`PERCENTILES`] (keys `p50`, `p90`, `p99`, `p99.9`), to three
+    /// significant digits.
+    pub percentiles_ns: BTreeMap<String, u64>,
     /// Largest delay, exact.
     pub max_ns: u64,
 }
@@ -99,7 +100,8 @@ impl Default for Tally {
             reordered: 0,
             regressions: 0,
             // Three significant digits from 1 ns; values beyond the top saturate.
-            delays: Histogram::new_with_bounds(1, 1 << 50, 3).expect("static histogram bounds are valid"),
+            delays: Histogram::new_with_bounds(1, 1 << 50, 3)
+                .expect("static histogram bounds are valid"),
             delay_sum: 0,
             first_arrival: None,
             last_arrival: 0,
@@ -111,7 +113,10 @@ impl Default for Tally {
 
 impl Tally {
     pub(crate) fn drop(&mut self, reason: DropReason) {
-        let i = DropReason::ALL.iter().position(|r| *r == reason).unwrap_or(0);
+        let i = DropReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
         self.dropped[i] += 1;
     }
 
@@ -121,22 +126,45 @@ impl Tally {
         let delay = DelayStats {
             count,
             min_ns: if count == 0 { 0 } else { h.min() },
-            mean_ns: if count == 0 { 0 } else { (self.delay_sum / count as u128) as u64 },
+            mean_ns: if count == 0 {
+                0
+            } else {
+                (self.delay_sum / count as u128) as u64
+            },
             percentiles_ns: PERCENTILES
                 .iter()
-                .map(|&p| (p, if count == 0 { 0 } else { h.value_at_percentile(p) }))
+                .map(|&p| {
+                    (
+                        format!("p{p}"),
+                        if count == 0 {
+                            0
+                        } else {
+                            h.value_at_percentile(p)
+                        },
+                    )
+                })
                 .collect(),
             max_ns: if count == 0 { 0 } else { h.max() },
         };
         let first = self.first_arrival.unwrap_or(0);
-        let per_second = |bits: f64, span: u64| if span == 0 { 0.0 } else { bits * 1e9 / span as f64 };
+        let per_second = |bits: f64, span: u64| {
+            if span == 0 {
+                0.0
+            } else {
+                bits * 1e9 / span as f64
+            }
+        };
         Summary {
             packets_in: self.packets_in,
             bytes_in: self.bytes_in,
             delivered: self.delivered,
             bytes_delivered: self.bytes_delivered,
             duplicated: self.duplicated,
-            dropped: DropReason::ALL.iter().zip(self.dropped).map(|(r, n)| (r.as_str(), n)).collect(),
+            dropped: DropReason::ALL
+                .iter()
+                .zip(self.dropped)
+                .map(|(r, n)| (r.as_str(), n))
+                .collect(),
             corrupted: self.corrupted,
             reordered: self.reordered,
             input_time_regressions: self.regressions,
@@ -193,33 +221,81 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let copies = self.packets_in + self.duplicated;
         writeln!(f, "{:<22}{:>14}", "packets in", self.packets_in)?;
-        writeln!(f, "{:<22}{:>14}   {}", "delivered", self.delivered, pct(self.delivered, copies))?;
-        writeln!(f, "{:<22}{:>14}   {}", "dropped", self.dropped_total(), pct(self.dropped_total(), copies))?;
+        writeln!(
+            f,
+            "{:<22}{:>14}   {}",
+            "delivered",
+            self.delivered,
+            pct(self.delivered, copies)
+        )?;
+        writeln!(
+            f,
+            "{:<22}{:>14}   {}",
+            "dropped",
+            self.dropped_total(),
+            pct(self.dropped_total(), copies)
+        )?;
         for (reason, n) in self.dropped.iter().filter(|(_, n)| **n > 0) {
             writeln!(f, "  {:<20}{:>14}   {}", reason, n, pct(*n, copies))?;
         }
-        writeln!(f, "{:<22}{:>14}   {}", "duplicated", self.duplicated, pct(self.duplicated, self.packets_in))?;
-        writeln!(f, "{:<22}{:>14}   {}", "corrupted", self.corrupted, pct(self.corrupted, self.delivered))?;
-        writeln!(f, "{:<22}{:>14}   {}", "reordered", self.reordered, pct(self.reordered, self.delivered))?;
+        writeln!(
+            f,
+            "{:<22}{:>14}   {}",
+            "duplicated",
+            self.duplicated,
+            pct(self.duplicated, self.packets_in)
+        )?;
+        writeln!(
+            f,
+            "{:<22}{:>14}   {}",
+            "corrupted",
+            self.corrupted,
+            pct(self.corrupted, self.delivered)
+        )?;
+        writeln!(
+            f,
+            "{:<22}{:>14}   {}",
+            "reordered",
+            self.reordered,
+            pct(self.reordered, self.delivered)
+        )?;
         let d = &self.delay;
         writeln!(f, "delay (arrival → delivery, {} copies)", d.count)?;
         writeln!(f, "  {:<20}{:>14}", "min", time(d.min_ns))?;
         writeln!(f, "  {:<20}{:>14}", "mean", time(d.mean_ns))?;
-        for (p, v) in &d.percentiles_ns {
-            writeln!(f, "  {:<20}{:>14}", format!("p{p}"), time(*v))?;
+        for p in PERCENTILES {
+            let key = format!("p{p}");
+            writeln!(
+                f,
+                "  {:<20}{:>14}",
+                key,
+                time(d.percentiles_ns.get(&key).copied().unwrap_or(0))
+            )?;
         }
         writeln!(f, "  {:<20}{:>14}", "max", time(d.max_ns))?;
         writeln!(f, "{:<22}{:>14}", "offered load", rate(self.offered_bps))?;
         writeln!(f, "{:<22}{:>14}", "throughput", rate(self.throughput_bps))?;
         writeln!(f, "{:<22}{:>14}", "max in flight", self.max_in_flight)?;
         if self.max_queue_packets > 0 {
-            writeln!(f, "{:<22}{:>14}   ({} bytes)", "max rate queue", self.max_queue_packets, self.max_queue_bytes)?;
+            writeln!(
+                f,
+                "{:<22}{:>14}   ({} bytes)",
+                "max rate queue", self.max_queue_packets, self.max_queue_bytes
+            )?;
         }
         if self.delays_clamped_at_zero > 0 {
-            writeln!(f, "{:<22}{:>14}", "delays clamped at 0", self.delays_clamped_at_zero)?;
+            writeln!(
+                f,
+                "{:<22}{:>14}",
+                "delays clamped at 0", self.delays_clamped_at_zero
+            )?;
         }
         if self.input_time_regressions > 0 {
-            writeln!(f, "{:<22}{:>14}", "input time went back", self.input_time_regressions)?;
+            writeln!(
+                f,
+                "{:<22}{:>14}",
+                "input time went back", self.input_time_regressions
+            )?;
         }
         Ok(())
     }

@@ -1,10 +1,197 @@
-//! `rtemu bench`.
+//! `rtemu bench`: how fast the models decide, measured and printed, never asserted.
 
-/// Arguments of `rtemu bench`.
+use std::hint::black_box;
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use rtemu_model::link::NoTables;
+use rtemu_model::{netem, LinkModel, Model, PacketMeta};
+use rtemu_sim::engine::{self, Discard};
+use rtemu_sim::fatelog::FateLog;
+use rtemu_sim::traffic::{TrafficGen, TrafficSpec};
+use serde::Serialize;
+
+/// The model sets the issue asks about, from cheapest to the full netem set.
+const CASES: [(&str, &str); 4] = [
+    ("delay only", "delay 10ms"),
+    ("delay + jitter + loss", "delay 10ms 2ms loss 1%"),
+    ("delay + loss (correlated)", "delay 10ms 2ms 25% distribution normal loss 1% 25%"),
+    (
+        "full netem set + rate queue",
+        "delay 20ms 5ms 25% distribution normal loss 1% 25% duplicate 0.5% corrupt 0.1% reorder 10% 50% rate 10gbit limit 1000",
+    ),
+];
+
+/// Measure packet decisions per second.
 #[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
+#[command(after_help = "Examples:
+  rtemu bench sim
+  rtemu bench sim --packets 20000000 --repeat 7 --json")]
+pub struct BenchArgs {
+    /// What to measure (only `sim` for now: the link models and the simulator).
+    #[arg(value_parser = ["sim"], default_value = "sim")]
+    pub what: String,
+
+    /// Packets per measurement.
+    #[arg(long, default_value_t = 5_000_000)]
+    pub packets: u64,
+
+    /// Measurements per case; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Case {
+    name: &'static str,
+    model: &'static str,
+    /// Median decisions per second over the repetitions.
+    decisions_per_s: f64,
+    /// Slowest and fastest repetition.
+    min_per_s: f64,
+    max_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    packets: u64,
+    repeat: usize,
+    cases: Vec<Case>,
+    /// Whole simulator (generator, model, in-flight heap, discard sink), packets per second.
+    sim_packets_per_s: f64,
+    /// Peak resident memory after a run of `packets` and after one ten times longer, in KiB:
+    /// the simulator streams, so the two should be about equal.
+    peak_rss_kib: (u64, u64),
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Decisions per second for one model over `n` back-to-back 1000-byte packets at 100 kpps.
+fn decide_rate(args: &str, n: u64) -> anyhow::Result<f64> {
+    let mut model = LinkModel::new(&netem::parse(args)?, &NoTables, 1, 0)?;
+    let start = Instant::now();
+    for i in 0..n {
+        let p = PacketMeta {
+            len: 1000,
+            flow: Default::default(),
+            arrival_ns: i * 10_000,
+            seq: i,
+        };
+        black_box(model.decide(black_box(&p)));
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The `VmHWM` line of `/proc/self/status`: peak resident memory in KiB.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn sim_run(packets: u64) -> anyhow::Result<f64> {
+    let seconds = packets as f64 / 1e6;
+    let spec: TrafficSpec = format!("cbr 1000000pps 1000B {seconds}s").parse()?;
+    let mut model = LinkModel::new(&netem::parse(CASES[3].1)?, &NoTables, 1, 0)?;
+    let start = Instant::now();
+    let s = engine::run(
+        &mut TrafficGen::new(&spec, 1),
+        &mut model,
+        &mut Discard,
+        None::<&mut FateLog<std::io::Sink>>,
+        &mut |_| {},
+    )?;
+    Ok(s.packets_in as f64 / start.elapsed().as_secs_f64())
+}
 
 /// Runs `rtemu bench`.
-pub fn run(_args: &BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("rtemu bench is not available in this build yet")
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.packets > 0 && args.repeat > 0,
+        "--packets and --repeat must be at least 1"
+    );
+    let mut cases = Vec::new();
+    for (name, model) in CASES {
+        let rates = (0..args.repeat)
+            .map(|_| decide_rate(model, args.packets))
+            .collect::<anyhow::Result<Vec<_>>>()
+            .with_context(|| format!("case {name}"))?;
+        let (lo, hi) = (
+            rates.iter().copied().fold(f64::MAX, f64::min),
+            rates.iter().copied().fold(0.0, f64::max),
+        );
+        cases.push(Case {
+            name,
+            model,
+            decisions_per_s: median(rates),
+            min_per_s: lo,
+            max_per_s: hi,
+        });
+    }
+    let sim_packets_per_s = median(
+        (0..args.repeat)
+            .map(|_| sim_run(args.packets))
+            .collect::<anyhow::Result<_>>()?,
+    );
+    let short = peak_rss_kib();
+    sim_run(args.packets * 10)?;
+    let report = Report {
+        packets: args.packets,
+        repeat: args.repeat,
+        cases,
+        sim_packets_per_s,
+        peak_rss_kib: (short, peak_rss_kib()),
+    };
+
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "rtemu bench sim: {} packets per measurement, median of {}, one core",
+        report.packets, report.repeat
+    )?;
+    writeln!(out, "{:<30}{:>16}{:>26}", "model", "decisions/s", "range")?;
+    for c in &report.cases {
+        writeln!(
+            out,
+            "{:<30}{:>14.2} M{:>13.2} – {:.2} M",
+            c.name,
+            c.decisions_per_s / 1e6,
+            c.min_per_s / 1e6,
+            c.max_per_s / 1e6
+        )?;
+    }
+    writeln!(
+        out,
+        "{:<30}{:>14.2} M  (generator → full model → in-flight heap → discard)",
+        "simulator, packets/s",
+        report.sim_packets_per_s / 1e6
+    )?;
+    writeln!(
+        out,
+        "{:<30}{:>10} KiB after {} packets, {} KiB after {}",
+        "peak memory",
+        report.peak_rss_kib.0,
+        report.packets,
+        report.peak_rss_kib.1,
+        report.packets * 10
+    )?;
+    Ok(())
 }

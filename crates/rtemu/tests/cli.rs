@@ -1,0 +1,197 @@
+//! The `rtemu` binary as a user runs it: exit codes, reports, outputs and error messages.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn rtemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtemu"))
+        .args(args)
+        .output()
+        .expect("rtemu runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A scratch directory removed when the test ends, pass or fail.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("rtemu-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.0.join(file).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn plain_sim_prints_the_report_of_the_built_in_defaults() {
+    let o = rtemu(&["sim"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("cbr 1000pps 1000B 10s"), "{out}");
+    assert!(out.contains("delay 20ms 5ms distribution normal"), "{out}");
+    let line = |key: &str| -> u64 {
+        out.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(key.split_whitespace().count()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {out}"))
+    };
+    assert_eq!(line("packets in"), 10_000);
+    assert_eq!(line("delivered") + line("dropped"), 10_000);
+}
+
+#[test]
+fn json_report_is_valid_and_accounts_for_every_copy() {
+    let o = rtemu(&[
+        "sim",
+        "--traffic",
+        "poisson 20000pps 200B 1s",
+        "--model",
+        "loss 2% duplicate 1% rate 20mbit limit 20",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &v["summary"];
+    let dropped: u64 = s["dropped"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        s["packets_in"].as_u64().unwrap() + s["duplicated"].as_u64().unwrap(),
+        s["delivered"].as_u64().unwrap() + dropped
+    );
+    assert!(s["dropped"]["queue-full"].as_u64().unwrap() > 0);
+    assert!(s["delay"]["percentiles_ns"]["p99"].as_u64().is_some());
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_bytes_and_a_capture_reads_back() {
+    let dir = Scratch::new("seed");
+    let run = |seed: &str, out: &str, log: &str| {
+        let o = rtemu(&[
+            "sim",
+            "--traffic",
+            "cbr 5000pps 300B 2s",
+            "--model",
+            "delay 5ms 2ms loss 3% corrupt 1%",
+            "--seed",
+            seed,
+            "--out",
+            out,
+            "--log",
+            log,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let (a, b, c) = (dir.path("a.pcap"), dir.path("b.pcap"), dir.path("c.pcap"));
+    run("9", &a, &dir.path("a.csv"));
+    run("9", &b, &dir.path("b.jsonl"));
+    run("10", &c, &dir.path("c.csv"));
+    let read = |p: &str| std::fs::read(p).unwrap();
+    assert_eq!(read(&a), read(&b));
+    assert_ne!(read(&a), read(&c));
+    // The JSON-lines log says the same as the CSV one.
+    let csv_lines = std::fs::read_to_string(dir.path("a.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    let json = std::fs::read_to_string(dir.path("b.jsonl")).unwrap();
+    assert_eq!(json.lines().count() + 1, csv_lines);
+    for line in json.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    // The output is itself a valid input.
+    let o = rtemu(&["sim", &a, "--model", "delay 1ms", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["summary"]["dropped"]["loss"], 0);
+    assert!(v["summary"]["packets_in"].as_u64().unwrap() > 9000);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_a_non_zero_exit() {
+    let dir = Scratch::new("bad");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["sim".into(), "--model".into(), "loss 120%".into()],
+            "loss 120% (column 6): must be between 0% and 100%",
+        ),
+        (
+            vec![
+                "sim".into(),
+                "--model".into(),
+                "delay 1ms distribution nosuch".into(),
+            ],
+            "no table nosuch.dist",
+        ),
+        (
+            vec![
+                "sim".into(),
+                "--traffic".into(),
+                "cbr 10000 1000B 10s".into(),
+            ],
+            "10000",
+        ),
+        (vec!["sim".into(), dir.path("missing.pcap")], "missing.pcap"),
+    ];
+    for (args, expect) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = rtemu(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert!(
+            err.starts_with("rtemu: error: ") && err.contains(expect),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A truncated capture: the error names the file and the byte offset.
+    let full = dir.path("full.pcap");
+    assert!(rtemu(&[
+        "sim",
+        "--traffic",
+        "cbr 100pps 500B 1s",
+        "--model",
+        "delay 1ms",
+        "--out",
+        &full
+    ])
+    .status
+    .success());
+    let bytes = std::fs::read(&full).unwrap();
+    let cut = dir.path("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let o = rtemu(&["sim", &cut]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("cut.pcap") && err.contains("at byte"), "{err}");
+}
+
+#[test]
+fn help_shows_worked_examples_and_version_prints() {
+    let o = rtemu(&["sim", "--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("Examples:") && stdout(&o).contains("rtemu sim in.pcap"));
+    let o = rtemu(&["--version"]);
+    assert!(stdout(&o).starts_with("rtemu "), "{}", stdout(&o));
+}
