@@ -88,12 +88,20 @@ mod tests {
     use super::*;
 
     fn run(p: f64, rho: f64, n: usize) -> (f64, f64) {
-        let mut c = Chance::new(ChanceConfig { probability: Percent(p), correlation: Percent(rho) }).unwrap();
+        let mut c = Chance::new(ChanceConfig {
+            probability: Percent(p),
+            correlation: Percent(rho),
+        })
+        .unwrap();
         let mut s = Stream::new(11, 0);
         let xs: Vec<f64> = (0..n).map(|_| c.next(&mut s) as u8 as f64).collect();
         let mean = xs.iter().sum::<f64>() / n as f64;
         let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
-        let cov = xs.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum::<f64>() / (n - 1) as f64;
+        let cov = xs
+            .windows(2)
+            .map(|w| (w[0] - mean) * (w[1] - mean))
+            .sum::<f64>()
+            / (n - 1) as f64;
         (mean, cov / var)
     }
 
@@ -109,12 +117,19 @@ mod tests {
             assert!((mean - p).abs() < 5.0 * se, "p={p} rho={rho}: mean {mean}");
             // The sample autocorrelation's standard error is about sqrt((1+ρ²)/n_eff_events)
             // for rare events; 0.02 is above 5 σ for every case here.
-            assert!((r1 - rho).abs() < 0.02 + 5.0 / (n as f64 * p).sqrt(), "p={p} rho={rho}: r1 {r1}");
+            assert!(
+                (r1 - rho).abs() < 0.02 + 5.0 / (n as f64 * p).sqrt(),
+                "p={p} rho={rho}: r1 {r1}"
+            );
         }
     }
 
     #[test]
     fn full_correlation_is_rejected() {
-        assert!(Chance::new(ChanceConfig { probability: Percent(0.1), correlation: Percent(1.0) }).is_err());
+        assert!(Chance::new(ChanceConfig {
+            probability: Percent(0.1),
+            correlation: Percent(1.0)
+        })
+        .is_err());
     }
 }

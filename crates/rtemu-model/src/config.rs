@@ -142,7 +142,12 @@ impl Default for LinkConfig {
 impl LinkConfig {
     /// Whether the configuration changes nothing (an ideal link).
     pub fn is_ideal(&self) -> bool {
-        *self == LinkConfig { limit: self.limit, limit_bytes: self.limit_bytes, ..LinkConfig::default() }
+        *self
+            == LinkConfig {
+                limit: self.limit,
+                limit_bytes: self.limit_bytes,
+                ..LinkConfig::default()
+            }
     }
 }
 
@@ -180,12 +185,19 @@ impl fmt::Display for LinkConfig {
         }
         match &self.loss {
             Some(LossConfig::Random(c)) => parts.push(chance_words("loss random", c)),
-            Some(LossConfig::State { p13, p31, p32, p23, p14 }) => {
-                parts.push(format!("loss state {p13} {p31} {p32} {p23} {p14}"))
-            }
-            Some(LossConfig::Gemodel { p, r, loss_bad, loss_good }) => {
-                parts.push(format!("loss gemodel {p} {r} {loss_bad} {loss_good}"))
-            }
+            Some(LossConfig::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            }) => parts.push(format!("loss state {p13} {p31} {p32} {p23} {p14}")),
+            Some(LossConfig::Gemodel {
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            }) => parts.push(format!("loss gemodel {p} {r} {loss_bad} {loss_good}")),
             None => {}
         }
         if let Some(c) = &self.duplicate {

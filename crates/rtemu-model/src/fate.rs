@@ -61,7 +61,10 @@ pub struct Corruption {
 
 impl Corruption {
     /// No bit flipped.
-    pub const NONE: Corruption = Corruption { single_bit: None, ber: None };
+    pub const NONE: Corruption = Corruption {
+        single_bit: None,
+        ber: None,
+    };
 
     /// Whether any bit is flipped.
     pub fn is_corrupted(&self) -> bool {
@@ -182,7 +185,10 @@ impl Deliveries {
 
     /// No copies yet.
     pub const fn new() -> Self {
-        Deliveries { len: 0, items: [Self::EMPTY_ITEM; MAX_COPIES] }
+        Deliveries {
+            len: 0,
+            items: [Self::EMPTY_ITEM; MAX_COPIES],
+        }
     }
 
     /// Adds a copy; returns false (and adds nothing) when [`MAX_COPIES`] are already held.
@@ -234,7 +240,10 @@ pub struct Fate {
 impl Fate {
     /// A fate with nothing delivered and nothing dropped yet.
     pub const fn new() -> Self {
-        Fate { delivered: Deliveries::new(), lost: [None; MAX_COPIES] }
+        Fate {
+            delivered: Deliveries::new(),
+            lost: [None; MAX_COPIES],
+        }
     }
 
     /// A packet dropped whole for `reason`.
@@ -296,7 +305,10 @@ mod tests {
 
     #[test]
     fn apply_flips_exactly_the_listed_bits() {
-        let c = Corruption { single_bit: Some(9), ber: None };
+        let c = Corruption {
+            single_bit: Some(9),
+            ber: None,
+        };
         let mut frame = [0u8; 4];
         c.apply(&mut frame);
         assert_eq!(frame, [0, 0x40, 0, 0]);
@@ -308,7 +320,10 @@ mod tests {
     fn deliveries_are_bounded() {
         let mut d = Deliveries::new();
         for i in 0..MAX_COPIES {
-            assert!(d.push(Delivery { copy: i as u8, ..Deliveries::EMPTY_ITEM }));
+            assert!(d.push(Delivery {
+                copy: i as u8,
+                ..Deliveries::EMPTY_ITEM
+            }));
         }
         assert!(!d.push(Deliveries::EMPTY_ITEM));
         assert_eq!(d.len(), MAX_COPIES);

@@ -47,7 +47,9 @@ pub struct NoTables;
 
 impl TableSource for NoTables {
     fn table(&self, name: &str) -> Result<DistTable, String> {
-        Err(format!("no table source is configured, so the table {name:?} cannot be loaded"))
+        Err(format!(
+            "no table source is configured, so the table {name:?} cannot be loaded"
+        ))
     }
 }
 
@@ -112,7 +114,10 @@ pub struct LinkModel {
     counters: LinkCounters,
 }
 
-fn chance(stage: &'static str, c: &Option<crate::chance::ChanceConfig>) -> Result<Option<Chance>, LinkError> {
+fn chance(
+    stage: &'static str,
+    c: &Option<crate::chance::ChanceConfig>,
+) -> Result<Option<Chance>, LinkError> {
     match c {
         Some(c) => Chance::new(*c)
             .map(|c| (!c.is_never()).then_some(c))
@@ -124,9 +129,17 @@ fn chance(stage: &'static str, c: &Option<crate::chance::ChanceConfig>) -> Resul
 impl LinkModel {
     /// Builds the model of one link direction. Its random stream is derived from `seed` (or the
     /// configuration's own seed) and `label`, which must differ between directions and links.
-    pub fn new(cfg: &LinkConfig, tables: &dyn TableSource, seed: u64, label: u64) -> Result<Self, LinkError> {
+    pub fn new(
+        cfg: &LinkConfig,
+        tables: &dyn TableSource,
+        seed: u64,
+        label: u64,
+    ) -> Result<Self, LinkError> {
         let load = |name: &str| {
-            tables.table(name).map_err(|reason| LinkError::Table { name: name.to_string(), reason })
+            tables.table(name).map_err(|reason| LinkError::Table {
+                name: name.to_string(),
+                reason,
+            })
         };
         let distribution = match (&cfg.distribution, cfg.tables) {
             (DistName::Uniform, _) => Distribution::Uniform,
@@ -160,9 +173,15 @@ impl LinkModel {
             corrupt: chance("corrupt", &cfg.corrupt)?,
             ln_1m_ber: cfg.ber.map(|b| (-b).ln_1p()),
             reorder,
-            rate: cfg
-                .rate
-                .map(|r| RateQueue::new(r, QueueLimits { packets: cfg.limit, bytes: cfg.limit_bytes })),
+            rate: cfg.rate.map(|r| {
+                RateQueue::new(
+                    r,
+                    QueueLimits {
+                        packets: cfg.limit,
+                        bytes: cfg.limit_bytes,
+                    },
+                )
+            }),
             ordered: cfg.ordered,
             last_departure: 0,
             counters: LinkCounters::default(),
@@ -226,7 +245,12 @@ impl LinkModel {
             at = at.max(self.last_departure);
             self.last_departure = at;
         }
-        fate.delivered.push(Delivery { at_ns: at, corruption, copy, reordered });
+        fate.delivered.push(Delivery {
+            at_ns: at,
+            corruption,
+            copy,
+            reordered,
+        });
     }
 }
 

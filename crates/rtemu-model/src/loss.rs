@@ -140,7 +140,10 @@ fn sum_at_most_one(what: &'static str, a: Percent, b: Percent) -> Result<Probabi
     let sum = a.0 + b.0;
     // Tolerate rounding in values that were written as percentages.
     if sum > 1.0 + 1e-12 {
-        return Err(LossError::Overfull { what, sum: sum * 100.0 });
+        return Err(LossError::Overfull {
+            what,
+            sum: sum * 100.0,
+        });
     }
     Ok(prob(Percent(sum.min(1.0))))
 }
@@ -150,7 +153,13 @@ impl Loss {
     pub fn new(cfg: &LossConfig) -> Result<Self, LossError> {
         Ok(match *cfg {
             LossConfig::Random(c) => Loss::Random(Chance::new(c)?),
-            LossConfig::State { p13, p31, p32, p23, p14 } => Loss::State {
+            LossConfig::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => Loss::State {
                 state: FourState::TxInGap,
                 p14: prob(p14),
                 p14_p13: sum_at_most_one("p13 and p14", p13, p14)?,
@@ -158,7 +167,12 @@ impl Loss {
                 p31: prob(p31),
                 p31_p32: sum_at_most_one("p31 and p32", p31, p32)?,
             },
-            LossConfig::Gemodel { p, r, loss_bad, loss_good } => Loss::Gemodel {
+            LossConfig::Gemodel {
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            } => Loss::Gemodel {
                 state: GeState::Good,
                 p: prob(p),
                 r: prob(r),
@@ -173,7 +187,14 @@ impl Loss {
     pub fn lose(&mut self, s: &mut Stream) -> bool {
         match self {
             Loss::Random(chance) => chance.next(s),
-            Loss::State { state, p14, p14_p13, p23, p31, p31_p32 } => {
+            Loss::State {
+                state,
+                p14,
+                p14_p13,
+                p23,
+                p31,
+                p31_p32,
+            } => {
                 let draw = s.next_u32();
                 *state = match *state {
                     FourState::TxInGap if p14.hit(draw) => FourState::LostInGap,
@@ -188,7 +209,13 @@ impl Loss {
                 };
                 matches!(*state, FourState::LostInBurst | FourState::LostInGap)
             }
-            Loss::Gemodel { state, p, r, loss_bad, loss_good } => {
+            Loss::Gemodel {
+                state,
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            } => {
                 let (loss, leave) = match *state {
                     GeState::Good => (*loss_good, *p),
                     GeState::Bad => (*loss_bad, *r),
@@ -233,7 +260,13 @@ mod tests {
     #[test]
     fn four_state_matches_closed_forms() {
         let (p13, p31, p32, p23, p14) = (0.02, 0.3, 0.2, 0.4, 0.01);
-        let cfg = LossConfig::State { p13: pct(p13), p31: pct(p31), p32: pct(p32), p23: pct(p23), p14: pct(p14) };
+        let cfg = LossConfig::State {
+            p13: pct(p13),
+            p31: pct(p31),
+            p32: pct(p32),
+            p23: pct(p23),
+            p14: pct(p14),
+        };
         // Stationary distribution: π3 = π1·p13/p31, π2 = π3·p32/p23, π4 = π1·p14, Σπ = 1.
         let (r3, r4) = (p13 / p31, p14);
         let r2 = r3 * p32 / p23;
@@ -247,27 +280,46 @@ mod tests {
         let (got_loss, got_burst) = measure(cfg, n);
         // Losses are clustered (mean burst ≈ 2), so the effective sample is about
         // n / (2·burst); 5 σ of a binomial with that size is below 3 % of the rate here.
-        assert!((got_loss - loss).abs() < 0.03 * loss, "loss {got_loss} vs {loss}");
+        assert!(
+            (got_loss - loss).abs() < 0.03 * loss,
+            "loss {got_loss} vs {loss}"
+        );
         // About n·loss/burst ≈ 90 000 bursts; geometric lengths with mean ≈ 2 give a
         // standard error near 0.005; 2 % is over 5 σ.
-        assert!((got_burst - burst).abs() < 0.02 * burst, "burst {got_burst} vs {burst}");
+        assert!(
+            (got_burst - burst).abs() < 0.02 * burst,
+            "burst {got_burst} vs {burst}"
+        );
     }
 
     #[test]
     fn gilbert_matches_closed_forms() {
         let (p, r) = (0.01, 0.25);
-        let cfg = LossConfig::Gemodel { p: pct(p), r: pct(r), loss_bad: pct(1.0), loss_good: pct(0.0) };
+        let cfg = LossConfig::Gemodel {
+            p: pct(p),
+            r: pct(r),
+            loss_bad: pct(1.0),
+            loss_good: pct(0.0),
+        };
         let (got_loss, got_burst) = measure(cfg, 4_000_000);
         let loss = p / (p + r);
         // Simple Gilbert: every packet in Bad is lost, so bursts are Bad sojourns, mean 1/r.
-        assert!((got_loss - loss).abs() < 0.03 * loss, "loss {got_loss} vs {loss}");
+        assert!(
+            (got_loss - loss).abs() < 0.03 * loss,
+            "loss {got_loss} vs {loss}"
+        );
         assert!((got_burst - 1.0 / r).abs() < 0.02 / r, "burst {got_burst}");
     }
 
     #[test]
     fn gilbert_elliott_loss_rate_mixes_both_states() {
         let (p, r, lb, lg) = (0.05, 0.2, 0.6, 0.02);
-        let cfg = LossConfig::Gemodel { p: pct(p), r: pct(r), loss_bad: pct(lb), loss_good: pct(lg) };
+        let cfg = LossConfig::Gemodel {
+            p: pct(p),
+            r: pct(r),
+            loss_bad: pct(lb),
+            loss_good: pct(lg),
+        };
         let (got, _) = measure(cfg, 4_000_000);
         let pi_bad = p / (p + r);
         let want = pi_bad * lb + (1.0 - pi_bad) * lg;
@@ -276,7 +328,19 @@ mod tests {
 
     #[test]
     fn overfull_states_are_rejected() {
-        let cfg = LossConfig::State { p13: pct(0.7), p31: pct(0.5), p32: pct(0.0), p23: pct(1.0), p14: pct(0.4) };
-        assert!(matches!(Loss::new(&cfg), Err(LossError::Overfull { what: "p13 and p14", .. })));
+        let cfg = LossConfig::State {
+            p13: pct(0.7),
+            p31: pct(0.5),
+            p32: pct(0.0),
+            p23: pct(1.0),
+            p14: pct(0.4),
+        };
+        assert!(matches!(
+            Loss::new(&cfg),
+            Err(LossError::Overfull {
+                what: "p13 and p14",
+                ..
+            })
+        ));
     }
 }

@@ -49,17 +49,27 @@ impl<'a> Parser<'a> {
     fn new(input: &'a str) -> Self {
         let mut words = Vec::new();
         let mut start = None;
-        for (i, c) in input.char_indices().chain(std::iter::once((input.len(), ' '))) {
+        for (i, c) in input
+            .char_indices()
+            .chain(std::iter::once((input.len(), ' ')))
+        {
             match (c.is_whitespace(), start) {
                 (true, Some(s)) => {
-                    words.push(Word { text: &input[s..i], column: input[..s].chars().count() + 1 });
+                    words.push(Word {
+                        text: &input[s..i],
+                        column: input[..s].chars().count() + 1,
+                    });
                     start = None;
                 }
                 (false, None) => start = Some(i),
                 _ => {}
             }
         }
-        Parser { words, pos: 0, input_len: input.chars().count() }
+        Parser {
+            words,
+            pos: 0,
+            input_len: input.chars().count(),
+        }
     }
 
     fn next(&mut self) -> Option<&Word<'a>> {
@@ -71,7 +81,9 @@ impl<'a> Parser<'a> {
     /// The next word if it starts like a number: tc's rule for optional positional values.
     fn next_if_number(&mut self) -> Option<&Word<'a>> {
         let w = self.words.get(self.pos)?;
-        if w.text.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-') {
+        if w.text
+            .starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
+        {
             self.pos += 1;
             Some(w)
         } else {
@@ -79,17 +91,31 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn error(&self, keyword: &str, word: Option<&Word<'_>>, message: impl Into<String>) -> NetemError {
+    fn error(
+        &self,
+        keyword: &str,
+        word: Option<&Word<'_>>,
+        message: impl Into<String>,
+    ) -> NetemError {
         let (context, column) = match word {
             Some(w) if w.text == keyword => (keyword.to_string(), w.column),
             Some(w) => (format!("{keyword} {}", w.text), w.column),
             None => (keyword.to_string(), self.input_len + 1),
         };
-        NetemError { context, column, message: message.into() }
+        NetemError {
+            context,
+            column,
+            message: message.into(),
+        }
     }
 
     /// The value after `keyword`, required.
-    fn value<T>(&mut self, keyword: &str, what: &str, read: impl Fn(&str) -> Result<T, UnitError>) -> Result<T, NetemError> {
+    fn value<T>(
+        &mut self,
+        keyword: &str,
+        what: &str,
+        read: impl Fn(&str) -> Result<T, UnitError>,
+    ) -> Result<T, NetemError> {
         let pos = self.pos;
         match self.next() {
             Some(w) => {
@@ -104,45 +130,77 @@ impl<'a> Parser<'a> {
     }
 
     /// An optional positional value after `keyword`.
-    fn optional<T>(&mut self, keyword: &str, read: impl Fn(&str) -> Result<T, UnitError>) -> Result<Option<T>, NetemError> {
+    fn optional<T>(
+        &mut self,
+        keyword: &str,
+        read: impl Fn(&str) -> Result<T, UnitError>,
+    ) -> Result<Option<T>, NetemError> {
         let pos = self.pos;
         match self.next_if_number() {
             Some(w) => {
                 let text = w.text;
-                read(text).map(Some).map_err(|e| self.error(keyword, Some(&self.words[pos]), e.to_string()))
+                read(text)
+                    .map(Some)
+                    .map_err(|e| self.error(keyword, Some(&self.words[pos]), e.to_string()))
             }
             None => Ok(None),
         }
     }
 
     /// An optional whole number in `lo..=hi` after `keyword`.
-    fn optional_int(&mut self, keyword: &str, what: &str, lo: i64, hi: i64) -> Result<Option<i64>, NetemError> {
+    fn optional_int(
+        &mut self,
+        keyword: &str,
+        what: &str,
+        lo: i64,
+        hi: i64,
+    ) -> Result<Option<i64>, NetemError> {
         let pos = self.pos;
-        let Some(w) = self.next_if_number() else { return Ok(None) };
+        let Some(w) = self.next_if_number() else {
+            return Ok(None);
+        };
         match w.text.parse::<i64>() {
             Ok(v) if (lo..=hi).contains(&v) => Ok(Some(v)),
-            _ => Err(self.error(keyword, Some(&self.words[pos]), format!("{what} must be a whole number from {lo} to {hi}"))),
+            _ => Err(self.error(
+                keyword,
+                Some(&self.words[pos]),
+                format!("{what} must be a whole number from {lo} to {hi}"),
+            )),
         }
     }
 
     fn chance(&mut self, keyword: &str) -> Result<ChanceConfig, NetemError> {
         let probability = self.value(keyword, "a percentage", Percent::parse)?;
         let correlation = self.correlation(keyword)?.unwrap_or_default();
-        Ok(ChanceConfig { probability, correlation })
+        Ok(ChanceConfig {
+            probability,
+            correlation,
+        })
     }
 
     fn correlation(&mut self, keyword: &str) -> Result<Option<Percent>, NetemError> {
         let pos = self.pos;
         let c = self.optional(keyword, Percent::parse)?;
         if c.is_some_and(|c| c.0 >= 1.0) {
-            return Err(self.error(keyword, Some(&self.words[pos]), "correlation must be at least 0% and below 100%"));
+            return Err(self.error(
+                keyword,
+                Some(&self.words[pos]),
+                "correlation must be at least 0% and below 100%",
+            ));
         }
         Ok(c)
     }
 
-    fn integer<T: std::str::FromStr>(&mut self, keyword: &str, range: &str) -> Result<T, NetemError> {
+    fn integer<T: std::str::FromStr>(
+        &mut self,
+        keyword: &str,
+        range: &str,
+    ) -> Result<T, NetemError> {
         self.value(keyword, "a number", |s| {
-            s.parse::<T>().map_err(|_| UnitError::Malformed { what: "a whole number", example: "1000" })
+            s.parse::<T>().map_err(|_| UnitError::Malformed {
+                what: "a whole number",
+                example: "1000",
+            })
         })
         .map_err(|mut e| {
             e.message = format!("must be a whole number {range}");
@@ -228,7 +286,11 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
     if cfg.reorder.is_some() && cfg.delay.0 == 0 {
         return Err(NetemError {
             context: "reorder".into(),
-            column: p.words.iter().find(|w| w.text == "reorder").map_or(1, |w| w.column),
+            column: p
+                .words
+                .iter()
+                .find(|w| w.text == "reorder")
+                .map_or(1, |w| w.column),
             message: "reordering needs a delay to reorder against (add `delay TIME`)".into(),
         });
     }
@@ -242,20 +304,35 @@ fn parse_loss(p: &mut Parser<'_>, keyword: &str) -> Result<LossConfig, NetemErro
             p.pos += 1;
             let kw = "loss state";
             let p13 = p.value(kw, "a percentage (p13)", Percent::parse)?;
-            let p31 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0 - p13.0));
+            let p31 = p
+                .optional(kw, Percent::parse)?
+                .unwrap_or(Percent(1.0 - p13.0));
             let p32 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(0.0));
             let p23 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0));
             let p14 = p.optional(kw, Percent::parse)?.unwrap_or(Percent(0.0));
-            Ok(LossConfig::State { p13, p31, p32, p23, p14 })
+            Ok(LossConfig::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            })
         }
         Some("gemodel") => {
             p.pos += 1;
             let kw = "loss gemodel";
             let gp = p.value(kw, "a percentage (p)", Percent::parse)?;
-            let r = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0 - gp.0));
+            let r = p
+                .optional(kw, Percent::parse)?
+                .unwrap_or(Percent(1.0 - gp.0));
             let loss_bad = p.optional(kw, Percent::parse)?.unwrap_or(Percent(1.0));
             let loss_good = p.optional(kw, Percent::parse)?.unwrap_or(Percent(0.0));
-            Ok(LossConfig::Gemodel { p: gp, r, loss_bad, loss_good })
+            Ok(LossConfig::Gemodel {
+                p: gp,
+                r,
+                loss_bad,
+                loss_good,
+            })
         }
         Some("random") => {
             p.pos += 1;
@@ -282,7 +359,10 @@ mod tests {
         assert_eq!(cfg.distribution, DistName::Normal);
         assert_eq!(
             cfg.loss,
-            Some(LossConfig::Random(ChanceConfig { probability: Percent(0.01), correlation: Percent(0.25) }))
+            Some(LossConfig::Random(ChanceConfig {
+                probability: Percent(0.01),
+                correlation: Percent(0.25)
+            }))
         );
         assert_eq!(cfg.duplicate.unwrap().probability, Percent(0.005));
         assert_eq!(cfg.corrupt.unwrap().probability, Percent(0.001));
@@ -296,23 +376,41 @@ mod tests {
         let cfg = parse("loss state 1%").unwrap();
         assert_eq!(
             cfg.loss,
-            Some(LossConfig::State { p13: Percent(0.01), p31: Percent(0.99), p32: Percent(0.0), p23: Percent(1.0), p14: Percent(0.0) })
+            Some(LossConfig::State {
+                p13: Percent(0.01),
+                p31: Percent(0.99),
+                p32: Percent(0.0),
+                p23: Percent(1.0),
+                p14: Percent(0.0)
+            })
         );
         let cfg = parse("loss gemodel 2% 30%").unwrap();
         assert_eq!(
             cfg.loss,
-            Some(LossConfig::Gemodel { p: Percent(0.02), r: Percent(0.3), loss_bad: Percent(1.0), loss_good: Percent(0.0) })
+            Some(LossConfig::Gemodel {
+                p: Percent(0.02),
+                r: Percent(0.3),
+                loss_bad: Percent(1.0),
+                loss_good: Percent(0.0)
+            })
         );
     }
 
     #[test]
     fn errors_name_the_word_the_column_and_the_range() {
         let e = parse("delay 10ms loss 120%").unwrap_err();
-        assert_eq!(e.to_string(), "loss 120% (column 17): must be between 0% and 100%");
+        assert_eq!(
+            e.to_string(),
+            "loss 120% (column 17): must be between 0% and 100%"
+        );
         let e = parse("delay").unwrap_err();
         assert_eq!(e.to_string(), "delay (column 6): expected a time after it");
         let e = parse("delay 10ms jitter 5ms").unwrap_err();
-        assert!(e.to_string().starts_with("jitter (column 12): unknown keyword"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("jitter (column 12): unknown keyword"),
+            "{e}"
+        );
         let e = parse("delay 10ms 1ms 100%").unwrap_err();
         assert!(e.message.contains("below 100%"), "{e}");
         let e = parse("reorder 5%").unwrap_err();
@@ -320,6 +418,9 @@ mod tests {
         let e = parse("limit 0").unwrap_err();
         assert!(e.to_string().starts_with("limit 0 (column 7)"), "{e}");
         let e = parse("rate 1mbit 14 99999").unwrap_err();
-        assert_eq!(e.to_string(), "rate 99999 (column 15): cell size must be a whole number from 0 to 65535");
+        assert_eq!(
+            e.to_string(),
+            "rate 99999 (column 15): cell size must be a whole number from 0 to 65535"
+        );
     }
 }

@@ -23,9 +23,15 @@ pub struct OutOfRange(pub f64);
 
 impl Probability {
     /// Never.
-    pub const ZERO: Probability = Probability { value: 0.0, threshold: 0 };
+    pub const ZERO: Probability = Probability {
+        value: 0.0,
+        threshold: 0,
+    };
     /// Always.
-    pub const ONE: Probability = Probability { value: 1.0, threshold: 1 << 32 };
+    pub const ONE: Probability = Probability {
+        value: 1.0,
+        threshold: 1 << 32,
+    };
 
     /// A probability from a value in `[0, 1]`.
     pub fn new(value: f64) -> Result<Self, OutOfRange> {

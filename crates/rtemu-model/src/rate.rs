@@ -65,7 +65,10 @@ pub struct QueueLimits {
 
 impl Default for QueueLimits {
     fn default() -> Self {
-        QueueLimits { packets: DEFAULT_LIMIT, bytes: None }
+        QueueLimits {
+            packets: DEFAULT_LIMIT,
+            bytes: None,
+        }
     }
 }
 
@@ -134,7 +137,12 @@ mod tests {
     use super::*;
 
     fn cfg(bits: u64) -> RateConfig {
-        RateConfig { rate: Rate(bits), packet_overhead: 0, cell_size: 0, cell_overhead: 0 }
+        RateConfig {
+            rate: Rate(bits),
+            packet_overhead: 0,
+            cell_size: 0,
+            cell_overhead: 0,
+        }
     }
 
     #[test]
@@ -142,16 +150,30 @@ mod tests {
         // 1000 bytes at 8 Mbit/s: 1 ms.
         assert_eq!(cfg(8_000_000).transmit_ns(1000), 1_000_000);
         // ATM: 100 + 10 overhead = 110 bytes → 3 cells of 48 → 3 × 53 = 159 bytes.
-        let atm = RateConfig { rate: Rate(8_000_000), packet_overhead: 10, cell_size: 48, cell_overhead: 5 };
+        let atm = RateConfig {
+            rate: Rate(8_000_000),
+            packet_overhead: 10,
+            cell_size: 48,
+            cell_overhead: 5,
+        };
         assert_eq!(atm.transmit_ns(100), 159_000);
         // A negative overhead larger than the packet never gives a negative time.
-        let neg = RateConfig { packet_overhead: -2000, ..cfg(8_000_000) };
+        let neg = RateConfig {
+            packet_overhead: -2000,
+            ..cfg(8_000_000)
+        };
         assert_eq!(neg.transmit_ns(100), 0);
     }
 
     #[test]
     fn back_to_back_packets_queue_and_the_limit_drops_tail() {
-        let mut q = RateQueue::new(cfg(8_000_000), QueueLimits { packets: 3, bytes: None });
+        let mut q = RateQueue::new(
+            cfg(8_000_000),
+            QueueLimits {
+                packets: 3,
+                bytes: None,
+            },
+        );
         // Four 1000-byte packets at t = 0: 1 ms each; the fourth finds 3 in the backlog.
         assert_eq!(q.offer(0, 1000), Some(1_000_000));
         assert_eq!(q.offer(0, 1000), Some(2_000_000));
@@ -166,7 +188,10 @@ mod tests {
 
     #[test]
     fn byte_limit_drops_tail() {
-        let limits = QueueLimits { packets: 100, bytes: Some(Size(2500)) };
+        let limits = QueueLimits {
+            packets: 100,
+            bytes: Some(Size(2500)),
+        };
         let mut q = RateQueue::new(cfg(8_000_000), limits);
         assert!(q.offer(0, 1000).is_some());
         assert!(q.offer(0, 1000).is_some());

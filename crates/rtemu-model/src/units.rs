@@ -45,7 +45,9 @@ fn amount(number: &str, value: f64, scale: f64, max: u64) -> Option<u64> {
 
 fn split_number(s: &str) -> Option<(f64, &str, &str)> {
     let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')
+        })
         .unwrap_or(s.len());
     // `e` belongs to the number only when digits follow it (`1e-5`), not in a unit.
     let mut end = end;
@@ -63,7 +65,10 @@ pub struct Time(pub u64);
 impl Time {
     /// Reads a tc time: `20ms`, `1.5s`, `250us`, `100ns`; no unit means microseconds.
     pub fn parse(s: &str) -> Result<Time, UnitError> {
-        const BAD: UnitError = UnitError::Malformed { what: "a time", example: "20ms, 1.5s, 250us" };
+        const BAD: UnitError = UnitError::Malformed {
+            what: "a time",
+            example: "20ms, 1.5s, 250us",
+        };
         let (value, number, unit) = split_number(s).ok_or(BAD)?;
         let scale = match unit {
             "s" | "sec" | "secs" => 1e9,
@@ -74,7 +79,10 @@ impl Time {
         };
         amount(number, value, scale, u64::MAX / 2)
             .map(Time)
-            .ok_or_else(|| UnitError::OutOfRange { min: "0s".into(), max: "292 years".into() })
+            .ok_or_else(|| UnitError::OutOfRange {
+                min: "0s".into(),
+                max: "292 years".into(),
+            })
     }
 }
 
@@ -104,7 +112,10 @@ impl Rate {
     /// Reads a tc rate: `10mbit`, `1gbit`, `100kbit`, `500bit`, `1mibit`, `125kbps` (bytes per
     /// second, as in tc), or a bare number of bits per second.
     pub fn parse(s: &str) -> Result<Rate, UnitError> {
-        const BAD: UnitError = UnitError::Malformed { what: "a rate", example: "10mbit, 1gbit, 125kbps" };
+        const BAD: UnitError = UnitError::Malformed {
+            what: "a rate",
+            example: "10mbit, 1gbit, 125kbps",
+        };
         let (value, number, unit) = split_number(s).ok_or(BAD)?;
         let lower = unit.to_ascii_lowercase();
         let (prefix, per_byte) = if let Some(p) = lower.strip_suffix("bit") {
@@ -132,14 +143,22 @@ impl Rate {
         amount(number, value, scale, 1_000_000_000_000_000)
             .filter(|&bits| bits >= 1)
             .map(Rate)
-            .ok_or_else(|| UnitError::OutOfRange { min: "1bit".into(), max: "1000tbit".into() })
+            .ok_or_else(|| UnitError::OutOfRange {
+                min: "1bit".into(),
+                max: "1000tbit".into(),
+            })
     }
 }
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        for (unit, scale) in [("tbit", 1_000_000_000_000u64), ("gbit", 1_000_000_000), ("mbit", 1_000_000), ("kbit", 1_000)] {
+        for (unit, scale) in [
+            ("tbit", 1_000_000_000_000u64),
+            ("gbit", 1_000_000_000),
+            ("mbit", 1_000_000),
+            ("kbit", 1_000),
+        ] {
             if b % scale == 0 {
                 return write!(f, "{}{unit}", b / scale);
             }
@@ -155,7 +174,10 @@ pub struct Size(pub u64);
 impl Size {
     /// Reads a tc size: `1500`, `1500b`, `64kb` or `64k` (×1024), `1mb`/`1m`, `1gb`/`1g`.
     pub fn parse(s: &str) -> Result<Size, UnitError> {
-        const BAD: UnitError = UnitError::Malformed { what: "a size", example: "1500b, 64kb, 1mb" };
+        const BAD: UnitError = UnitError::Malformed {
+            what: "a size",
+            example: "1500b, 64kb, 1mb",
+        };
         let (value, number, unit) = split_number(s).ok_or(BAD)?;
         let multiplier = match unit.to_ascii_lowercase().as_str() {
             "" | "b" => 1.0,
@@ -166,7 +188,10 @@ impl Size {
         };
         amount(number, value, multiplier, 1 << 50)
             .map(Size)
-            .ok_or_else(|| UnitError::OutOfRange { min: "0b".into(), max: "1024tb".into() })
+            .ok_or_else(|| UnitError::OutOfRange {
+                min: "0b".into(),
+                max: "1024tb".into(),
+            })
     }
 }
 
@@ -190,13 +215,19 @@ impl Percent {
     /// Reads `1%`, `0.5%` or a bare `1` (which tc also reads as 1 %).
     pub fn parse(s: &str) -> Result<Percent, UnitError> {
         let body = s.strip_suffix('%').unwrap_or(s);
-        let value: f64 = body
-            .parse()
-            .ok()
-            .filter(|v: &f64| v.is_finite())
-            .ok_or(UnitError::Malformed { what: "a percentage", example: "1%, 0.5%, 25%" })?;
+        let value: f64 =
+            body.parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite())
+                .ok_or(UnitError::Malformed {
+                    what: "a percentage",
+                    example: "1%, 0.5%, 25%",
+                })?;
         if !(0.0..=100.0).contains(&value) {
-            return Err(UnitError::OutOfRange { min: "0%".into(), max: "100%".into() });
+            return Err(UnitError::OutOfRange {
+                min: "0%".into(),
+                max: "100%".into(),
+            });
         }
         Ok(Percent(value / 100.0))
     }
@@ -250,12 +281,16 @@ macro_rules! serde_via_string {
     };
 }
 
-serde_via_string!(Time, "a time such as \"20ms\" or a number of nanoseconds", |n| {
-    Time::parse(&format!("{n}ns"))
-});
-serde_via_string!(Rate, "a rate such as \"10mbit\" or a number of bits per second", |n| {
-    Rate::parse(&format!("{n}bit"))
-});
+serde_via_string!(
+    Time,
+    "a time such as \"20ms\" or a number of nanoseconds",
+    |n| { Time::parse(&format!("{n}ns")) }
+);
+serde_via_string!(
+    Rate,
+    "a rate such as \"10mbit\" or a number of bits per second",
+    |n| { Rate::parse(&format!("{n}bit")) }
+);
 serde_via_string!(Size, "a size such as \"64kb\" or a number of bytes", |n| {
     Size::parse(&format!("{n}b"))
 });
@@ -308,7 +343,10 @@ mod tests {
         assert_eq!(Percent::parse("25"), Ok(Percent(0.25)));
         assert_eq!(
             Percent::parse("120%"),
-            Err(UnitError::OutOfRange { min: "0%".into(), max: "100%".into() })
+            Err(UnitError::OutOfRange {
+                min: "0%".into(),
+                max: "100%".into()
+            })
         );
     }
 
@@ -321,7 +359,14 @@ mod tests {
             c: Percent,
         }
         let t: T = serde_json::from_str(r#"{"a":"20ms","b":1000,"c":0.25}"#).unwrap();
-        assert_eq!(t, T { a: Time(20_000_000), b: Rate(1000), c: Percent(0.25) });
+        assert_eq!(
+            t,
+            T {
+                a: Time(20_000_000),
+                b: Rate(1000),
+                c: Percent(0.25)
+            }
+        );
         let back: T = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
         assert_eq!(back, t);
         let err = serde_json::from_str::<T>(r#"{"a":"20ms","b":1000,"c":25}"#).unwrap_err();

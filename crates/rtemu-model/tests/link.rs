@@ -15,7 +15,12 @@ fn model(netem_args: &str, seed: u64) -> LinkModel {
 }
 
 fn packet(seq: u64, arrival_ns: u64, len: u32) -> PacketMeta {
-    PacketMeta { len, flow: Default::default(), arrival_ns, seq }
+    PacketMeta {
+        len,
+        flow: Default::default(),
+        arrival_ns,
+        seq,
+    }
 }
 
 /// Fates of `n` packets of `len` bytes arriving every `gap_ns`.
@@ -34,12 +39,21 @@ fn rate_limit_delivers_the_configured_rate_and_the_queue_stays_bounded() {
     // queue: drops are certain, and the link is busy from the first packet to the last.
     let mut m = model("rate 100mbit limit 100", 1);
     let fates = run(&mut m, 200_000, 50_000, 1000);
-    let delivered: Vec<u64> = fates.iter().flat_map(|(_, f)| f.delivered.as_slice().iter().map(|d| d.at_ns)).collect();
-    let dropped = fates.iter().filter(|(_, f)| f.drop_reason() == Some(DropReason::QueueFull)).count();
+    let delivered: Vec<u64> = fates
+        .iter()
+        .flat_map(|(_, f)| f.delivered.as_slice().iter().map(|d| d.at_ns))
+        .collect();
+    let dropped = fates
+        .iter()
+        .filter(|(_, f)| f.drop_reason() == Some(DropReason::QueueFull))
+        .count();
     assert!(dropped > 0);
     let span = delivered.iter().max().unwrap() - fates[0].0.arrival_ns;
     let rate = delivered.len() as f64 * 8000.0 * 1e9 / span as f64;
-    assert!((rate - 100e6).abs() < 0.005 * 100e6, "delivered {rate} bit/s");
+    assert!(
+        (rate - 100e6).abs() < 0.005 * 100e6,
+        "delivered {rate} bit/s"
+    );
     // The backlog never exceeded the limit: at each arrival, count copies admitted and not
     // yet finished; with no delay stage, a delivery time is the serialization finish time.
     assert!(m.counters().max_backlog_packets <= 100);
@@ -60,9 +74,15 @@ fn correlated_loss_keeps_its_marginal_rate() {
     // netem's own arithmetic makes `loss 1% 25%` drop far fewer than 1 %; rtemu must not.
     let mut m = model("loss 1% 25%", 3);
     let n = 1_000_000;
-    let lost = run(&mut m, n, 1000, 100).iter().filter(|(_, f)| f.drop_reason().is_some()).count();
+    let lost = run(&mut m, n, 1000, 100)
+        .iter()
+        .filter(|(_, f)| f.drop_reason().is_some())
+        .count();
     // Effective sample n·(1−ρ)/(1+ρ) = 600 000; sd of the rate ≈ sqrt(0.01·0.99/6e5) = 1.3e-4.
-    assert!((lost as f64 / n as f64 - 0.01).abs() < 6.5e-4, "lost {lost}");
+    assert!(
+        (lost as f64 / n as f64 - 0.01).abs() < 6.5e-4,
+        "lost {lost}"
+    );
 }
 
 #[test]
@@ -71,13 +91,25 @@ fn duplicate_and_corrupt_rates_match() {
     let n = 400_000u64;
     let fates = run(&mut m, n, 1000, 200);
     let dups = fates.iter().filter(|(_, f)| f.delivered.len() == 2).count() as f64;
-    let copies: Vec<_> = fates.iter().flat_map(|(_, f)| f.delivered.as_slice().to_vec()).collect();
-    let corrupted = copies.iter().filter(|d| d.corruption.single_bit.is_some()).count() as f64;
+    let copies: Vec<_> = fates
+        .iter()
+        .flat_map(|(_, f)| f.delivered.as_slice().to_vec())
+        .collect();
+    let corrupted = copies
+        .iter()
+        .filter(|d| d.corruption.single_bit.is_some())
+        .count() as f64;
     // Binomial standard errors: sqrt(0.05·0.95/4e5) = 3.4e-4, sqrt(0.02·0.98/4.2e5) = 2.2e-4; 5 σ.
     assert!((dups / n as f64 - 0.05).abs() < 1.7e-3, "dup {dups}");
-    assert!((corrupted / copies.len() as f64 - 0.02).abs() < 1.1e-3, "corrupt {corrupted}");
+    assert!(
+        (corrupted / copies.len() as f64 - 0.02).abs() < 1.1e-3,
+        "corrupt {corrupted}"
+    );
     // A flipped bit lies inside the 200-byte frame.
-    assert!(copies.iter().filter_map(|d| d.corruption.single_bit).all(|b| b < 1600));
+    assert!(copies
+        .iter()
+        .filter_map(|d| d.corruption.single_bit)
+        .all(|b| b < 1600));
 }
 
 #[test]
@@ -85,12 +117,21 @@ fn bit_error_rate_flips_bits_independently() {
     let mut m = model("ber 1e-4", 5);
     let n = 100_000u64;
     let fates = run(&mut m, n, 1000, 1500);
-    let flips: usize = fates.iter().flat_map(|(_, f)| f.delivered.as_slice().to_vec()).map(|d| d.corruption.bits().count()).sum();
+    let flips: usize = fates
+        .iter()
+        .flat_map(|(_, f)| f.delivered.as_slice().to_vec())
+        .map(|d| d.corruption.bits().count())
+        .sum();
     let expected = n as f64 * 12_000.0 * 1e-4;
     // Poisson: sd = sqrt(120 000) ≈ 346; 5 σ.
-    assert!((flips as f64 - expected).abs() < 5.0 * expected.sqrt(), "{flips} flips");
+    assert!(
+        (flips as f64 - expected).abs() < 5.0 * expected.sqrt(),
+        "{flips} flips"
+    );
     // Some packets carry more than one error, which netem's `corrupt` cannot do.
-    assert!(fates.iter().any(|(_, f)| f.delivered.as_slice()[0].corruption.bits().count() > 1));
+    assert!(fates
+        .iter()
+        .any(|(_, f)| f.delivered.as_slice()[0].corruption.bits().count() > 1));
 }
 
 #[test]
@@ -101,7 +142,10 @@ fn reorder_with_gap_sends_every_gap_th_packet_ahead() {
         let d = f.delivered.as_slice()[0];
         let expect_reordered = p.seq % 5 == 4;
         assert_eq!(d.reordered, expect_reordered, "seq {}", p.seq);
-        assert_eq!(d.at_ns - p.arrival_ns, if expect_reordered { 0 } else { 10_000_000 });
+        assert_eq!(
+            d.at_ns - p.arrival_ns,
+            if expect_reordered { 0 } else { 10_000_000 }
+        );
     }
 }
 
@@ -109,7 +153,10 @@ fn reorder_with_gap_sends_every_gap_th_packet_ahead() {
 fn ordered_links_never_reorder_and_jitter_does_by_default() {
     let inversions = |args: &str| {
         let mut m = model(args, 7);
-        let times: Vec<u64> = run(&mut m, 10_000, 100_000, 100).iter().map(|(_, f)| f.delivered.as_slice()[0].at_ns).collect();
+        let times: Vec<u64> = run(&mut m, 10_000, 100_000, 100)
+            .iter()
+            .map(|(_, f)| f.delivered.as_slice()[0].at_ns)
+            .collect();
         times.windows(2).filter(|w| w[1] < w[0]).count()
     };
     assert!(inversions("delay 10ms 5ms") > 100);
@@ -137,53 +184,112 @@ fn seeds_decide_reproducibly() {
 fn arb_chance() -> impl Strategy<Value = Option<ChanceConfig>> {
     prop_oneof![
         Just(None),
-        (0.0f64..=1.0, 0.0f64..0.99)
-            .prop_map(|(p, c)| Some(ChanceConfig { probability: Percent(p), correlation: Percent(c) })),
+        (0.0f64..=1.0, 0.0f64..0.99).prop_map(|(p, c)| Some(ChanceConfig {
+            probability: Percent(p),
+            correlation: Percent(c)
+        })),
     ]
 }
 
 fn arb_config() -> impl Strategy<Value = LinkConfig> {
-    let delay = (0u64..2_000_000_000, 0u64..500_000_000, 0.0f64..0.99, 0usize..4);
+    let delay = (
+        0u64..2_000_000_000,
+        0u64..500_000_000,
+        0.0f64..0.99,
+        0usize..4,
+    );
     let loss = prop_oneof![
         Just(None),
         arb_chance().prop_map(|c| c.map(LossConfig::Random)),
-        (0.0f64..0.5, 0.0f64..0.5, 0.0f64..0.5, 0.0f64..=1.0, 0.0f64..0.5).prop_map(|(a, b, c, d, e)| Some(
-            LossConfig::State { p13: Percent(a), p31: Percent(b), p32: Percent(c), p23: Percent(d), p14: Percent(e) }
-        )),
+        (
+            0.0f64..0.5,
+            0.0f64..0.5,
+            0.0f64..0.5,
+            0.0f64..=1.0,
+            0.0f64..0.5
+        )
+            .prop_map(|(a, b, c, d, e)| Some(LossConfig::State {
+                p13: Percent(a),
+                p31: Percent(b),
+                p32: Percent(c),
+                p23: Percent(d),
+                p14: Percent(e)
+            })),
         (0.0f64..=1.0, 0.0f64..=1.0, 0.0f64..=1.0, 0.0f64..=1.0).prop_map(|(a, b, c, d)| Some(
-            LossConfig::Gemodel { p: Percent(a), r: Percent(b), loss_bad: Percent(c), loss_good: Percent(d) }
+            LossConfig::Gemodel {
+                p: Percent(a),
+                r: Percent(b),
+                loss_bad: Percent(c),
+                loss_good: Percent(d)
+            }
         )),
     ];
     let rate = prop_oneof![
         Just(None),
-        (1_000u64..10_000_000_000, -100i32..100, 0u32..100, -10i32..10).prop_map(|(r, o, c, co)| Some(RateConfig {
-            rate: Rate(r),
-            packet_overhead: o,
-            cell_size: c,
-            cell_overhead: co
-        })),
+        (
+            1_000u64..10_000_000_000,
+            -100i32..100,
+            0u32..100,
+            -10i32..10
+        )
+            .prop_map(|(r, o, c, co)| Some(RateConfig {
+                rate: Rate(r),
+                packet_overhead: o,
+                cell_size: c,
+                cell_overhead: co
+            })),
     ];
-    (delay, loss, arb_chance(), arb_chance(), arb_chance(), proptest::option::of(1e-9f64..0.1), rate, 1u32..5000, any::<bool>(), 0u32..10)
-        .prop_map(|((d, j, c, dist), loss, duplicate, corrupt, reorder, ber, rate, limit, ordered, gap)| {
-            let distribution = [DistName::Uniform, DistName::Normal, DistName::Pareto, DistName::Paretonormal][dist].clone();
-            LinkConfig {
-                delay: Time(d.max(1)),
-                jitter: Time(j),
-                delay_correlation: Percent(c),
-                distribution,
+    (
+        delay,
+        loss,
+        arb_chance(),
+        arb_chance(),
+        arb_chance(),
+        proptest::option::of(1e-9f64..0.1),
+        rate,
+        1u32..5000,
+        any::<bool>(),
+        0u32..10,
+    )
+        .prop_map(
+            |(
+                (d, j, c, dist),
                 loss,
                 duplicate,
                 corrupt,
                 reorder,
-                gap,
                 ber,
                 rate,
                 limit,
-                limit_bytes: (limit % 3 == 0).then_some(Size(limit as u64 * 700)),
                 ordered,
-                ..LinkConfig::default()
-            }
-        })
+                gap,
+            )| {
+                let distribution = [
+                    DistName::Uniform,
+                    DistName::Normal,
+                    DistName::Pareto,
+                    DistName::Paretonormal,
+                ][dist]
+                    .clone();
+                LinkConfig {
+                    delay: Time(d.max(1)),
+                    jitter: Time(j),
+                    delay_correlation: Percent(c),
+                    distribution,
+                    loss,
+                    duplicate,
+                    corrupt,
+                    reorder,
+                    gap,
+                    ber,
+                    rate,
+                    limit,
+                    limit_bytes: (limit % 3 == 0).then_some(Size(limit as u64 * 700)),
+                    ordered,
+                    ..LinkConfig::default()
+                }
+            },
+        )
 }
 
 proptest! {
@@ -249,7 +355,10 @@ fn a_structured_config_reads_like_the_netem_line() {
         "#,
     )
     .unwrap();
-    assert_eq!(from_toml, netem::parse("delay 20ms 5ms distribution normal loss 1% 25% rate 10mbit").unwrap());
+    assert_eq!(
+        from_toml,
+        netem::parse("delay 20ms 5ms distribution normal loss 1% 25% rate 10mbit").unwrap()
+    );
     let err = toml::from_str::<LinkConfig>("delay = \"20 parsecs\"").unwrap_err();
     assert!(err.to_string().contains("expected a time"), "{err}");
 }

@@ -11,7 +11,9 @@ fn every_corpus_line_gets_its_expected_answer() {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let (expect, input) = line.split_once('|').unwrap_or_else(|| panic!("corpus line {}: no `|`", n + 1));
+        let (expect, input) = line
+            .split_once('|')
+            .unwrap_or_else(|| panic!("corpus line {}: no `|`", n + 1));
         let (expect, input) = (expect.trim(), input.trim());
         match (expect, netem::parse(input)) {
             ("ok", Ok(cfg)) => {
@@ -21,7 +23,10 @@ fn every_corpus_line_gets_its_expected_answer() {
             ("ok", Err(e)) => panic!("line {}: {input:?} should parse, got: {e}", n + 1),
             (expect, Ok(_)) => panic!("line {}: {input:?} should fail with {expect:?}", n + 1),
             (expect, Err(e)) => {
-                let want = expect.strip_prefix("error:").map(str::trim).unwrap_or(expect);
+                let want = expect
+                    .strip_prefix("error:")
+                    .map(str::trim)
+                    .unwrap_or(expect);
                 assert_eq!(e.to_string(), want, "line {}", n + 1);
             }
         }

@@ -41,7 +41,10 @@ impl<W: Write> FateLog<W> {
     /// Starts a log (writes the CSV header).
     pub fn new(mut out: W, format: LogFormat) -> io::Result<Self> {
         if format == LogFormat::Csv {
-            writeln!(out, "seq,arrival_ns,copy,fate,delivery_ns,reason,flipped_bits")?;
+            writeln!(
+                out,
+                "seq,arrival_ns,copy,fate,delivery_ns,reason,flipped_bits"
+            )?;
         }
         Ok(FateLog { out, format })
     }
@@ -51,7 +54,11 @@ impl<W: Write> FateLog<W> {
         let reason = if d.reordered { "reordered" } else { "" };
         match self.format {
             LogFormat::Csv => {
-                write!(self.out, "{},{},{},delivered,{},{},", pkt.seq, pkt.arrival_ns, d.copy, d.at_ns, reason)?;
+                write!(
+                    self.out,
+                    "{},{},{},delivered,{},{},",
+                    pkt.seq, pkt.arrival_ns, d.copy, d.at_ns, reason
+                )?;
                 for (i, bit) in d.corruption.bits().enumerate() {
                     write!(self.out, "{}{bit}", if i == 0 { "" } else { ";" })?;
                 }
@@ -78,7 +85,11 @@ impl<W: Write> FateLog<W> {
     /// Logs a dropped copy.
     pub fn dropped(&mut self, pkt: &PacketMeta, copy: u8, reason: DropReason) -> io::Result<()> {
         match self.format {
-            LogFormat::Csv => writeln!(self.out, "{},{},{copy},dropped,,{reason},", pkt.seq, pkt.arrival_ns),
+            LogFormat::Csv => writeln!(
+                self.out,
+                "{},{},{copy},dropped,,{reason},",
+                pkt.seq, pkt.arrival_ns
+            ),
             LogFormat::JsonLines => writeln!(
                 self.out,
                 r#"{{"seq":{},"arrival_ns":{},"copy":{copy},"fate":"dropped","delivery_ns":null,"reason":"{reason}","flipped_bits":[]}}"#,

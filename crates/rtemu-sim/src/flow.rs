@@ -64,12 +64,22 @@ fn ip_flow(ip: &[u8]) -> Option<FlowKey> {
             // Only the first fragment carries the transport header.
             let first_fragment = be16(ip, 6)? & 0x1fff == 0;
             let l4 = if first_fragment { ip.get(ihl..) } else { None };
-            (IpAddr::V4(Ipv4Addr::from(src)), IpAddr::V4(Ipv4Addr::from(dst)), *ip.get(9)?, l4)
+            (
+                IpAddr::V4(Ipv4Addr::from(src)),
+                IpAddr::V4(Ipv4Addr::from(dst)),
+                *ip.get(9)?,
+                l4,
+            )
         }
         6 => {
             let src: [u8; 16] = ip.get(8..24)?.try_into().ok()?;
             let dst: [u8; 16] = ip.get(24..40)?.try_into().ok()?;
-            (IpAddr::V6(Ipv6Addr::from(src)), IpAddr::V6(Ipv6Addr::from(dst)), *ip.get(6)?, ip.get(40..))
+            (
+                IpAddr::V6(Ipv6Addr::from(src)),
+                IpAddr::V6(Ipv6Addr::from(dst)),
+                *ip.get(6)?,
+                ip.get(40..),
+            )
         }
         _ => return None,
     };
@@ -78,7 +88,13 @@ fn ip_flow(ip: &[u8]) -> Option<FlowKey> {
         (6 | 17 | 132 | 136, Some(l4)) => (be16(l4, 0).unwrap_or(0), be16(l4, 2).unwrap_or(0)),
         _ => (0, 0),
     };
-    Some(FlowKey { src, dst, src_port, dst_port, protocol })
+    Some(FlowKey {
+        src,
+        dst,
+        src_port,
+        dst_port,
+        protocol,
+    })
 }
 
 #[cfg(test)]
@@ -114,7 +130,11 @@ mod tests {
     fn short_or_foreign_frames_get_the_default_key() {
         let f = udp4();
         for cut in 0..34 {
-            assert_eq!(flow_key(link_type::ETHERNET, &f[..cut]), FlowKey::default(), "cut at {cut}");
+            assert_eq!(
+                flow_key(link_type::ETHERNET, &f[..cut]),
+                FlowKey::default(),
+                "cut at {cut}"
+            );
         }
         let mut arp = f.clone();
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());

@@ -11,8 +11,12 @@ use rtemu_model::dist::DistTable;
 use rtemu_model::TableSource;
 
 /// Where iproute2 keeps `normal.dist`, `pareto.dist`, … on the common distributions.
-pub const IPROUTE2_TABLE_DIRS: [&str; 4] =
-    ["/usr/lib/x86_64-linux-gnu/tc", "/usr/lib/aarch64-linux-gnu/tc", "/usr/lib/tc", "/usr/lib64/tc"];
+pub const IPROUTE2_TABLE_DIRS: [&str; 4] = [
+    "/usr/lib/x86_64-linux-gnu/tc",
+    "/usr/lib/aarch64-linux-gnu/tc",
+    "/usr/lib/tc",
+    "/usr/lib64/tc",
+];
 
 /// Tables read from files.
 #[derive(Debug, Clone)]
@@ -36,7 +40,8 @@ impl FileTables {
     }
 
     fn read(path: &Path) -> Result<DistTable, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         // Named by its path, so that a parse error reads `path:line:column: …`.
         DistTable::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
     }
@@ -70,9 +75,19 @@ mod tests {
         let tables = FileTables::in_dirs(vec![dir.clone()]);
         assert_eq!(tables.table("flat").unwrap().values(), &[-8192, 0, 8192]);
         let by_path = dir.join("flat.dist");
-        assert_eq!(tables.table(by_path.to_str().unwrap()).unwrap().values().len(), 3);
+        assert_eq!(
+            tables
+                .table(by_path.to_str().unwrap())
+                .unwrap()
+                .values()
+                .len(),
+            3
+        );
         let miss = tables.table("nonesuch").unwrap_err();
-        assert!(miss.contains("no table nonesuch.dist in") && miss.contains(dir.to_str().unwrap()), "{miss}");
+        assert!(
+            miss.contains("no table nonesuch.dist in") && miss.contains(dir.to_str().unwrap()),
+            "{miss}"
+        );
         std::fs::write(dir.join("bad.dist"), "1 2 x\n").unwrap();
         let bad = tables.table("bad").unwrap_err();
         assert!(bad.contains("bad.dist:1:5:"), "{bad}");

@@ -20,7 +20,8 @@ fn input_pcap() -> Vec<u8> {
         frame[12..14].copy_from_slice(&[0x08, 0x00]);
         frame[14] = 0x45;
         frame[20..24].copy_from_slice(&i.to_be_bytes());
-        w.write_packet(1_700_000_000_000_000_000 + i as u64 * 100_000, &frame, len).unwrap();
+        w.write_packet(1_700_000_000_000_000_000 + i as u64 * 100_000, &frame, len)
+            .unwrap();
     }
     w.finish().unwrap()
 }
@@ -38,7 +39,9 @@ struct Pcap(PcapWriter<Vec<u8>>);
 
 impl FrameSink for Pcap {
     fn deliver(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> std::io::Result<()> {
-        self.0.write_packet(ts_ns, data, orig_len).map_err(std::io::Error::other)
+        self.0
+            .write_packet(ts_ns, data, orig_len)
+            .map_err(std::io::Error::other)
     }
 }
 
@@ -52,11 +55,17 @@ fn simulate(model: &str, seed: u64) -> (Vec<u8>, String, Summary) {
     let mut sink = Pcap(PcapWriter::new(Vec::new(), 1).unwrap());
     let mut log = FateLog::new(Vec::new(), LogFormat::Csv).unwrap();
     let summary = engine::run(&mut source, &mut m, &mut sink, Some(&mut log), &mut |_| {}).unwrap();
-    (sink.0.finish().unwrap(), String::from_utf8(log.finish().unwrap()).unwrap(), summary)
+    (
+        sink.0.finish().unwrap(),
+        String::from_utf8(log.finish().unwrap()).unwrap(),
+        summary,
+    )
 }
 
 fn golden(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
 }
 
 /// Compares with a golden file; `RTEMU_BLESS=1` rewrites it (review the diff before committing).
@@ -65,8 +74,17 @@ fn check_golden(name: &str, actual: &[u8]) {
     if std::env::var_os("RTEMU_BLESS").is_some() {
         std::fs::write(&path, actual).unwrap();
     }
-    let expected = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run with RTEMU_BLESS=1 to create it)", path.display()));
-    assert!(expected == actual, "{} differs from the simulator's output (RTEMU_BLESS=1 rewrites it)", path.display());
+    let expected = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with RTEMU_BLESS=1 to create it)",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{} differs from the simulator's output (RTEMU_BLESS=1 rewrites it)",
+        path.display()
+    );
 }
 
 #[test]
@@ -91,9 +109,14 @@ fn every_copy_is_accounted_for_and_output_is_in_delivery_order() {
     let (pcap, log, s) = simulate(MODEL, 3);
     assert_eq!(s.packets_in, 400);
     assert_eq!(s.packets_in + s.duplicated, s.delivered + s.dropped_total());
-    assert!(s.dropped["loss"] > 0 && s.dropped["queue-full"] > 0 && s.duplicated > 0 && s.corrupted > 0);
+    assert!(
+        s.dropped["loss"] > 0 && s.dropped["queue-full"] > 0 && s.duplicated > 0 && s.corrupted > 0
+    );
     // One log line per copy, plus the header.
-    assert_eq!(log.lines().count() as u64, 1 + s.delivered + s.dropped_total());
+    assert_eq!(
+        log.lines().count() as u64,
+        1 + s.delivered + s.dropped_total()
+    );
 
     let mut reader = CaptureReader::new(Cursor::new(pcap)).unwrap();
     let mut last = 0;
@@ -116,14 +139,34 @@ fn corrupted_copies_differ_from_their_input_in_exactly_the_logged_bits() {
         frames.push(f.data.to_vec());
     }
     let mut source = CaptureReader::new(Cursor::new(input_pcap())).unwrap();
-    let mut m = LinkModel::new(&netem::parse("corrupt 30% ber 1e-4").unwrap(), &NoTables, 5, 0).unwrap();
+    let mut m = LinkModel::new(
+        &netem::parse("corrupt 30% ber 1e-4").unwrap(),
+        &NoTables,
+        5,
+        0,
+    )
+    .unwrap();
     let mut sink = Collect(Vec::new());
-    engine::run(&mut source, &mut m, &mut sink, None::<&mut FateLog<Vec<u8>>>, &mut |_| {}).unwrap();
+    engine::run(
+        &mut source,
+        &mut m,
+        &mut sink,
+        None::<&mut FateLog<Vec<u8>>>,
+        &mut |_| {},
+    )
+    .unwrap();
     // No delay: output order is input order, one copy each.
     assert_eq!(sink.0.len(), frames.len());
     let mut corrupted = 0;
     for (line, ((_, out), input)) in log.lines().skip(1).zip(sink.0.iter().zip(&frames)) {
-        let logged: Vec<u32> = line.rsplit(',').next().unwrap().split(';').filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+        let logged: Vec<u32> = line
+            .rsplit(',')
+            .next()
+            .unwrap()
+            .split(';')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().unwrap())
+            .collect();
         let mut differing: Vec<u32> = Vec::new();
         for (i, (a, b)) in out.iter().zip(input).enumerate() {
             for bit in 0..8 {
@@ -133,7 +176,11 @@ fn corrupted_copies_differ_from_their_input_in_exactly_the_logged_bits() {
             }
         }
         // A bit flipped twice (single flip and BER on the same bit) is back to its value.
-        let mut expected: Vec<u32> = logged.iter().copied().filter(|b| logged.iter().filter(|x| *x == b).count() % 2 == 1).collect();
+        let mut expected: Vec<u32> = logged
+            .iter()
+            .copied()
+            .filter(|b| logged.iter().filter(|x| *x == b).count() % 2 == 1)
+            .collect();
         expected.sort_unstable();
         expected.dedup();
         assert_eq!(differing, expected, "{line}");
