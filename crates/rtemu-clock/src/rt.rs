@@ -255,6 +255,12 @@ pub fn fifo_permitted() -> bool {
 mod tests {
     use super::*;
 
+    /// Prints why a test is skipped straight to stderr: the harness captures `eprintln!` of
+    /// passing tests, and a skip must be visible.
+    fn skip(reason: std::fmt::Arguments<'_>) {
+        let _ = writeln!(std::io::stderr(), "SKIPPED {reason}");
+    }
+
     #[test]
     fn cpu_lists_are_written_as_the_kernel_does() {
         assert_eq!(format_cpu_list(&[0, 1, 2, 3, 6]), "0-3,6");
@@ -316,7 +322,7 @@ mod tests {
                 if e.is_not_permitted()
                     && std::env::var("RTEMU_REQUIRE_ROOT").as_deref() != Ok("1") =>
             {
-                eprintln!("SKIPPED fifo_is_applied_and_reported: {e}");
+                skip(format_args!("fifo_is_applied_and_reported: {e}"));
             }
             Err(e) => panic!("{e}"),
         }
@@ -331,7 +337,9 @@ mod tests {
                 if e.is_not_permitted()
                     && std::env::var("RTEMU_REQUIRE_ROOT").as_deref() != Ok("1") =>
             {
-                eprintln!("SKIPPED dma_latency_is_held_while_the_guard_lives: {e}");
+                skip(format_args!(
+                    "dma_latency_is_held_while_the_guard_lives: {e}"
+                ));
             }
             Err(e) => panic!("{e}"),
         }
