@@ -6,8 +6,12 @@
 //!
 //! * [`sleep`]: sleep accuracy per wait method (the timing paper's Table 1 and Figure 3);
 //! * [`linerate`]: requested vs achieved line rate per wait method and pacer (its Figure 1);
+//! * [`latency`]: task-switch, preemption and IPC latencies under `SCHED_OTHER` and
+//!   `SCHED_FIFO`, and the priority-inversion test (the RTOS paper's Table 1);
 //! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
-//! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header.
+//! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header;
+//! * [`sync`]: the pthread mutex (with or without priority inheritance) and semaphore the
+//!   latency tests hand off through, the crate's only `unsafe`.
 //!
 //! The wait methods are `rtemu-clock`'s, the very code the real-time engine runs, so what the
 //! lab measures is what the engine does.
@@ -15,6 +19,8 @@
 #![warn(missing_docs)]
 
 pub mod env;
+pub mod latency;
 pub mod linerate;
 pub mod sleep;
 pub mod stats;
+pub mod sync;

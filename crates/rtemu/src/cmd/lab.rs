@@ -11,9 +11,11 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
+use rtemu_clock::rt;
 use rtemu_clock::time::{format_duration_ns, parse_duration_ns};
 use rtemu_clock::WaitStrategy;
 use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
+use rtemu_lab::latency::{self, Class, InversionResult, LatencyConfig, LatencyRow};
 use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
 use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
 use rtemu_lab::stats::Distribution;
@@ -32,6 +34,9 @@ enum LabCommand {
     Sleep(SleepArgs),
     /// Requested vs achieved line rate per wait method and pacer (the timing paper's Figure 1).
     Linerate(LinerateArgs),
+    /// Task-switch, preemption and IPC latencies under SCHED_OTHER and SCHED_FIFO, and the
+    /// priority-inversion test (the RTOS paper's Table 1).
+    Latency(LatencyArgs),
 }
 
 /// Real-time set-up and load, shared by every lab command.
@@ -113,7 +118,7 @@ struct LinerateArgs {
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=65_535))]
     packet_size: u32,
     /// Time to spend on each rate × method × pacer.
-    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
     time: u64,
     /// Fewest packets per point, however slow the rate.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
@@ -125,6 +130,37 @@ struct LinerateArgs {
     rt: RtArgs,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct LatencyArgs {
+    /// The CPU every test thread is pinned to (default: the last one allowed).
+    #[arg(long, value_name = "CPU")]
+    cpu: Option<usize>,
+    /// Samples per test and scheduling class.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    iterations: u64,
+    /// Wake-up period of the preemption test.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    period: u64,
+    /// Bound on each test, and on the spinning medium thread of the priority-inversion test.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    time_limit: u64,
+    /// How long the priority-inversion test lets an inversion last before ending it.
+    #[arg(long, value_name = "DURATION", default_value = "300ms", value_parser = parse_duration)]
+    watchdog: u64,
+    /// Do not lock memory with mlockall.
+    #[arg(long)]
+    no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 while measuring.
+    #[arg(long)]
+    no_dma_latency: bool,
+    /// Run busy threads on the other CPUs while measuring; without a number, one per CPU.
+    #[arg(long, value_name = "THREADS", num_args = 0..=1)]
+    load: Option<Option<usize>>,
+    /// Print the report as JSON (times in integer ns) instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_duration(text: &str) -> Result<u64, String> {
@@ -140,6 +176,7 @@ pub fn run(args: &LabArgs) -> anyhow::Result<()> {
     match &args.command {
         LabCommand::Sleep(args) => run_sleep(args),
         LabCommand::Linerate(args) => run_linerate(args),
+        LabCommand::Latency(args) => run_latency(args),
     }
 }
 
@@ -155,10 +192,19 @@ fn prepare(rt: &RtArgs) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
         dma_latency: !rt.no_dma_latency,
         timer_slack_ns: rt.timer_slack,
     };
+    prepare_with(&request, rt.load, rt.cpu)
+}
+
+/// Applies `request`, then starts `load` busy threads kept off `avoid_cpu`.
+fn prepare_with(
+    request: &RtRequest,
+    load: Option<Option<usize>>,
+    avoid_cpu: Option<usize>,
+) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
     let setup = request.apply().context("real-time set-up")?;
-    let load = rt.load.map(|threads| {
+    let load = load.map(|threads| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        BusyLoad::start(threads.unwrap_or(cpus), rt.cpu, LOAD_BOUND_NS)
+        BusyLoad::start(threads.unwrap_or(cpus), avoid_cpu, LOAD_BOUND_NS)
     });
     let header = Header::probe(&setup, load.as_ref().map_or(0, BusyLoad::threads));
     Ok((setup, load, header))
@@ -452,6 +498,150 @@ fn run_linerate(args: &LinerateArgs) -> anyhow::Result<()> {
             us_i(l.p99_ns),
             us_i(l.max_ns),
         )?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct LatencyReport<'a> {
+    header: &'a Header,
+    cpu: usize,
+    iterations: u64,
+    period_ns: u64,
+    results: &'a [LatencyRow],
+    priority_inversion: &'a [InversionResult],
+    skipped: &'a [String],
+}
+
+fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
+    let allowed = rt::affinity().context("reading the CPU affinity")?;
+    let cpu = match args.cpu {
+        Some(cpu) if allowed.contains(&cpu) => cpu,
+        Some(cpu) => anyhow::bail!(
+            "--cpu {cpu} is not one this process may use: pick one of {}",
+            rt::format_cpu_list(&allowed)
+        ),
+        None => *allowed.last().context("no CPU allowed")?,
+    };
+    let config = LatencyConfig {
+        cpu,
+        iterations: args.iterations as usize,
+        period_ns: args.period,
+        time_limit_ns: args.time_limit,
+    };
+    let request = RtRequest {
+        mlock: !args.no_mlock,
+        dma_latency: !args.no_dma_latency,
+        ..RtRequest::default()
+    };
+    let (setup, load, header) = prepare_with(&request, args.load, Some(cpu))?;
+    let mut skipped = Vec::new();
+    let fifo = rt::fifo_permitted();
+    let classes: &[Class] = if fifo {
+        &[Class::Other, Class::Fifo]
+    } else {
+        skipped.push(
+            "SCHED_FIFO not permitted (run as root or grant CAP_SYS_NICE): SCHED_FIFO rows and \
+             the priority-inversion test skipped"
+                .to_owned(),
+        );
+        &[Class::Other]
+    };
+    let bar = progress(classes.len() * latency::TESTS.len() + 2);
+    let rows = latency::run(&config, classes, &mut |test, class| {
+        bar.set_message(format!("{test} {class:?}"));
+        bar.inc(1);
+    })?;
+    let mut inversion = Vec::new();
+    if fifo && allowed.len() < 2 {
+        skipped.push("priority inversion needs a second CPU to start its threads: skipped".into());
+    } else if fifo {
+        for inherit in [true, false] {
+            bar.set_message(format!("priority inversion, inherit {inherit}"));
+            bar.inc(1);
+            inversion.push(latency::priority_inversion(inherit, cpu, args.watchdog)?);
+        }
+    }
+    bar.finish_and_clear();
+    drop(load);
+    drop(setup);
+    let mut out = io::stdout().lock();
+    if args.json {
+        let report = LatencyReport {
+            header: &header,
+            cpu,
+            iterations: args.iterations,
+            period_ns: args.period,
+            results: &rows,
+            priority_inversion: &inversion,
+            skipped: &skipped,
+        };
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let title = format!(
+        "rtemu lab latency: threads pinned to CPU {cpu}, {} samples per test, preemption period {}",
+        args.iterations,
+        format_duration_ns(args.period)
+    );
+    print_header(&mut out, &title, &header)?;
+    writeln!(
+        out,
+        "{:<12} {:<12} {:>7} │ {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "test", "class", "n", "min", "avg", "p50", "p99", "p99.9", "max"
+    )?;
+    writeln!(
+        out,
+        "{:<12} {:<12} {:>7} │ {:>61}",
+        "", "", "", "latency in µs"
+    )?;
+    for r in &rows {
+        let d = &r.latency_ns;
+        let class = match r.class {
+            Class::Other => "SCHED_OTHER",
+            Class::Fifo => "SCHED_FIFO",
+        };
+        writeln!(
+            out,
+            "{:<12} {:<12} {:>7} │ {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+            r.test,
+            class,
+            d.n,
+            us_i(d.min_ns),
+            us(r.mean_ns),
+            us_i(d.p50_ns),
+            us_i(d.p99_ns),
+            us_i(d.p99_9_ns),
+            us_i(d.max_ns),
+        )?;
+    }
+    if !inversion.is_empty() {
+        writeln!(
+            out,
+            "\npriority inversion (SCHED_FIFO 10/20/30 on CPU {cpu}, critical section 2 ms, watchdog {}):",
+            format_duration_ns(args.watchdog)
+        )?;
+        for r in &inversion {
+            let protocol = if r.priority_inheritance {
+                "PTHREAD_PRIO_INHERIT"
+            } else {
+                "PTHREAD_PRIO_NONE"
+            };
+            let verdict = if r.watchdog_fired {
+                "INVERSION: the medium thread starved the lock holder until the watchdog ended it"
+            } else {
+                "no inversion: the holder was boosted and released the lock"
+            };
+            writeln!(
+                out,
+                "  {protocol:<21} high thread waited {:>10} µs   {verdict}",
+                us(r.high_wait_ns as f64)
+            )?;
+        }
+    }
+    for line in &skipped {
+        writeln!(out, "skipped     {line}")?;
     }
     Ok(())
 }

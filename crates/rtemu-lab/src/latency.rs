@@ -1,0 +1,442 @@
+//! `rtemu lab latency`: worst-case scheduling latencies (the RTOS paper's Table 1) and a
+//! priority-inversion test in the style of `pi_stress`.
+//!
+//! Every test pins its threads to one CPU, so that the scheduler, not the load balancer,
+//! decides who runs, and runs once under `SCHED_OTHER` and once under `SCHED_FIFO`:
+//!
+//! * task switch: two threads of equal priority take turns with `sched_yield`; the time from
+//!   one thread's yield to the other running;
+//! * preemption: a high-priority thread wakes from an absolute sleep every period while a
+//!   low-priority thread spins (in 8 ms bursts with 2 ms pauses, to stay under the kernel's
+//!   real-time budget); the time from the deadline to the high thread running (what
+//!   cyclictest measures, with a competitor on the CPU);
+//! * IPC: a low-priority thread posts a semaphore a high-priority thread waits on
+//!   (ptsematest-style); the time from the post to the waiter running.
+//!
+//! The priority-inversion test has a low-priority thread hold a pthread mutex, a medium one
+//! spin, and a high one ask for the mutex. With `PTHREAD_PRIO_INHERIT` the holder is boosted and
+//! the high thread gets the mutex after the holder's short critical section; without it the
+//! medium thread keeps the holder off the CPU until the watchdog (the medium thread's own time
+//! bound) ends the inversion.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+use rtemu_clock::rt::{self, Policy, RtError};
+use rtemu_clock::time::thread_cpu_time_ns;
+use rtemu_clock::wait::WaitError;
+use rtemu_clock::{Instant, WaitStrategy, Waiter};
+use serde::Serialize;
+
+use crate::stats::Distribution;
+use crate::sync::{yield_now, PthreadMutex, Semaphore};
+
+/// The `SCHED_FIFO` priorities of the tests: low enough to leave room above for the kernel's
+/// own real-time threads (migration, watchdog at 99).
+const LOW: u8 = 10;
+const MEDIUM: u8 = 20;
+const HIGH: u8 = 30;
+
+/// The preemption test's low-priority thread spins this long, then pauses for
+/// [`SPIN_PAUSE_NS`]: busy 80 % of the time, under the kernel's real-time budget.
+pub const SPIN_BURST_NS: u64 = 8_000_000;
+/// See [`SPIN_BURST_NS`].
+pub const SPIN_PAUSE_NS: u64 = 2_000_000;
+
+/// How long the low-priority thread of the inversion test holds the mutex, in its own CPU time.
+pub const CRITICAL_SECTION_NS: u64 = 2_000_000;
+
+/// A latency test failed (as opposed to measuring something bad).
+#[derive(Debug, thiserror::Error)]
+pub enum LatencyError {
+    /// Real-time set-up of a test thread failed.
+    #[error(transparent)]
+    Rt(#[from] RtError),
+    /// Creating a mutex or semaphore failed.
+    #[error("creating a pthread object: {0}")]
+    Sync(#[from] std::io::Error),
+    /// A wait failed.
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+    /// A test thread panicked.
+    #[error("a {0} test thread panicked")]
+    Panicked(&'static str),
+}
+
+/// The scheduling class a test runs under; `Fifo` uses fixed priorities per role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Class {
+    /// `SCHED_OTHER` for every thread.
+    #[serde(rename = "SCHED_OTHER")]
+    Other,
+    /// `SCHED_FIFO`, low and high roles at different priorities.
+    #[serde(rename = "SCHED_FIFO")]
+    Fifo,
+}
+
+impl Class {
+    fn policy(self, priority: u8) -> Policy {
+        match self {
+            Class::Other => Policy::Other,
+            Class::Fifo => Policy::Fifo(priority),
+        }
+    }
+}
+
+/// What the latency tests do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatencyConfig {
+    /// The CPU every test thread is pinned to.
+    pub cpu: usize,
+    /// Samples per test and class.
+    pub iterations: usize,
+    /// Period of the preemption test's wake-ups, ns.
+    pub period_ns: u64,
+    /// Upper bound on each test's duration, ns.
+    pub time_limit_ns: u64,
+}
+
+/// One test under one class.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencyRow {
+    /// `task-switch`, `preemption` or `ipc`.
+    pub test: &'static str,
+    /// The scheduling class.
+    pub class: Class,
+    /// Mean latency, ns.
+    pub mean_ns: f64,
+    /// Latency percentiles, ns.
+    pub latency_ns: Distribution,
+}
+
+impl LatencyRow {
+    /// Summarises one test's samples, ns.
+    pub fn from_samples(test: &'static str, class: Class, samples: &[i64]) -> LatencyRow {
+        let mean_ns = if samples.is_empty() {
+            0.0
+        } else {
+            samples.iter().sum::<i64>() as f64 / samples.len() as f64
+        };
+        LatencyRow {
+            test,
+            class,
+            mean_ns,
+            latency_ns: Distribution::compute(samples),
+        }
+    }
+}
+
+/// Pins the calling test thread and sets its policy: the policy first, so that a `SCHED_FIFO`
+/// thread arriving on a CPU where a lower `SCHED_FIFO` thread spins can preempt it (a
+/// `SCHED_OTHER` thread would never run there to raise itself).
+fn enter(cpu: usize, policy: Policy) -> Result<(), RtError> {
+    rt::set_policy(policy)?;
+    rt::set_affinity(&[cpu])
+}
+
+fn join<T>(handle: std::thread::JoinHandle<T>, test: &'static str) -> Result<T, LatencyError> {
+    handle.join().map_err(|_| LatencyError::Panicked(test))
+}
+
+/// Two equal-priority threads alternate through `sched_yield`; returns the switch latencies.
+pub fn task_switch(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyError> {
+    let turn = Arc::new(AtomicU32::new(0));
+    let stamp = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(2));
+    let end = Instant::now() + config.time_limit_ns;
+    let per_thread = config.iterations.div_ceil(2);
+    let threads: Vec<_> = (0..2u32)
+        .map(|me| {
+            let (turn, stamp, done, barrier) = (
+                Arc::clone(&turn),
+                Arc::clone(&stamp),
+                Arc::clone(&done),
+                Arc::clone(&barrier),
+            );
+            let cpu = config.cpu;
+            std::thread::spawn(move || {
+                let setup = enter(cpu, class.policy(LOW));
+                let mut samples = Vec::with_capacity(per_thread);
+                barrier.wait();
+                while !done.load(Ordering::Acquire) && Instant::now() < end {
+                    if turn.load(Ordering::Acquire) != me {
+                        yield_now();
+                        continue;
+                    }
+                    let now = Instant::now();
+                    let then = stamp.load(Ordering::Acquire);
+                    if then != 0 {
+                        samples.push(now.signed_nanos_since(Instant::from_nanos(then)));
+                    }
+                    if samples.len() >= per_thread {
+                        done.store(true, Ordering::Release);
+                    }
+                    stamp.store(Instant::now().as_nanos(), Ordering::Release);
+                    turn.store(1 - me, Ordering::Release);
+                    yield_now();
+                }
+                setup.map(|()| samples)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(config.iterations);
+    for thread in threads {
+        all.extend(join(thread, "task-switch")??);
+    }
+    Ok(all)
+}
+
+/// A high-priority thread wakes every period while a low-priority one spins on its CPU;
+/// returns how late each wake-up was.
+pub fn preemption(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(2));
+    let end = Instant::now() + config.time_limit_ns;
+    let cpu = config.cpu;
+    let spinner = {
+        let (stop, barrier) = (Arc::clone(&stop), Arc::clone(&barrier));
+        std::thread::spawn(move || {
+            let setup = enter(cpu, class.policy(LOW));
+            barrier.wait();
+            // Spin in bursts with short sleeps: a SCHED_FIFO thread spinning without pause
+            // would exhaust the kernel's real-time budget (sched_rt_runtime_us, 95 % by
+            // default) and the throttling would stall the measuring thread too, for 50 ms.
+            let mut burst_end = Instant::now() + SPIN_BURST_NS;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                if Instant::now() >= burst_end {
+                    std::thread::sleep(std::time::Duration::from_nanos(SPIN_PAUSE_NS));
+                    burst_end = Instant::now() + SPIN_BURST_NS;
+                }
+                std::hint::spin_loop();
+            }
+            setup
+        })
+    };
+    let (iterations, period) = (config.iterations, config.period_ns);
+    let measurer = std::thread::spawn(move || {
+        let setup = enter(cpu, class.policy(HIGH));
+        barrier.wait();
+        let result = (|| {
+            setup?;
+            let mut waiter = Waiter::new(WaitStrategy::Sleep)?;
+            let mut samples = Vec::with_capacity(iterations);
+            let mut next = Instant::now() + period;
+            while samples.len() < iterations && next < end {
+                waiter.wait_until(next)?;
+                let woke = Instant::now();
+                samples.push(woke.signed_nanos_since(next));
+                // Skip periods already missed: each sample is one wake-up's latency, not a
+                // backlog of earlier ones.
+                next = next + period;
+                while next <= woke {
+                    next = next + period;
+                }
+            }
+            Ok::<_, LatencyError>(samples)
+        })();
+        stop.store(true, Ordering::Relaxed);
+        result
+    });
+    let samples = join(measurer, "preemption")?;
+    join(spinner, "preemption")??;
+    samples
+}
+
+/// A low-priority thread posts a semaphore a high-priority thread waits on; returns the
+/// hand-off latencies.
+pub fn ipc(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyError> {
+    let ping = Arc::new(Semaphore::new()?);
+    let pong = Arc::new(Semaphore::new()?);
+    let stamp = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(2));
+    let (cpu, iterations) = (config.cpu, config.iterations);
+    let receiver = {
+        let (ping, pong, stamp, barrier) = (
+            Arc::clone(&ping),
+            Arc::clone(&pong),
+            Arc::clone(&stamp),
+            Arc::clone(&barrier),
+        );
+        std::thread::spawn(move || {
+            let setup = enter(cpu, class.policy(HIGH));
+            let mut samples = Vec::with_capacity(iterations);
+            barrier.wait();
+            for _ in 0..iterations {
+                ping.wait();
+                let posted = Instant::from_nanos(stamp.load(Ordering::Acquire));
+                samples.push(Instant::now().signed_nanos_since(posted));
+                pong.post();
+            }
+            setup.map(|()| samples)
+        })
+    };
+    let sender = std::thread::spawn(move || {
+        let setup = enter(cpu, class.policy(LOW));
+        barrier.wait();
+        for _ in 0..iterations {
+            stamp.store(Instant::now().as_nanos(), Ordering::Release);
+            ping.post();
+            pong.wait();
+        }
+        setup
+    });
+    join(sender, "ipc")??;
+    Ok(join(receiver, "ipc")??)
+}
+
+/// The outcome of one priority-inversion run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct InversionResult {
+    /// Whether the mutex used `PTHREAD_PRIO_INHERIT`.
+    pub priority_inheritance: bool,
+    /// How long the high-priority thread waited for the mutex, ns.
+    pub high_wait_ns: u64,
+    /// The medium thread's bound, ns.
+    pub watchdog_ns: u64,
+    /// Whether the watchdog had to end the medium thread: the inversion happened.
+    pub watchdog_fired: bool,
+}
+
+fn wait_for(flag: &AtomicBool, until: Instant) -> bool {
+    while !flag.load(Ordering::Acquire) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    true
+}
+
+/// Runs the priority-inversion scenario once on `cpu` under `SCHED_FIFO`. Needs
+/// `SCHED_FIFO` and a second CPU for the calling thread, which starts the others.
+pub fn priority_inversion(
+    inherit: bool,
+    cpu: usize,
+    watchdog_ns: u64,
+) -> Result<InversionResult, LatencyError> {
+    let mutex = Arc::new(PthreadMutex::new(inherit)?);
+    let locked = Arc::new(AtomicBool::new(false));
+    let medium_running = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Every wait below ends by this time whatever happens, so the test is bounded.
+    let bound = Instant::now() + 4 * watchdog_ns + 1_000_000_000;
+
+    let low = {
+        let (mutex, locked, medium_running) = (
+            Arc::clone(&mutex),
+            Arc::clone(&locked),
+            Arc::clone(&medium_running),
+        );
+        std::thread::spawn(move || -> Result<(), LatencyError> {
+            enter(cpu, Policy::Fifo(LOW))?;
+            let _guard = mutex.lock()?;
+            locked.store(true, Ordering::Release);
+            // Hold the lock until the medium thread is on the CPU, so the inversion can form.
+            while !medium_running.load(Ordering::Acquire) && Instant::now() < bound {
+                std::hint::spin_loop();
+            }
+            // The critical section: CPU time, so preemption lengthens it in wall time only.
+            let done = thread_cpu_time_ns() + CRITICAL_SECTION_NS;
+            while thread_cpu_time_ns() < done && Instant::now() < bound {
+                std::hint::spin_loop();
+            }
+            Ok(())
+        })
+    };
+    wait_for(&locked, bound);
+    // The watchdog runs from the moment the high thread asks for the mutex, so an inversion
+    // lasts the watchdog's full length however long the threads took to start.
+    let asked_at = Arc::new(AtomicU64::new(0));
+    let medium = {
+        let (medium_running, stop, asked_at) = (
+            Arc::clone(&medium_running),
+            Arc::clone(&stop),
+            Arc::clone(&asked_at),
+        );
+        std::thread::spawn(move || -> Result<bool, LatencyError> {
+            enter(cpu, Policy::Fifo(MEDIUM))?;
+            medium_running.store(true, Ordering::Release);
+            loop {
+                if stop.load(Ordering::Acquire) {
+                    return Ok(false);
+                }
+                let asked = asked_at.load(Ordering::Acquire);
+                let now = Instant::now();
+                if (asked != 0 && now >= Instant::from_nanos(asked) + watchdog_ns) || now >= bound {
+                    return Ok(true);
+                }
+                std::hint::spin_loop();
+            }
+        })
+    };
+    wait_for(&medium_running, bound);
+    let high = {
+        let (mutex, stop) = (Arc::clone(&mutex), Arc::clone(&stop));
+        std::thread::spawn(move || -> Result<u64, LatencyError> {
+            enter(cpu, Policy::Fifo(HIGH))?;
+            let asked = Instant::now();
+            asked_at.store(asked.as_nanos(), Ordering::Release);
+            let guard = mutex.lock();
+            let waited = Instant::now().nanos_since(asked);
+            drop(guard);
+            stop.store(true, Ordering::Release);
+            Ok(waited)
+        })
+    };
+    let high_wait_ns = join(high, "priority-inversion")?;
+    // Whatever happened, release the medium thread before joining it.
+    stop.store(true, Ordering::Release);
+    let watchdog_fired = join(medium, "priority-inversion")??;
+    join(low, "priority-inversion")??;
+    Ok(InversionResult {
+        priority_inheritance: inherit,
+        high_wait_ns: high_wait_ns?,
+        watchdog_ns,
+        watchdog_fired,
+    })
+}
+
+/// The latency tests by name, in the order they run.
+pub const TESTS: [&str; 3] = ["task-switch", "preemption", "ipc"];
+
+/// Runs every test under each class in `classes`, calling `before_each` between tests (for a
+/// progress display: never during a measurement).
+pub fn run(
+    config: &LatencyConfig,
+    classes: &[Class],
+    before_each: &mut dyn FnMut(&'static str, Class),
+) -> Result<Vec<LatencyRow>, LatencyError> {
+    let mut rows = Vec::with_capacity(TESTS.len() * classes.len());
+    for &class in classes {
+        for test in TESTS {
+            before_each(test, class);
+            let samples = match test {
+                "task-switch" => task_switch(config, class)?,
+                "preemption" => preemption(config, class)?,
+                _ => ipc(config, class)?,
+            };
+            rows.push(LatencyRow::from_samples(test, class, &samples));
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_summarise_their_samples() {
+        let row = LatencyRow::from_samples("ipc", Class::Fifo, &[1_000, 2_000, 6_000]);
+        assert_eq!(row.mean_ns, 3_000.0);
+        assert_eq!(
+            (row.latency_ns.min_ns, row.latency_ns.max_ns),
+            (1_000, 6_000)
+        );
+        assert_eq!(
+            LatencyRow::from_samples("ipc", Class::Other, &[]).mean_ns,
+            0.0
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! The latency and priority-inversion tests pin spinning and `SCHED_FIFO` threads to a CPU, so
+//! they live in their own test binary (run after the unit tests, never beside them) and take
+//! one lock each, so they never disturb each other.
+
+use std::io::Write as _;
+use std::sync::Mutex;
+
+use rtemu_clock::rt;
+use rtemu_lab::latency::{ipc, preemption, priority_inversion, task_switch, Class, LatencyConfig};
+
+/// Serialises the tests of this binary: each one owns the CPU it pins to.
+static CPU: Mutex<()> = Mutex::new(());
+
+fn config() -> LatencyConfig {
+    LatencyConfig {
+        cpu: *rt::affinity().unwrap().last().unwrap(),
+        iterations: 200,
+        period_ns: 1_000_000,
+        time_limit_ns: 20_000_000_000,
+    }
+}
+
+/// Prints why a test is skipped straight to stderr: the harness captures `eprintln!` of
+/// passing tests, and a skip must be visible.
+fn skip(reason: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED {reason}");
+}
+
+/// True when the test may run; prints why not otherwise. Fails instead of skipping under
+/// `RTEMU_REQUIRE_ROOT=1` (CI runs as root).
+fn fifo_available(test: &str) -> bool {
+    if rt::fifo_permitted() {
+        return true;
+    }
+    assert!(
+        std::env::var("RTEMU_REQUIRE_ROOT").as_deref() != Ok("1"),
+        "{test}: SCHED_FIFO not permitted but RTEMU_REQUIRE_ROOT=1"
+    );
+    skip(format_args!(
+        "{test}: SCHED_FIFO not permitted (needs root or CAP_SYS_NICE)"
+    ));
+    false
+}
+
+/// Latencies are positive (time flows forward between stamp and reading) and every test
+/// collects its samples. Values are not asserted: a loaded machine may be slow.
+#[test]
+fn scheduling_tests_collect_positive_latencies_under_sched_other() {
+    let _cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config();
+    for (name, samples) in [
+        ("task-switch", task_switch(&config, Class::Other).unwrap()),
+        ("preemption", preemption(&config, Class::Other).unwrap()),
+        ("ipc", ipc(&config, Class::Other).unwrap()),
+    ] {
+        assert!(samples.len() >= 100, "{name}: {} samples", samples.len());
+        assert!(samples.iter().all(|&s| s >= 0), "{name} went back in time");
+    }
+}
+
+#[test]
+fn scheduling_tests_run_under_sched_fifo() {
+    if !fifo_available("scheduling_tests_run_under_sched_fifo") {
+        return;
+    }
+    let _cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config();
+    for (name, samples) in [
+        ("task-switch", task_switch(&config, Class::Fifo).unwrap()),
+        ("preemption", preemption(&config, Class::Fifo).unwrap()),
+        ("ipc", ipc(&config, Class::Fifo).unwrap()),
+    ] {
+        assert!(samples.len() >= 100, "{name}: {} samples", samples.len());
+        assert!(samples.iter().all(|&s| s >= 0), "{name} went back in time");
+    }
+}
+
+/// With priority inheritance the high thread waits about one critical section (2 ms of
+/// CPU), far below the 300 ms watchdog; without it, the medium thread starves the holder
+/// until the watchdog (started when the high thread asks) fires, so the wait is at least the
+/// watchdog. Under SCHED_FIFO on one
+/// pinned CPU the scheduler must behave so; only RT throttling (50 ms per second left to
+/// SCHED_OTHER) or a stolen vCPU can stretch the PI case, and 150 ms leaves room for several.
+#[test]
+fn priority_inheritance_prevents_the_inversion_and_plain_mutexes_show_it() {
+    if !fifo_available("priority_inheritance_prevents_the_inversion") {
+        return;
+    }
+    let cpus = rt::affinity().unwrap();
+    if cpus.len() < 2 {
+        skip(format_args!(
+            "priority inversion: needs two CPUs, has {cpus:?}"
+        ));
+        return;
+    }
+    let _cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let cpu = *cpus.last().unwrap();
+    let watchdog = 300_000_000;
+    let pi = priority_inversion(true, cpu, watchdog).unwrap();
+    assert!(!pi.watchdog_fired, "{pi:?}");
+    assert!(pi.high_wait_ns < watchdog / 2, "{pi:?}");
+    let plain = priority_inversion(false, cpu, watchdog).unwrap();
+    assert!(plain.watchdog_fired, "{plain:?}");
+    assert!(plain.high_wait_ns >= watchdog, "{plain:?}");
+}
