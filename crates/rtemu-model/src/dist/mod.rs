@@ -83,8 +83,9 @@
 //! sampler makes no latent draws at all.
 //!
 //! The functions used here come from the `libm` crate or are plain IEEE arithmetic (the
-//! Pareto cube root), so the same seed gives the same delays on every platform; the normal
-//! draws themselves are [`Stream::standard_normal`]'s.
+//! Pareto cube root, and `Φ` per draw, summed from a table built with `libm`), so the same
+//! seed gives the same delays on every platform; the normal draws themselves are
+//! [`Stream::standard_normal`]'s.
 
 mod latent;
 mod normal;
