@@ -1,20 +1,19 @@
 //! The virtual-time loop: read frames, ask the model, release deliveries in time order.
 //!
 //! Time is the input's: a frame arrives at its capture timestamp, and nothing waits. Decided
-//! copies wait in a heap keyed by delivery time; because a delivery is never before its
+//! copies wait in a [`DelayLine`] keyed by delivery time; because a delivery is never before its
 //! packet's arrival, every copy due at or before the current arrival can be written before the
-//! next decision, so the output is in delivery order and the heap holds only the copies in
+//! next decision, so the output is in delivery order and the delay line holds only the copies in
 //! flight. Memory therefore depends on rate × delay, never on the input's length.
 //!
 //! Frame bytes of copies in flight live in recycled buffers: after warm-up the loop does not
 //! allocate.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::io::{self, Write};
 
 use rtemu_model::{Corruption, Model, PacketMeta};
 
+use crate::delayline::DelayLine;
 use crate::fatelog::FateLog;
 use crate::flow::flow_key;
 use crate::source::{FrameSource, Progress, SourceError};
@@ -73,7 +72,7 @@ pub fn run<M: Model + ?Sized, W: Write>(
 ) -> Result<Summary, SimError> {
     let link = source.link_type();
     let mut tally = Tally::default();
-    let mut heap: BinaryHeap<Reverse<(u64, u64, u8, usize)>> = BinaryHeap::new();
+    let mut line = DelayLine::default();
     let mut slots: Vec<InFlight> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut clock = 0u64;
@@ -87,7 +86,7 @@ pub fn run<M: Model + ?Sized, W: Write>(
             frame.ts_ns
         };
         clock = arrival;
-        release(&mut heap, &mut slots, &mut free, sink, &mut tally, arrival)?;
+        release(&mut line, &mut slots, &mut free, sink, &mut tally, arrival)?;
 
         let pkt = PacketMeta {
             len: frame.orig_len,
@@ -122,7 +121,7 @@ pub fn run<M: Model + ?Sized, W: Write>(
             s.data.extend_from_slice(frame.data);
             s.orig_len = frame.orig_len;
             s.corruption = d.corruption;
-            heap.push(Reverse((d.at_ns, seq, d.copy, slot)));
+            line.push((d.at_ns, seq, d.copy, slot));
             let delay = d.at_ns - arrival;
             tally.delays.saturating_record(delay);
             tally.delay_sum += delay as u128;
@@ -142,31 +141,27 @@ pub fn run<M: Model + ?Sized, W: Write>(
                     .map_err(SimError::Log)?;
             }
         }
-        tally.max_in_flight = tally.max_in_flight.max(heap.len() as u64);
+        tally.max_in_flight = tally.max_in_flight.max(line.len() as u64);
         seq += 1;
         if seq % PROGRESS_EVERY == 0 {
             progress(source.progress());
         }
     }
-    release(&mut heap, &mut slots, &mut free, sink, &mut tally, u64::MAX)?;
+    release(&mut line, &mut slots, &mut free, sink, &mut tally, u64::MAX)?;
     progress(source.progress());
     Ok(tally.finish(model.counters()))
 }
 
 /// Writes every copy due at or before `now`.
 fn release(
-    heap: &mut BinaryHeap<Reverse<(u64, u64, u8, usize)>>,
+    line: &mut DelayLine,
     slots: &mut [InFlight],
     free: &mut Vec<usize>,
     sink: &mut dyn FrameSink,
     tally: &mut Tally,
     now: u64,
 ) -> Result<(), SimError> {
-    while let Some(&Reverse((at, _, _, slot))) = heap.peek() {
-        if at > now {
-            break;
-        }
-        heap.pop();
+    while let Some((at, _, _, slot)) = line.pop_due(now) {
         let s = &mut slots[slot];
         s.corruption.apply(&mut s.data);
         sink.deliver(at, &s.data, s.orig_len)

@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod delayline;
 pub mod engine;
 pub mod fatelog;
 pub mod flow;
