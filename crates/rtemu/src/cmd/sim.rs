@@ -12,7 +12,7 @@ use rtemu_sim::engine::{self, Discard, FrameSink};
 use rtemu_sim::fatelog::{FateLog, LogFormat};
 use rtemu_sim::source::{FrameSource, Progress, ProgressUnit};
 use rtemu_sim::tables::FileTables;
-use rtemu_sim::traffic::{TrafficGen, TrafficSpec};
+use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
 use serde::Serialize;
 
 /// The model used when `--model` is not given: a 10 Mbit/s path with 20 ms of normally
@@ -46,9 +46,9 @@ pub struct SimArgs {
     /// Input capture (pcap or pcapng). Without it, --traffic generates the input.
     pub input: Option<PathBuf>,
 
-    /// Generated traffic: `cbr|poisson RATE SIZES DURATION`, or the on/off form (see
-    /// `rtemu_sim::traffic`). Default when no input is given: "cbr 1000pps 1000B 10s".
-    #[arg(long, conflicts_with = "input")]
+    /// Generated traffic: `cbr|poisson|onoff RATE SIZES DURATION [on TIME off TIME [exp]]`
+    /// (--help shows the grammar). Default when no input is given: "cbr 1000pps 1000B 10s".
+    #[arg(long, conflicts_with = "input", long_help = TRAFFIC_HELP)]
     pub traffic: Option<String>,
 
     /// The link model in netem syntax. Default: "delay 20ms 5ms distribution normal loss 1% rate 10mbit".
@@ -181,7 +181,8 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         Some(path) => {
             let file =
                 File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            let writer = PcapWriter::new(BufWriter::new(file), source.link_type())
+            // The writer buffers by itself.
+            let writer = PcapWriter::new(file, source.link_type())
                 .with_context(|| format!("writing {}", path.display()))?;
             let mut sink = PcapSink(writer);
             let summary = engine::run(
