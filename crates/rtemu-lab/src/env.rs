@@ -2,7 +2,7 @@
 //! overhead, and the [`Header`] that records all of them beside the results.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 
 use rtemu_clock::rt::{self, DmaLatencyGuard, RtError};
@@ -86,8 +86,8 @@ pub struct BusyLoad {
 }
 
 impl BusyLoad {
-    /// Starts `threads` spinning threads, kept off `avoid_cpu` when other CPUs exist, each
-    /// ending by itself after `max_ns`.
+    /// Starts `threads` spinning threads under `SCHED_OTHER`, kept off `avoid_cpu` when other
+    /// CPUs exist, each ending by itself after `max_ns`. Returns once all are set up.
     pub fn start(threads: usize, avoid_cpu: Option<usize>, max_ns: u64) -> BusyLoad {
         let stop = Arc::new(AtomicBool::new(false));
         let others: Vec<usize> = rt::affinity()
@@ -96,15 +96,22 @@ impl BusyLoad {
             .filter(|&c| Some(c) != avoid_cpu)
             .collect();
         let end = Instant::now() + max_ns;
+        let ready = Arc::new(Barrier::new(threads + 1));
         let threads = (0..threads)
             .map(|_| {
                 let stop = Arc::clone(&stop);
                 let others = others.clone();
+                let ready = Arc::clone(&ready);
                 std::thread::spawn(move || {
+                    // A new thread inherits its creator's policy: a load spawned by a
+                    // SCHED_FIFO thread would itself be SCHED_FIFO and starve the measurement
+                    // (and the machine). The load must compete as an ordinary process does.
+                    let _ = rt::set_other();
                     if avoid_cpu.is_some() && !others.is_empty() {
                         // Best effort: without it the load still competes, just everywhere.
                         let _ = rt::set_affinity(&others);
                     }
+                    ready.wait();
                     let mut x = 0u64;
                     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
                         for _ in 0..1_000 {
@@ -114,6 +121,7 @@ impl BusyLoad {
                 })
             })
             .collect();
+        ready.wait();
         BusyLoad { stop, threads }
     }
 
@@ -208,6 +216,7 @@ impl Header {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write as _;
 
     #[test]
     fn out_of_range_priority_is_an_error_not_a_notice() {
@@ -239,6 +248,49 @@ mod tests {
         assert_eq!(header.affinity, cpu.to_string());
         assert_eq!(header.timer_slack_ns, Some(1));
         assert!(header.clock_read_ns.n == 10_000 && header.clock_read_ns.min_ns >= 0);
+    }
+
+    /// Scheduling policies of this process's threads, from `/proc/self/task/*/stat`
+    /// (field 41, the 39th after the parenthesised command).
+    fn thread_policies() -> Vec<i32> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+            .filter_map(|stat| {
+                let fields = stat.rsplit_once(") ")?.1.to_owned();
+                fields.split(' ').nth(38)?.parse().ok()
+            })
+            .collect()
+    }
+
+    /// A load started by a SCHED_FIFO thread must still run under SCHED_OTHER. Without the
+    /// privilege to become SCHED_FIFO there is nothing to inherit, and the test says so.
+    #[test]
+    fn busy_load_runs_under_sched_other_even_when_started_from_sched_fifo() {
+        let policies = std::thread::spawn(|| {
+            rt::set_fifo(1).ok()?;
+            let load = BusyLoad::start(2, None, 10_000_000_000);
+            let policies = thread_policies();
+            drop(load);
+            Some(policies)
+        })
+        .join()
+        .unwrap();
+        match policies {
+            // Only the spawning thread may be SCHED_FIFO; `start` returns once every load
+            // thread has left it.
+            Some(p) => assert!(
+                p.iter().filter(|&&x| x == libc::SCHED_FIFO).count() <= 1,
+                "{p:?}"
+            ),
+            None => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED busy_load_runs_under_sched_other: SCHED_FIFO not permitted"
+                );
+                assert!(std::env::var("RTEMU_REQUIRE_ROOT").as_deref() != Ok("1"));
+            }
+        }
     }
 
     #[test]

@@ -24,3 +24,4 @@ pub mod linerate;
 pub mod sleep;
 pub mod stats;
 pub mod sync;
+pub mod tire;
