@@ -14,6 +14,7 @@
 //!   thresholds;
 //! * [`chance`], [`loss`], [`dist`], [`rate`]: one state machine per impairment;
 //! * [`link`]: the stages in their documented order ([`LinkModel`]);
+//! * [`trace`]: links whose drops, duplicates and delays come from a trace;
 //! * [`config`] and [`netem`]: the structured configuration and the netem syntax that fills it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -29,6 +30,7 @@ pub mod packet;
 pub mod probability;
 pub mod rate;
 pub mod rng;
+pub mod trace;
 pub mod units;
 
 pub use config::LinkConfig;

@@ -188,11 +188,18 @@ impl LinkModel {
         })
     }
 
-    /// Stages 2–7 for one copy.
+    /// Stages 2–7 for one copy. With `traced_delay`, a trace has already decided loss,
+    /// reordering and the delay: only corruption, rate and order apply.
     #[inline]
-    fn pass(&mut self, pkt: &PacketMeta, copy: u8, fate: &mut Fate) {
+    pub(crate) fn pass(
+        &mut self,
+        pkt: &PacketMeta,
+        copy: u8,
+        traced_delay: Option<u64>,
+        fate: &mut Fate,
+    ) {
         let s = &mut self.stream;
-        if let Some(loss) = &mut self.loss {
+        if let (Some(loss), None) = (&mut self.loss, traced_delay) {
             if loss.lose(s) {
                 fate.record_drop(DropReason::Loss);
                 return;
@@ -209,6 +216,7 @@ impl LinkModel {
             corruption.ber = BerFlips::draw(s, bits, ln);
         }
         let reordered = match &mut self.reorder {
+            _ if traced_delay.is_some() => false,
             // netem's rule: a packet is a candidate once `gap − 1` packets were delayed since
             // the last reordered one; the reorder draw is made for candidates only.
             Some(r) => {
@@ -237,8 +245,9 @@ impl LinkModel {
             },
             None => pkt.arrival_ns,
         };
-        let mut at = match (&mut self.delay, reordered) {
-            (Some(d), false) => departure.saturating_add(d.sample(s)),
+        let mut at = match (&mut self.delay, reordered, traced_delay) {
+            (_, _, Some(delay)) => departure.saturating_add(delay),
+            (Some(d), false, None) => departure.saturating_add(d.sample(s)),
             _ => departure,
         };
         if self.ordered && !reordered {
@@ -263,7 +272,7 @@ impl Model for LinkModel {
         };
         let copies = 1 + duplicated as u8;
         for copy in 0..copies {
-            self.pass(pkt, copy, &mut fate);
+            self.pass(pkt, copy, None, &mut fate);
         }
         fate
     }

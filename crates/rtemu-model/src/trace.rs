@@ -1,0 +1,194 @@
+//! Trace-driven links: a trace decides each packet's drop, duplication and delay, and the
+//! link's configuration adds what a trace does not say — rate and queue, corruption, order.
+//!
+//! The model stays pure: the trace arrives through a [`TraceFeed`], which whoever builds the
+//! link supplies (a prefetching reader of a per-packet action trace, a delay time series, a
+//! delivery-opportunity trace). Feeds see the packet, so a time series can look up the
+//! arrival time and a per-flow feed can pick a trace by flow.
+
+use crate::config::LinkConfig;
+use crate::fate::{DropReason, Fate, MAX_COPIES};
+use crate::link::{LinkCounters, LinkError, LinkModel, NoTables};
+use crate::packet::PacketMeta;
+use crate::Model;
+
+/// What a trace says about one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Drop it, for this reason ([`DropReason::Trace`] or [`DropReason::TraceUnderrun`]).
+    Drop(DropReason),
+    /// Deliver the original and any duplicates, each after its own delay in ns (at most
+    /// [`MAX_COPIES`]; a trace cascading further is cut there).
+    Deliver {
+        /// Number of copies in `delays_ns`.
+        copies: u8,
+        /// Delay of each copy, the original first.
+        delays_ns: [u64; MAX_COPIES],
+    },
+}
+
+impl Verdict {
+    /// One copy after `delay_ns`.
+    pub fn pass(delay_ns: u64) -> Verdict {
+        let mut delays_ns = [0; MAX_COPIES];
+        delays_ns[0] = delay_ns;
+        Verdict::Deliver {
+            copies: 1,
+            delays_ns,
+        }
+    }
+
+    /// Copies after each of `delays` (the first `MAX_COPIES`); no delay at all drops.
+    pub fn copies(delays: &[u64]) -> Verdict {
+        if delays.is_empty() {
+            return Verdict::Drop(DropReason::Trace);
+        }
+        let n = delays.len().min(MAX_COPIES);
+        let mut delays_ns = [0; MAX_COPIES];
+        delays_ns[..n].copy_from_slice(&delays[..n]);
+        Verdict::Deliver {
+            copies: n as u8,
+            delays_ns,
+        }
+    }
+}
+
+/// A source of verdicts, one per packet, in arrival order.
+pub trait TraceFeed {
+    /// The verdict for `pkt`.
+    fn verdict(&mut self, pkt: &PacketMeta) -> Verdict;
+}
+
+impl<F: TraceFeed + ?Sized> TraceFeed for Box<F> {
+    fn verdict(&mut self, pkt: &PacketMeta) -> Verdict {
+        (**self).verdict(pkt)
+    }
+}
+
+/// A configuration that asks for something the trace already decides.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TraceModelError {
+    /// The model names a stage the trace decides.
+    #[error(
+        "the trace decides delay, loss, duplication and reordering, so the model must not set `{0}` \
+         (it may set rate, limit, limit-bytes, corrupt, ber and ordered)"
+    )]
+    Conflict(&'static str),
+    /// The rest of the configuration is invalid.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+}
+
+/// A link driven by a trace, with the configuration's rate, corruption and order stages.
+#[derive(Debug)]
+pub struct TraceModel<F> {
+    feed: F,
+    link: LinkModel,
+}
+
+impl<F: TraceFeed> TraceModel<F> {
+    /// A trace-driven link. `cfg` may add rate, queue limits, corruption and order; `seed` and
+    /// `label` seed those stages' stream as for [`LinkModel::new`].
+    pub fn new(feed: F, cfg: &LinkConfig, seed: u64, label: u64) -> Result<Self, TraceModelError> {
+        let conflicts = [
+            ("delay", cfg.delay.0 != 0 || cfg.jitter.0 != 0),
+            ("loss", cfg.loss.is_some()),
+            ("duplicate", cfg.duplicate.is_some()),
+            ("reorder", cfg.reorder.is_some()),
+        ];
+        if let Some((name, _)) = conflicts.iter().find(|(_, set)| *set) {
+            return Err(TraceModelError::Conflict(name));
+        }
+        Ok(TraceModel {
+            feed,
+            link: LinkModel::new(cfg, &NoTables, seed, label)?,
+        })
+    }
+}
+
+impl<F: TraceFeed> Model for TraceModel<F> {
+    fn decide(&mut self, pkt: &PacketMeta) -> Fate {
+        match self.feed.verdict(pkt) {
+            Verdict::Drop(reason) => Fate::dropped(reason),
+            Verdict::Deliver { copies, delays_ns } => {
+                let mut fate = Fate::new();
+                for (copy, delay) in delays_ns[..copies as usize].iter().enumerate() {
+                    self.link.pass(pkt, copy as u8, Some(*delay), &mut fate);
+                }
+                fate
+            }
+        }
+    }
+
+    fn counters(&self) -> LinkCounters {
+        self.link.counters()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netem;
+
+    /// A feed that replays a fixed list of verdicts.
+    #[derive(Debug)]
+    struct Replay(std::vec::IntoIter<Verdict>);
+
+    impl TraceFeed for Replay {
+        fn verdict(&mut self, _: &PacketMeta) -> Verdict {
+            self.0
+                .next()
+                .unwrap_or(Verdict::Drop(DropReason::TraceUnderrun))
+        }
+    }
+
+    fn pkt(seq: u64, t: u64) -> PacketMeta {
+        PacketMeta {
+            len: 1000,
+            flow: Default::default(),
+            arrival_ns: t,
+            seq,
+        }
+    }
+
+    #[test]
+    fn the_trace_decides_and_the_rate_adds_serialization() {
+        let verdicts = vec![
+            Verdict::pass(5_000),
+            Verdict::Drop(DropReason::Trace),
+            Verdict::copies(&[1_000, 3_000]),
+        ];
+        let cfg = netem::parse("rate 8mbit").unwrap();
+        let mut m = TraceModel::new(Replay(verdicts.into_iter()), &cfg, 1, 0).unwrap();
+        // 1000 bytes at 8 Mbit/s: 1 ms of serialization, then the trace's delay.
+        let a = m.decide(&pkt(0, 0));
+        assert_eq!(a.delivered.as_slice()[0].at_ns, 1_000_000 + 5_000);
+        assert_eq!(m.decide(&pkt(1, 0)).drop_reason(), Some(DropReason::Trace));
+        let c = m.decide(&pkt(2, 10_000_000));
+        let times: Vec<u64> = c.delivered.as_slice().iter().map(|d| d.at_ns).collect();
+        // Both copies queue for the link: the duplicate serializes after the original.
+        assert_eq!(times, vec![11_000_000 + 1_000, 12_000_000 + 3_000]);
+        assert_eq!(
+            m.decide(&pkt(3, 20_000_000)).drop_reason(),
+            Some(DropReason::TraceUnderrun)
+        );
+    }
+
+    #[test]
+    fn a_model_that_contradicts_the_trace_is_refused() {
+        for (args, name) in [
+            ("delay 1ms", "delay"),
+            ("loss 1%", "loss"),
+            ("duplicate 1%", "duplicate"),
+        ] {
+            let err = TraceModel::new(
+                Replay(vec![].into_iter()),
+                &netem::parse(args).unwrap(),
+                1,
+                0,
+            )
+            .unwrap_err();
+            assert_eq!(err, TraceModelError::Conflict(name));
+        }
+    }
+}
