@@ -109,7 +109,8 @@ impl Tire {
             params.damping,
             params.dt,
         ];
-        if positive.iter().any(|v| !v.is_finite() || *v <= 0.0) || !(params.drop >= 0.0) {
+        let drop_ok = params.drop.is_finite() && params.drop >= 0.0;
+        if positive.iter().any(|v| !v.is_finite() || *v <= 0.0) || !drop_ok {
             return Err(TireError::Physics);
         }
         let n = params.nodes();
