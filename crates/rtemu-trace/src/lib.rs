@@ -13,8 +13,50 @@
 //! * **Generators and statistics** ([`fgn`], [`onoff`], [`stats`]).
 //! * **Flows** ([`flow`]): the pattern that binds a trace to a flow, and its matcher.
 //!
-//! Everything except [`reader`], [`writer`] and [`prefetch`] is pure: no clock, no I/O. Time is
-//! always passed in, in nanoseconds.
+//! Everything except [`reader`], [`writer`], [`prefetch`] and [`cache`] is pure: no clock, no
+//! I/O. Time is always passed in, in nanoseconds.
+//!
+//! # Driving a link from a trace
+//!
+//! Per-packet action traces: open a [`Prefetcher`] once (it checks the header and starts the
+//! reader thread), then ask for each arriving packet's [`Fate`]. The simulator uses
+//! [`UnderrunPolicy::Wait`] so its results do not depend on the disk; the real-time engine uses
+//! `pass`, `drop` or `hold-last` and reports [`prefetch::Counters::underruns`].
+//!
+//! ```
+//! use std::io::Cursor;
+//! use rtemu_trace::{Action, EndPolicy, Format, Header, PrefetchConfig, Prefetcher,
+//!                   RecordReader, RecordWriter, UnderrunPolicy};
+//!
+//! // A trace in memory; a file would be `Prefetcher::open(path, None, config)`.
+//! let mut w = RecordWriter::new(Vec::new(), Format::Raw, &Header::default())?;
+//! for a in [Action::Pass { delay_ns: 5_000 }, Action::Dup { delay_ns: 1_000 },
+//!           Action::Pass { delay_ns: 2_000 }, Action::Drop] {
+//!     w.write(a)?;
+//! }
+//! let bytes = w.finish()?;
+//!
+//! let config = PrefetchConfig {
+//!     underrun: UnderrunPolicy::Wait,
+//!     end: EndPolicy::Stop,
+//!     ..PrefetchConfig::default()
+//! };
+//! let reader = RecordReader::new(Cursor::new(bytes), Format::Raw, 1 << 16)?;
+//! let mut trace = Prefetcher::spawn(reader, config, |e| e);
+//! let mut deliveries = Vec::new();
+//! while let Some(fate) = trace.next_fate()? {
+//!     // One packet: deliver a copy after each delay (none: dropped).
+//!     deliveries.push(fate.deliveries().to_vec());
+//! }
+//! assert_eq!(deliveries, vec![vec![5_000], vec![1_000, 2_000], vec![]]);
+//! assert_eq!(trace.counters().underruns, 0);
+//! # Ok::<(), rtemu_trace::TraceError>(())
+//! ```
+//!
+//! Other kinds are pure lookups, loaded once: [`series::DelaySeries`] (`cursor().at(t_ns)`
+//! gives delay and loss), [`mahimahi::Opportunities`] (`cursor_at(t_ns)` walks the delivery
+//! opportunities). A link with several traces tries each [`FlowPattern::matches`] on the
+//! packet's [`FiveTuple`] in order; a packet that matches none uses the default model.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -26,6 +26,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
+use crate::action::Action;
 use crate::duration::parse_duration_ns;
 use crate::error::{syntax, ErrorKind, TraceError};
 
@@ -224,6 +225,32 @@ impl DelaySeries {
     }
 }
 
+/// The per-packet action trace a series implies for packets sent at `rate_pps` from time 0
+/// through the last sample's time: packet `k` arrives at `⌊k·10⁹/rate⌋` ns and gets `drop` if
+/// lost there, else `pass` with the delay rounded to a multiple of `resolution_ns`.
+pub fn actions_at_rate(
+    series: &DelaySeries,
+    rate_pps: u64,
+    resolution_ns: u64,
+) -> impl Iterator<Item = Action> + '_ {
+    let rate = u128::from(rate_pps.max(1));
+    let last = u128::from(series.samples[series.samples.len() - 1].time_ns);
+    let packets = last * rate / 1_000_000_000 + 1;
+    let r = resolution_ns.max(1);
+    let mut cursor = series.cursor();
+    (0..packets).map(move |k| {
+        let t = (k * 1_000_000_000 / rate) as u64;
+        let l = cursor.at(t);
+        if l.lost {
+            Action::Drop
+        } else {
+            Action::Pass {
+                delay_ns: (l.delay_ns + r / 2) / r * r,
+            }
+        }
+    })
+}
+
 /// Lookups at non-decreasing times, walking the series forward. `Copy`, no allocation.
 #[derive(Debug, Clone, Copy)]
 pub struct SeriesCursor<'a> {
@@ -305,6 +332,28 @@ mod tests {
         assert!(e.contains("expected `time delay [lost]`"), "{e}");
         let e = DelaySeries::parse(&b"\n"[..], Interpolation::Step).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Empty));
+    }
+
+    #[test]
+    fn a_series_becomes_an_action_trace_at_a_packet_rate() {
+        // 4 packets per second over 0..=2 s: arrivals at 0, 0.25, …, 2.0 s.
+        let s = series(Interpolation::Step);
+        let got: Vec<Action> = actions_at_rate(&s, 4, 1_000_000).collect();
+        let pass = |ms: u64| Action::Pass { delay_ns: ms * MS };
+        assert_eq!(
+            got,
+            vec![
+                pass(10),
+                pass(10),
+                pass(20),
+                pass(20),
+                Action::Drop,
+                Action::Drop,
+                Action::Drop,
+                Action::Drop,
+                pass(8)
+            ]
+        );
     }
 
     proptest! {

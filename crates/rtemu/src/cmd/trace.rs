@@ -10,6 +10,7 @@ use anyhow::{bail, Context as _};
 use rtemu_trace::duration::{format_duration, parse_duration_ns};
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
 use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
+use rtemu_trace::series::{actions_at_rate, DelaySeries, Interpolation};
 use rtemu_trace::stats::{StatsBuilder, TraceStats, DEFAULT_MAX_SERIES};
 use rtemu_trace::{
     Action, EndPolicy, Format, Header, PrefetchConfig, Prefetcher, RecordReader, RecordWriter,
@@ -28,6 +29,7 @@ use rtemu_trace::{
   rtemu trace gen onoff --sources 50 --alpha 1.4 --count 1000000 -o onoff.rplx
   rtemu trace stats fgn.rpl --json
   rtemu trace convert fgn.rpl fgn.txt
+  rtemu trace convert probe.txt probe.rpl --series-pps 1000 --interp linear
   rtemu trace cat fgn.rpl | head
   rtemu trace bench big.rpl --cold")]
 pub struct TraceArgs {
@@ -165,6 +167,13 @@ struct ConvertArgs {
     /// Time unit of a framed output (ns, us, ms); default the input's, or us.
     #[arg(long)]
     unit: Option<String>,
+    /// Read the input as a delay/loss time series (`time delay [lost]` per line) and write
+    /// the action trace it implies for packets at this rate (packets per second).
+    #[arg(long, value_name = "PPS")]
+    series_pps: Option<u64>,
+    /// Interpolation of the series between samples: step or linear.
+    #[arg(long, default_value = "step", requires = "series_pps")]
+    interp: Interpolation,
 }
 
 #[derive(Debug, clap::Args)]
@@ -425,22 +434,53 @@ fn print_stats(
 }
 
 fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
-    let mut r = open(&a.input, a.from)?;
     let to = output_format(&a.output, a.to)?;
-    let mut header = r.header().cloned().unwrap_or_default();
-    if let Some(u) = &a.unit {
-        header.unit = match u.as_str() {
-            "ns" => TimeUnit::Ns,
-            "us" | "µs" => TimeUnit::Us,
-            "ms" => TimeUnit::Ms,
-            _ => bail!("--unit {u:?}: valid units are ns, us, ms"),
+    let unit = match a.unit.as_deref() {
+        None => None,
+        Some("ns") => Some(TimeUnit::Ns),
+        Some("us" | "µs") => Some(TimeUnit::Us),
+        Some("ms") => Some(TimeUnit::Ms),
+        Some(u) => bail!("--unit {u:?}: valid units are ns, us, ms"),
+    };
+    let out = a.output.display().to_string();
+    if let Some(pps) = a.series_pps {
+        if pps == 0 {
+            bail!("--series-pps must be at least 1");
+        }
+        let series = DelaySeries::load(&a.input, a.interp)?;
+        let header = Header {
+            unit: unit.unwrap_or(TimeUnit::Us),
+            flow: None,
+            provenance: format!(
+                "delay series {} at {pps} packets/s, {:?} interpolation",
+                a.input.display(),
+                a.interp
+            ),
         };
+        // Round to what the output form holds exactly: µs for raw, the unit for framed.
+        let resolution = match to {
+            Format::Raw => TimeUnit::Us.ns(),
+            Format::Framed => header.unit.ns(),
+            Format::Text => 1,
+        };
+        let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
+        for x in actions_at_rate(&series, pps, resolution) {
+            w.write(x).with_context(|| format!("writing {out}"))?;
+        }
+        let n = w.records_written();
+        w.finish().with_context(|| format!("writing {out}"))?;
+        eprintln!("rtemu: wrote {n} records to {out} ({} form)", to.name());
+        return Ok(());
+    }
+    let mut r = open(&a.input, a.from)?;
+    let mut header = r.header().cloned().unwrap_or_default();
+    if let Some(u) = unit {
+        header.unit = u;
     }
     if header.provenance.is_empty() {
         header.provenance = format!("converted from {}", a.input.display());
     }
     let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
-    let out = a.output.display().to_string();
     for_each(&mut r, |x| {
         w.write(x).with_context(|| format!("writing {out}"))?;
         Ok(())
@@ -542,6 +582,93 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        trace: TraceArgs,
+    }
+
+    fn rtemu_trace(args: &[&str]) -> anyhow::Result<()> {
+        let cli = Cli::try_parse_from(std::iter::once("trace").chain(args.iter().copied()))?;
+        run(&cli.trace)
+    }
+
+    /// A scratch directory removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir =
+                std::env::temp_dir().join(format!("rtemu-trace-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+
+        fn path(&self, file: &str) -> String {
+            self.0.join(file).to_str().unwrap().to_owned()
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn records(path: &str) -> Vec<Action> {
+        let mut r = RecordReader::open(Path::new(path), None).unwrap();
+        let mut out = Vec::new();
+        while r.read_block(&mut out, 1 << 16).unwrap() > 0 {}
+        out
+    }
+
+    #[test]
+    fn generated_traces_are_reproducible_and_convert_losslessly() {
+        let d = Scratch::new("gen");
+        let (a, b, c) = (d.path("a.rpl"), d.path("b.rpl"), d.path("c.rpl"));
+        let gen = |out: &str, seed: &str| {
+            rtemu_trace(&[
+                "gen", "fgn", "--hurst", "0.7", "--mean", "5ms", "--std", "1ms", "--count", "5000",
+                "--seed", seed, "-o", out,
+            ])
+        };
+        gen(&a, "7").unwrap();
+        gen(&b, "7").unwrap();
+        gen(&c, "8").unwrap();
+        let bytes = std::fs::read(&a).unwrap();
+        assert_eq!(bytes.len(), 5000 * 4);
+        assert_eq!(bytes, std::fs::read(&b).unwrap());
+        assert_ne!(bytes, std::fs::read(&c).unwrap());
+        let (txt, rplx, back) = (d.path("a.txt"), d.path("a.rplx"), d.path("back.rpl"));
+        rtemu_trace(&["convert", &a, &txt]).unwrap();
+        rtemu_trace(&["convert", &txt, &rplx, "--unit", "ns"]).unwrap();
+        rtemu_trace(&["convert", &rplx, &back]).unwrap();
+        assert_eq!(records(&txt), records(&a));
+        assert_eq!(records(&rplx), records(&a));
+        assert_eq!(std::fs::read(&back).unwrap(), bytes);
+        let onoff = d.path("o.rplx");
+        rtemu_trace(&["gen", "onoff", "--count", "3000", "-o", &onoff]).unwrap();
+        assert_eq!(records(&onoff).len(), 3000);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors_naming_the_file() {
+        let d = Scratch::new("bad");
+        let bad = d.path("bad.rpl");
+        std::fs::write(&bad, [0x40, 0, 0, 1, 0xc0]).unwrap();
+        let e = format!("{:#}", rtemu_trace(&["stats", &bad]).unwrap_err());
+        assert!(e.contains("bad.rpl: 1 stray byte(s) at byte 4"), "{e}");
+        let empty = d.path("empty.rpl");
+        std::fs::write(&empty, []).unwrap();
+        let e = format!("{:#}", rtemu_trace(&["stats", &empty]).unwrap_err());
+        assert!(e.contains("holds no records"), "{e}");
+        let e = rtemu_trace(&["gen", "fgn", "--hurst", "1.5", "-o", &d.path("x.rpl")]).unwrap_err();
+        assert!(format!("{e:#}").contains("outside (0, 1)"), "{e:#}");
+        let e = rtemu_trace(&["convert", &bad, &d.path("x.dat")]).unwrap_err();
+        assert!(format!("{e:#}").contains("--format"), "{e:#}");
+    }
 
     #[test]
     fn output_form_follows_the_extension_or_the_flag() {
