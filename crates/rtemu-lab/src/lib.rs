@@ -8,6 +8,7 @@
 //! * [`linerate`]: requested vs achieved line rate per wait method and pacer (its Figure 1);
 //! * [`latency`]: task-switch, preemption and IPC latencies under `SCHED_OTHER` and
 //!   `SCHED_FIFO`, and the priority-inversion test (the RTOS paper's Table 1);
+//! * [`deadline`] over [`tire`]: real time vs real fast, the RTOS paper's tire benchmark;
 //! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
 //! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header;
 //! * [`sync`]: the pthread mutex (with or without priority inheritance) and semaphore the
@@ -18,6 +19,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod deadline;
 pub mod env;
 pub mod latency;
 pub mod linerate;

@@ -14,11 +14,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rtemu_clock::rt;
 use rtemu_clock::time::{format_duration_ns, parse_duration_ns};
 use rtemu_clock::WaitStrategy;
+use rtemu_lab::deadline::{self, DeadlineConfig, DeadlineResult, Mode};
 use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
 use rtemu_lab::latency::{self, Class, InversionResult, LatencyConfig, LatencyRow};
 use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
 use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
 use rtemu_lab::stats::Distribution;
+use rtemu_lab::tire::{Tire, TireParams};
 use serde::Serialize;
 
 /// Arguments of `rtemu lab`.
@@ -37,6 +39,9 @@ enum LabCommand {
     /// Task-switch, preemption and IPC latencies under SCHED_OTHER and SCHED_FIFO, and the
     /// priority-inversion test (the RTOS paper's Table 1).
     Latency(LatencyArgs),
+    /// Real time vs real fast: the RTOS paper's tire model at a fixed rate against absolute
+    /// deadlines, and as fast as possible.
+    Deadline(DeadlineArgs),
 }
 
 /// Real-time set-up and load, shared by every lab command.
@@ -163,6 +168,56 @@ struct LatencyArgs {
     json: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DeadlineMode {
+    /// Steps released at --rate against absolute deadlines.
+    Realtime,
+    /// Steps back to back.
+    Fast,
+    /// Both, one after the other.
+    Both,
+}
+
+#[derive(Debug, clap::Args)]
+struct DeadlineArgs {
+    /// Tire nodes per quadrant (the tire has 4× as many).
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    quadrant_nodes: u64,
+    /// Solver threads.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: u64,
+    /// Steps to run (the paper: 6000, 60 s at 100 Hz).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    steps: u64,
+    /// Release rate of real-time steps, Hz (the paper: 100).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    rate: u64,
+    /// Which benchmark to run.
+    #[arg(long, value_enum, default_value_t = DeadlineMode::Both)]
+    mode: DeadlineMode,
+    /// Run the solver threads under SCHED_FIFO at this priority (1–99).
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    fifo: Option<u8>,
+    /// Sweep model sizes × thread counts × SCHED_OTHER/SCHED_FIFO in real-time mode and show
+    /// missed deadlines as a table (the paper's Figures 9–12).
+    #[arg(long)]
+    sweep: bool,
+    /// Sizes for --sweep, in nodes per quadrant.
+    #[arg(long, value_delimiter = ',', default_value = "25,250,2500")]
+    sweep_sizes: Vec<usize>,
+    /// Thread counts for --sweep (default: 1, one per CPU, two per CPU).
+    #[arg(long, value_delimiter = ',')]
+    sweep_threads: Vec<usize>,
+    /// Do not lock memory with mlockall.
+    #[arg(long)]
+    no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 while measuring.
+    #[arg(long)]
+    no_dma_latency: bool,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
 fn parse_duration(text: &str) -> Result<u64, String> {
     parse_duration_ns(text).map_err(|e| e.to_string())
 }
@@ -177,6 +232,7 @@ pub fn run(args: &LabArgs) -> anyhow::Result<()> {
         LabCommand::Sleep(args) => run_sleep(args),
         LabCommand::Linerate(args) => run_linerate(args),
         LabCommand::Latency(args) => run_latency(args),
+        LabCommand::Deadline(args) => run_deadline(args),
     }
 }
 
@@ -646,6 +702,161 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[derive(Serialize)]
+struct DeadlineReport<'a> {
+    header: &'a Header,
+    results: &'a [DeadlineResult],
+    skipped: &'a [String],
+}
+
+fn run_deadline(args: &DeadlineArgs) -> anyhow::Result<()> {
+    let period_ns = 1_000_000_000 / args.rate;
+    let request = RtRequest {
+        mlock: !args.no_mlock,
+        dma_latency: !args.no_dma_latency,
+        ..RtRequest::default()
+    };
+    let (setup, _load, header) = prepare_with(&request, None, None)?;
+    let mut runs = Vec::new();
+    let mut skipped = Vec::new();
+    if args.sweep {
+        let cpus = header.cpus;
+        let threads = if args.sweep_threads.is_empty() {
+            vec![1, cpus, 2 * cpus]
+        } else {
+            args.sweep_threads.clone()
+        };
+        let mut policies = vec![None];
+        if rt::fifo_permitted() {
+            policies.push(Some(args.fifo.unwrap_or(80)));
+        } else {
+            skipped.push("SCHED_FIFO not permitted (run as root or grant CAP_SYS_NICE): SCHED_FIFO column skipped".to_owned());
+        }
+        for &size in &args.sweep_sizes {
+            for &t in &threads {
+                for &fifo in &policies {
+                    runs.push((size, t, Mode::RealTime { period_ns }, fifo));
+                }
+            }
+        }
+    } else {
+        let size = args.quadrant_nodes as usize;
+        let t = args.threads as usize;
+        if matches!(args.mode, DeadlineMode::Realtime | DeadlineMode::Both) {
+            runs.push((size, t, Mode::RealTime { period_ns }, args.fifo));
+        }
+        if matches!(args.mode, DeadlineMode::Fast | DeadlineMode::Both) {
+            runs.push((size, t, Mode::RealFast, args.fifo));
+        }
+    }
+    let bar = progress(runs.len());
+    let mut results = Vec::with_capacity(runs.len());
+    for &(size, threads, mode, fifo_priority) in &runs {
+        bar.set_message(format!("{} nodes, {threads} threads", 4 * size));
+        let tire = Tire::new(TireParams::with_quadrant_nodes(size))?;
+        let config = DeadlineConfig {
+            threads,
+            steps: args.steps as usize,
+            mode,
+            fifo_priority,
+        };
+        results.push(deadline::run(&tire, &config)?.0);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    drop(setup);
+    if let Some(path) = &args.output.csv {
+        write_csv(path, |out| {
+            writeln!(out, "nodes,threads,policy,mode,steps,missed,longest_miss_run,release_p99_ns,compute_p50_ns,compute_max_ns,response_p50_ns,response_p99_ns,response_max_ns,total_ns")?;
+            for r in &results {
+                let mode = match r.mode {
+                    Mode::RealTime { .. } => "real-time",
+                    Mode::RealFast => "real-fast",
+                };
+                let (missed, run) = r.misses.map_or((0, 0), |m| (m.missed, m.longest_run));
+                writeln!(
+                    out,
+                    "{},{},{},{mode},{},{missed},{run},{},{},{},{},{},{},{}",
+                    r.nodes,
+                    r.threads,
+                    r.policy,
+                    r.steps,
+                    r.release_latency_ns.p99_ns,
+                    r.compute_ns.p50_ns,
+                    r.compute_ns.max_ns,
+                    r.response_ns.p50_ns,
+                    r.response_ns.p99_ns,
+                    r.response_ns.max_ns,
+                    r.total_ns
+                )?;
+            }
+            Ok(())
+        })?;
+    }
+    let mut out = io::stdout().lock();
+    if args.output.json {
+        let report = DeadlineReport {
+            header: &header,
+            results: &results,
+            skipped: &skipped,
+        };
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let title = format!(
+        "rtemu lab deadline: tire model, {} steps, real-time period {} ({} Hz)",
+        args.steps,
+        format_duration_ns(period_ns),
+        args.rate
+    );
+    print_header(&mut out, &title, &header)?;
+    writeln!(
+        out,
+        "{:>7} {:>7} {:<13} {:<9} │ {:>7} {:>7} {:>7} │ {:>9} {:>9} {:>9} {:>9} │ {:>8} {:>9} {:>8}",
+        "nodes", "threads", "policy", "mode", "missed", "%", "run", "rel p99", "comp p50", "resp p99",
+        "resp max", "total s", "steps/s", "× RT"
+    )?;
+    writeln!(
+        out,
+        "{:>7} {:>7} {:<13} {:<9} │ {:>23} │ {:>39} │",
+        "", "", "", "", "deadlines", "µs"
+    )?;
+    for r in &results {
+        let (mode, missed, pct, run) = match r.misses {
+            Some(m) => (
+                "real-time",
+                m.missed.to_string(),
+                format!("{:.1}", 100.0 * m.missed as f64 / r.steps as f64),
+                m.longest_run.to_string(),
+            ),
+            None => ("real-fast", "-".into(), "-".into(), "-".into()),
+        };
+        writeln!(
+            out,
+            "{:>7} {:>7} {:<13} {:<9} │ {:>7} {:>7} {:>7} │ {:>9} {:>9} {:>9} {:>9} │ {:>8.2} {:>9.0} {:>8.1}",
+            r.nodes,
+            r.threads,
+            r.policy,
+            mode,
+            missed,
+            pct,
+            run,
+            us_i(r.release_latency_ns.p99_ns),
+            us_i(r.compute_ns.p50_ns),
+            us_i(r.response_ns.p99_ns),
+            us_i(r.response_ns.max_ns),
+            r.total_ns as f64 / 1e9,
+            r.steps_per_s,
+            r.times_real_time,
+        )?;
+    }
+    for line in &skipped {
+        writeln!(out, "skipped     {line}")?;
+    }
+    Ok(())
+}
+
 fn write_csv(
     path: &PathBuf,
     body: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
@@ -693,6 +904,36 @@ mod tests {
             panic!("not sleep");
         };
         assert_eq!(args.rt.load, Some(Some(3)));
+    }
+
+    #[test]
+    fn deadline_defaults_are_short_and_sweeps_take_lists() {
+        let LabCommand::Deadline(args) = parse(&["deadline"]).unwrap().command else {
+            panic!("not deadline");
+        };
+        assert_eq!(
+            (args.steps, args.rate, args.mode),
+            (300, 100, DeadlineMode::Both)
+        );
+        let LabCommand::Deadline(args) = parse(&[
+            "deadline",
+            "--sweep",
+            "--sweep-sizes",
+            "1,10",
+            "--sweep-threads",
+            "1,4",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not deadline");
+        };
+        assert!(args.sweep);
+        assert_eq!(
+            (args.sweep_sizes, args.sweep_threads),
+            (vec![1, 10], vec![1, 4])
+        );
+        assert!(parse(&["deadline", "--threads", "0"]).is_err());
     }
 
     #[test]

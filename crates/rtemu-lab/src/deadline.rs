@@ -1,0 +1,350 @@
+//! `rtemu lab deadline`: real time vs real fast, the RTOS paper's tire benchmark.
+//!
+//! The [`tire`](crate::tire) is solved by the paper's Algorithm 1: each thread owns a
+//! contiguous set of nodes; every step it reads its nodes' neighbours under per-node locks,
+//! computes the forces on its nodes, integrates them and writes them back under the locks.
+//! Two state buffers (read the step's input, write its output) and a barrier at the end of
+//! each step make the result independent of the thread count.
+//!
+//! * Real time: step `s` is released at `start + s·period` (an absolute deadline) and must end
+//!   before the next release. Per step the leader thread records the release latency, the
+//!   compute time and the response time; a step whose response exceeds the period missed its
+//!   deadline.
+//! * Real fast: the same steps back to back; the total time and the time per step.
+
+use std::sync::{Arc, Barrier, Mutex, PoisonError};
+
+use rtemu_clock::rt::{self, RtError};
+use rtemu_clock::wait::WaitError;
+use rtemu_clock::{Instant, WaitStrategy, Waiter};
+use serde::Serialize;
+
+use crate::stats::Distribution;
+use crate::tire::{Node, Tire};
+
+/// How steps are released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// At a fixed period against absolute deadlines, ns.
+    RealTime {
+        /// The period, ns.
+        period_ns: u64,
+    },
+    /// As fast as possible.
+    RealFast,
+}
+
+/// One benchmark run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadlineConfig {
+    /// Solver threads.
+    pub threads: usize,
+    /// Steps to compute.
+    pub steps: usize,
+    /// Release mode.
+    pub mode: Mode,
+    /// Run the solver threads under `SCHED_FIFO` at this priority.
+    pub fifo_priority: Option<u8>,
+}
+
+/// A run that could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum DeadlineError {
+    /// Thread count out of range.
+    #[error(
+        "{threads} threads for {nodes} nodes: give 1 to {nodes} threads (at most one per node)"
+    )]
+    Threads {
+        /// Threads asked for.
+        threads: usize,
+        /// Nodes in the tire.
+        nodes: usize,
+    },
+    /// Real-time set-up of a solver thread failed.
+    #[error(transparent)]
+    Rt(#[from] RtError),
+    /// A release wait failed.
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+    /// A solver thread panicked.
+    #[error("a solver thread panicked")]
+    Panicked,
+}
+
+/// Missed deadlines in a series of response times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Misses {
+    /// Steps whose response time exceeded the period.
+    pub missed: u64,
+    /// The longest run of consecutive misses.
+    pub longest_run: u64,
+}
+
+impl Misses {
+    /// Counts the responses (ns) longer than `period_ns`.
+    pub fn count(responses: &[i64], period_ns: u64) -> Misses {
+        let (mut missed, mut run, mut longest_run) = (0, 0, 0);
+        for &r in responses {
+            if r > period_ns as i64 {
+                missed += 1;
+                run += 1;
+                longest_run = longest_run.max(run);
+            } else {
+                run = 0;
+            }
+        }
+        Misses {
+            missed,
+            longest_run,
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeadlineResult {
+    /// Nodes in the tire.
+    pub nodes: usize,
+    /// Solver threads.
+    pub threads: usize,
+    /// Steps computed.
+    pub steps: usize,
+    /// Release mode.
+    pub mode: Mode,
+    /// Scheduling policy of the solver threads.
+    pub policy: String,
+    /// Wall time of the whole run, ns.
+    pub total_ns: u64,
+    /// Simulated time over wall time (real fast: how much faster than real time).
+    pub times_real_time: f64,
+    /// Steps per second of wall time.
+    pub steps_per_s: f64,
+    /// Release latency of each step (actual start − release), ns; zeros in real-fast mode.
+    pub release_latency_ns: Distribution,
+    /// Compute time of each step (end − actual start), ns.
+    pub compute_ns: Distribution,
+    /// Response time of each step (end − release), ns.
+    pub response_ns: Distribution,
+    /// Missed deadlines (real time only).
+    pub misses: Option<Misses>,
+    /// Height of the tire's lowest node at the end, m: evidence that the physics ran.
+    pub final_lowest_y: f64,
+    /// Mean height of the nodes at the end, m.
+    pub final_mean_y: f64,
+}
+
+/// Per-step times recorded by the leader thread, preallocated.
+struct StepLog {
+    release_latency: Vec<i64>,
+    compute: Vec<i64>,
+    response: Vec<i64>,
+}
+
+/// Runs the tire for `config.steps` steps with `config.threads` solver threads and returns
+/// the times and the final state.
+pub fn run(
+    tire: &Tire,
+    config: &DeadlineConfig,
+) -> Result<(DeadlineResult, Vec<Node>), DeadlineError> {
+    let nodes = tire.nodes();
+    if !(1..=nodes).contains(&config.threads) {
+        return Err(DeadlineError::Threads {
+            threads: config.threads,
+            nodes,
+        });
+    }
+    let initial = tire.initial_state();
+    let buffers: Arc<[Vec<Mutex<Node>>; 2]> = Arc::new([
+        initial.iter().copied().map(Mutex::new).collect(),
+        initial.iter().copied().map(Mutex::new).collect(),
+    ]);
+    let tire = Arc::new(tire.clone());
+    let barrier = Arc::new(Barrier::new(config.threads));
+    // Time for the threads to start and set up before the first release.
+    let start = Instant::now() + 20_000_000;
+    let chunk = nodes.div_ceil(config.threads);
+    let handles: Vec<_> = (0..config.threads)
+        .map(|t| {
+            let (buffers, tire, barrier) = (
+                Arc::clone(&buffers),
+                Arc::clone(&tire),
+                Arc::clone(&barrier),
+            );
+            let owned = (t * chunk).min(nodes)..((t + 1) * chunk).min(nodes);
+            let config = *config;
+            std::thread::spawn(move || -> Result<Option<StepLog>, DeadlineError> {
+                let setup = config.fifo_priority.map(rt::set_fifo).transpose();
+                let mut waiter = Waiter::new(WaitStrategy::Sleep)?;
+                let leader = t == 0;
+                let capacity = if leader { config.steps } else { 0 };
+                let mut log = StepLog {
+                    release_latency: Vec::with_capacity(capacity),
+                    compute: Vec::with_capacity(capacity),
+                    response: Vec::with_capacity(capacity),
+                };
+                waiter.wait_until(start)?;
+                for step in 0..config.steps {
+                    let (current, next) = (&buffers[step % 2], &buffers[(step + 1) % 2]);
+                    let release = match config.mode {
+                        Mode::RealTime { period_ns } => {
+                            let release = start + step as u64 * period_ns;
+                            waiter.wait_until(release)?;
+                            release
+                        }
+                        Mode::RealFast => Instant::now(),
+                    };
+                    let began = Instant::now();
+                    for i in owned.clone() {
+                        let read =
+                            |j: usize| *current[j].lock().unwrap_or_else(PoisonError::into_inner);
+                        let node = tire.step_node(i, read);
+                        *next[i].lock().unwrap_or_else(PoisonError::into_inner) = node;
+                    }
+                    barrier.wait();
+                    if leader {
+                        let end = Instant::now();
+                        log.release_latency.push(began.signed_nanos_since(release));
+                        log.compute.push(end.signed_nanos_since(began));
+                        log.response.push(end.signed_nanos_since(release));
+                    }
+                }
+                setup?;
+                Ok(leader.then_some(log))
+            })
+        })
+        .collect();
+    let mut log = None;
+    let mut failure = None;
+    for handle in handles {
+        match handle.join() {
+            Ok(Ok(Some(l))) => log = Some(l),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => failure = failure.or(Some(e)),
+            Err(_) => failure = failure.or(Some(DeadlineError::Panicked)),
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let log = log.ok_or(DeadlineError::Panicked)?;
+    let total_ns = Instant::now().nanos_since(start);
+    let state: Vec<Node> = buffers[config.steps % 2]
+        .iter()
+        .map(|m| *m.lock().unwrap_or_else(PoisonError::into_inner))
+        .collect();
+    let simulated_ns = config.steps as f64 * tire.params().dt * 1e9;
+    let result = DeadlineResult {
+        nodes,
+        threads: config.threads,
+        steps: config.steps,
+        mode: config.mode,
+        policy: config
+            .fifo_priority
+            .map_or("SCHED_OTHER".to_owned(), |p| format!("SCHED_FIFO:{p}")),
+        total_ns,
+        times_real_time: simulated_ns / total_ns.max(1) as f64,
+        steps_per_s: config.steps as f64 * 1e9 / total_ns.max(1) as f64,
+        release_latency_ns: Distribution::compute(&log.release_latency),
+        compute_ns: Distribution::compute(&log.compute),
+        response_ns: Distribution::compute(&log.response),
+        misses: match config.mode {
+            Mode::RealTime { period_ns } => Some(Misses::count(&log.response, period_ns)),
+            Mode::RealFast => None,
+        },
+        final_lowest_y: state.iter().map(|n| n.y).fold(f64::INFINITY, f64::min),
+        final_mean_y: state.iter().map(|n| n.y).sum::<f64>() / nodes as f64,
+    };
+    Ok((result, state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tire::TireParams;
+
+    #[test]
+    fn misses_and_their_longest_run() {
+        let m = Misses::count(&[5, 11, 12, 3, 20, 21, 22, 1, 10], 10);
+        assert_eq!(
+            m,
+            Misses {
+                missed: 5,
+                longest_run: 3
+            }
+        );
+        assert_eq!(
+            Misses::count(&[], 10),
+            Misses {
+                missed: 0,
+                longest_run: 0
+            }
+        );
+    }
+
+    /// Each node's step reads only the previous buffer, so any partition computes exactly
+    /// the single-threaded result, bit for bit.
+    #[test]
+    fn the_result_does_not_depend_on_the_thread_count() {
+        let tire = Tire::new(TireParams::with_quadrant_nodes(10)).unwrap();
+        let steps = 150;
+        let mut a = tire.initial_state();
+        let mut b = a.clone();
+        for _ in 0..steps {
+            tire.step(&a, &mut b);
+            std::mem::swap(&mut a, &mut b);
+        }
+        for threads in [1, 2, 3, 7] {
+            let config = DeadlineConfig {
+                threads,
+                steps,
+                mode: Mode::RealFast,
+                fifo_priority: None,
+            };
+            let (result, state) = run(&tire, &config).unwrap();
+            assert_eq!(state, a, "{threads} threads");
+            assert_eq!(result.compute_ns.n, steps as u64);
+            assert!(result.misses.is_none());
+        }
+    }
+
+    /// A short real-time run: every step is released no earlier than its deadline, responds
+    /// after it computes, and the misses are those responses longer than the period.
+    #[test]
+    fn real_time_steps_start_no_earlier_than_their_release() {
+        let tire = Tire::new(TireParams::with_quadrant_nodes(4)).unwrap();
+        let config = DeadlineConfig {
+            threads: 2,
+            steps: 50,
+            mode: Mode::RealTime {
+                period_ns: 2_000_000,
+            },
+            fifo_priority: None,
+        };
+        let (result, _) = run(&tire, &config).unwrap();
+        assert_eq!(result.response_ns.n, 50);
+        assert!(result.release_latency_ns.min_ns >= 0);
+        assert!(result.response_ns.min_ns >= result.compute_ns.min_ns);
+        // 50 steps of 2 ms take at least 98 ms of wall time.
+        assert!(result.total_ns >= 98_000_000);
+        assert!(result.misses.is_some());
+    }
+
+    #[test]
+    fn thread_counts_are_checked() {
+        let tire = Tire::new(TireParams::with_quadrant_nodes(1)).unwrap();
+        let config = DeadlineConfig {
+            threads: 5,
+            steps: 1,
+            mode: Mode::RealFast,
+            fifo_priority: None,
+        };
+        assert!(matches!(
+            run(&tire, &config),
+            Err(DeadlineError::Threads {
+                threads: 5,
+                nodes: 4
+            })
+        ));
+    }
+}
