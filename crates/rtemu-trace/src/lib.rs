@@ -42,7 +42,7 @@
 //!     ..PrefetchConfig::default()
 //! };
 //! let reader = RecordReader::new(Cursor::new(bytes), Format::Raw, 1 << 16)?;
-//! let mut trace = Prefetcher::spawn(reader, config, |e| e);
+//! let mut trace = Prefetcher::spawn(reader, config, |e| e)?;
 //! let mut deliveries = Vec::new();
 //! while let Some(fate) = trace.next_fate()? {
 //!     // One packet: deliver a copy after each delay (none: dropped).

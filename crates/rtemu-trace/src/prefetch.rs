@@ -205,16 +205,16 @@ impl Prefetcher {
     ) -> Result<Prefetcher, TraceError> {
         let reader = RecordReader::open_with(path, format, config.read_buffer)?;
         let path = path.to_owned();
-        Ok(Self::spawn(reader, config, move |e| e.with_path(&path)))
+        Self::spawn(reader, config, move |e| e.with_path(&path))
     }
 
     /// Starts the reader thread over `reader`. `annotate` is applied to errors from the thread
-    /// (to name the file).
+    /// (to name the file). Fails only if the thread cannot be created.
     pub fn spawn<R: Read + Seek + Send + 'static>(
         reader: RecordReader<R>,
         config: PrefetchConfig,
         annotate: impl Fn(TraceError) -> TraceError + Send + 'static,
-    ) -> Prefetcher {
+    ) -> Result<Prefetcher, TraceError> {
         let blocks = config.blocks.max(2);
         let block_records = config.block_records.max(1);
         let (full_tx, full) = sync_channel(blocks + 2);
@@ -235,9 +235,8 @@ impl Prefetcher {
                 };
                 // The consumer may have gone; nothing is left to tell then.
                 let _ = full_tx.send(msg);
-            })
-            .expect("spawning a thread");
-        Prefetcher {
+            })?;
+        Ok(Prefetcher {
             cur: Vec::new(),
             pos: 0,
             full,
@@ -250,7 +249,7 @@ impl Prefetcher {
             header,
             pending_error: None,
             thread: Some(thread),
-        }
+        })
     }
 
     /// The next action for a packet (or a copy of one). `Ok(None)` only after the end under

@@ -252,3 +252,25 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    // Fuzzing the framed header: any bytes after the magic either give a header whose
+    // re-encoding parses to the same header, or an error of the header or I/O kind, never a
+    // panic or an over-large allocation (lengths are bounded before allocating).
+    #[test]
+    fn framed_headers_from_arbitrary_bytes(tail in proptest::collection::vec(any::<u8>(), 0..64), version_ok in any::<bool>()) {
+        let mut bytes = rtemu_trace::format::MAGIC.to_vec();
+        if version_ok {
+            bytes.extend_from_slice(&[0, 1]);
+        }
+        bytes.extend_from_slice(&tail);
+        match Header::read(&mut &bytes[..]) {
+            Ok((h, len)) => {
+                prop_assert!(len as usize <= bytes.len());
+                let again = h.to_bytes().unwrap();
+                prop_assert_eq!(Header::read(&mut &again[..]).unwrap().0, h);
+            }
+            Err(e) => prop_assert!(matches!(e.kind(), ErrorKind::Header(_)), "{}", e),
+        }
+    }
+}

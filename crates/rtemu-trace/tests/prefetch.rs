@@ -46,7 +46,7 @@ fn config(underrun: UnderrunPolicy, end: EndPolicy) -> PrefetchConfig {
 
 fn spawn(bytes: Vec<u8>, cfg: PrefetchConfig) -> Prefetcher {
     let r = RecordReader::new(Cursor::new(bytes), Format::Raw, cfg.read_buffer).unwrap();
-    Prefetcher::spawn(r, cfg, |e| e)
+    Prefetcher::spawn(r, cfg, |e| e).unwrap()
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn gated(records: &[Action], policy: UnderrunPolicy) -> (Prefetcher, Arc<AtomicB
     };
     let r = RecordReader::new(src, Format::Raw, 64).unwrap();
     (
-        Prefetcher::spawn(r, config(policy, EndPolicy::Stop), |e| e),
+        Prefetcher::spawn(r, config(policy, EndPolicy::Stop), |e| e).unwrap(),
         open,
     )
 }
