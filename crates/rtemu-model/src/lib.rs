@@ -49,4 +49,20 @@ pub trait Model {
     fn counters(&self) -> link::LinkCounters {
         link::LinkCounters::default()
     }
+
+    /// Why the model has no more decisions to make, if it has none (its trace ended under the
+    /// `stop` policy, or could not be read): the engine then stops taking input. The fate
+    /// returned with the first `Some` means nothing.
+    fn exhausted(&self) -> Option<&Exhaustion> {
+        None
+    }
+}
+
+/// Why a model stopped deciding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exhaustion {
+    /// Its trace ended and the end-of-trace policy is `stop`.
+    Ended,
+    /// Its trace could not be read; the message says where and why.
+    Failed(String),
 }

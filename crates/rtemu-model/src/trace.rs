@@ -10,7 +10,7 @@ use crate::config::LinkConfig;
 use crate::fate::{DropReason, Fate, MAX_COPIES};
 use crate::link::{LinkCounters, LinkError, LinkModel, NoTables};
 use crate::packet::PacketMeta;
-use crate::Model;
+use crate::{Exhaustion, Model};
 
 /// What a trace says about one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +57,21 @@ impl Verdict {
 pub trait TraceFeed {
     /// The verdict for `pkt`.
     fn verdict(&mut self, pkt: &PacketMeta) -> Verdict;
+
+    /// Why the feed has ended, if it has (a trace under the `stop` policy, or one that
+    /// failed): the verdicts it gives from then on mean nothing.
+    fn exhausted(&self) -> Option<&Exhaustion> {
+        None
+    }
 }
 
 impl<F: TraceFeed + ?Sized> TraceFeed for Box<F> {
     fn verdict(&mut self, pkt: &PacketMeta) -> Verdict {
         (**self).verdict(pkt)
+    }
+
+    fn exhausted(&self) -> Option<&Exhaustion> {
+        (**self).exhausted()
     }
 }
 
@@ -122,6 +132,10 @@ impl<F: TraceFeed> Model for TraceModel<F> {
 
     fn counters(&self) -> LinkCounters {
         self.link.counters()
+    }
+
+    fn exhausted(&self) -> Option<&Exhaustion> {
+        self.feed.exhausted()
     }
 }
 

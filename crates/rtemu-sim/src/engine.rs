@@ -11,7 +11,7 @@
 
 use std::io::{self, Write};
 
-use rtemu_model::{Corruption, Model, PacketMeta};
+use rtemu_model::{Corruption, Exhaustion, Model, PacketMeta};
 
 use crate::delayline::DelayLine;
 use crate::fatelog::FateLog;
@@ -44,6 +44,14 @@ pub enum SimError {
     /// The output pcap could not be written.
     #[error("writing the output: {0}")]
     Output(io::Error),
+    /// The model could not decide (its trace failed).
+    #[error("packet {seq}: {why}")]
+    Model {
+        /// The packet it failed at.
+        seq: u64,
+        /// What went wrong.
+        why: String,
+    },
     /// The fate log could not be written.
     #[error("writing the fate log: {0}")]
     Log(io::Error),
@@ -95,6 +103,20 @@ pub fn run<M: Model + ?Sized, W: Write>(
             seq,
         };
         let fate = model.decide(&pkt);
+        match model.exhausted() {
+            None => {}
+            // The model's trace ended at this packet: it decided nothing.
+            Some(Exhaustion::Ended) => {
+                tally.stopped_early = true;
+                break;
+            }
+            Some(Exhaustion::Failed(why)) => {
+                return Err(SimError::Model {
+                    seq,
+                    why: why.clone(),
+                })
+            }
+        }
         tally.packets_in += 1;
         tally.bytes_in += frame.orig_len as u64;
         tally.first_arrival.get_or_insert(arrival);

@@ -10,4 +10,5 @@ pub mod flow;
 pub mod source;
 pub mod summary;
 pub mod tables;
+pub mod traced;
 pub mod traffic;

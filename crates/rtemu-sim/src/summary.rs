@@ -59,7 +59,10 @@ pub struct Summary {
     pub throughput_bps: f64,
     /// Most copies in flight at once (decided, not yet delivered): the memory the run needed.
     pub max_in_flight: u64,
-    /// The model's own counters.
+    /// Whether the run stopped before the end of its input because the model's trace ended
+    /// (the `stop` policy) or failed.
+    pub stopped_early: bool,
+    /// Delays the distribution drew below zero, clamped to zero.
     pub delays_clamped_at_zero: u64,
     /// Largest rate-queue backlog, packets.
     pub max_queue_packets: u64,
@@ -79,6 +82,7 @@ pub struct Tally {
     pub(crate) corrupted: u64,
     pub(crate) reordered: u64,
     pub(crate) regressions: u64,
+    pub(crate) stopped_early: bool,
     pub(crate) delays: Histogram<u64>,
     pub(crate) delay_sum: u128,
     pub(crate) first_arrival: Option<u64>,
@@ -99,6 +103,7 @@ impl Default for Tally {
             corrupted: 0,
             reordered: 0,
             regressions: 0,
+            stopped_early: false,
             // Three significant digits from 1 ns; values beyond the top saturate.
             delays: Histogram::new_with_bounds(1, 1 << 50, 3)
                 .expect("static histogram bounds are valid"),
@@ -175,6 +180,7 @@ impl Tally {
                 self.last_delivery.saturating_sub(first),
             ),
             max_in_flight: self.max_in_flight,
+            stopped_early: self.stopped_early,
             delays_clamped_at_zero: counters.clamped_delays,
             max_queue_packets: counters.max_backlog_packets,
             max_queue_bytes: counters.max_backlog_bytes,
@@ -289,6 +295,9 @@ impl fmt::Display for Summary {
                 "{:<22}{:>14}",
                 "delays clamped at 0", self.delays_clamped_at_zero
             )?;
+        }
+        if self.stopped_early {
+            writeln!(f, "stopped early: the trace ended before the input")?;
         }
         if self.input_time_regressions > 0 {
             writeln!(
