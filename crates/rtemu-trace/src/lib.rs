@@ -67,6 +67,7 @@ pub mod error;
 pub mod fgn;
 pub mod flow;
 pub mod format;
+pub mod iid;
 pub mod mahimahi;
 pub mod onoff;
 pub mod prefetch;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use rtemu_trace::duration::{format_duration, parse_duration_ns};
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
+use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
 use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
 use rtemu_trace::series::{actions_at_rate, DelaySeries, Interpolation};
 use rtemu_trace::stats::{StatsBuilder, TraceStats, DEFAULT_MAX_SERIES};
@@ -27,6 +28,7 @@ use rtemu_trace::{
 #[command(after_help = "Examples:
   rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 --seed 7 -o fgn.rpl
   rtemu trace gen onoff --sources 50 --alpha 1.4 --count 1000000 -o onoff.rplx
+  rtemu trace gen iid --dist pareto --mean 5ms --std 2ms --ge-p 0.01 --ge-r 0.2 -o iid.rpl
   rtemu trace stats fgn.rpl --json
   rtemu trace convert fgn.rpl fgn.txt
   rtemu trace convert probe.txt probe.rpl --series-pps 1000 --interp linear
@@ -64,6 +66,35 @@ enum GenKind {
     Fgn(FgnArgs),
     /// Queueing delay behind superposed heavy-tailed ON/OFF sources (H = (3 − α)/2).
     Onoff(OnOffArgs),
+    /// i.i.d. delays from a distribution, optionally with Gilbert–Elliott loss (baselines).
+    Iid(IidArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct IidArgs {
+    /// Distribution: constant, uniform, normal, exponential, pareto.
+    #[arg(long, default_value = "normal")]
+    dist: Dist,
+    /// Mean delay.
+    #[arg(long, default_value = "5ms")]
+    mean: String,
+    /// Standard deviation of the delay.
+    #[arg(long, default_value = "1ms")]
+    std: String,
+    /// Gilbert–Elliott: probability per packet of going from Good to Bad (enables loss).
+    #[arg(long)]
+    ge_p: Option<f64>,
+    /// Gilbert–Elliott: probability per packet of going from Bad to Good.
+    #[arg(long, default_value_t = 1.0, requires = "ge_p")]
+    ge_r: f64,
+    /// Gilbert–Elliott: loss probability in Good.
+    #[arg(long, default_value_t = 0.0, requires = "ge_p")]
+    ge_loss_good: f64,
+    /// Gilbert–Elliott: loss probability in Bad.
+    #[arg(long, default_value_t = 1.0, requires = "ge_p")]
+    ge_loss_bad: f64,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 /// Options every generator shares.
@@ -213,6 +244,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Gen(g) => match &g.kind {
             GenKind::Fgn(a) => gen_fgn(a),
             GenKind::Onoff(a) => gen_onoff(a),
+            GenKind::Iid(a) => gen_iid(a),
         },
         TraceCommand::Stats(a) => stats(a),
         TraceCommand::Convert(a) => convert(a),
@@ -320,6 +352,40 @@ fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
         cfg.load(),
         cfg.hurst(),
         g.dropped()
+    );
+    Ok(())
+}
+
+fn gen_iid(a: &IidArgs) -> anyhow::Result<()> {
+    let mean = duration("mean", &a.mean)?;
+    let std = duration("std", &a.std)?;
+    let loss = a
+        .ge_p
+        .map(|p| GilbertElliott::new(p, a.ge_r, a.ge_loss_good, a.ge_loss_bad))
+        .transpose()?;
+    let mut g = IidTrace::new(a.dist, mean as f64, std as f64, 1_000, loss, a.out.seed)?;
+    let ge = match a.ge_p {
+        Some(p) => format!(
+            " --ge-p {p} --ge-r {} --ge-loss-good {} --ge-loss-bad {}",
+            a.ge_r, a.ge_loss_good, a.ge_loss_bad
+        ),
+        None => String::new(),
+    };
+    let header = Header {
+        unit: TimeUnit::Us,
+        flow: None,
+        provenance: format!(
+            "rtemu trace gen iid --dist {:?} --mean {} --std {}{ge} --count {} --seed {}",
+            a.dist, a.mean, a.std, a.out.count, a.out.seed
+        )
+        .to_lowercase(),
+    };
+    write_generated(&a.out, &header, || g.next_action())?;
+    eprintln!(
+        "rtemu: wrote {} records to {} ({} negative delays clamped to 0)",
+        a.out.count,
+        a.out.output.display(),
+        g.clamped()
     );
     Ok(())
 }
@@ -651,6 +717,14 @@ mod tests {
         let onoff = d.path("o.rplx");
         rtemu_trace(&["gen", "onoff", "--count", "3000", "-o", &onoff]).unwrap();
         assert_eq!(records(&onoff).len(), 3000);
+        let iid = d.path("i.txt");
+        rtemu_trace(&[
+            "gen", "iid", "--dist", "constant", "--mean", "2ms", "--ge-p", "1", "--ge-r", "0",
+            "--count", "3", "-o", &iid,
+        ])
+        .unwrap();
+        // Good to Bad at once and never back, all lost in Bad.
+        assert_eq!(records(&iid), vec![Action::Drop; 3]);
     }
 
     #[test]
