@@ -96,7 +96,7 @@ pub fn detect_virtualization(
         .lines()
         .filter(|line| line.starts_with("flags"))
         .any(|line| line.split_whitespace().any(|flag| flag == "hypervisor"));
-    flagged.then(|| "yes (hypervisor CPU flag)".to_owned())
+    flagged.then(|| "unidentified hypervisor (CPU flag)".to_owned())
 }
 
 /// The timing facts of this machine and of the calling thread.
@@ -218,7 +218,7 @@ mod tests {
         assert_eq!(detect_virtualization(bare, None, None), None);
         assert_eq!(
             detect_virtualization(guest, None, None).as_deref(),
-            Some("yes (hypervisor CPU flag)")
+            Some("unidentified hypervisor (CPU flag)")
         );
         assert_eq!(
             detect_virtualization(guest, Some("QEMU"), Some("Standard PC")).as_deref(),
