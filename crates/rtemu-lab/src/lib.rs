@@ -9,6 +9,7 @@
 //! * [`latency`]: task-switch, preemption and IPC latencies under `SCHED_OTHER` and
 //!   `SCHED_FIFO`, and the priority-inversion test (the RTOS paper's Table 1);
 //! * [`deadline`] over [`tire`]: real time vs real fast, the RTOS paper's tire benchmark;
+//! * [`doctor`]: a one-screen verdict with what to change;
 //! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
 //! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header;
 //! * [`sync`]: the pthread mutex (with or without priority inheritance) and semaphore the
@@ -20,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod deadline;
+pub mod doctor;
 pub mod env;
 pub mod latency;
 pub mod linerate;

@@ -1,0 +1,256 @@
+//! `rtemu lab doctor`: a one-screen verdict on this machine's timing, with what to change.
+//!
+//! [`Facts`] gathers what the kernel says (the probe reads files, asks for privileges on
+//! scratch threads and runs a short sleep test); [`advise`] turns facts into advice and is pure,
+//! so every rule is tested on made-up machines.
+
+use rtemu_clock::rt;
+use rtemu_clock::sysinfo::{Preemption, SystemInfo};
+use rtemu_clock::WaitStrategy;
+use serde::Serialize;
+
+use crate::sleep::{self, MethodResult, Workload};
+
+/// Everything the verdict rests on.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Facts {
+    /// Preemption model.
+    pub preemption: String,
+    /// Whether the kernel is PREEMPT_RT.
+    pub preempt_rt: bool,
+    /// Whether the kernel preempts at all (`full`, `lazy` or RT; dynamic counts when its
+    /// current mode is known to be one of those).
+    pub preemptible: Option<bool>,
+    /// Current clocksource.
+    pub clocksource: Option<String>,
+    /// `CONFIG_HZ`, when the kernel config is readable.
+    pub hz: Option<u32>,
+    /// Timer slack of an ordinary thread, ns.
+    pub timer_slack_ns: Option<u64>,
+    /// `kernel.sched_rt_runtime_us` (-1: no RT throttling).
+    pub rt_runtime_us: Option<i64>,
+    /// Isolated CPUs (`/sys/devices/system/cpu/isolated`), kernel list syntax; empty if none.
+    pub isolated_cpus: Option<String>,
+    /// Hypervisor, if detected.
+    pub virtualization: Option<String>,
+    /// Whether SCHED_FIFO is permitted.
+    pub fifo_permitted: bool,
+    /// Whether `mlockall` is permitted.
+    pub mlock_permitted: bool,
+}
+
+/// Reads `CONFIG_HZ=` from a kernel config text.
+pub fn parse_config_hz(config: &str) -> Option<u32> {
+    config
+        .lines()
+        .find_map(|line| line.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+impl Facts {
+    /// Probes this machine. Privileges are tried on scratch threads (and `mlockall` undone),
+    /// so the caller is left as it was.
+    pub fn probe() -> Facts {
+        let info = SystemInfo::probe();
+        let release = info.kernel_release.clone().unwrap_or_default();
+        let preemptible = match &info.preemption {
+            Preemption::Rt | Preemption::Full | Preemption::Lazy => Some(true),
+            Preemption::NoneOrVoluntary => Some(false),
+            Preemption::Dynamic(Some(mode)) => Some(mode == "full" || mode == "lazy"),
+            Preemption::Dynamic(None) => None,
+        };
+        let mlock_permitted = rt::lock_memory().is_ok();
+        if mlock_permitted {
+            let _ = rt::unlock_memory();
+        }
+        Facts {
+            preemption: info.preemption.to_string(),
+            preempt_rt: info.preemption == Preemption::Rt,
+            preemptible,
+            clocksource: info.clocksource,
+            hz: read(&format!("/boot/config-{release}"))
+                .as_deref()
+                .and_then(parse_config_hz),
+            timer_slack_ns: info.timer_slack_ns,
+            rt_runtime_us: info.rt_runtime_us,
+            isolated_cpus: read("/sys/devices/system/cpu/isolated"),
+            virtualization: info.virtualization,
+            fifo_permitted: rt::fifo_permitted(),
+            mlock_permitted,
+        }
+    }
+}
+
+/// Turns facts into advice, most important first: each line says what to change and why.
+pub fn advise(facts: &Facts) -> Vec<String> {
+    let mut advice = Vec::new();
+    if !facts.fifo_permitted {
+        advice.push(
+            "SCHED_FIFO is not permitted: run rtemu as root or grant CAP_SYS_NICE; without it \
+             any other process can delay a release by a scheduler tick or more"
+                .to_owned(),
+        );
+    }
+    if !facts.mlock_permitted {
+        advice.push(
+            "mlockall is not permitted: grant CAP_IPC_LOCK or raise RLIMIT_MEMLOCK, so page \
+             faults cannot stall the engine"
+                .to_owned(),
+        );
+    }
+    if let Some(vm) = &facts.virtualization {
+        advice.push(format!(
+            "virtualised ({vm}): the hypervisor can take the CPU away for milliseconds; use bare \
+             metal or dedicated, pinned vCPUs for sub-millisecond worst cases"
+        ));
+    }
+    match facts.preemptible {
+        Some(false) => advice.push(
+            "the kernel does not preempt (none/voluntary): boot with preempt=full, or use a \
+             PREEMPT_RT kernel"
+                .to_owned(),
+        ),
+        None => advice.push(
+            "PREEMPT_DYNAMIC with the current mode unknown (debugfs not mounted): boot with \
+             preempt=full to be sure"
+                .to_owned(),
+        ),
+        Some(true) => {}
+    }
+    if !facts.preempt_rt {
+        advice.push(
+            "not a PREEMPT_RT kernel: interrupts and kernel locks are not preemptible, which \
+             bounds the worst case only loosely; PREEMPT_RT brings it to tens of µs"
+                .to_owned(),
+        );
+    }
+    if facts.isolated_cpus.as_deref().is_none_or(str::is_empty) {
+        advice.push(
+            "no isolated CPUs: isolcpus= and nohz_full= on the engine's CPU keep other tasks \
+             and the tick away from it"
+                .to_owned(),
+        );
+    }
+    if facts.rt_runtime_us.is_some_and(|us| us >= 0) {
+        advice.push(format!(
+            "RT throttling is on ({} µs per second): a real-time thread that never sleeps is \
+             stopped for the rest of each second; prefer the hybrid wait, which sleeps",
+            facts.rt_runtime_us.unwrap_or_default()
+        ));
+    }
+    if let Some(source) = facts.clocksource.as_deref().filter(|s| *s != "tsc") {
+        advice.push(format!(
+            "clocksource {source}: tsc is the cheapest to read; check dmesg for why it is not used"
+        ));
+    }
+    if facts.timer_slack_ns.is_some_and(|ns| ns > 1) {
+        advice.push(
+            "ordinary threads have a timer slack: rtemu's engine sets it to 1 ns (the lab: \
+             --timer-slack 1ns), or runs SCHED_FIFO, which has none"
+                .to_owned(),
+        );
+    }
+    advice
+}
+
+/// The short sleep test of the verdict: the best method available (`hybrid` under
+/// SCHED_FIFO with no timer slack when permitted, else `sleep`) on the microsecond workload for
+/// about `duration_ns`, run on a scratch thread.
+pub fn sleep_test(
+    duration_ns: u64,
+    fifo: bool,
+) -> Result<MethodResult, rtemu_clock::wait::WaitError> {
+    let method = if fifo {
+        WaitStrategy::Hybrid {
+            margin_ns: rtemu_clock::wait::DEFAULT_HYBRID_MARGIN_NS,
+        }
+    } else {
+        WaitStrategy::Sleep
+    };
+    let count = (duration_ns / Workload::Micro.mean_ns()).max(1) as usize;
+    std::thread::spawn(move || {
+        if fifo {
+            // Best effort: the verdict reports what it measured with.
+            let _ = rt::set_fifo(80);
+            let _ = rt::set_timer_slack(1);
+        }
+        let requests = Workload::Micro.requests(count, 1);
+        sleep::measure(method, &requests, duration_ns)
+            .map(|samples| MethodResult::from_samples(&samples, count))
+    })
+    .join()
+    .expect("the sleep test thread does not panic")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ideal() -> Facts {
+        Facts {
+            preemption: "PREEMPT_RT".into(),
+            preempt_rt: true,
+            preemptible: Some(true),
+            clocksource: Some("tsc".into()),
+            hz: Some(1000),
+            timer_slack_ns: Some(1),
+            rt_runtime_us: Some(-1),
+            isolated_cpus: Some("3".into()),
+            virtualization: None,
+            fifo_permitted: true,
+            mlock_permitted: true,
+        }
+    }
+
+    #[test]
+    fn an_ideal_machine_needs_no_advice() {
+        assert_eq!(advise(&ideal()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_shortcoming_gets_its_advice() {
+        type Spoil = fn(&mut Facts);
+        let cases: [(Spoil, &str); 9] = [
+            (|f| f.fifo_permitted = false, "CAP_SYS_NICE"),
+            (|f| f.mlock_permitted = false, "CAP_IPC_LOCK"),
+            (
+                |f| f.virtualization = Some("KVM".into()),
+                "virtualised (KVM)",
+            ),
+            (|f| f.preemptible = Some(false), "preempt=full"),
+            (|f| f.preemptible = None, "debugfs"),
+            (|f| f.preempt_rt = false, "PREEMPT_RT kernel"),
+            (|f| f.isolated_cpus = Some(String::new()), "isolcpus="),
+            (|f| f.rt_runtime_us = Some(950_000), "950000 µs per second"),
+            (|f| f.clocksource = Some("hpet".into()), "clocksource hpet"),
+        ];
+        for (spoil, hint) in cases {
+            let mut facts = ideal();
+            spoil(&mut facts);
+            let advice = advise(&facts);
+            assert_eq!(advice.len(), 1, "{hint}: {advice:?}");
+            assert!(advice[0].contains(hint), "{hint}: {advice:?}");
+        }
+    }
+
+    #[test]
+    fn config_hz_is_read_from_the_kernel_config() {
+        let config = "# comment\nCONFIG_HZ_1000=y\nCONFIG_HZ=1000\nCONFIG_X=y\n";
+        assert_eq!(parse_config_hz(config), Some(1000));
+        assert_eq!(parse_config_hz("CONFIG_HZ_250=y\n"), None);
+    }
+
+    #[test]
+    fn the_sleep_test_is_bounded_and_measures() {
+        let result = sleep_test(50_000_000, false).unwrap();
+        assert_eq!(result.method, "sleep");
+        assert!(result.completed > 0 && result.error_ns.min_ns >= 0);
+        assert!(result.wall_ns < 2_000_000_000);
+    }
+}
