@@ -96,6 +96,22 @@ pub struct TraceModel<F> {
     link: LinkModel,
 }
 
+/// The part of `cfg` a trace-driven link uses: everything but the stages a trace decides
+/// (delay, jitter, loss, duplicate, reorder). For a per-flow trace on a link whose other
+/// packets follow the whole configuration.
+pub fn untraced_stages(cfg: &LinkConfig) -> LinkConfig {
+    LinkConfig {
+        rate: cfg.rate,
+        limit: cfg.limit,
+        limit_bytes: cfg.limit_bytes,
+        corrupt: cfg.corrupt,
+        ber: cfg.ber,
+        ordered: cfg.ordered,
+        seed: cfg.seed,
+        ..LinkConfig::default()
+    }
+}
+
 impl<F: TraceFeed> TraceModel<F> {
     /// A trace-driven link. `cfg` may add rate, queue limits, corruption and order; `seed` and
     /// `label` seed those stages' stream as for [`LinkModel::new`].
@@ -186,6 +202,20 @@ mod tests {
             m.decide(&pkt(3, 20_000_000)).drop_reason(),
             Some(DropReason::TraceUnderrun)
         );
+    }
+
+    #[test]
+    fn untraced_stages_keep_exactly_what_a_trace_does_not_decide() {
+        let cfg = netem::parse(
+            "delay 5ms 1ms loss 1% duplicate 1% reorder 5% rate 1mbit limit 9 corrupt 1% ordered",
+        )
+        .unwrap();
+        let kept = untraced_stages(&cfg);
+        assert_eq!(
+            kept,
+            netem::parse("rate 1mbit limit 9 corrupt 1% ordered").unwrap()
+        );
+        assert!(TraceModel::new(Replay(vec![].into_iter()), &kept, 1, 0).is_ok());
     }
 
     #[test]

@@ -2,17 +2,24 @@
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
-use rtemu_model::{netem, rng::DEFAULT_SEED, LinkConfig, LinkModel};
+use rtemu_model::trace::{untraced_stages, TraceFeed, TraceModel};
+use rtemu_model::{netem, rng::DEFAULT_SEED, LinkConfig, LinkModel, Model};
 use rtemu_sim::capture::{CaptureReader, PcapWriter};
 use rtemu_sim::engine::{self, Discard, FrameSink};
 use rtemu_sim::fatelog::{FateLog, LogFormat};
 use rtemu_sim::source::{FrameSource, Progress, ProgressUnit};
 use rtemu_sim::tables::FileTables;
+use rtemu_sim::traced::{ActionFeed, OpportunityFeed, PerFlow, SeriesFeed};
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
+use rtemu_trace::flow::FlowPattern;
+use rtemu_trace::format::Format;
+use rtemu_trace::mahimahi::Opportunities;
+use rtemu_trace::prefetch::{EndPolicy, PrefetchConfig, Prefetcher, UnderrunPolicy};
+use rtemu_trace::series::{DelaySeries, Interpolation};
 use serde::Serialize;
 
 /// The model used when `--model` is not given: a 10 Mbit/s path with 20 ms of normally
@@ -34,6 +41,9 @@ pub const DEFAULT_TRAFFIC: &str = "cbr 1000pps 1000B 10s";
   rtemu sim in.pcap --model \"delay 20ms 5ms loss 1%\" --seed 7 --out out.pcap --log fates.csv
   rtemu sim --traffic \"cbr 10000pps 1000B 10s\" --model \"rate 10mbit limit 100\" --json
   rtemu sim --traffic \"poisson 10000pps 64B,1500B 10s\" --model-file link.toml --out out.pcap
+  rtemu sim in.pcap --trace delays.rpl --model \"rate 10mbit\" --out out.pcap
+  rtemu sim --traffic \"cbr 1000000pps 64B 100s\" --trace lrd.rpl --end stop --json
+  rtemu sim in.pcap --flow-trace \"proto=udp dport=5004=video.rpl\" --model \"delay 10ms\"
 
 Model syntax (netem's): delay TIME [JITTER [CORR]] distribution uniform|normal|pareto|paretonormal|TABLE
   loss [random] P [CORR] | loss state P13 [P31 [P32 [P23 [P14]]]] | loss gemodel P [R [1-H [1-K]]]
@@ -51,7 +61,8 @@ pub struct SimArgs {
     #[arg(long, conflicts_with = "input", long_help = TRAFFIC_HELP)]
     pub traffic: Option<String>,
 
-    /// The link model in netem syntax. Default: "delay 20ms 5ms distribution normal loss 1% rate 10mbit".
+    /// The link model in netem syntax. Default: "delay 20ms 5ms distribution normal loss 1% rate
+    /// 10mbit", or an ideal link under --trace.
     #[arg(long, short = 'm', conflicts_with = "model_file")]
     pub model: Option<String>,
 
@@ -71,6 +82,38 @@ pub struct SimArgs {
     #[arg(long)]
     pub log: Option<PathBuf>,
 
+    /// Drive the link from a trace: a per-packet action trace (.rpl raw RplTrc words, .rplx
+    /// with a header, or the text form), a delay/loss time series, or a Mahimahi
+    /// delivery-opportunity trace. The trace decides drop, duplication and delay; --model may
+    /// add rate, limit, corrupt, ber and ordered.
+    #[arg(long, conflicts_with = "model_file")]
+    pub trace: Option<PathBuf>,
+
+    /// A trace for one flow: `PATTERN=FILE`, e.g. "proto=udp dport=5000=voice.rpl" (the last
+    /// `=` separates the file). Repeatable; the first matching pattern wins, other packets use
+    /// --trace or the model.
+    #[arg(long = "flow-trace", value_name = "PATTERN=FILE")]
+    pub flow_traces: Vec<String>,
+
+    /// What a trace file holds; by default the extension decides (.rpl, .rplx, .txt/.rplt:
+    /// actions; .series: time series; .up/.down/.mahimahi: delivery opportunities), and for
+    /// other names the content (action traces only).
+    #[arg(long, value_enum, default_value_t = TraceKind::Auto)]
+    pub trace_kind: TraceKind,
+
+    /// When an action trace has no record ready: `wait` (the simulator's default, so results
+    /// never depend on the disk), `pass`, `drop` or `hold-last`.
+    #[arg(long, default_value = "wait")]
+    pub underrun: UnderrunPolicy,
+
+    /// After an action trace's last record: `loop`, `stop` (end the run) or `pass`.
+    #[arg(long, default_value = "loop")]
+    pub end: EndPolicy,
+
+    /// How a time series gives the delay between samples: `step` or `linear`.
+    #[arg(long, default_value = "step")]
+    pub interpolation: Interpolation,
+
     /// Print the summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -80,10 +123,43 @@ pub struct SimArgs {
     pub no_progress: bool,
 }
 
+/// What a trace file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceKind {
+    /// Decide from the file name, then from the content.
+    Auto,
+    /// Raw RplTrc words.
+    Rpl,
+    /// RplTrc words behind a header.
+    Rplx,
+    /// The text form of an action trace.
+    Text,
+    /// A delay/loss time series (`time delay [lost]`).
+    Series,
+    /// A Mahimahi delivery-opportunity trace.
+    Mahimahi,
+}
+
+impl TraceKind {
+    /// The kind of `path`, resolving `Auto` by extension; `Auto` stays for content detection.
+    fn of(self, path: &Path) -> TraceKind {
+        if self != TraceKind::Auto {
+            return self;
+        }
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("series") => TraceKind::Series,
+            Some("up" | "down" | "mahimahi") => TraceKind::Mahimahi,
+            _ => TraceKind::Auto,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Report<'a> {
     input: String,
     model: String,
+    /// Each trace as `FILE` or `FILE for PATTERN`.
+    traces: Vec<String>,
     seed: u64,
     summary: &'a rtemu_sim::summary::Summary,
 }
@@ -101,7 +177,13 @@ fn link_config(args: &SimArgs) -> anyhow::Result<LinkConfig> {
             toml::from_str(&text).with_context(|| format!("{}: not a valid model", path.display()))
         };
     }
-    let text = args.model.as_deref().unwrap_or(DEFAULT_MODEL);
+    // With a trace for the whole link, the trace decides; no default model is added to it.
+    let default = if args.trace.is_some() {
+        ""
+    } else {
+        DEFAULT_MODEL
+    };
+    let text = args.model.as_deref().unwrap_or(default);
     netem::parse(text).with_context(|| format!("--model {text:?}"))
 }
 
@@ -129,11 +211,117 @@ fn progress_bar(enabled: bool) -> Option<ProgressBar> {
     Some(bar)
 }
 
+/// One `--trace` or `--flow-trace`.
+struct TraceArg {
+    pattern: Option<FlowPattern>,
+    path: PathBuf,
+    kind: TraceKind,
+}
+
+fn trace_args(args: &SimArgs) -> anyhow::Result<Vec<TraceArg>> {
+    let mut out = Vec::new();
+    for spec in &args.flow_traces {
+        let (pattern, file) = spec
+            .rsplit_once('=')
+            .with_context(|| format!("--flow-trace {spec:?}: expected PATTERN=FILE"))?;
+        let pattern: FlowPattern = pattern
+            .parse()
+            .with_context(|| format!("--flow-trace {spec:?}"))?;
+        let path = PathBuf::from(file);
+        out.push(TraceArg {
+            pattern: Some(pattern),
+            kind: args.trace_kind.of(&path),
+            path,
+        });
+    }
+    if let Some(path) = &args.trace {
+        out.push(TraceArg {
+            pattern: None,
+            kind: args.trace_kind.of(path),
+            path: path.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// The link's model: the netem model, or trace-driven models (per flow, and for the rest).
+/// Delivery-opportunity traces are borrowed from `opportunities`, loaded beforehand in the
+/// order of `traces`.
+fn build_model<'a>(
+    args: &SimArgs,
+    cfg: &LinkConfig,
+    traces: &[TraceArg],
+    opportunities: &'a [Opportunities],
+) -> anyhow::Result<Box<dyn Model + 'a>> {
+    let mut opportunities = opportunities.iter();
+    let mut flows = Vec::new();
+    let mut default = None;
+    for (i, t) in traces.iter().enumerate() {
+        let what = || format!("trace {}", t.path.display());
+        let feed: Box<dyn TraceFeed + 'a> = match t.kind {
+            TraceKind::Series => Box::new(SeriesFeed::new(
+                DelaySeries::load(&t.path, args.interpolation).with_context(what)?,
+            )),
+            TraceKind::Mahimahi => Box::new(OpportunityFeed::new(
+                opportunities
+                    .next()
+                    .context("delivery-opportunity traces are loaded first")?,
+            )),
+            kind => {
+                let format = match kind {
+                    TraceKind::Rpl => Some(Format::Raw),
+                    TraceKind::Rplx => Some(Format::Framed),
+                    TraceKind::Text => Some(Format::Text),
+                    _ => None,
+                };
+                let config = PrefetchConfig {
+                    underrun: args.underrun,
+                    end: args.end,
+                    ..PrefetchConfig::default()
+                };
+                Box::new(ActionFeed::new(
+                    Prefetcher::open(&t.path, format, config).with_context(what)?,
+                ))
+            }
+        };
+        // Each trace's own stages (rate, corruption) draw from a stream of their own.
+        // A per-flow trace takes the link's rate, corruption and order; the rest of the model is
+        // for the packets no trace claims. A trace for the whole link must not be contradicted.
+        let stages = match t.pattern {
+            Some(_) => untraced_stages(cfg),
+            None => cfg.clone(),
+        };
+        let model = TraceModel::new(feed, &stages, args.seed, 1 + i as u64).with_context(what)?;
+        match &t.pattern {
+            Some(p) => flows.push((p.clone(), Box::new(model) as Box<dyn Model + 'a>)),
+            None => default = Some(Box::new(model) as Box<dyn Model + 'a>),
+        }
+    }
+    let default = match default {
+        Some(m) => m,
+        None => Box::new(
+            LinkModel::new(cfg, &FileTables::from_env(), args.seed, 0).context("the model")?,
+        ),
+    };
+    Ok(if flows.is_empty() {
+        default
+    } else {
+        Box::new(PerFlow::new(flows, default))
+    })
+}
+
 /// Runs `rtemu sim`.
 pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     let cfg = link_config(args)?;
-    let mut model =
-        LinkModel::new(&cfg, &FileTables::from_env(), args.seed, 0).context("the model")?;
+    let traces = trace_args(args)?;
+    let opportunities = traces
+        .iter()
+        .filter(|t| t.kind == TraceKind::Mahimahi)
+        .map(|t| {
+            Opportunities::load(&t.path).with_context(|| format!("trace {}", t.path.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut model = build_model(args, &cfg, &traces, &opportunities)?;
 
     let (mut source, input): (Box<dyn FrameSource>, String) = match &args.input {
         Some(path) => (
@@ -187,7 +375,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             let mut sink = PcapSink(writer);
             let summary = engine::run(
                 source.as_mut(),
-                &mut model,
+                model.as_mut(),
                 &mut sink,
                 log.as_mut(),
                 &mut on_progress,
@@ -200,7 +388,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         }
         None => engine::run(
             source.as_mut(),
-            &mut model,
+            model.as_mut(),
             &mut Discard,
             log.as_mut(),
             &mut on_progress,
@@ -214,11 +402,19 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         log.finish().context("writing the fate log")?;
     }
 
+    let trace_names: Vec<String> = traces
+        .iter()
+        .map(|t| match &t.pattern {
+            Some(p) => format!("{} for {p}", t.path.display()),
+            None => t.path.display().to_string(),
+        })
+        .collect();
     let mut out = std::io::stdout().lock();
     if args.json {
         let report = Report {
             input,
             model: cfg.to_string(),
+            traces: trace_names,
             seed: args.seed,
             summary: &summary,
         };
@@ -226,7 +422,16 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         writeln!(out)?;
     } else {
         writeln!(out, "rtemu sim: {input}")?;
-        writeln!(out, "model: {}  (seed {})", cfg, args.seed)?;
+        let model = cfg.to_string();
+        writeln!(
+            out,
+            "model: {}  (seed {})",
+            if model.is_empty() { "ideal" } else { &model },
+            args.seed
+        )?;
+        for t in &trace_names {
+            writeln!(out, "trace: {t}")?;
+        }
         write!(out, "{summary}")?;
     }
     Ok(())
