@@ -8,6 +8,8 @@
 //! * [`linerate`]: requested vs achieved line rate per wait method and pacer (its Figure 1);
 //! * [`latency`]: task-switch, preemption and IPC latencies under `SCHED_OTHER` and
 //!   `SCHED_FIFO`, and the priority-inversion test (the RTOS paper's Table 1);
+//! * [`rtt`]: UDP round trips per payload size against an echo server (the real-time UDP
+//!   paper's benchmark);
 //! * [`deadline`] over [`tire`]: real time vs real fast, the RTOS paper's tire benchmark;
 //! * [`doctor`]: a one-screen verdict with what to change;
 //! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
@@ -25,6 +27,7 @@ pub mod doctor;
 pub mod env;
 pub mod latency;
 pub mod linerate;
+pub mod rtt;
 pub mod sleep;
 pub mod stats;
 pub mod sync;

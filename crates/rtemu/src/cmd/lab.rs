@@ -19,6 +19,7 @@ use rtemu_lab::doctor::{self, Facts};
 use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
 use rtemu_lab::latency::{self, Class, InversionResult, LatencyConfig, LatencyRow};
 use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
+use rtemu_lab::rtt::{self, Echo, RttConfig, SizeResult};
 use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
 use rtemu_lab::stats::Distribution;
 use rtemu_lab::tire::{Tire, TireParams};
@@ -45,6 +46,11 @@ enum LabCommand {
     Deadline(DeadlineArgs),
     /// A one-screen verdict: what timing this machine can promise, and what to change.
     Doctor(DoctorArgs),
+    /// UDP round trips per payload size against `rtemu lab echo` (the real-time UDP paper's
+    /// benchmark); without --to, against an echo server on loopback.
+    Rtt(RttArgs),
+    /// A UDP echo server for `rtemu lab rtt`, bounded in time.
+    Echo(EchoArgs),
 }
 
 /// Real-time set-up and load, shared by every lab command.
@@ -232,6 +238,48 @@ struct DoctorArgs {
     json: bool,
 }
 
+#[derive(Debug, clap::Args)]
+struct RttArgs {
+    /// The echo server (`rtemu lab echo`); default: one started on 127.0.0.1 for the run.
+    #[arg(long, value_name = "ADDR:PORT")]
+    to: Option<std::net::SocketAddr>,
+    /// Smallest UDP payload, bytes (12–1472).
+    #[arg(long, default_value_t = 16)]
+    min_size: usize,
+    /// Largest UDP payload, bytes (12–1472).
+    #[arg(long, default_value_t = 1472)]
+    max_size: usize,
+    /// Payload increment, bytes.
+    #[arg(long, default_value_t = 182)]
+    step: usize,
+    /// Measured round trips per size (the paper's NUM_MEASUREMENTS).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    count: u64,
+    /// Discarded round trips before each size.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    warmup: u64,
+    /// How long to wait for each reply before counting the probe lost.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    timeout: u64,
+    /// Report one-way times (half the round trip).
+    #[arg(long)]
+    half_rtt: bool,
+    #[command(flatten)]
+    rt: RtArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct EchoArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7777")]
+    listen: std::net::SocketAddr,
+    /// Stop after this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    duration: u64,
+}
+
 fn parse_duration(text: &str) -> Result<u64, String> {
     parse_duration_ns(text).map_err(|e| e.to_string())
 }
@@ -248,6 +296,8 @@ pub fn run(args: &LabArgs) -> anyhow::Result<()> {
         LabCommand::Latency(args) => run_latency(args),
         LabCommand::Deadline(args) => run_deadline(args),
         LabCommand::Doctor(args) => run_doctor(args),
+        LabCommand::Rtt(args) => run_rtt(args),
+        LabCommand::Echo(args) => run_echo(args),
     }
 }
 
@@ -982,6 +1032,165 @@ fn run_doctor(args: &DoctorArgs) -> anyhow::Result<()> {
             writeln!(out, "  - {line}")?;
         }
     }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct RttReport<'a> {
+    header: &'a Header,
+    target: String,
+    half_rtt: bool,
+    results: &'a [SizeResult],
+}
+
+fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
+    // The local echo lives for the run at most; ten minutes bounds a forgotten one.
+    let local = match args.to {
+        Some(_) => None,
+        None => Some(Echo::start("127.0.0.1:0".parse()?, 600_000_000_000)?),
+    };
+    let target = args
+        .to
+        .or(local.as_ref().map(Echo::addr))
+        .context("no echo server")?;
+    let config = RttConfig {
+        target,
+        min_size: args.min_size,
+        max_size: args.max_size,
+        step: args.step,
+        count: args.count as usize,
+        warmup: args.warmup as usize,
+        timeout_ns: args.timeout,
+    };
+    let sizes = config.sizes()?;
+    let (setup, load, header) = prepare(&args.rt)?;
+    let bar = progress(sizes.len());
+    let mut results = rtt::run(&config, &mut |size| {
+        bar.set_message(format!("{size} bytes"));
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    drop(load);
+    drop(setup);
+    drop(local);
+    if args.half_rtt {
+        for r in &mut results {
+            r.mean_ns /= 2.0;
+            let d = &mut r.rtt_ns;
+            for v in [
+                &mut d.min_ns,
+                &mut d.p50_ns,
+                &mut d.p90_ns,
+                &mut d.p99_ns,
+                &mut d.p99_9_ns,
+                &mut d.p99_99_ns,
+                &mut d.max_ns,
+            ] {
+                *v /= 2;
+            }
+        }
+    }
+    if let Some(path) = &args.output.csv {
+        write_csv(path, |out| {
+            writeln!(out, "size,sent,received,lost,duplicates,reordered,best_ns,mean_ns,worst_ns,p50_ns,p99_ns,p99_9_ns")?;
+            for r in &results {
+                let d = &r.rtt_ns;
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{:.0},{},{},{},{}",
+                    r.size,
+                    r.sent,
+                    r.received,
+                    r.lost,
+                    r.duplicates,
+                    r.reordered,
+                    d.min_ns,
+                    r.mean_ns,
+                    d.max_ns,
+                    d.p50_ns,
+                    d.p99_ns,
+                    d.p99_9_ns
+                )?;
+            }
+            Ok(())
+        })?;
+    }
+    let mut out = io::stdout().lock();
+    if args.output.json {
+        let report = RttReport {
+            header: &header,
+            target: target.to_string(),
+            half_rtt: args.half_rtt,
+            results: &results,
+        };
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let title = format!(
+        "rtemu lab rtt: UDP to {target}{}, {} probes per size after {} discarded, {}",
+        if args.to.is_none() {
+            " (local echo)"
+        } else {
+            ""
+        },
+        args.count,
+        args.warmup,
+        if args.half_rtt {
+            "one-way (half the round trip)"
+        } else {
+            "round trip"
+        }
+    );
+    print_header(&mut out, &title, &header)?;
+    writeln!(
+        out,
+        "{:>6} {:>6} {:>6} {:>5} {:>5} {:>5} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9}",
+        "size",
+        "sent",
+        "recv",
+        "lost",
+        "dup",
+        "reord",
+        "best",
+        "average",
+        "worst",
+        "p50",
+        "p99",
+        "p99.9"
+    )?;
+    writeln!(out, "{:>6} {:>31} │ {:>63}", "bytes", "", "µs")?;
+    for r in &results {
+        let d = &r.rtt_ns;
+        writeln!(
+            out,
+            "{:>6} {:>6} {:>6} {:>5} {:>5} {:>5} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9}",
+            r.size,
+            r.sent,
+            r.received,
+            r.lost,
+            r.duplicates,
+            r.reordered,
+            us_i(d.min_ns),
+            us(r.mean_ns),
+            us_i(d.max_ns),
+            us_i(d.p50_ns),
+            us_i(d.p99_ns),
+            us_i(d.p99_9_ns),
+        )?;
+    }
+    Ok(())
+}
+
+fn run_echo(args: &EchoArgs) -> anyhow::Result<()> {
+    let echo = Echo::start(args.listen, args.duration)?;
+    eprintln!(
+        "rtemu lab echo: echoing UDP on {} for {}",
+        echo.addr(),
+        format_duration_ns(args.duration)
+    );
+    let echoed = echo.wait()?;
+    eprintln!("rtemu lab echo: {echoed} datagrams echoed");
     Ok(())
 }
 
