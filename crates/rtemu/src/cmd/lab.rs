@@ -913,7 +913,10 @@ fn run_deadline(args: &DeadlineArgs) -> anyhow::Result<()> {
             missed,
             pct,
             run,
-            us_i(r.release_latency_ns.p99_ns),
+            match r.misses {
+                Some(_) => us_i(r.release_latency_ns.p99_ns),
+                None => "-".to_owned(),
+            },
             us_i(r.compute_ns.p50_ns),
             us_i(r.response_ns.p99_ns),
             us_i(r.response_ns.max_ns),
