@@ -180,7 +180,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "{:<30}{:>14.2} M  (generator → full model → in-flight heap → discard)",
+        "{:<30}{:>14.2} M  (generator → full model → delay line → discard)",
         "simulator, packets/s",
         report.sim_packets_per_s / 1e6
     )?;
