@@ -28,8 +28,9 @@ use serde::Serialize;
 /// Arguments of `rtemu lab`.
 #[derive(Debug, clap::Args)]
 pub struct LabArgs {
+    // Boxed: the subcommands' flags are large, and LabArgs sits in the CLI's command enum.
     #[command(subcommand)]
-    command: LabCommand,
+    command: Box<LabCommand>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,6 +86,10 @@ struct OutputArgs {
     /// Write every raw sample to this CSV file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Draw the results to this SVG file (sleep: the timing paper's Figure 3; linerate: its
+    /// Figure 1; rtt: round trip vs payload size).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -290,7 +295,7 @@ fn parse_rate(text: &str) -> Result<u64, String> {
 
 /// Runs `rtemu lab`.
 pub fn run(args: &LabArgs) -> anyhow::Result<()> {
-    match &args.command {
+    match args.command.as_ref() {
         LabCommand::Sleep(args) => run_sleep(args),
         LabCommand::Linerate(args) => run_linerate(args),
         LabCommand::Latency(args) => run_latency(args),
@@ -409,6 +414,9 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
         seed: args.seed,
         time_limit_ns: args.time_limit,
     };
+    if let Some(path) = &args.output.plot {
+        plot::check_svg(path)?;
+    }
     let (setup, load, header) = prepare(&args.rt)?;
     let bar = progress(config.methods.len());
     let samples = sleep::run(&config, &mut |i, method| {
@@ -432,6 +440,9 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
             }
             Ok(())
         })?;
+    }
+    if let Some(path) = &args.output.plot {
+        plot::sleep(path, &samples)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
@@ -527,6 +538,9 @@ fn run_linerate(args: &LinerateArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if let Some(path) = &args.output.plot {
+        plot::check_svg(path)?;
+    }
     let (setup, load, header) = prepare(&args.rt)?;
     let bar = progress(points.len());
     let mut results = Vec::with_capacity(points.len());
@@ -567,6 +581,9 @@ fn run_linerate(args: &LinerateArgs) -> anyhow::Result<()> {
             }
             Ok(())
         })?;
+    }
+    if let Some(path) = &args.output.plot {
+        plot::linerate(path, &results)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
@@ -1066,6 +1083,9 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
         timeout_ns: args.timeout,
     };
     let sizes = config.sizes()?;
+    if let Some(path) = &args.output.plot {
+        plot::check_svg(path)?;
+    }
     let (setup, load, header) = prepare(&args.rt)?;
     let bar = progress(sizes.len());
     let mut results = rtt::run(&config, &mut |size| {
@@ -1117,6 +1137,9 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
             }
             Ok(())
         })?;
+    }
+    if let Some(path) = &args.output.plot {
+        plot::rtt(path, &results)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
@@ -1208,6 +1231,185 @@ fn write_csv(
         .with_context(|| format!("writing {}", path.display()))
 }
 
+/// SVG figures of the lab's results.
+mod plot {
+    use std::path::Path;
+
+    use plotters::prelude::*;
+    use rtemu_lab::linerate::PointResult;
+    use rtemu_lab::rtt::SizeResult;
+    use rtemu_lab::sleep::SleepSamples;
+
+    /// Requests shown per method, as in the paper's Figure 3.
+    const FIRST_REQUESTS: usize = 100;
+    const SIZE: (u32, u32) = (960, 640);
+
+    /// Refuses anything but an SVG file name, before any measurement runs.
+    pub fn check_svg(path: &Path) -> anyhow::Result<()> {
+        if path.extension().and_then(|e| e.to_str()) != Some("svg") {
+            anyhow::bail!(
+                "--plot {}: only SVG is drawn; give a file name ending in .svg",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn err(e: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!("drawing the plot: {e}")
+    }
+
+    type Series = (String, Vec<(f64, f64)>);
+
+    /// Draws `series` as points with a legend, over a y = x line when `diagonal`.
+    fn scatter(
+        path: &Path,
+        title: &str,
+        (x_desc, y_desc): (&str, &str),
+        series: &[Series],
+        log: bool,
+        diagonal: bool,
+    ) -> anyhow::Result<()> {
+        check_svg(path)?;
+        let all = series.iter().flat_map(|(_, p)| p.iter().copied());
+        let (mut lo, mut hi) = (f64::INFINITY, 0f64);
+        for (x, y) in all {
+            lo = lo.min(x.min(y));
+            hi = hi.max(x.max(y));
+        }
+        if !hi.is_finite() || hi <= 0.0 {
+            anyhow::bail!("--plot: nothing to draw");
+        }
+        let lo = if log { lo.max(1e-3) / 2.0 } else { 0.0 };
+        let hi = hi * 1.1;
+        let root = SVGBackend::new(path, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70);
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_label_formatter(&|v| format!("{v:.0}"))
+                    .y_label_formatter(&|v| format!("{v:.0}"))
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .draw()
+                    .map_err(err)?;
+                if diagonal {
+                    chart
+                        .draw_series(LineSeries::new([(lo, lo), (hi, hi)], &BLACK))
+                        .map_err(err)?
+                        .label("ideal")
+                        .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], BLACK));
+                }
+                for (i, (name, points)) in series.iter().enumerate() {
+                    let color = Palette99::pick(i).to_rgba();
+                    chart
+                        .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                        .map_err(err)?
+                        .label(name.as_str())
+                        .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .background_style(WHITE.mix(0.8))
+                    .border_style(BLACK)
+                    .draw()
+                    .map_err(err)?;
+            }};
+        }
+        if log {
+            draw!(builder
+                .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
+                .map_err(err)?);
+        } else {
+            draw!(builder.build_cartesian_2d(lo..hi, lo..hi).map_err(err)?);
+        }
+        root.present().map_err(err)
+    }
+
+    /// Requested vs actual sleep of the first requests of each method (Figure 3).
+    pub fn sleep(path: &Path, samples: &[SleepSamples]) -> anyhow::Result<()> {
+        let series: Vec<Series> = samples
+            .iter()
+            .map(|s| {
+                let points = s.requested.iter().zip(&s.actual).take(FIRST_REQUESTS);
+                let points = points.map(|(&x, &y)| (x as f64 / 1e3, y as f64 / 1e3));
+                (s.method.to_string(), points.collect())
+            })
+            .collect();
+        scatter(
+            path,
+            "requested vs actual sleep, first 100 requests per method",
+            ("requested, µs", "actual, µs"),
+            &series,
+            false,
+            true,
+        )
+    }
+
+    /// Requested vs achieved line rate per method and pacer (Figure 1).
+    pub fn linerate(path: &Path, results: &[PointResult]) -> anyhow::Result<()> {
+        let mut series: Vec<Series> = Vec::new();
+        for r in results {
+            let name = format!("{} {}", r.method, r.pacer);
+            let point = (r.requested_bps as f64, r.achieved_bps);
+            match series.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, points)) => points.push(point),
+                None => series.push((name, vec![point])),
+            }
+        }
+        scatter(
+            path,
+            "requested vs achieved line rate",
+            ("requested, bit/s", "achieved, bit/s"),
+            &series,
+            true,
+            true,
+        )
+    }
+
+    /// Best, average and worst round trip vs payload size (the UDP paper's figure).
+    pub fn rtt(path: &Path, results: &[SizeResult]) -> anyhow::Result<()> {
+        let size = |r: &SizeResult| r.size as f64;
+        let series: Vec<Series> = vec![
+            (
+                "best".into(),
+                results
+                    .iter()
+                    .map(|r| (size(r), r.rtt_ns.min_ns as f64 / 1e3))
+                    .collect(),
+            ),
+            (
+                "average".into(),
+                results.iter().map(|r| (size(r), r.mean_ns / 1e3)).collect(),
+            ),
+            (
+                "worst".into(),
+                results
+                    .iter()
+                    .map(|r| (size(r), r.rtt_ns.max_ns as f64 / 1e3))
+                    .collect(),
+            ),
+        ];
+        scatter(
+            path,
+            "UDP round trip vs payload size",
+            ("payload, bytes", "round trip, µs"),
+            &series,
+            false,
+            false,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1219,13 +1421,14 @@ mod tests {
         lab: LabArgs,
     }
 
-    fn parse(args: &[&str]) -> Result<LabArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied())).map(|c| c.lab)
+    fn parse(args: &[&str]) -> Result<LabCommand, clap::Error> {
+        Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied()))
+            .map(|c| *c.lab.command)
     }
 
     #[test]
     fn sleep_defaults_are_small_and_complete() {
-        let LabCommand::Sleep(args) = parse(&["sleep"]).unwrap().command else {
+        let LabCommand::Sleep(args) = parse(&["sleep"]).unwrap() else {
             panic!("not sleep");
         };
         assert_eq!(args.methods.len(), WaitStrategy::ALL.len());
@@ -1236,11 +1439,11 @@ mod tests {
 
     #[test]
     fn load_takes_an_optional_thread_count() {
-        let LabCommand::Sleep(args) = parse(&["sleep", "--load"]).unwrap().command else {
+        let LabCommand::Sleep(args) = parse(&["sleep", "--load"]).unwrap() else {
             panic!("not sleep");
         };
         assert_eq!(args.rt.load, Some(None));
-        let LabCommand::Sleep(args) = parse(&["sleep", "--load", "3"]).unwrap().command else {
+        let LabCommand::Sleep(args) = parse(&["sleep", "--load", "3"]).unwrap() else {
             panic!("not sleep");
         };
         assert_eq!(args.rt.load, Some(Some(3)));
@@ -1248,7 +1451,7 @@ mod tests {
 
     #[test]
     fn deadline_defaults_are_short_and_sweeps_take_lists() {
-        let LabCommand::Deadline(args) = parse(&["deadline"]).unwrap().command else {
+        let LabCommand::Deadline(args) = parse(&["deadline"]).unwrap() else {
             panic!("not deadline");
         };
         assert_eq!(
@@ -1263,9 +1466,7 @@ mod tests {
             "--sweep-threads",
             "1,4",
         ])
-        .unwrap()
-        .command
-        else {
+        .unwrap() else {
             panic!("not deadline");
         };
         assert!(args.sweep);
