@@ -309,6 +309,15 @@ impl Prefetcher {
                 Err(TryRecvError::Disconnected) => None,
             }
         };
+        match self.accept(msg) {
+            Ok(true) => self.next_action(),
+            Ok(false) => Ok(self.after_end()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Installs a message from the reader: true if it was a block.
+    fn accept(&mut self, msg: Option<Msg>) -> Result<bool, TraceError> {
         match msg {
             Some(Msg::Block(block, loops)) => {
                 let used = std::mem::replace(&mut self.cur, block);
@@ -319,17 +328,29 @@ impl Prefetcher {
                 }
                 self.pos = 0;
                 self.counters.loops = loops;
-                self.next_action()
+                Ok(true)
             }
             Some(Msg::End) | None => {
                 self.state = State::Ended;
-                Ok(self.after_end())
+                Ok(false)
             }
             Some(Msg::Failed(e)) => {
                 self.state = State::Ended;
                 Err(e)
             }
         }
+    }
+
+    /// Waits until records are ready (or the trace has ended), so that a consumer starting
+    /// right after [`Prefetcher::open`] does not under-run while the reader's first read is in
+    /// flight. Call it once before the packet path starts; afterwards the reader stays ahead
+    /// as long as the disk is faster than the link.
+    pub fn prime(&mut self) -> Result<(), TraceError> {
+        while self.pos == self.cur.len() && self.state == State::Streaming {
+            let msg = self.full.recv().ok();
+            self.accept(msg)?;
+        }
+        Ok(())
     }
 
     fn substitute(&self) -> Action {

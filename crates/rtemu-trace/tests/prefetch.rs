@@ -196,6 +196,28 @@ fn underruns_are_counted_and_follow_the_policy() {
 }
 
 #[test]
+fn priming_waits_for_the_first_records() {
+    let (mut p, open) = gated(&[pass_us(5), pass_us(6)], UnderrunPolicy::Drop);
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        open.store(true, Ordering::Release);
+    });
+    p.prime().unwrap();
+    // Both records were in the first block: no under-run, even with a non-waiting policy.
+    assert_eq!(p.next_action().unwrap(), Some(pass_us(5)));
+    assert_eq!(p.next_action().unwrap(), Some(pass_us(6)));
+    assert_eq!(p.counters().underruns, 0);
+    opener.join().unwrap();
+    // Priming an ended or failed trace returns at once.
+    let mut empty = spawn(Vec::new(), config(UnderrunPolicy::Drop, EndPolicy::Stop));
+    assert!(matches!(
+        empty.prime().unwrap_err().kind(),
+        ErrorKind::Empty
+    ));
+    empty.prime().unwrap();
+}
+
+#[test]
 fn wait_never_underruns() {
     let (mut p, open) = gated(&[pass_us(5)], UnderrunPolicy::Wait);
     let opener = std::thread::spawn(move || {

@@ -4,12 +4,13 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use rtemu_trace::duration::{format_duration, parse_duration_ns};
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
 use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
+use rtemu_trace::mahimahi::Opportunities;
 use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
 use rtemu_trace::series::{actions_at_rate, DelaySeries, Interpolation};
 use rtemu_trace::stats::{StatsBuilder, TraceStats, DEFAULT_MAX_SERIES};
@@ -33,7 +34,8 @@ use rtemu_trace::{
   rtemu trace convert fgn.rpl fgn.txt
   rtemu trace convert probe.txt probe.rpl --series-pps 1000 --interp linear
   rtemu trace cat fgn.rpl | head
-  rtemu trace bench big.rpl --cold")]
+  rtemu trace bench big.rpl --cold
+  rtemu trace bench big.rpl --cold --underrun pass --pace 1000000 --limit 10000000")]
 pub struct TraceArgs {
     #[command(subcommand)]
     command: TraceCommand,
@@ -181,6 +183,79 @@ struct StatsArgs {
     /// Delays kept for autocorrelation and Hurst estimates (the first ones).
     #[arg(long, default_value_t = DEFAULT_MAX_SERIES)]
     max_series: usize,
+    /// The kind of trace: actions (per-packet, the default), mahimahi (delivery
+    /// opportunities) or series (delay/loss time series).
+    #[arg(long, default_value = "actions")]
+    kind: TraceKind,
+}
+
+/// The kinds of trace `stats` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TraceKind {
+    Actions,
+    Mahimahi,
+    Series,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct MahimahiSummary {
+    opportunities: usize,
+    period_ms: f64,
+    mean_rate_mbps_at_1500_bytes: f64,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct SeriesSummary {
+    samples: usize,
+    duration_s: f64,
+    lost_fraction: f64,
+    delay_mean_ms: f64,
+    delay_min_ms: f64,
+    delay_max_ms: f64,
+}
+
+fn print_summary(json: bool, summary: &impl serde::Serialize) -> anyhow::Result<()> {
+    let value = serde_json::to_value(summary)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else if let serde_json::Value::Object(fields) = value {
+        for (k, v) in fields {
+            println!("{:<30} {v}", k.replace('_', " "));
+        }
+    }
+    Ok(())
+}
+
+fn stats_other(a: &StatsArgs) -> anyhow::Result<()> {
+    if a.kind == TraceKind::Mahimahi {
+        let t = Opportunities::load(&a.file)?;
+        return print_summary(
+            a.json,
+            &MahimahiSummary {
+                opportunities: t.len(),
+                period_ms: t.period_ns() as f64 / 1e6,
+                mean_rate_mbps_at_1500_bytes: t.mean_rate_bps(1500) / 1e6,
+            },
+        );
+    }
+    let s = DelaySeries::load(&a.file, Interpolation::Step)?;
+    let x = s.samples();
+    let n = x.len() as f64;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    print_summary(
+        a.json,
+        &SeriesSummary {
+            samples: x.len(),
+            duration_s: (x[x.len() - 1].time_ns - x[0].time_ns) as f64 / 1e9,
+            lost_fraction: x.iter().filter(|s| s.lost).count() as f64 / n,
+            delay_mean_ms: x.iter().map(|s| ms(s.delay_ns)).sum::<f64>() / n,
+            delay_min_ms: x
+                .iter()
+                .map(|s| ms(s.delay_ns))
+                .fold(f64::INFINITY, f64::min),
+            delay_max_ms: x.iter().map(|s| ms(s.delay_ns)).fold(0.0, f64::max),
+        },
+    )
 }
 
 #[derive(Debug, clap::Args)]
@@ -233,6 +308,17 @@ struct BenchArgs {
     /// Blocks in the prefetch ring.
     #[arg(long, default_value_t = 8)]
     blocks: usize,
+    /// Under-run policy: wait (measure the reader's throughput), or pass, drop, hold-last
+    /// (measure how often a consumer of the given pace would find no record ready).
+    #[arg(long, default_value = "wait")]
+    underrun: UnderrunPolicy,
+    /// Consume at this many records per second (busy-waiting between records), as a link
+    /// would; default: as fast as possible.
+    #[arg(long, value_name = "RPS")]
+    pace: Option<u64>,
+    /// Stop each pass after this many actions.
+    #[arg(long)]
+    limit: Option<u64>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -412,6 +498,9 @@ fn for_each(
 }
 
 fn stats(a: &StatsArgs) -> anyhow::Result<()> {
+    if a.kind != TraceKind::Actions {
+        return stats_other(a);
+    }
     let mut r = open(&a.file, a.format)?;
     let mut b = StatsBuilder::new(a.max_series);
     for_each(&mut r, |x| {
@@ -573,8 +662,10 @@ fn cat(a: &CatArgs) -> anyhow::Result<()> {
 struct BenchPass {
     pass: String,
     records: u64,
+    underruns: u64,
     seconds: f64,
     records_per_second: f64,
+    /// Of 4-byte words: the raw form's bytes.
     megabytes_per_second: f64,
 }
 
@@ -593,16 +684,31 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         let cfg = PrefetchConfig {
             block_records: a.block_records,
             blocks: a.blocks,
-            underrun: UnderrunPolicy::Wait,
+            underrun: a.underrun,
             end: EndPolicy::Stop,
             ..PrefetchConfig::default()
         };
         let start = Instant::now();
         let mut p = Prefetcher::open(&a.file, None, cfg)?;
+        p.prime()?;
+        // A paced consumer starts its schedule once records are ready, as a link would.
+        let schedule = Instant::now();
         // Sum the delays so the loop cannot be optimised away, and as a checksum.
         let mut sum = 0u64;
-        while let Some(x) = p.next_action()? {
+        let mut taken = 0u64;
+        while a.limit.is_none_or(|l| taken < l) {
+            if let Some(rate) = a.pace {
+                let due = schedule
+                    + Duration::from_nanos(
+                        (u128::from(taken) * 1_000_000_000 / u128::from(rate.max(1))) as u64,
+                    );
+                while Instant::now() < due {
+                    std::hint::spin_loop();
+                }
+            }
+            let Some(x) = p.next_action()? else { break };
             sum = sum.wrapping_add(x.delay_ns().unwrap_or(1));
+            taken += 1;
         }
         let seconds = start.elapsed().as_secs_f64();
         let records = p.counters().records;
@@ -610,9 +716,10 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         passes.push(BenchPass {
             pass: label.to_owned(),
             records,
+            underruns: p.counters().underruns,
             seconds,
             records_per_second: records as f64 / seconds,
-            megabytes_per_second: bytes as f64 / seconds / 1e6,
+            megabytes_per_second: records as f64 * 4.0 / seconds / 1e6,
         });
     }
     if a.json {
@@ -621,11 +728,14 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{}: {} bytes; prefetch blocks of {} records x {}",
+        "{}: {} bytes; prefetch blocks of {} records x {}; under-run policy {}; pace {}",
         a.file.display(),
         bytes,
         a.block_records,
-        a.blocks
+        a.blocks,
+        a.underrun,
+        a.pace
+            .map_or("unlimited".to_owned(), |r| format!("{r} records/s"))
     );
     if a.cold {
         println!(
@@ -634,12 +744,13 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     }
     for p in &passes {
         println!(
-            "{:<6} {:>12} records in {:>8.3} s: {:>8.1} M records/s, {:>7.1} MB/s",
+            "{:<6} {:>12} records in {:>8.3} s: {:>8.1} M records/s, {:>7.1} MB/s, {} under-runs",
             p.pass,
             p.records,
             p.seconds,
             p.records_per_second / 1e6,
-            p.megabytes_per_second
+            p.megabytes_per_second,
+            p.underruns
         );
     }
     Ok(())
@@ -725,6 +836,31 @@ mod tests {
         .unwrap();
         // Good to Bad at once and never back, all lost in Bad.
         assert_eq!(records(&iid), vec![Action::Drop; 3]);
+    }
+
+    #[test]
+    fn other_kinds_load_and_bad_ones_say_where() {
+        let d = Scratch::new("kinds");
+        let mm = d.path("trace.down");
+        // A Mahimahi trace exactly as its tools write them.
+        std::fs::write(&mm, "1\n1\n2\n4\n").unwrap();
+        rtemu_trace(&["stats", "--kind", "mahimahi", &mm]).unwrap();
+        std::fs::write(&mm, "1\n3\n2\n").unwrap();
+        let e = format!(
+            "{:#}",
+            rtemu_trace(&["stats", "--kind", "mahimahi", &mm]).unwrap_err()
+        );
+        assert!(e.contains("trace.down: line 3, column 1"), "{e}");
+        let series = d.path("probe.txt");
+        std::fs::write(&series, "0 10\n1 12 1\n0.5 11\n").unwrap();
+        let e = format!(
+            "{:#}",
+            rtemu_trace(&["stats", "--kind", "series", &series]).unwrap_err()
+        );
+        assert!(
+            e.contains("probe.txt: line 3, column 1") && e.contains("backwards"),
+            "{e}"
+        );
     }
 
     #[test]
