@@ -87,7 +87,8 @@ struct OutputArgs {
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
     /// Draw the results to this SVG file (sleep: the timing paper's Figure 3; linerate: its
-    /// Figure 1; rtt: round trip vs payload size).
+    /// Figure 1; rtt: round trip vs payload size; deadline: missed deadlines per
+    /// configuration).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
 }
@@ -798,6 +799,9 @@ fn run_deadline(args: &DeadlineArgs) -> anyhow::Result<()> {
         dma_latency: !args.no_dma_latency,
         ..RtRequest::default()
     };
+    if let Some(path) = &args.output.plot {
+        plot::check_svg(path)?;
+    }
     let (setup, _load, header) = prepare_with(&request, None, None)?;
     let mut runs = Vec::new();
     let mut skipped = Vec::new();
@@ -880,6 +884,9 @@ fn run_deadline(args: &DeadlineArgs) -> anyhow::Result<()> {
             }
             Ok(())
         })?;
+    }
+    if let Some(path) = &args.output.plot {
+        plot::deadline_sweep(path, &results)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
@@ -1236,6 +1243,7 @@ mod plot {
     use std::path::Path;
 
     use plotters::prelude::*;
+    use rtemu_lab::deadline::DeadlineResult;
     use rtemu_lab::linerate::PointResult;
     use rtemu_lab::rtt::SizeResult;
     use rtemu_lab::sleep::SleepSamples;
@@ -1331,6 +1339,83 @@ mod plot {
                 .map_err(err)?);
         } else {
             draw!(builder.build_cartesian_2d(lo..hi, lo..hi).map_err(err)?);
+        }
+        root.present().map_err(err)
+    }
+
+    /// A heat map of missed deadlines: model sizes × (threads, policy), the RTOS paper's
+    /// Figures 11–12. Real-time results only.
+    pub fn deadline_sweep(path: &Path, results: &[DeadlineResult]) -> anyhow::Result<()> {
+        check_svg(path)?;
+        let timed: Vec<&DeadlineResult> = results.iter().filter(|r| r.misses.is_some()).collect();
+        let mut rows: Vec<usize> = timed.iter().map(|r| r.nodes).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let mut columns: Vec<(usize, String)> = timed
+            .iter()
+            .map(|r| (r.threads, r.policy.clone()))
+            .collect();
+        columns.sort();
+        columns.dedup();
+        if rows.is_empty() {
+            anyhow::bail!("--plot: no real-time results to draw");
+        }
+        let root = SVGBackend::new(path, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("missed deadlines (% of steps)", ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..columns.len() as f64, 0f64..rows.len() as f64)
+            .map_err(err)?;
+        let column_name = |v: &f64| {
+            columns
+                .get(v.floor() as usize)
+                .filter(|_| v.fract() == 0.5)
+                .map_or(String::new(), |(t, p)| format!("{t} thr {p}"))
+        };
+        let row_name = |v: &f64| {
+            rows.get(v.floor() as usize)
+                .filter(|_| v.fract() == 0.5)
+                .map_or(String::new(), |n| format!("{n} nodes"))
+        };
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(2 * columns.len() + 1)
+            .y_labels(2 * rows.len() + 1)
+            .x_label_formatter(&column_name)
+            .y_label_formatter(&row_name)
+            .draw()
+            .map_err(err)?;
+        for r in timed {
+            let x = columns
+                .iter()
+                .position(|c| c.0 == r.threads && c.1 == r.policy)
+                .unwrap_or_default() as f64;
+            let y = rows.iter().position(|&n| n == r.nodes).unwrap_or_default() as f64;
+            let missed = r.misses.map_or(0, |m| m.missed);
+            let share = missed as f64 / r.steps.max(1) as f64;
+            // Blue when every deadline was met, through yellow, to red when all were missed.
+            let color = if missed == 0 {
+                RGBColor(70, 110, 200)
+            } else {
+                RGBColor(230, (200.0 * (1.0 - share)) as u8, 40)
+            };
+            chart
+                .draw_series([Rectangle::new(
+                    [(x + 0.02, y + 0.02), (x + 0.98, y + 0.98)],
+                    color.filled(),
+                )])
+                .map_err(err)?;
+            chart
+                .draw_series([Text::new(
+                    format!("{:.1}", 100.0 * share),
+                    (x + 0.42, y + 0.55),
+                    ("sans-serif", 16),
+                )])
+                .map_err(err)?;
         }
         root.present().map_err(err)
     }
