@@ -5,9 +5,10 @@
 //! * [`ErrorStats`]: the timing paper's Table 1 columns, the sample mean and variance (with
 //!   `n − 1`) of the absolute error `a_i = y_i − x_i` and the relative error `r_i = a_i / x_i`;
 //! * [`Distribution`]: HdrHistogram percentiles 50/90/99/99.9/99.99 plus min and max, as
-//!   cyclictest, sockperf and irtt print them, with max the headline for real time.
+//!   cyclictest, sockperf and irtt print them, with max the headline for real time;
+//! * [`Histogram`]: cyclictest's one-bucket-per-microsecond histogram.
 
-use hdrhistogram::Histogram;
+use hdrhistogram::Histogram as Hdr;
 use serde::Serialize;
 
 /// Significant decimal digits kept by the histogram: values are exact below 2048 ns and within
@@ -119,7 +120,7 @@ impl Distribution {
         };
         // HdrHistogram records non-negative values: shift by the minimum and back.
         let mut histogram =
-            Histogram::<u64>::new(SIGNIFICANT_DIGITS).expect("3 significant digits are valid");
+            Hdr::<u64>::new(SIGNIFICANT_DIGITS).expect("3 significant digits are valid");
         for &s in samples {
             histogram
                 .record(s.abs_diff(min))
@@ -138,6 +139,40 @@ impl Distribution {
             p99_99_ns: at(0.9999),
             max_ns: max,
         }
+    }
+}
+
+/// A cyclictest-style histogram: one bucket per microsecond of `samples` (ns), from 0 to
+/// `buckets − 1` µs, with what falls outside counted apart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Histogram {
+    /// `counts[i]`: samples in `[i, i + 1)` µs.
+    pub counts: Vec<u64>,
+    /// Samples below 0 (possible only for methods that may wake early, such as `slack`).
+    pub underflows: u64,
+    /// Samples at or above `buckets` µs.
+    pub overflows: u64,
+}
+
+impl Histogram {
+    /// Buckets `samples` (ns) into `buckets` one-microsecond bins.
+    pub fn per_microsecond(samples: &[i64], buckets: usize) -> Histogram {
+        let mut histogram = Histogram {
+            counts: vec![0; buckets],
+            underflows: 0,
+            overflows: 0,
+        };
+        for &s in samples {
+            if s < 0 {
+                histogram.underflows += 1;
+            } else {
+                match histogram.counts.get_mut((s / 1_000) as usize) {
+                    Some(count) => *count += 1,
+                    None => histogram.overflows += 1,
+                }
+            }
+        }
+        histogram
     }
 }
 
@@ -209,7 +244,24 @@ mod tests {
         assert_eq!(Distribution::compute(&[]).n, 0);
     }
 
+    #[test]
+    fn histogram_buckets_by_microsecond() {
+        let h = Histogram::per_microsecond(&[-1, 0, 999, 1_000, 2_500, 2_999, 3_000, 9_999_999], 3);
+        assert_eq!(h.counts, vec![2, 1, 2]);
+        assert_eq!((h.underflows, h.overflows), (1, 2));
+    }
+
     proptest! {
+        #[test]
+        fn histograms_count_every_sample(
+            samples in proptest::collection::vec(-10_000i64..200_000, 0..300),
+            buckets in 0usize..300,
+        ) {
+            let h = Histogram::per_microsecond(&samples, buckets);
+            let total = h.counts.iter().sum::<u64>() + h.underflows + h.overflows;
+            prop_assert_eq!(total, samples.len() as u64);
+        }
+
         #[test]
         fn percentiles_are_ordered_and_bounded(
             samples in proptest::collection::vec(-1_000_000_000i64..1_000_000_000, 1..500)

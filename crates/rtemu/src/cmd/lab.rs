@@ -21,7 +21,7 @@ use rtemu_lab::latency::{self, Class, InversionResult, LatencyConfig, LatencyRow
 use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
 use rtemu_lab::rtt::{self, Echo, RttConfig, SizeResult};
 use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
-use rtemu_lab::stats::Distribution;
+use rtemu_lab::stats::{Distribution, Histogram};
 use rtemu_lab::tire::{Tire, TireParams};
 use serde::Serialize;
 
@@ -116,6 +116,13 @@ struct SleepArgs {
     /// Stop each method after this long even if requests remain.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     time_limit: u64,
+    /// Write a cyclictest-style histogram of the error (one row per µs, one column per
+    /// method, up to --histogram-max µs) to this file.
+    #[arg(long, value_name = "FILE")]
+    histogram: Option<PathBuf>,
+    /// Microsecond buckets of --histogram.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    histogram_max: u64,
     #[command(flatten)]
     rt: RtArgs,
     #[command(flatten)]
@@ -444,6 +451,49 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.output.plot {
         plot::sleep(path, &samples)?;
+    }
+    if let Some(path) = &args.histogram {
+        let histograms: Vec<Histogram> = samples
+            .iter()
+            .map(|s| {
+                let errors: Vec<i64> = s
+                    .requested
+                    .iter()
+                    .zip(&s.actual)
+                    .map(|(&x, &y)| y as i64 - x as i64)
+                    .collect();
+                Histogram::per_microsecond(&errors, args.histogram_max as usize)
+            })
+            .collect();
+        write_csv(path, |out| {
+            // cyclictest -h layout: comments, then "µs count count …", then the totals.
+            write!(out, "# error in µs")?;
+            for s in &samples {
+                write!(out, " {}", s.method)?;
+            }
+            writeln!(out)?;
+            for bucket in 0..args.histogram_max as usize {
+                write!(out, "{bucket:06}")?;
+                for h in &histograms {
+                    write!(out, " {:06}", h.counts[bucket])?;
+                }
+                writeln!(out)?;
+            }
+            for (label, pick) in [
+                (
+                    "# below 0:",
+                    (|h: &Histogram| h.underflows) as fn(&Histogram) -> u64,
+                ),
+                ("# overflows:", |h: &Histogram| h.overflows),
+            ] {
+                write!(out, "{label}")?;
+                for h in &histograms {
+                    write!(out, " {:05}", pick(h))?;
+                }
+                writeln!(out)?;
+            }
+            Ok(())
+        })?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
