@@ -293,7 +293,7 @@ fn build_model<'a>(
         };
         let model = TraceModel::new(feed, &stages, args.seed, 1 + i as u64).with_context(what)?;
         match &t.pattern {
-            Some(p) => flows.push((p.clone(), Box::new(model) as Box<dyn Model + 'a>)),
+            Some(p) => flows.push((*p, Box::new(model) as Box<dyn Model + 'a>)),
             None => default = Some(Box::new(model) as Box<dyn Model + 'a>),
         }
     }
