@@ -1,0 +1,106 @@
+//! The topology file as written: TOML deserialised with the position of every value kept, so
+//! validation can point at the line and column of a mistake. Nothing here is checked beyond
+//! TOML types; [`crate::topology`] turns a [`FileSpec`] into a validated
+//! [`crate::Topology`].
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A whole topology file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSpec {
+    /// The lab's name.
+    pub lab: Spanned<String>,
+    /// `"static"` (default) or `"none"`.
+    pub routing: Option<Spanned<String>>,
+    /// `"static"` or `"dynamic"` (default).
+    pub neighbours: Option<Spanned<String>>,
+    /// `"dual"` (default), `"ipv4"` or `"ipv6"`: the families pool addresses are given for.
+    pub ip: Option<Spanned<String>>,
+    /// Default MTU of every link and LAN.
+    pub mtu: Option<Spanned<i64>>,
+    /// Where automatic addresses come from.
+    pub pool: Option<PoolSpec>,
+    /// Nodes by name.
+    #[serde(default)]
+    pub nodes: BTreeMap<Spanned<String>, NodeSpec>,
+    /// Point-to-point links.
+    #[serde(default)]
+    pub links: Vec<LinkSpec>,
+    /// LAN segments (bridges).
+    #[serde(default)]
+    pub lans: Vec<LanSpec>,
+}
+
+/// `[pool]`: the prefixes segment subnets are allocated from.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    /// IPv4 pool prefix.
+    pub ipv4: Option<Spanned<String>>,
+    /// Prefix length of each IPv4 segment subnet.
+    pub ipv4_prefix: Option<Spanned<i64>>,
+    /// IPv6 pool prefix.
+    pub ipv6: Option<Spanned<String>>,
+    /// Prefix length of each IPv6 segment subnet.
+    pub ipv6_prefix: Option<Spanned<i64>>,
+}
+
+/// `[nodes.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Addresses on the node's loopback interface (`"192.0.2.1/32"`).
+    #[serde(default)]
+    pub addresses: Vec<Spanned<String>>,
+    /// Sysctls set in the node (`"net.ipv4.tcp_ecn" = "1"`).
+    #[serde(default)]
+    pub sysctls: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    /// Start-up commands, run in the node through `sh -c` once the lab is up.
+    #[serde(default)]
+    pub run: Vec<Spanned<String>>,
+    /// Environment of start-up commands.
+    #[serde(default)]
+    pub env: BTreeMap<Spanned<String>, Spanned<String>>,
+    /// CPU limit in cores for processes rtemu starts in the node.
+    pub cpu: Option<Spanned<f64>>,
+}
+
+/// `[[links]]`: a point-to-point link.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// An optional name (default `NODE_A-NODE_B`).
+    pub name: Option<Spanned<String>>,
+    /// Two endpoints, each `"node"` or `"node:ifname"`.
+    pub endpoints: Spanned<Vec<Spanned<String>>>,
+    /// The link's IPv4 subnet; endpoint `i` gets host address `i + 1`.
+    pub ipv4: Option<Spanned<String>>,
+    /// The link's IPv6 subnet; endpoint `i` gets host address `i + 1`.
+    pub ipv6: Option<Spanned<String>>,
+    /// MTU of both ends.
+    pub mtu: Option<Spanned<i64>>,
+    /// netem-style impairment (needs the real-time engine).
+    pub netem: Option<Spanned<String>>,
+    /// Trace file driving the link (needs the real-time engine).
+    pub trace: Option<Spanned<String>>,
+}
+
+/// `[[lans]]`: a broadcast segment joining any number of nodes through a bridge.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanSpec {
+    /// The LAN's name.
+    pub name: Spanned<String>,
+    /// Members, each `"node"` or `"node:ifname"`.
+    pub members: Spanned<Vec<Spanned<String>>>,
+    /// The LAN's IPv4 subnet; member `i` gets host address `i + 1`.
+    pub ipv4: Option<Spanned<String>>,
+    /// The LAN's IPv6 subnet; member `i` gets host address `i + 1`.
+    pub ipv6: Option<Spanned<String>>,
+    /// MTU of every member interface.
+    pub mtu: Option<Spanned<i64>>,
+}

@@ -1,0 +1,849 @@
+//! The validated topology: every name checked, every interface named, every address assigned.
+//!
+//! [`Topology::parse`] is the only way to build one from a file, so code that receives a
+//! [`Topology`] can rely on: unique valid names, nodes that exist, interface names that fit the
+//! kernel's 15 characters and are unique per node, subnets that do not overlap one another or
+//! any loopback address, and subnets large enough for their members.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+use std::ops::Range;
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use toml::Spanned;
+
+use crate::error::{LoadError, SpecError};
+use crate::spec::{FileSpec, NodeSpec};
+
+/// Longest lab name: it is part of every namespace name and of interface ownership marks.
+pub const MAX_LAB_NAME: usize = 12;
+/// Longest node, link or LAN name.
+pub const MAX_NODE_NAME: usize = 32;
+/// Longest interface name the kernel accepts (`IFNAMSIZ - 1`).
+pub const MAX_IFNAME: usize = 15;
+/// The IPv4 pool used when the file has no `[pool] ipv4`.
+pub const DEFAULT_POOL_V4: &str = "10.0.0.0/8";
+/// The IPv6 pool used when the file has no `[pool] ipv6`.
+pub const DEFAULT_POOL_V6: &str = "fd00:7274::/32";
+
+/// How routes are installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Routing {
+    /// rtemu installs shortest-path routes to every address in every node.
+    Static,
+    /// No routes beyond the on-link ones: a routing daemon started by the user does the rest.
+    None,
+}
+
+/// How neighbours (ARP/NDP) are resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NeighbourMode {
+    /// Permanent entries for every on-link peer: no address resolution during a run.
+    Static,
+    /// The kernel resolves addresses as usual.
+    Dynamic,
+}
+
+/// A locally administered, unicast Ethernet address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct Mac(pub [u8; 6]);
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
+    }
+}
+
+impl Mac {
+    /// The address rtemu gives the `index`-th interface of a lab: `02:72:74` ("rt", locally
+    /// administered) followed by the index, so it is unique within a lab and the same on every
+    /// `up` of the same file.
+    pub fn for_interface(index: u32) -> Mac {
+        let i = index.to_be_bytes();
+        Mac([0x02, 0x72, 0x74, i[1], i[2], i[3]])
+    }
+}
+
+/// A validated topology.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Topology {
+    /// The lab's name.
+    pub lab: String,
+    /// How routes are installed.
+    pub routing: Routing,
+    /// How neighbours are resolved.
+    pub neighbours: NeighbourMode,
+    /// Nodes in name order.
+    pub nodes: Vec<Node>,
+    /// Links first (file order), then LANs (file order).
+    pub segments: Vec<Segment>,
+}
+
+/// A node: one network namespace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Node {
+    /// The node's name.
+    pub name: String,
+    /// Addresses on its loopback interface.
+    pub loopback: Vec<IpNet>,
+    /// Sysctls set in the node, in name order.
+    pub sysctls: Vec<(String, String)>,
+    /// Start-up commands (`sh -c`).
+    pub run: Vec<String>,
+    /// Environment of start-up commands.
+    pub env: Vec<(String, String)>,
+    /// CPU limit in cores.
+    pub cpu: Option<f64>,
+}
+
+/// What a segment is made of.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SegmentKind {
+    /// A point-to-point link (a veth pair), maybe impaired.
+    Link {
+        /// The impairment, when the file asks for one.
+        impairment: Option<Impairment>,
+    },
+    /// A broadcast segment (a bridge with one veth pair per member).
+    Lan,
+}
+
+/// Link parameters that need the real-time engine.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Impairment {
+    /// netem-style parameters.
+    pub netem: Option<String>,
+    /// A trace file.
+    pub trace: Option<String>,
+}
+
+/// A link or a LAN.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Segment {
+    /// Its name (unique among links and LANs).
+    pub name: String,
+    /// Link or LAN.
+    pub kind: SegmentKind,
+    /// MTU of every member interface (kernel default when `None`).
+    pub mtu: Option<u32>,
+    /// Its IPv4 subnet.
+    pub ipv4: Option<Ipv4Net>,
+    /// Its IPv6 subnet.
+    pub ipv6: Option<Ipv6Net>,
+    /// The node interfaces on it.
+    pub members: Vec<Attachment>,
+}
+
+/// One node's interface on a segment.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Attachment {
+    /// Index into [`Topology::nodes`].
+    pub node: usize,
+    /// Interface name inside the node.
+    pub ifname: String,
+    /// Its IPv4 address with the segment's prefix length.
+    pub ipv4: Option<Ipv4Net>,
+    /// Its IPv6 address with the segment's prefix length.
+    pub ipv6: Option<Ipv6Net>,
+    /// Its Ethernet address.
+    pub mac: Mac,
+}
+
+impl Attachment {
+    /// Its address of the family of `like`.
+    pub fn addr_like(&self, like: IpAddr) -> Option<IpAddr> {
+        match like {
+            IpAddr::V4(_) => self.ipv4.map(|n| IpAddr::V4(n.addr())),
+            IpAddr::V6(_) => self.ipv6.map(|n| IpAddr::V6(n.addr())),
+        }
+    }
+}
+
+impl Topology {
+    /// Reads and validates the topology file at `path`.
+    pub fn load(path: &std::path::Path) -> Result<Topology, LoadError> {
+        let source = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Topology::parse(&path.display().to_string(), &source)?)
+    }
+
+    /// Validates `source`, the text of the file named `file` (used in error messages).
+    pub fn parse(file: &str, source: &str) -> Result<Topology, SpecError> {
+        let spec: FileSpec = toml::from_str(source).map_err(|e| {
+            let mut message = e.message().trim_end().to_owned();
+            if message == "missing field `lab`" {
+                message.push_str(": a topology file starts with `lab = \"NAME\"`");
+            }
+            SpecError::at(file, source, e.span().unwrap_or(0..0), message)
+        })?;
+        Validator {
+            file,
+            source,
+            used: Vec::new(),
+        }
+        .run(spec)
+    }
+
+    /// The index of the node called `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Whether any segment asks for the real-time engine.
+    pub fn impaired_links(&self) -> impl Iterator<Item = (&Segment, &Impairment)> {
+        self.segments.iter().filter_map(|s| match &s.kind {
+            SegmentKind::Link {
+                impairment: Some(i),
+            } => Some((s, i)),
+            _ => None,
+        })
+    }
+}
+
+/// What a subnet or address in use belongs to, for overlap messages.
+struct Used {
+    net: IpNet,
+    what: String,
+    line: usize,
+}
+
+struct Validator<'a> {
+    file: &'a str,
+    source: &'a str,
+    used: Vec<Used>,
+}
+
+/// Which address families pool addresses are given for.
+#[derive(Clone, Copy)]
+struct Families {
+    v4: bool,
+    v6: bool,
+}
+
+/// A member or endpoint as written, resolved to a node.
+struct Member {
+    node: usize,
+    ifname: Option<String>,
+    span: Range<usize>,
+}
+
+/// A segment before interface names and pool addresses are assigned.
+struct Draft {
+    name: String,
+    kind: SegmentKind,
+    mtu: Option<u32>,
+    ipv4: Option<Ipv4Net>,
+    ipv6: Option<Ipv6Net>,
+    members: Vec<Member>,
+    span: Range<usize>,
+    /// Where the MTU was set (the segment's own or the file's default).
+    mtu_span: Option<Range<usize>>,
+}
+
+impl<'a> Validator<'a> {
+    fn err(&self, span: Range<usize>, message: impl Into<String>) -> SpecError {
+        SpecError::at(self.file, self.source, span, message.into())
+    }
+
+    fn line(&self, span: &Range<usize>) -> usize {
+        crate::error::line_column(self.source, span.start).0
+    }
+
+    fn run(mut self, spec: FileSpec) -> Result<Topology, SpecError> {
+        let lab = self.name(&spec.lab, "lab name", MAX_LAB_NAME)?;
+        let routing = match spec
+            .routing
+            .as_ref()
+            .map(|r| (r.get_ref().as_str(), r.span()))
+        {
+            None | Some(("static", _)) => Routing::Static,
+            Some(("none", _)) => Routing::None,
+            Some((other, span)) => {
+                return Err(self.err(
+                    span,
+                    format!("unknown routing `{other}`: allowed are \"static\" and \"none\""),
+                ))
+            }
+        };
+        let neighbours = match spec
+            .neighbours
+            .as_ref()
+            .map(|r| (r.get_ref().as_str(), r.span()))
+        {
+            None | Some(("dynamic", _)) => NeighbourMode::Dynamic,
+            Some(("static", _)) => NeighbourMode::Static,
+            Some((other, span)) => {
+                return Err(self.err(
+                    span,
+                    format!("unknown neighbours `{other}`: allowed are \"static\" and \"dynamic\""),
+                ))
+            }
+        };
+        let families = match spec.ip.as_ref().map(|r| (r.get_ref().as_str(), r.span())) {
+            None | Some(("dual", _)) => Families { v4: true, v6: true },
+            Some(("ipv4", _)) => Families {
+                v4: true,
+                v6: false,
+            },
+            Some(("ipv6", _)) => Families {
+                v4: false,
+                v6: true,
+            },
+            Some((other, span)) => {
+                return Err(self.err(
+                    span,
+                    format!("unknown ip `{other}`: allowed are \"dual\", \"ipv4\" and \"ipv6\""),
+                ))
+            }
+        };
+        let default_mtu = spec.mtu.as_ref().map(|m| self.mtu(m)).transpose()?;
+        let default_mtu_span = spec.mtu.as_ref().map(|m| m.span());
+
+        let mut nodes = Vec::new();
+        let mut node_names = BTreeMap::new();
+        for (name, node) in &spec.nodes {
+            let checked = self.name(name, "node name", MAX_NODE_NAME)?;
+            node_names.insert(checked.clone(), nodes.len());
+            nodes.push(self.node(checked, node)?);
+        }
+        if nodes.is_empty() {
+            return Err(self.err(
+                spec.lab.span(),
+                "the lab has no nodes: add at least one `[nodes.NAME]` table",
+            ));
+        }
+
+        let mut drafts: Vec<Draft> = Vec::new();
+        let mut segment_names: BTreeMap<String, usize> = BTreeMap::new();
+        for link in &spec.links {
+            let ends = link.endpoints.get_ref();
+            if ends.len() != 2 {
+                return Err(self.err(
+                    link.endpoints.span(),
+                    format!(
+                        "a link has exactly 2 endpoints (\"node\" or \"node:ifname\"), this one has {}; use a [[lans]] entry for more",
+                        ends.len()
+                    ),
+                ));
+            }
+            let a = self.member(&ends[0], &node_names)?;
+            let b = self.member(&ends[1], &node_names)?;
+            if a.node == b.node {
+                return Err(self.err(
+                    ends[1].span(),
+                    format!(
+                        "a link joins two different nodes; both ends are on `{}`",
+                        nodes[a.node].name
+                    ),
+                ));
+            }
+            let (name, span) = match &link.name {
+                Some(n) => (self.name(n, "link name", MAX_NODE_NAME)?, n.span()),
+                None => (
+                    format!("{}-{}", nodes[a.node].name, nodes[b.node].name),
+                    link.endpoints.span(),
+                ),
+            };
+            self.unique_segment(&mut segment_names, &name, &span)?;
+            let impairment = if link.netem.is_some() || link.trace.is_some() {
+                Some(Impairment {
+                    netem: link.netem.as_ref().map(|s| s.get_ref().clone()),
+                    trace: link.trace.as_ref().map(|s| s.get_ref().clone()),
+                })
+            } else {
+                None
+            };
+            drafts.push(Draft {
+                mtu: link
+                    .mtu
+                    .as_ref()
+                    .map(|m| self.mtu(m))
+                    .transpose()?
+                    .or(default_mtu),
+                ipv4: self.subnet4(link.ipv4.as_ref(), &name)?,
+                ipv6: self.subnet6(link.ipv6.as_ref(), &name)?,
+                name,
+                kind: SegmentKind::Link { impairment },
+                members: vec![a, b],
+                span,
+                mtu_span: link
+                    .mtu
+                    .as_ref()
+                    .map(|m| m.span())
+                    .or(default_mtu_span.clone()),
+            });
+        }
+        for lan in &spec.lans {
+            let name = self.name(&lan.name, "LAN name", MAX_NODE_NAME)?;
+            self.unique_segment(&mut segment_names, &name, &lan.name.span())?;
+            let mut members: Vec<Member> = Vec::new();
+            for m in lan.members.get_ref() {
+                let member = self.member(m, &node_names)?;
+                if members.iter().any(|o| o.node == member.node) {
+                    return Err(self.err(
+                        m.span(),
+                        format!("node `{}` is already a member of LAN `{name}`; each node joins a LAN once", nodes[member.node].name),
+                    ));
+                }
+                members.push(member);
+            }
+            if members.is_empty() {
+                return Err(self.err(lan.members.span(), "a LAN needs at least one member"));
+            }
+            drafts.push(Draft {
+                mtu: lan
+                    .mtu
+                    .as_ref()
+                    .map(|m| self.mtu(m))
+                    .transpose()?
+                    .or(default_mtu),
+                ipv4: self.subnet4(lan.ipv4.as_ref(), &name)?,
+                ipv6: self.subnet6(lan.ipv6.as_ref(), &name)?,
+                name,
+                kind: SegmentKind::Lan,
+                members,
+                span: lan.name.span(),
+                mtu_span: lan
+                    .mtu
+                    .as_ref()
+                    .map(|m| m.span())
+                    .or(default_mtu_span.clone()),
+            });
+        }
+
+        let segments = self.finish(drafts, &spec, families, &nodes)?;
+        Ok(Topology {
+            lab,
+            routing,
+            neighbours,
+            nodes,
+            segments,
+        })
+    }
+
+    /// Names: a lower-case letter, then lower-case letters, digits and `-`, not ending in `-`,
+    /// so they are valid host names and fit namespace and file names.
+    fn name(&self, name: &Spanned<String>, what: &str, max: usize) -> Result<String, SpecError> {
+        let s = name.get_ref();
+        let ok = s.len() <= max
+            && s.starts_with(|c: char| c.is_ascii_lowercase())
+            && !s.ends_with('-')
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if ok {
+            Ok(s.clone())
+        } else {
+            Err(self.err(
+                name.span(),
+                format!(
+                    "invalid {what} `{s}`: use 1 to {max} characters a-z, 0-9 and '-', starting with a letter and not ending with '-'"
+                ),
+            ))
+        }
+    }
+
+    fn mtu(&self, mtu: &Spanned<i64>) -> Result<u32, SpecError> {
+        match u32::try_from(*mtu.get_ref()) {
+            Ok(m @ 68..=65535) => Ok(m),
+            _ => Err(self.err(
+                mtu.span(),
+                format!(
+                    "MTU {} is out of range: allowed are 68 to 65535 (1280 or more with IPv6)",
+                    mtu.get_ref()
+                ),
+            )),
+        }
+    }
+
+    fn node(&mut self, name: String, spec: &NodeSpec) -> Result<Node, SpecError> {
+        let mut loopback = Vec::new();
+        for a in &spec.addresses {
+            let net: IpNet = a.get_ref().parse().map_err(|_| {
+                self.err(a.span(), format!("invalid address `{}`: write an address with its prefix length, e.g. \"192.0.2.1/32\" or \"2001:db8::1/128\"", a.get_ref()))
+            })?;
+            self.claim(net, format!("address {net} of node `{name}`"), &a.span())?;
+            loopback.push(net);
+        }
+        let mut sysctls = Vec::new();
+        for (key, value) in &spec.sysctls {
+            let k = key.get_ref();
+            let key_ok = !k.is_empty()
+                && !k.starts_with('.')
+                && !k.contains("..")
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if !key_ok {
+                return Err(self.err(key.span(), format!("invalid sysctl name `{k}`: use dotted names like \"net.ipv4.tcp_ecn\" (a-z, 0-9, '.', '_', '-')")));
+            }
+            let v = match value.get_ref() {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => u8::from(*b).to_string(),
+                _ => {
+                    return Err(self.err(
+                        value.span(),
+                        format!(
+                            "invalid value for sysctl `{k}`: use a string, an integer or a boolean"
+                        ),
+                    ))
+                }
+            };
+            sysctls.push((k.clone(), v));
+        }
+        let mut env = Vec::new();
+        for (key, value) in &spec.env {
+            let k = key.get_ref();
+            let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(self.err(key.span(), format!("invalid environment variable name `{k}`: use A-Z, a-z, 0-9 and '_', not starting with a digit")));
+            }
+            env.push((k.clone(), value.get_ref().clone()));
+        }
+        let cpu = match &spec.cpu {
+            None => None,
+            Some(c) if (0.01..=1024.0).contains(c.get_ref()) => Some(*c.get_ref()),
+            Some(c) => {
+                return Err(self.err(
+                    c.span(),
+                    format!(
+                        "CPU limit {} is out of range: allowed are 0.01 to 1024 cores",
+                        c.get_ref()
+                    ),
+                ))
+            }
+        };
+        Ok(Node {
+            name,
+            loopback,
+            sysctls,
+            run: spec.run.iter().map(|r| r.get_ref().clone()).collect(),
+            env,
+            cpu,
+        })
+    }
+
+    fn member(
+        &self,
+        text: &Spanned<String>,
+        nodes: &BTreeMap<String, usize>,
+    ) -> Result<Member, SpecError> {
+        let s = text.get_ref();
+        let (node, ifname) = match s.split_once(':') {
+            Some((n, i)) => (n, Some(i)),
+            None => (s.as_str(), None),
+        };
+        let Some(&index) = nodes.get(node) else {
+            let known: Vec<&str> = nodes.keys().map(String::as_str).collect();
+            return Err(self.err(
+                text.span(),
+                format!("unknown node `{node}`: the nodes are {}", known.join(", ")),
+            ));
+        };
+        if let Some(i) = ifname {
+            let ok = !i.is_empty()
+                && i.len() <= MAX_IFNAME
+                && i != "lo"
+                && i != "."
+                && i != ".."
+                && i.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if !ok {
+                return Err(self.err(text.span(), format!("invalid interface name `{i}`: use 1 to {MAX_IFNAME} characters a-z, A-Z, 0-9, '.', '_' and '-' (not \"lo\")")));
+            }
+        }
+        Ok(Member {
+            node: index,
+            ifname: ifname.map(str::to_owned),
+            span: text.span(),
+        })
+    }
+
+    fn unique_segment(
+        &self,
+        names: &mut BTreeMap<String, usize>,
+        name: &str,
+        span: &Range<usize>,
+    ) -> Result<(), SpecError> {
+        if let Some(line) = names.get(name) {
+            return Err(self.err(span.clone(), format!("duplicate link or LAN name `{name}` (first used on line {line}): give each link and LAN its own name")));
+        }
+        names.insert(name.to_owned(), self.line(span));
+        Ok(())
+    }
+
+    /// Records `net` as in use, or says what it overlaps.
+    fn claim(&mut self, net: IpNet, what: String, span: &Range<usize>) -> Result<(), SpecError> {
+        if let Some(other) = self.used.iter().find(|u| overlaps(u.net, net)) {
+            return Err(self.err(
+                span.clone(),
+                format!(
+                    "{what} overlaps {} (line {}): subnets and addresses must not overlap",
+                    other.what, other.line
+                ),
+            ));
+        }
+        let line = self.line(span);
+        self.used.push(Used { net, what, line });
+        Ok(())
+    }
+
+    fn subnet4(
+        &mut self,
+        text: Option<&Spanned<String>>,
+        segment: &str,
+    ) -> Result<Option<Ipv4Net>, SpecError> {
+        let Some(text) = text else { return Ok(None) };
+        let net: Ipv4Net = text.get_ref().parse().map_err(|_| {
+            self.err(
+                text.span(),
+                format!(
+                    "invalid IPv4 subnet `{}`: write a prefix like \"10.1.2.0/24\"",
+                    text.get_ref()
+                ),
+            )
+        })?;
+        if net.prefix_len() > 30 {
+            return Err(self.err(
+                text.span(),
+                format!("IPv4 subnet {net} is too small: allowed prefix lengths are 0 to 30"),
+            ));
+        }
+        if net.trunc() != net {
+            return Err(self.err(
+                text.span(),
+                format!(
+                    "IPv4 subnet `{net}` has host bits set: did you mean \"{}\"?",
+                    net.trunc()
+                ),
+            ));
+        }
+        self.claim(
+            IpNet::V4(net),
+            format!("subnet {net} of `{segment}`"),
+            &text.span(),
+        )?;
+        Ok(Some(net))
+    }
+
+    fn subnet6(
+        &mut self,
+        text: Option<&Spanned<String>>,
+        segment: &str,
+    ) -> Result<Option<Ipv6Net>, SpecError> {
+        let Some(text) = text else { return Ok(None) };
+        let net: Ipv6Net = text.get_ref().parse().map_err(|_| {
+            self.err(
+                text.span(),
+                format!(
+                    "invalid IPv6 subnet `{}`: write a prefix like \"fd00:1::/64\"",
+                    text.get_ref()
+                ),
+            )
+        })?;
+        if net.prefix_len() > 126 {
+            return Err(self.err(
+                text.span(),
+                format!("IPv6 subnet {net} is too small: allowed prefix lengths are 0 to 126"),
+            ));
+        }
+        if net.trunc() != net {
+            return Err(self.err(
+                text.span(),
+                format!(
+                    "IPv6 subnet `{net}` has host bits set: did you mean \"{}\"?",
+                    net.trunc()
+                ),
+            ));
+        }
+        self.claim(
+            IpNet::V6(net),
+            format!("subnet {net} of `{segment}`"),
+            &text.span(),
+        )?;
+        Ok(Some(net))
+    }
+
+    /// Names interfaces, allocates pool subnets and gives every member its addresses.
+    fn finish(
+        &mut self,
+        drafts: Vec<Draft>,
+        spec: &FileSpec,
+        families: Families,
+        nodes: &[Node],
+    ) -> Result<Vec<Segment>, SpecError> {
+        // Explicit interface names first, so automatic ones (`eth0`, `eth1`, …) avoid them.
+        let mut taken: Vec<BTreeSet<String>> = vec![BTreeSet::new(); nodes.len()];
+        for d in &drafts {
+            for m in &d.members {
+                if let Some(name) = &m.ifname {
+                    if !taken[m.node].insert(name.clone()) {
+                        return Err(self.err(m.span.clone(), format!("duplicate interface `{name}` on node `{}`: each interface of a node needs its own name", nodes[m.node].name)));
+                    }
+                }
+            }
+        }
+        let mut next_auto = vec![0usize; nodes.len()];
+        let pool = spec.pool.as_ref();
+        let (pool4, len4) = self.pool4(pool)?;
+        let (pool6, len6) = self.pool6(pool)?;
+        let mut segments = Vec::with_capacity(drafts.len());
+        let mut interface_index = 0u32;
+        for d in drafts {
+            let ipv4 = match d.ipv4 {
+                Some(n) => Some(n),
+                None if families.v4 => {
+                    let net = self.allocate(IpNet::V4(pool4), len4, &d)?;
+                    match net {
+                        IpNet::V4(n) => Some(n),
+                        IpNet::V6(_) => unreachable!("an IPv4 pool yields IPv4 subnets"),
+                    }
+                }
+                None => None,
+            };
+            let ipv6 = match d.ipv6 {
+                Some(n) => Some(n),
+                None if families.v6 => match self.allocate(IpNet::V6(pool6), len6, &d)? {
+                    IpNet::V6(n) => Some(n),
+                    IpNet::V4(_) => unreachable!("an IPv6 pool yields IPv6 subnets"),
+                },
+                None => None,
+            };
+            if let (Some(mtu), Some(_)) = (d.mtu, ipv6) {
+                if mtu < 1280 {
+                    return Err(self.err(d.mtu_span.clone().unwrap_or(d.span.clone()), format!("MTU {mtu} of `{}` is too small for IPv6: allowed are 1280 to 65535 on a segment with IPv6", d.name)));
+                }
+            }
+            let mut members = Vec::with_capacity(d.members.len());
+            for (i, m) in d.members.iter().enumerate() {
+                let ifname = match &m.ifname {
+                    Some(n) => n.clone(),
+                    None => loop {
+                        let candidate = format!("eth{}", next_auto[m.node]);
+                        next_auto[m.node] += 1;
+                        if taken[m.node].insert(candidate.clone()) {
+                            break candidate;
+                        }
+                    },
+                };
+                let host = i as u128 + 1;
+                members.push(Attachment {
+                    node: m.node,
+                    ifname,
+                    ipv4: ipv4.map(|n| {
+                        let a = u32::from(n.network()) + host as u32;
+                        Ipv4Net::new(a.into(), n.prefix_len()).expect("prefix length was checked")
+                    }),
+                    ipv6: ipv6.map(|n| {
+                        let a = u128::from(n.network()) + host;
+                        Ipv6Net::new(a.into(), n.prefix_len()).expect("prefix length was checked")
+                    }),
+                    mac: Mac::for_interface(interface_index),
+                });
+                interface_index += 1;
+            }
+            if let Some(n) = ipv4 {
+                // Network and broadcast addresses are not for members.
+                let hosts = (1u64 << (32 - n.prefix_len())) - 2;
+                if (members.len() as u64) > hosts {
+                    return Err(self.err(d.span.clone(), format!("IPv4 subnet {n} of `{}` holds {hosts} hosts but it has {} members: use a shorter prefix", d.name, members.len())));
+                }
+            }
+            if let Some(n) = ipv6 {
+                let bits = 128 - u32::from(n.prefix_len());
+                if bits < 64 && (members.len() as u128) >= (1u128 << bits) - 1 {
+                    return Err(self.err(d.span.clone(), format!("IPv6 subnet {n} of `{}` is too small for its {} members: use a shorter prefix", d.name, members.len())));
+                }
+            }
+            segments.push(Segment {
+                name: d.name,
+                kind: d.kind,
+                mtu: d.mtu,
+                ipv4,
+                ipv6,
+                members,
+            });
+        }
+        Ok(segments)
+    }
+
+    fn pool4(&self, pool: Option<&crate::spec::PoolSpec>) -> Result<(Ipv4Net, u8), SpecError> {
+        let net = match pool.and_then(|p| p.ipv4.as_ref()) {
+            None => DEFAULT_POOL_V4.parse().expect("the default pool is valid"),
+            Some(t) => t.get_ref().parse::<Ipv4Net>().ok().filter(|n| n.trunc() == *n).ok_or_else(|| {
+                self.err(t.span(), format!("invalid IPv4 pool `{}`: write a prefix like \"10.0.0.0/8\" without host bits", t.get_ref()))
+            })?,
+        };
+        let len = self.pool_len(
+            pool.and_then(|p| p.ipv4_prefix.as_ref()),
+            net.prefix_len(),
+            30,
+            24,
+        )?;
+        Ok((net, len))
+    }
+
+    fn pool6(&self, pool: Option<&crate::spec::PoolSpec>) -> Result<(Ipv6Net, u8), SpecError> {
+        let net = match pool.and_then(|p| p.ipv6.as_ref()) {
+            None => DEFAULT_POOL_V6.parse().expect("the default pool is valid"),
+            Some(t) => t.get_ref().parse::<Ipv6Net>().ok().filter(|n| n.trunc() == *n).ok_or_else(|| {
+                self.err(t.span(), format!("invalid IPv6 pool `{}`: write a prefix like \"fd00:1::/48\" without host bits", t.get_ref()))
+            })?,
+        };
+        let len = self.pool_len(
+            pool.and_then(|p| p.ipv6_prefix.as_ref()),
+            net.prefix_len(),
+            126,
+            64,
+        )?;
+        Ok((net, len))
+    }
+
+    fn pool_len(
+        &self,
+        len: Option<&Spanned<i64>>,
+        pool_len: u8,
+        max: u8,
+        default: u8,
+    ) -> Result<u8, SpecError> {
+        match len {
+            None => Ok(default.max(pool_len)),
+            Some(l) => match u8::try_from(*l.get_ref()) {
+                Ok(v) if v >= pool_len && v <= max => Ok(v),
+                _ => Err(self.err(l.span(), format!("segment prefix length {} is out of range: allowed are {pool_len} (the pool's) to {max}", l.get_ref()))),
+            },
+        }
+    }
+
+    /// The first subnet of length `len` in `pool` that overlaps nothing in use.
+    fn allocate(&mut self, pool: IpNet, len: u8, d: &Draft) -> Result<IpNet, SpecError> {
+        let subnets = pool
+            .subnets(len)
+            .expect("length was checked against the pool");
+        for candidate in subnets {
+            if !self.used.iter().any(|u| overlaps(u.net, candidate)) {
+                let what = format!("subnet {candidate} of `{}` (from the pool)", d.name);
+                self.claim(candidate, what, &d.span)?;
+                return Ok(candidate);
+            }
+        }
+        Err(self.err(d.span.clone(), format!("the address pool {pool} has no free /{len} left for `{}`: set a larger `[pool]` prefix", d.name)))
+    }
+}
+
+/// Whether two prefixes share an address (the same family, one containing the other's
+/// network address).
+fn overlaps(a: IpNet, b: IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}

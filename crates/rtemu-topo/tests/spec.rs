@@ -1,0 +1,229 @@
+//! The topology file: golden error messages, properties of the validator, and what a valid
+//! file turns into.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use rtemu_topo::topology::{Mac, NeighbourMode, Routing, SegmentKind};
+use rtemu_topo::Topology;
+
+/// Every `tests/golden/NAME.toml` is invalid; its error must read exactly as
+/// `tests/golden/NAME.err`. Set `RTEMU_BLESS=1` to rewrite the `.err` files after a deliberate
+/// change of wording (and review the diff).
+#[test]
+fn error_messages_match_golden_files() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let bless = std::env::var_os("RTEMU_BLESS").is_some();
+    let mut cases = 0;
+    let mut failures = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+    {
+        cases += 1;
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let source = std::fs::read_to_string(path).unwrap();
+        let err = match Topology::parse(name, &source) {
+            Ok(_) => {
+                failures.push(format!("{name}: accepted, but it is invalid"));
+                continue;
+            }
+            Err(e) => e,
+        };
+        // The position must lie inside the file.
+        assert!(
+            err.line >= 1 && err.line <= source.lines().count().max(1),
+            "{name}: line {}",
+            err.line
+        );
+        let actual = format!("{err}\n");
+        let golden = path.with_extension("err");
+        if bless {
+            std::fs::write(&golden, &actual).unwrap();
+        } else {
+            let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+            if expected != actual {
+                failures.push(format!(
+                    "{name}:\n  expected: {expected}  actual:   {actual}"
+                ));
+            }
+        }
+    }
+    assert!(cases >= 20, "only {cases} golden cases found");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_example_file_is_valid_and_as_written() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/east-west-north.toml");
+    let topo = Topology::load(&path).unwrap();
+    assert_eq!(topo.lab, "ewn");
+    assert_eq!(topo.routing, Routing::Static);
+    assert_eq!(topo.neighbours, NeighbourMode::Static);
+    let names: Vec<&str> = topo.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["east", "north", "tindy1", "tpx30", "west"]);
+    // Links come before LANs.
+    let segs: Vec<&str> = topo.segments.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(segs, ["north-east", "west-side", "west-north", "east-side"]);
+    let ne = &topo.segments[0];
+    assert!(matches!(ne.kind, SegmentKind::Link { impairment: None }));
+    assert_eq!(ne.members[0].ifname, "ng0");
+    assert_eq!(ne.members[0].ipv4.unwrap().to_string(), "192.168.2.1/30");
+    assert_eq!(ne.members[1].ipv4.unwrap().to_string(), "192.168.2.2/30");
+    assert_eq!(ne.members[1].ipv6.unwrap().to_string(), "fd00:3:3::2/64");
+    // tindy1 had no interface name: it gets eth0.
+    let ws = &topo.segments[1];
+    assert_eq!(topo.nodes[ws.members[1].node].name, "tindy1");
+    assert_eq!(ws.members[1].ifname, "eth0");
+}
+
+#[test]
+fn pool_addresses_skip_explicit_subnets_and_names_skip_explicit_interfaces() {
+    let src = r#"
+lab = "p"
+[pool]
+ipv4 = "10.0.0.0/16"
+ipv4_prefix = 24
+ipv6 = "fd00:1::/48"
+[nodes.a]
+[nodes.b]
+[nodes.c]
+[[links]]
+endpoints = ["a:eth0", "b"]
+ipv4 = "10.0.1.0/24"
+[[links]]
+endpoints = ["a", "c"]
+[[lans]]
+name = "all"
+members = ["a", "b", "c"]
+mtu = 9000
+netem = "x"
+"#;
+    let err = Topology::parse("p.toml", src).unwrap_err();
+    assert!(err.message.contains("unknown field `netem`"), "{err}");
+    let topo = Topology::parse("p.toml", &src.replace("netem = \"x\"\n", "")).unwrap();
+    let a_c = &topo.segments[1];
+    // 10.0.0.0/24 is free, 10.0.1.0/24 is taken by the first link.
+    assert_eq!(topo.segments[0].ipv6.unwrap().to_string(), "fd00:1::/64");
+    assert_eq!(a_c.ipv4.unwrap().to_string(), "10.0.0.0/24");
+    assert_eq!(topo.segments[2].ipv4.unwrap().to_string(), "10.0.2.0/24");
+    assert_eq!(
+        a_c.members[0].ifname, "eth1",
+        "eth0 of a is taken explicitly"
+    );
+    assert_eq!(topo.segments[2].members[0].ifname, "eth2");
+    assert_eq!(topo.segments[2].mtu, Some(9000));
+    // MACs are distinct across the lab and locally administered unicast.
+    let macs: std::collections::BTreeSet<Mac> = topo
+        .segments
+        .iter()
+        .flat_map(|s| s.members.iter().map(|m| m.mac))
+        .collect();
+    assert_eq!(macs.len(), 7);
+    assert!(macs.iter().all(|m| m.0[0] & 0x03 == 0x02));
+}
+
+#[test]
+fn impaired_links_are_parsed_for_later() {
+    let src = "lab = \"i\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 10ms\"\n";
+    let topo = Topology::parse("i.toml", src).unwrap();
+    let impaired: Vec<_> = topo.impaired_links().collect();
+    assert_eq!(impaired.len(), 1);
+    assert_eq!(impaired[0].1.netem.as_deref(), Some("delay 10ms"));
+}
+
+#[test]
+fn single_family_files_get_only_that_family() {
+    let src =
+        "lab = \"f\"\nip = \"ipv6\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n";
+    let topo = Topology::parse("f.toml", src).unwrap();
+    assert!(topo.segments[0].ipv4.is_none());
+    assert_eq!(topo.segments[0].ipv6.unwrap().to_string(), "fd00:7274::/64");
+}
+
+/// Pieces of topology files, valid and invalid, for the generator below.
+const FRAGMENTS: &[&str] = &[
+    "lab = \"x\"\n",
+    "lab = \"\"\n",
+    "lab = 3\n",
+    "[nodes.a]\n",
+    "[nodes.b]\n",
+    "[nodes.é]\n",
+    "addresses = [\"10.0.0.1/32\"]\n",
+    "addresses = [\"::1/200\"]\n",
+    "cpu = 2.0\n",
+    "cpu = -1.0\n",
+    "sysctls = { \"net.ipv4.ip_forward\" = 1 }\n",
+    "env = { A = \"b\" }\n",
+    "[[links]]\n",
+    "endpoints = [\"a\", \"b\"]\n",
+    "endpoints = [\"a:\", \"b:eth0\"]\n",
+    "endpoints = []\n",
+    "ipv4 = \"10.0.0.0/24\"\n",
+    "ipv4 = \"10.0.0.0/31\"\n",
+    "ipv6 = \"fd00::/64\"\n",
+    "mtu = 1500\n",
+    "mtu = -5\n",
+    "[[lans]]\n",
+    "name = \"l\"\n",
+    "members = [\"a\", \"b\"]\n",
+    "members = [\"a\", \"a\"]\n",
+    "[pool]\n",
+    "ipv4_prefix = 64\n",
+    "ipv4 = \"0.0.0.0/0\"\n",
+    "routing = \"none\"\n",
+    "neighbours = \"static\"\n",
+    "ip = \"ipv4\"\n",
+    "netem = \"loss 1%\"\n",
+    "=\n",
+    "\"\n",
+    "[\n",
+];
+
+proptest! {
+    /// Any text: an error with a position inside the text, or a topology. Never a panic.
+    #[test]
+    fn arbitrary_text_never_panics(src in "\\PC{0,200}") {
+        if let Err(e) = Topology::parse("x.toml", &src) {
+            prop_assert!(e.line >= 1 && e.line <= src.lines().count() + 1);
+            prop_assert!(e.column >= 1);
+        }
+    }
+
+    /// Plausible files made of valid and invalid fragments: same contract, and every accepted
+    /// topology keeps the invariants validation promises.
+    #[test]
+    fn fragment_files_never_panic_and_accepted_ones_hold_invariants(
+        picks in proptest::collection::vec(0..FRAGMENTS.len(), 0..24)
+    ) {
+        let src: String = picks.iter().map(|&i| FRAGMENTS[i]).collect();
+        match Topology::parse("x.toml", &src) {
+            Err(e) => {
+                prop_assert!(e.line >= 1 && e.line <= src.lines().count() + 1);
+                prop_assert!(!e.message.is_empty());
+            }
+            Ok(t) => {
+                for (i, _) in t.nodes.iter().enumerate() {
+                    let names: Vec<&str> = t.segments.iter().flat_map(|s| &s.members)
+                        .filter(|m| m.node == i).map(|m| m.ifname.as_str()).collect();
+                    let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+                    prop_assert_eq!(unique.len(), names.len());
+                    prop_assert!(names.iter().all(|n| n.len() <= 15));
+                }
+                let nets: Vec<ipnet::IpNet> = t.segments.iter()
+                    .flat_map(|s| [s.ipv4.map(ipnet::IpNet::V4), s.ipv6.map(ipnet::IpNet::V6)])
+                    .flatten().collect();
+                for (i, a) in nets.iter().enumerate() {
+                    for b in &nets[i + 1..] {
+                        prop_assert!(!a.contains(&b.network()) && !b.contains(&a.network()));
+                    }
+                }
+            }
+        }
+    }
+}
