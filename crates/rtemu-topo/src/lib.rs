@@ -6,13 +6,20 @@
 //!   assigned), with errors that name the file, line and column;
 //! * [`routing`]: the routes, static neighbours and forwarding flags every node gets.
 //!
-//! Nothing in these modules needs root or touches the system.
-#![forbid(unsafe_code)]
+//! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
+//!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`).
+//!
+//! [`spec`], [`topology`] and [`routing`] are pure: no root, no I/O beyond reading the file.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod lab;
 pub mod routing;
 pub mod spec;
+pub mod state;
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod topology;
 
 pub use error::{LoadError, SpecError};

@@ -1,0 +1,585 @@
+//! Bringing a lab up and down: namespaces, veth pairs, bridges, addresses, routes and static
+//! neighbours, made through netlink.
+//!
+//! Layout. Every node is a namespace `rtemu-<lab>-<node>`. A point-to-point link is a veth
+//! pair whose two ends are created directly in the two node namespaces (`IFLA_NET_NS_FD` on
+//! each end), so no end ever sits in the host namespace, not even after a crash. A LAN is a
+//! bridge in the lab's own namespace `rtemu-<lab>`, with one veth pair per member: the node
+//! end in the node, the port end in the lab namespace. An impaired link will later put the
+//! engine between the two ends; only where the ends are created changes.
+//!
+//! Lifecycle. The state file names every namespace before any is created; everything else
+//! lives inside those namespaces. `down` ends the processes in them, removes them and their
+//! `/etc/netns` directories and the state directory; it works on a half-built lab and is
+//! idempotent. A failed `up` runs `down` before returning its error.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+
+use futures_util::TryStreamExt;
+use ipnet::IpNet;
+use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute};
+use rtnetlink::packet_route::neighbour::NeighbourState;
+use rtnetlink::{
+    Handle, LinkBridge, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
+};
+
+use crate::routing::{plan, NodePlan};
+use crate::state::{lab_dir, State};
+use crate::sys;
+use crate::topology::{Mac, SegmentKind, Topology};
+
+/// Errors of the lab lifecycle.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// A lab of that name already runs.
+    #[error("lab `{0}` already exists: bring it down first (`rtemu down {0}`)")]
+    Exists(String),
+    /// No lab of that name runs.
+    #[error("no lab `{0}` is running (`rtemu ls` lists the labs)")]
+    NoSuchLab(String),
+    /// `--lab` was left out while not exactly one lab runs.
+    #[error("{0} labs are running: name one with --lab")]
+    WhichLab(usize),
+    /// The lab has no such node.
+    #[error("lab `{lab}` has no node `{node}`; its nodes are {nodes}")]
+    NoSuchNode {
+        /// The lab.
+        lab: String,
+        /// The node asked for.
+        node: String,
+        /// The nodes it has.
+        nodes: String,
+    },
+    /// An impaired link needs the real-time engine, which does not exist yet.
+    #[error("link `{0}` has `netem` or `trace` set: impaired links need the real-time engine, which rtemu does not have yet; remove those lines to run the link as an ideal one")]
+    Impaired(String),
+    /// A system call or file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What rtemu was doing.
+        what: String,
+        /// Why it failed.
+        source: io::Error,
+    },
+    /// A netlink request failed.
+    #[error("{what}: {source}")]
+    Netlink {
+        /// What rtemu was doing.
+        what: String,
+        /// Why it failed.
+        source: rtnetlink::Error,
+    },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LabError {
+    let what = what.into();
+    move |source| LabError::Io { what, source }
+}
+
+fn nl_err(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> LabError {
+    let what = what.into();
+    move |source| LabError::Netlink { what, source }
+}
+
+/// The namespace of node `node` in lab `lab`.
+pub fn node_netns(lab: &str, node: &str) -> String {
+    format!("rtemu-{lab}-{node}")
+}
+
+/// The lab's own namespace, holding the LAN bridges.
+pub fn lab_netns(lab: &str) -> String {
+    format!("rtemu-{lab}")
+}
+
+/// The ownership mark (interface alias) of every interface rtemu creates in lab `lab`.
+pub fn ownership_mark(lab: &str) -> String {
+    format!("rtemu:{lab}")
+}
+
+/// Brings `topo` up. On error, everything made so far is removed again.
+pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
+    if let Some((seg, _)) = topo.impaired_links().next() {
+        return Err(LabError::Impaired(seg.name.clone()));
+    }
+    if lab_dir(&topo.lab).exists() {
+        return Err(LabError::Exists(topo.lab.clone()));
+    }
+    let has_lans = topo.segments.iter().any(|s| s.kind == SegmentKind::Lan);
+    let nodes: Vec<(String, String)> = topo
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), node_netns(&topo.lab, &n.name)))
+        .collect();
+    let mut namespaces: Vec<String> = nodes.iter().map(|(_, ns)| ns.clone()).collect();
+    if has_lans {
+        namespaces.push(lab_netns(&topo.lab));
+    }
+    let mut state = State {
+        lab: topo.lab.clone(),
+        file: file.to_owned(),
+        namespaces,
+        nodes,
+        complete: false,
+        topology: serde_json::to_value(topo).map_err(|e| LabError::Io {
+            what: "recording the topology".into(),
+            source: io::Error::other(e),
+        })?,
+    };
+    // Recorded before anything exists, so `down` can reap whatever the next steps make.
+    state.save().map_err(io_err("writing the lab state"))?;
+    match build(topo, &state) {
+        Ok(()) => {
+            state.complete = true;
+            state.save().map_err(io_err("writing the lab state"))?;
+            Ok(state)
+        }
+        Err(e) => {
+            // Best effort: the original error is the one worth reporting.
+            let _ = down(&topo.lab);
+            Err(e)
+        }
+    }
+}
+
+/// Removes lab `lab`: its processes, namespaces, `/etc/netns` entries and state. Returns
+/// whether there was anything to remove.
+pub fn down(lab: &str) -> Result<bool, LabError> {
+    let dir = lab_dir(lab);
+    if !dir.exists() {
+        return Ok(false);
+    }
+    let state = State::load(lab).map_err(io_err(format!("reading the state of lab `{lab}`")))?;
+    for ns in state.iter().flat_map(|s| &s.namespaces) {
+        // Processes keep a namespace alive after its mount is gone: end them first.
+        for pid in sys::netns_pids(ns).map_err(io_err(format!("listing processes in {ns}")))? {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?;
+        let etc = std::path::Path::new("/etc/netns").join(ns);
+        match std::fs::remove_dir_all(&etc) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_err(format!("removing {}", etc.display()))(e))
+            }
+            _ => {}
+        }
+    }
+    std::fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
+    Ok(true)
+}
+
+/// The lab `--lab` names, or the only running lab when it is left out.
+pub fn resolve_lab(lab: Option<&str>) -> Result<State, LabError> {
+    let name = match lab {
+        Some(l) => l.to_owned(),
+        None => {
+            let labs = State::labs().map_err(io_err("listing labs"))?;
+            match labs.as_slice() {
+                [one] => one.clone(),
+                _ => return Err(LabError::WhichLab(labs.len())),
+            }
+        }
+    };
+    State::load(&name)
+        .map_err(io_err(format!("reading the state of lab `{name}`")))?
+        .ok_or(LabError::NoSuchLab(name))
+}
+
+/// A command that runs `argv` in node `node` of the lab in `state`.
+pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Command, LabError> {
+    let Some((_, ns)) = state.nodes.iter().find(|(n, _)| n == node) else {
+        let nodes: Vec<&str> = state.nodes.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(LabError::NoSuchNode {
+            lab: state.lab.clone(),
+            node: node.to_owned(),
+            nodes: nodes.join(", "),
+        });
+    };
+    let mut cmd = Command::new(argv.first().map_or("sh", String::as_str));
+    cmd.args(argv.iter().skip(1));
+    sys::enter_netns_on_exec(&mut cmd, ns).map_err(io_err(format!("entering {ns}")))?;
+    Ok(cmd)
+}
+
+/// Everything after the state file: namespaces, sysctls, links, addresses, routes,
+/// neighbours, hosts files and start-up commands.
+fn build(topo: &Topology, state: &State) -> Result<(), LabError> {
+    for ns in &state.namespaces {
+        sys::create_netns(ns).map_err(io_err(format!("creating namespace {ns}")))?;
+    }
+    let plans = plan(topo);
+    for (node, p) in topo.nodes.iter().zip(&plans) {
+        let mut sysctls = vec![
+            // Addresses are usable at once: nothing else is on these segments, so duplicate
+            // address detection only delays the first packets.
+            ("net.ipv6.conf.all.accept_dad".to_owned(), "0".to_owned()),
+            (
+                "net.ipv6.conf.default.accept_dad".to_owned(),
+                "0".to_owned(),
+            ),
+        ];
+        if p.forwarding {
+            sysctls.push(("net.ipv4.ip_forward".into(), "1".into()));
+            sysctls.push(("net.ipv6.conf.all.forwarding".into(), "1".into()));
+        }
+        set_sysctls(&node_netns(&topo.lab, &node.name), sysctls)?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(io_err("starting the netlink runtime"))?;
+    runtime.block_on(build_links(topo, state, &plans))?;
+    for node in &topo.nodes {
+        set_sysctls(&node_netns(&topo.lab, &node.name), node.sysctls.clone())?;
+    }
+    write_hosts(topo)?;
+    start_commands(topo, state)
+}
+
+/// Writes sysctls inside namespace `ns`.
+fn set_sysctls(ns: &str, sysctls: Vec<(String, String)>) -> Result<(), LabError> {
+    if sysctls.is_empty() {
+        return Ok(());
+    }
+    sys::in_netns(ns, move || {
+        for (key, value) in &sysctls {
+            let path = format!("/proc/sys/{}", key.replace('.', "/"));
+            std::fs::write(&path, value)
+                .map_err(|e| io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")))?;
+        }
+        Ok(())
+    })
+    .map_err(io_err(format!("setting sysctls in {ns}")))
+}
+
+/// A netlink connection whose socket lives in namespace `ns`.
+fn connect(ns: &str) -> Result<Handle, LabError> {
+    // The socket must be made on the thread in the namespace, and registered with this
+    // runtime's reactor, so that thread enters the runtime too.
+    let runtime = tokio::runtime::Handle::current();
+    let (conn, handle, _) = sys::in_netns(ns, move || {
+        let _entered = runtime.enter();
+        rtnetlink::new_connection()
+    })
+    .map_err(io_err(format!("opening netlink in {ns}")))?;
+    tokio::spawn(conn);
+    Ok(handle)
+}
+
+fn open_netns(ns: &str) -> Result<OwnedFd, LabError> {
+    std::fs::File::open(sys::netns_path(ns))
+        .map(OwnedFd::from)
+        .map_err(io_err(format!("opening namespace {ns}")))
+}
+
+/// One end of a veth pair: its name, namespace, MAC and MTU.
+struct End<'a> {
+    name: &'a str,
+    netns: &'a OwnedFd,
+    mac: Option<Mac>,
+    mtu: Option<u32>,
+}
+
+/// Creates a veth pair with each end directly in its namespace, from the host's netlink socket.
+async fn veth(host: &Handle, a: End<'_>, b: End<'_>) -> Result<(), rtnetlink::Error> {
+    let mut peer = LinkUnspec::new_with_name(b.name).setns_by_fd(b.netns.as_raw_fd());
+    if let Some(mac) = b.mac {
+        peer = peer.address(mac.0.to_vec());
+    }
+    if let Some(mtu) = b.mtu {
+        peer = peer.mtu(mtu);
+    }
+    let mut msg = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
+        .name(a.name.to_owned())
+        .setns_by_fd(a.netns.as_raw_fd())
+        .set_info_data(InfoData::Veth(InfoVeth::Peer(peer.build())));
+    if let Some(mac) = a.mac {
+        msg = msg.address(mac.0.to_vec());
+    }
+    if let Some(mtu) = a.mtu {
+        msg = msg.mtu(mtu);
+    }
+    host.link().add(msg.build()).execute().await
+}
+
+/// Interface name → index in the namespace `handle` talks to.
+async fn link_indices(handle: &Handle) -> Result<BTreeMap<String, u32>, rtnetlink::Error> {
+    let mut links = handle.link().get().execute();
+    let mut out = BTreeMap::new();
+    while let Some(msg) = links.try_next().await? {
+        for attr in &msg.attributes {
+            if let LinkAttribute::IfName(name) = attr {
+                out.insert(name.clone(), msg.header.index);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Brings interface `index` up and marks it as the lab's.
+async fn mark_up(
+    handle: &Handle,
+    index: u32,
+    mark: &str,
+    controller: Option<u32>,
+) -> Result<(), rtnetlink::Error> {
+    let mut msg = LinkUnspec::new_with_index(index)
+        .up()
+        .append_extra_attribute(LinkAttribute::IfAlias(mark.to_owned()));
+    if let Some(c) = controller {
+        msg = msg.controller(c);
+    }
+    handle.link().set(msg.build()).execute().await
+}
+
+async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Result<(), LabError> {
+    let lab = &topo.lab;
+    let mark = ownership_mark(lab);
+    let (conn, host, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
+    tokio::spawn(conn);
+    let node_fds = state
+        .nodes
+        .iter()
+        .map(|(_, ns)| open_netns(ns))
+        .collect::<Result<Vec<_>, _>>()?;
+    let handles = state
+        .nodes
+        .iter()
+        .map(|(_, ns)| connect(ns))
+        .collect::<Result<Vec<_>, _>>()?;
+    let lab_ns = state.namespaces.iter().find(|ns| **ns == lab_netns(lab));
+    let lab_side = match lab_ns {
+        Some(ns) => Some((open_netns(ns)?, connect(ns)?)),
+        None => None,
+    };
+
+    // Links and LAN ports.
+    let mut bridges = Vec::new();
+    for (si, seg) in topo.segments.iter().enumerate() {
+        match &seg.kind {
+            SegmentKind::Link { .. } => {
+                let (a, b) = (&seg.members[0], &seg.members[1]);
+                veth(
+                    &host,
+                    End {
+                        name: &a.ifname,
+                        netns: &node_fds[a.node],
+                        mac: Some(a.mac),
+                        mtu: seg.mtu,
+                    },
+                    End {
+                        name: &b.ifname,
+                        netns: &node_fds[b.node],
+                        mac: Some(b.mac),
+                        mtu: seg.mtu,
+                    },
+                )
+                .await
+                .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
+            }
+            SegmentKind::Lan => {
+                let (fd, handle) = lab_side
+                    .as_ref()
+                    .expect("a lab with LANs has a lab namespace");
+                let bridge = format!("br{si}");
+                let mut msg = LinkBridge::new(&bridge);
+                if let Some(mtu) = seg.mtu {
+                    msg = msg.mtu(mtu);
+                }
+                handle
+                    .link()
+                    .add(msg.build())
+                    .execute()
+                    .await
+                    .map_err(nl_err(format!("creating the bridge of LAN `{}`", seg.name)))?;
+                for (mi, m) in seg.members.iter().enumerate() {
+                    let port = format!("s{si}p{mi}");
+                    veth(
+                        &host,
+                        End {
+                            name: &m.ifname,
+                            netns: &node_fds[m.node],
+                            mac: Some(m.mac),
+                            mtu: seg.mtu,
+                        },
+                        End {
+                            name: &port,
+                            netns: fd,
+                            mac: None,
+                            mtu: seg.mtu,
+                        },
+                    )
+                    .await
+                    .map_err(nl_err(format!(
+                        "joining `{}` to LAN `{}`",
+                        topo.nodes[m.node].name, seg.name
+                    )))?;
+                }
+                bridges.push((si, bridge));
+            }
+        }
+    }
+
+    // Bridges and their ports up, in the lab namespace.
+    if let Some((_, handle)) = &lab_side {
+        let idx = link_indices(handle)
+            .await
+            .map_err(nl_err("listing the lab's bridges"))?;
+        for (si, bridge) in &bridges {
+            let b = idx[bridge];
+            mark_up(handle, b, &mark, None)
+                .await
+                .map_err(nl_err(format!("setting up {bridge}")))?;
+            for mi in 0..topo.segments[*si].members.len() {
+                let port = idx[&format!("s{si}p{mi}")];
+                mark_up(handle, port, &mark, Some(b))
+                    .await
+                    .map_err(nl_err(format!("attaching port {mi} of {bridge}")))?;
+            }
+        }
+    }
+
+    // Per node: interfaces up, addresses, routes, neighbours.
+    for (ni, node) in topo.nodes.iter().enumerate() {
+        let handle = &handles[ni];
+        let what = |x: &str| format!("{x} in node `{}`", node.name);
+        let idx = link_indices(handle)
+            .await
+            .map_err(nl_err(what("listing interfaces")))?;
+        let lo = idx["lo"];
+        handle
+            .link()
+            .set(LinkUnspec::new_with_index(lo).up().build())
+            .execute()
+            .await
+            .map_err(nl_err(what("bringing lo up")))?;
+        for net in &node.loopback {
+            handle
+                .address()
+                .add(lo, net.addr(), net.prefix_len())
+                .execute()
+                .await
+                .map_err(nl_err(what(&format!("adding {net} to lo"))))?;
+        }
+        for seg in &topo.segments {
+            for m in seg.members.iter().filter(|m| m.node == ni) {
+                let i = idx[&m.ifname];
+                mark_up(handle, i, &mark, None)
+                    .await
+                    .map_err(nl_err(what(&format!("setting up {}", m.ifname))))?;
+                let addrs = [m.ipv4.map(IpNet::V4), m.ipv6.map(IpNet::V6)];
+                for net in addrs.into_iter().flatten() {
+                    handle
+                        .address()
+                        .add(i, net.addr(), net.prefix_len())
+                        .execute()
+                        .await
+                        .map_err(nl_err(what(&format!("adding {net} to {}", m.ifname))))?;
+                }
+            }
+        }
+        for r in &plans[ni].routes {
+            let dev = idx[&r.dev];
+            let msg = match (r.dest, r.via) {
+                (IpNet::V4(d), IpAddr::V4(g)) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+                    .destination_prefix(d.network(), d.prefix_len())
+                    .gateway(g)
+                    .output_interface(dev)
+                    .build(),
+                (IpNet::V6(d), IpAddr::V6(g)) => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                    .destination_prefix(d.network(), d.prefix_len())
+                    .gateway(g)
+                    .output_interface(dev)
+                    .build(),
+                _ => unreachable!("routing plans a gateway of the destination's family"),
+            };
+            handle
+                .route()
+                .add(msg)
+                .execute()
+                .await
+                .map_err(nl_err(what(&format!(
+                    "adding route {} via {}",
+                    r.dest, r.via
+                ))))?;
+        }
+        for n in &plans[ni].neighbours {
+            handle
+                .neighbours()
+                .add(idx[&n.dev], n.addr)
+                .link_local_address(&n.mac.0)
+                .state(NeighbourState::Permanent)
+                .execute()
+                .await
+                .map_err(nl_err(what(&format!("adding neighbour {}", n.addr))))?;
+        }
+    }
+    Ok(())
+}
+
+/// `/etc/netns/<ns>/hosts` for every node: every node's name with its first addresses.
+fn write_hosts(topo: &Topology) -> Result<(), LabError> {
+    let mut hosts = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost\n");
+    for (ni, node) in topo.nodes.iter().enumerate() {
+        let mut v4 = node
+            .loopback
+            .iter()
+            .find(|n| matches!(n, IpNet::V4(_)))
+            .map(|n| n.addr());
+        let mut v6 = node
+            .loopback
+            .iter()
+            .find(|n| matches!(n, IpNet::V6(_)))
+            .map(|n| n.addr());
+        for m in topo
+            .segments
+            .iter()
+            .flat_map(|s| &s.members)
+            .filter(|m| m.node == ni)
+        {
+            v4 = v4.or(m.ipv4.map(|n| IpAddr::V4(n.addr())));
+            v6 = v6.or(m.ipv6.map(|n| IpAddr::V6(n.addr())));
+        }
+        for addr in [v4, v6].into_iter().flatten() {
+            hosts.push_str(&format!("{addr}\t{}\n", node.name));
+        }
+    }
+    for node in &topo.nodes {
+        let dir = std::path::Path::new("/etc/netns").join(node_netns(&topo.lab, &node.name));
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("hosts"), &hosts))
+            .map_err(io_err(format!("writing {}/hosts", dir.display())))?;
+    }
+    Ok(())
+}
+
+/// Starts every node's start-up commands (`sh -c`), detached, output in
+/// `/run/rtemu/<lab>/<node>.log`. `down` ends them with their namespace.
+fn start_commands(topo: &Topology, state: &State) -> Result<(), LabError> {
+    for node in topo.nodes.iter().filter(|n| !n.run.is_empty()) {
+        let log_path = lab_dir(&topo.lab).join(format!("{}.log", node.name));
+        let log = std::fs::File::create(&log_path)
+            .map_err(io_err(format!("creating {}", log_path.display())))?;
+        for line in &node.run {
+            let argv = ["sh".to_owned(), "-c".to_owned(), line.clone()];
+            let mut cmd = node_command(state, &node.name, &argv)?;
+            let out = log.try_clone().map_err(io_err("opening the log"))?;
+            let err = log.try_clone().map_err(io_err("opening the log"))?;
+            cmd.envs(node.env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err);
+            // Its own process group, so a Ctrl-C at the terminal that ran `up` spares it.
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            cmd.spawn()
+                .map_err(io_err(format!("starting `{line}` in node `{}`", node.name)))?;
+        }
+    }
+    Ok(())
+}

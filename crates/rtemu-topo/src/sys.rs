@@ -1,0 +1,188 @@
+//! Named network namespaces, made and removed the way `ip netns` does, and running code or
+//! programs inside them. The crate's only `unsafe` lives here.
+//!
+//! A named namespace is a bind mount of a namespace file onto `/run/netns/NAME`: `ip netns`
+//! lists it and `ip netns exec` enters it. It lives as long as the mount (or a process in it)
+//! does, so removing the mount and ending the processes removes the namespace and every
+//! interface, bridge, route and neighbour entry in it.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{setns, unshare, CloneFlags};
+
+/// Where named namespaces are mounted (as `ip netns` expects).
+pub const NETNS_DIR: &str = "/run/netns";
+
+/// The mount point of namespace `name`.
+pub fn netns_path(name: &str) -> PathBuf {
+    Path::new(NETNS_DIR).join(name)
+}
+
+/// Creates the named namespace `name`; fails with `AlreadyExists` when the name is taken.
+pub fn create_netns(name: &str) -> io::Result<()> {
+    std::fs::create_dir_all(NETNS_DIR)?;
+    let path = netns_path(name);
+    File::create_new(&path)?;
+    // unshare() moves only the calling thread into the new namespace, so a short-lived thread
+    // does it and leaves the rest of the process where it was.
+    let target = path.clone();
+    let made = std::thread::spawn(move || -> io::Result<()> {
+        unshare(CloneFlags::CLONE_NEWNET)?;
+        mount(
+            Some("/proc/thread-self/ns/net"),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )?;
+        Ok(())
+    })
+    .join()
+    .map_err(|_| io::Error::other("namespace thread panicked"))?;
+    if made.is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
+    made
+}
+
+/// Removes the named namespace `name` (its mount and mount point). Missing is not an error.
+pub fn delete_netns(name: &str) -> io::Result<()> {
+    let path = netns_path(name);
+    match umount2(&path, MntFlags::MNT_DETACH) {
+        // EINVAL: not a mount point (a crash between creating the file and mounting it).
+        Ok(()) | Err(nix::Error::EINVAL) | Err(nix::Error::ENOENT) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the named namespace exists.
+pub fn netns_exists(name: &str) -> bool {
+    netns_path(name).exists()
+}
+
+/// The processes whose network namespace is the named one (like `ip netns pids`).
+pub fn netns_pids(name: &str) -> io::Result<Vec<i32>> {
+    let ns = match std::fs::metadata(netns_path(name)) {
+        Ok(m) => (m.dev(), m.ino()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A process may exit while we look: skip what cannot be read.
+        if let Ok(m) = std::fs::metadata(entry.path().join("ns/net")) {
+            if (m.dev(), m.ino()) == ns {
+                pids.push(pid);
+            }
+        }
+    }
+    Ok(pids)
+}
+
+/// Runs `f` on a new thread that has entered the named namespace, and returns its result.
+/// Sockets made by `f` stay in that namespace; files under `/proc/sys/net` opened by `f` are
+/// that namespace's.
+pub fn in_netns<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let ns = File::open(netns_path(name))?;
+    std::thread::spawn(move || {
+        setns(&ns, CloneFlags::CLONE_NEWNET)?;
+        f()
+    })
+    .join()
+    .map_err(|_| io::Error::other("namespace thread panicked"))?
+}
+
+/// Makes `cmd` run inside the named namespace, with the namespace's own `/sys` and
+/// `/etc/netns/NAME/hosts` (when present) in place of `/etc/hosts`, as `ip netns exec` does.
+///
+/// The child enters the namespace between `fork` and `exec`: it joins the network namespace,
+/// takes a private mount namespace (so its mounts are its own and vanish with it), mounts a
+/// fresh sysfs and the hosts file. Only system calls run there, on strings prepared beforehand.
+pub fn enter_netns_on_exec(cmd: &mut Command, name: &str) -> io::Result<()> {
+    let ns = File::open(netns_path(name))?;
+    let hosts = Path::new("/etc/netns").join(name).join("hosts");
+    let hosts = if hosts.exists() {
+        Some(CString::new(hosts.into_os_string().into_encoded_bytes())?)
+    } else {
+        None
+    };
+    let etc_hosts = CString::new("/etc/hosts").expect("no NUL in a literal");
+    let root = CString::new("/").expect("no NUL in a literal");
+    let sys = CString::new("/sys").expect("no NUL in a literal");
+    let sysfs = CString::new("sysfs").expect("no NUL in a literal");
+    // SAFETY: the closure runs in the forked child before exec; it only makes system calls
+    // (setns, unshare, mount, umount2) on a file descriptor and C strings created before the fork, and
+    // allocates nothing, so it is async-signal-safe. `ns` outlives the spawn because the
+    // closure owns it.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Keep our mounts from propagating back to the host's mount namespace.
+            let flags = libc::MS_REC | libc::MS_SLAVE;
+            if libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // sysfs shows the interfaces of the namespace that mounted it: mount a fresh one
+            // so /sys/class/net lists the node's interfaces. Failing that (no /sys), the
+            // command still runs in the node.
+            if libc::umount2(sys.as_ptr(), libc::MNT_DETACH) == 0 {
+                libc::mount(
+                    sysfs.as_ptr(),
+                    sys.as_ptr(),
+                    sysfs.as_ptr(),
+                    0,
+                    std::ptr::null(),
+                );
+            }
+            if let Some(hosts) = &hosts {
+                if libc::mount(
+                    hosts.as_ptr(),
+                    etc_hosts.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
