@@ -172,6 +172,58 @@ impl FlowPattern {
     }
 }
 
+/// Several flow patterns, each bound to something (a trace, a model), tried in order: the
+/// paper's multi-field classifier. A packet matching none gets `None` (the link's default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowTable<T> {
+    entries: Vec<(FlowPattern, T)>,
+}
+
+impl<T> Default for FlowTable<T> {
+    fn default() -> Self {
+        FlowTable {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<T> FlowTable<T> {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a pattern; earlier patterns win.
+    pub fn push(&mut self, pattern: FlowPattern, value: T) {
+        self.entries.push((pattern, value));
+    }
+
+    /// The index and value of the first pattern the packet matches.
+    #[inline]
+    pub fn classify(&self, t: &FiveTuple) -> Option<(usize, &T)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .find(|(_, (p, _))| p.matches(t))
+            .map(|(i, (_, v))| (i, v))
+    }
+
+    /// As [`FlowTable::classify`], for a value to be changed (a trace cursor to advance).
+    #[inline]
+    pub fn classify_mut(&mut self, t: &FiveTuple) -> Option<(usize, &mut T)> {
+        self.entries
+            .iter_mut()
+            .enumerate()
+            .find(|(_, (p, _))| p.matches(t))
+            .map(|(i, (_, v))| (i, v))
+    }
+
+    /// The entries, in order.
+    pub fn entries(&self) -> &[(FlowPattern, T)] {
+        &self.entries
+    }
+}
+
 /// A flow pattern that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("column {column}: {message}")]
@@ -375,6 +427,26 @@ mod tests {
             "src=* proto=*".parse::<FlowPattern>().unwrap(),
             FlowPattern::ANY
         );
+    }
+
+    #[test]
+    fn the_first_matching_pattern_wins_and_others_get_none() {
+        let mut t = FlowTable::new();
+        t.push("dport=443 proto=tcp".parse().unwrap(), "web");
+        t.push("dst=10.0.0.0/8".parse().unwrap(), "lan");
+        assert_eq!(
+            t.classify(&tuple("1.1.1.1", "10.0.0.1", 9, 443, 6)),
+            Some((0, &"web"))
+        );
+        assert_eq!(
+            t.classify(&tuple("1.1.1.1", "10.0.0.1", 9, 443, 17)),
+            Some((1, &"lan"))
+        );
+        assert_eq!(t.classify(&tuple("1.1.1.1", "11.0.0.1", 9, 80, 6)), None);
+        if let Some((_, v)) = t.classify_mut(&tuple("1.1.1.1", "10.9.9.9", 9, 80, 6)) {
+            *v = "changed";
+        }
+        assert_eq!(t.entries()[1].1, "changed");
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub mod writer;
 
 pub use action::{assemble_fate, Action, Fate, TimeUnit};
 pub use error::{ErrorKind, TraceError};
-pub use flow::{FiveTuple, FlowPattern};
+pub use flow::{FiveTuple, FlowPattern, FlowTable};
 pub use format::{Format, Header};
 pub use prefetch::{EndPolicy, PrefetchConfig, Prefetcher, UnderrunPolicy};
 pub use reader::RecordReader;
