@@ -124,10 +124,7 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
         namespaces,
         nodes,
         complete: false,
-        topology: serde_json::to_value(topo).map_err(|e| LabError::Io {
-            what: "recording the topology".into(),
-            source: io::Error::other(e),
-        })?,
+        topology: topo.clone(),
     };
     // Recorded before anything exists, so `down` can reap whatever the next steps make.
     state.save().map_err(io_err("writing the lab state"))?;

@@ -4,16 +4,18 @@
 //! * [`spec`]: the file as written, with the position of every value;
 //! * [`topology`]: the validated [`Topology`] (names checked, interfaces named, addresses
 //!   assigned), with errors that name the file, line and column;
-//! * [`routing`]: the routes, static neighbours and forwarding flags every node gets.
+//! * [`routing`]: the routes, static neighbours and forwarding flags every node gets;
+//! * [`graph`]: the topology as Graphviz DOT or Mermaid text;
 //!
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
 //!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`).
 //!
-//! [`spec`], [`topology`] and [`routing`] are pure: no root, no I/O beyond reading the file.
+//! [`spec`], [`topology`], [`routing`] and [`graph`] are pure: no root, no I/O beyond reading the file.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod graph;
 pub mod lab;
 pub mod routing;
 pub mod spec;

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Topology;
+
 /// Where lab state directories live (`/run` is a tmpfs: a reboot forgets labs, as it forgets
 /// namespaces).
 pub const STATE_ROOT: &str = "/run/rtemu";
@@ -28,7 +30,7 @@ pub struct State {
     /// Whether `up` finished.
     pub complete: bool,
     /// The validated topology, for `ls` and `graph`.
-    pub topology: serde_json::Value,
+    pub topology: Topology,
 }
 
 /// The state directory of `lab`.

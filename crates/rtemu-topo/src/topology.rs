@@ -28,7 +28,7 @@ pub const DEFAULT_POOL_V4: &str = "10.0.0.0/8";
 pub const DEFAULT_POOL_V6: &str = "fd00:7274::/32";
 
 /// How routes are installed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Routing {
     /// rtemu installs shortest-path routes to every address in every node.
@@ -38,7 +38,7 @@ pub enum Routing {
 }
 
 /// How neighbours (ARP/NDP) are resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NeighbourMode {
     /// Permanent entries for every on-link peer: no address resolution during a run.
@@ -48,7 +48,9 @@ pub enum NeighbourMode {
 }
 
 /// A locally administered, unicast Ethernet address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Mac(pub [u8; 6]);
 
 impl fmt::Display for Mac {
@@ -73,7 +75,7 @@ impl Mac {
 }
 
 /// A validated topology.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Topology {
     /// The lab's name.
     pub lab: String,
@@ -88,7 +90,7 @@ pub struct Topology {
 }
 
 /// A node: one network namespace.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
     /// The node's name.
     pub name: String,
@@ -105,7 +107,7 @@ pub struct Node {
 }
 
 /// What a segment is made of.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SegmentKind {
     /// A point-to-point link (a veth pair), maybe impaired.
@@ -118,7 +120,7 @@ pub enum SegmentKind {
 }
 
 /// Link parameters that need the real-time engine.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Impairment {
     /// netem-style parameters.
     pub netem: Option<String>,
@@ -127,7 +129,7 @@ pub struct Impairment {
 }
 
 /// A link or a LAN.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     /// Its name (unique among links and LANs).
     pub name: String,
@@ -144,7 +146,7 @@ pub struct Segment {
 }
 
 /// One node's interface on a segment.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Attachment {
     /// Index into [`Topology::nodes`].
     pub node: usize,
@@ -436,12 +438,7 @@ impl<'a> Validator<'a> {
     /// so they are valid host names and fit namespace and file names.
     fn name(&self, name: &Spanned<String>, what: &str, max: usize) -> Result<String, SpecError> {
         let s = name.get_ref();
-        let ok = s.len() <= max
-            && s.starts_with(|c: char| c.is_ascii_lowercase())
-            && !s.ends_with('-')
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if ok {
+        if valid_name(s, max) {
             Ok(s.clone())
         } else {
             Err(self.err(
@@ -840,6 +837,18 @@ impl<'a> Validator<'a> {
         }
         Err(self.err(d.span.clone(), format!("the address pool {pool} has no free /{len} left for `{}`: set a larger `[pool]` prefix", d.name)))
     }
+}
+
+/// Whether `name` is a valid lab (`max` = [`MAX_LAB_NAME`]) or node, link or LAN name
+/// ([`MAX_NODE_NAME`]): 1 to `max` characters a-z, 0-9 and '-', starting with a letter and not
+/// ending with '-', so it is a valid host name and fits namespace and file names.
+pub fn valid_name(name: &str, max: usize) -> bool {
+    name.len() <= max
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// Whether two prefixes share an address (the same family, one containing the other's

@@ -1,0 +1,156 @@
+//! The topology as a picture: Graphviz DOT and Mermaid text, pure functions of a [`Topology`].
+//!
+//! Nodes are boxes; a point-to-point link is an edge labelled with its two interfaces; a LAN
+//! is an ellipse with an edge to each member. Subnets label links and LANs.
+
+use std::fmt::Write;
+
+use crate::topology::{Segment, SegmentKind, Topology};
+
+fn subnets(seg: &Segment) -> String {
+    let nets: Vec<String> = [
+        seg.ipv4.map(|n| n.to_string()),
+        seg.ipv6.map(|n| n.to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    nets.join(" ")
+}
+
+/// Graphviz DOT (`dot -Tsvg` draws it).
+pub fn dot(topo: &Topology) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "graph \"{}\" {{", topo.lab);
+    out.push_str("  node [shape=box];\n");
+    for n in &topo.nodes {
+        let _ = writeln!(out, "  \"{}\";", n.name);
+    }
+    for seg in &topo.segments {
+        let name = |i: usize| &topo.nodes[seg.members[i].node].name;
+        match seg.kind {
+            SegmentKind::Link { .. } => {
+                let _ = writeln!(
+                    out,
+                    "  \"{}\" -- \"{}\" [label=\"{}\", taillabel=\"{}\", headlabel=\"{}\"];",
+                    name(0),
+                    name(1),
+                    subnets(seg),
+                    seg.members[0].ifname,
+                    seg.members[1].ifname
+                );
+            }
+            SegmentKind::Lan => {
+                let _ = writeln!(
+                    out,
+                    "  \"lan:{}\" [shape=ellipse, label=\"{}\\n{}\"];",
+                    seg.name,
+                    seg.name,
+                    subnets(seg)
+                );
+                for (i, m) in seg.members.iter().enumerate() {
+                    let _ = writeln!(
+                        out,
+                        "  \"{}\" -- \"lan:{}\" [taillabel=\"{}\"];",
+                        name(i),
+                        seg.name,
+                        m.ifname
+                    );
+                }
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Mermaid flowchart text (renders in Markdown viewers that support Mermaid).
+pub fn mermaid(topo: &Topology) -> String {
+    let mut out = String::from("graph LR\n");
+    for n in &topo.nodes {
+        let _ = writeln!(out, "  n_{}[\"{}\"]", ident(&n.name), n.name);
+    }
+    for seg in &topo.segments {
+        let name = |i: usize| ident(&topo.nodes[seg.members[i].node].name);
+        match seg.kind {
+            SegmentKind::Link { .. } => {
+                let _ = writeln!(
+                    out,
+                    "  n_{} ---|\"{} {} {}\"| n_{}",
+                    name(0),
+                    seg.members[0].ifname,
+                    subnets(seg),
+                    seg.members[1].ifname,
+                    name(1)
+                );
+            }
+            SegmentKind::Lan => {
+                let _ = writeln!(
+                    out,
+                    "  l_{}((\"{} {}\"))",
+                    ident(&seg.name),
+                    seg.name,
+                    subnets(seg)
+                );
+                for (i, m) in seg.members.iter().enumerate() {
+                    let _ = writeln!(
+                        out,
+                        "  n_{} ---|{}| l_{}",
+                        name(i),
+                        m.ifname,
+                        ident(&seg.name)
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Mermaid identifiers may not contain '-'; names never contain '_', so this is one-to-one.
+fn ident(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = r#"
+lab = "g"
+ip = "ipv4"
+[nodes.a]
+[nodes.b-1]
+[[links]]
+endpoints = ["a:up", "b-1"]
+ipv4 = "10.0.0.0/30"
+[[lans]]
+name = "lan"
+members = ["a", "b-1"]
+ipv4 = "10.0.1.0/24"
+"#;
+
+    #[test]
+    fn dot_draws_links_as_edges_and_lans_as_ellipses() {
+        let topo = Topology::parse("g.toml", SRC).unwrap();
+        assert_eq!(
+            dot(&topo),
+            "graph \"g\" {\n  node [shape=box];\n  \"a\";\n  \"b-1\";\n  \
+             \"a\" -- \"b-1\" [label=\"10.0.0.0/30\", taillabel=\"up\", headlabel=\"eth0\"];\n  \
+             \"lan:lan\" [shape=ellipse, label=\"lan\\n10.0.1.0/24\"];\n  \
+             \"a\" -- \"lan:lan\" [taillabel=\"eth0\"];\n  \
+             \"b-1\" -- \"lan:lan\" [taillabel=\"eth1\"];\n}\n"
+        );
+    }
+
+    #[test]
+    fn mermaid_identifiers_have_no_dashes() {
+        let topo = Topology::parse("g.toml", SRC).unwrap();
+        assert_eq!(
+            mermaid(&topo),
+            "graph LR\n  n_a[\"a\"]\n  n_b_1[\"b-1\"]\n  \
+             n_a ---|\"up 10.0.0.0/30 eth0\"| n_b_1\n  \
+             l_lan((\"lan 10.0.1.0/24\"))\n  n_a ---|eth0| l_lan\n  n_b_1 ---|eth1| l_lan\n"
+        );
+    }
+}

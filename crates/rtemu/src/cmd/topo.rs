@@ -1,0 +1,238 @@
+//! `rtemu up`, `down`, `ls`, `exec`, `shell` and `graph`: virtual networks from a topology
+//! file. The work is `rtemu-topo`'s; this module parses arguments and prints.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use rtemu_topo::lab;
+use rtemu_topo::state::State;
+use rtemu_topo::topology::{valid_name, MAX_LAB_NAME};
+use rtemu_topo::Topology;
+
+/// Bring a lab up from a topology file.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The topology file (TOML; see docs/topology.md).
+    pub file: PathBuf,
+    /// Run the lab under this name instead of the file's `lab`.
+    #[arg(long, value_name = "LAB")]
+    pub name: Option<String>,
+    /// Bring an existing lab of the same name down first.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+/// Remove a lab and everything it made.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The lab to remove.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub lab: Option<String>,
+    /// Remove every lab.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// List running labs with their nodes, links and addresses.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Only this lab.
+    pub lab: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run a command in a node; exits with the command's own exit code.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The lab (may be left out when exactly one runs).
+    #[arg(long)]
+    pub lab: Option<String>,
+    /// The node.
+    pub node: String,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Open an interactive shell in a node.
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    /// The lab (may be left out when exactly one runs).
+    #[arg(long)]
+    pub lab: Option<String>,
+    /// The node.
+    pub node: String,
+}
+
+/// Picture formats of `rtemu graph`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT.
+    Dot,
+    /// Mermaid flowchart.
+    Mermaid,
+}
+
+/// Print a lab's topology as a graph.
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// A running lab, or a topology file.
+    pub lab: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "dot")]
+    pub format: GraphFormat,
+}
+
+/// `rtemu up`.
+pub fn run_up(args: &UpArgs) -> Result<()> {
+    let mut topo = Topology::load(&args.file)?;
+    if let Some(name) = &args.name {
+        if !valid_name(name, MAX_LAB_NAME) {
+            bail!("invalid lab name `{name}`: use 1 to {MAX_LAB_NAME} characters a-z, 0-9 and '-', starting with a letter and not ending with '-'");
+        }
+        topo.lab = name.clone();
+    }
+    if args.replace {
+        lab::down(&topo.lab)?;
+    }
+    let started = std::time::Instant::now();
+    let state = lab::up(&topo, &args.file.display().to_string())?;
+    eprintln!(
+        "lab {} is up: {} nodes, {} links and LANs ({:.0} ms)",
+        state.lab,
+        topo.nodes.len(),
+        topo.segments.len(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
+/// `rtemu down`.
+pub fn run_down(args: &DownArgs) -> Result<()> {
+    let labs = if args.all {
+        State::labs().context("listing labs")?
+    } else {
+        args.lab.iter().cloned().collect()
+    };
+    let mut failed = false;
+    for name in labs {
+        // One lab failing to go down must not keep the others up.
+        match lab::down(&name) {
+            Ok(true) => eprintln!("lab {name} is down"),
+            Ok(false) => eprintln!("no lab {name}: nothing to do"),
+            Err(e) => {
+                eprintln!("rtemu: error: lab {name}: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        bail!("some labs could not be removed");
+    }
+    Ok(())
+}
+
+/// `rtemu ls`.
+pub fn run_ls(args: &LsArgs) -> Result<()> {
+    let names = match &args.lab {
+        Some(l) => vec![l.clone()],
+        None => State::labs().context("listing labs")?,
+    };
+    let mut states = Vec::new();
+    for name in names {
+        match State::load(&name).with_context(|| format!("reading lab {name}"))? {
+            Some(s) => states.push(s),
+            None if args.lab.is_some() => bail!("no lab `{name}` is running"),
+            None => {}
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&states)?);
+        return Ok(());
+    }
+    if states.is_empty() {
+        println!("no labs");
+    }
+    for s in &states {
+        let status = if s.complete {
+            "up"
+        } else {
+            "incomplete (run `rtemu down`)"
+        };
+        println!("lab {} ({}) from {}", s.lab, status, s.file);
+        let t = &s.topology;
+        for (ni, (node, ns)) in s.nodes.iter().enumerate() {
+            println!("  node {node}  (netns {ns})");
+            for net in &t.nodes[ni].loopback {
+                println!("    lo  {net}");
+            }
+            for seg in &t.segments {
+                for m in seg.members.iter().filter(|m| m.node == ni) {
+                    let addrs: Vec<String> =
+                        [m.ipv4.map(|a| a.to_string()), m.ipv6.map(|a| a.to_string())]
+                            .into_iter()
+                            .flatten()
+                            .collect();
+                    println!(
+                        "    {:<15} {}  {}  on {}",
+                        m.ifname,
+                        m.mac,
+                        addrs.join(" "),
+                        seg.name
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Waits for `cmd` and exits with its exit code (128 + signal when a signal ended it, as a
+/// shell reports it).
+fn exit_with(mut cmd: Command, what: &str) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("running {what}"))?;
+    let code = status
+        .code()
+        .or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s))
+        .unwrap_or(1);
+    std::process::exit(code);
+}
+
+/// `rtemu exec`.
+pub fn run_exec(args: &ExecArgs) -> Result<()> {
+    let state = lab::resolve_lab(args.lab.as_deref())?;
+    let cmd = lab::node_command(&state, &args.node, &args.command)?;
+    exit_with(
+        cmd,
+        &format!("`{}` in node {}", args.command.join(" "), args.node),
+    )
+}
+
+/// `rtemu shell`.
+pub fn run_shell(args: &ShellArgs) -> Result<()> {
+    let state = lab::resolve_lab(args.lab.as_deref())?;
+    let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".to_owned());
+    let mut cmd = lab::node_command(&state, &args.node, std::slice::from_ref(&shell))?;
+    // The prompt shows where the shell runs (shells that read PS1 from the environment).
+    cmd.env("PS1", format!("[{}:{}] \\w # ", state.lab, args.node));
+    exit_with(cmd, &format!("a shell in node {}", args.node))
+}
+
+/// `rtemu graph`.
+pub fn run_graph(args: &GraphArgs) -> Result<()> {
+    let topo = if std::path::Path::new(&args.lab).is_file() {
+        Topology::load(std::path::Path::new(&args.lab))?
+    } else {
+        lab::resolve_lab(Some(&args.lab))?.topology
+    };
+    let text = match args.format {
+        GraphFormat::Dot => rtemu_topo::graph::dot(&topo),
+        GraphFormat::Mermaid => rtemu_topo::graph::mermaid(&topo),
+    };
+    print!("{text}");
+    Ok(())
+}
