@@ -163,3 +163,153 @@ fn east_west_north_pings_across_routers_in_both_families_and_leaves_nothing() {
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
     assert!(!lab::down(&name).unwrap(), "down is idempotent");
 }
+
+/// A chain of `n` nodes, `n - 1` links, dual stack.
+fn chain(lab: &str, n: usize) -> Topology {
+    let mut src = format!("lab = \"{lab}\"\nneighbours = \"static\"\n");
+    for i in 0..n {
+        src.push_str(&format!("[nodes.n{i}]\n"));
+    }
+    for i in 1..n {
+        src.push_str(&format!(
+            "[[links]]\nendpoints = [\"n{}\", \"n{i}\"]\n",
+            i - 1
+        ));
+    }
+    Topology::parse("chain.toml", &src).unwrap()
+}
+
+/// The host's own interfaces: a lab must never add one (veth ends are born in their nodes).
+fn host_interfaces() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Not a test on its own (ignored unless asked for): the child process that
+/// `sigkill_during_up_then_down_leaves_nothing` kills. It brings up the
+/// lab named by `RTEMU_TOPO_CHILD_LAB` and waits to be killed.
+#[test]
+#[ignore = "helper process of sigkill_during_up_then_down_leaves_nothing"]
+fn child_up_for_sigkill() {
+    let Some(name) = std::env::var_os("RTEMU_TOPO_CHILD_LAB") else {
+        return;
+    };
+    let topo = chain(name.to_str().unwrap(), 10);
+    lab::up(&topo, "chain.toml").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn sigkill_during_up_then_down_leaves_nothing() {
+    if !root_or_skip("sigkill_during_up") {
+        return;
+    }
+    let before = host_interfaces();
+    // Kill points spread over `up` (which takes tens of milliseconds for this chain), from
+    // before the state file exists to after the lab is complete.
+    // `None`: kill as soon as the state file exists, which is always mid-way (the state file
+    // comes first and a 10-node `up` takes tens of milliseconds more).
+    let points = [
+        None,
+        Some(0u64),
+        Some(2),
+        Some(5),
+        Some(10),
+        Some(20),
+        Some(40),
+        Some(80),
+        Some(300),
+    ];
+    for (i, point) in points.into_iter().enumerate() {
+        let name = unique_lab(&format!("k{i}"));
+        let _guard = Guard(name.clone());
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "child_up_for_sigkill",
+                "--exact",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env("RTEMU_TOPO_CHILD_LAB", &name)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        match point {
+            Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+            None => {
+                let state = lab_dir(&name).join("state.json");
+                let start = std::time::Instant::now();
+                while !state.exists() && start.elapsed().as_secs() < 10 {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let found = match rtemu_topo::state::State::load(&name) {
+            Ok(Some(s)) if s.complete => "complete",
+            Ok(Some(_)) => "half-built",
+            _ => "not started",
+        };
+        eprintln!("killed at {point:?} ms: lab {found}");
+        if point.is_none() {
+            assert_eq!(
+                found, "half-built",
+                "killed as soon as the state file appeared"
+            );
+        }
+        lab::down(&name).unwrap();
+        let left = leftovers(&name, &chain(&name, 10));
+        assert_eq!(left, Vec::<String>::new(), "killed at {point:?} ms");
+        assert_eq!(host_interfaces(), before, "killed at {point:?} ms");
+    }
+}
+
+#[test]
+fn a_failed_up_removes_what_it_made_and_says_why() {
+    if !root_or_skip("a_failed_up") {
+        return;
+    }
+    let name = unique_lab("f");
+    let _guard = Guard(name.clone());
+    // The sysctl is applied after every namespace, link and route exists: the failure comes
+    // as late as possible.
+    let src = format!(
+        "lab = \"{name}\"\n[nodes.a]\nsysctls = {{ \"net.ipv4.no_such_knob\" = 1 }}\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n"
+    );
+    let topo = Topology::parse("f.toml", &src).unwrap();
+    let err = lab::up(&topo, "f.toml").unwrap_err().to_string();
+    assert!(err.contains("net.ipv4.no_such_knob"), "{err}");
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
+
+#[test]
+fn impaired_links_and_existing_labs_are_refused_before_anything_is_made() {
+    if !root_or_skip("refusals") {
+        return;
+    }
+    let name = unique_lab("r");
+    let _guard = Guard(name.clone());
+    let src = format!("lab = \"{name}\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 5ms\"\n");
+    let topo = Topology::parse("r.toml", &src).unwrap();
+    let err = lab::up(&topo, "r.toml").unwrap_err().to_string();
+    assert!(err.contains("real-time engine"), "{err}");
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+
+    let topo = chain(&name, 2);
+    lab::up(&topo, "chain.toml").unwrap();
+    let err = lab::up(&topo, "chain.toml").unwrap_err().to_string();
+    assert!(err.contains("already exists"), "{err}");
+    // The refusal left the running lab intact: n0 still reaches n1.
+    let out = run_in(&name, "n0", &["ping", "-n", "-c", "1", "-W", "1", "n1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
