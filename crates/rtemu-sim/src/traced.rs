@@ -6,7 +6,7 @@
 
 use rtemu_model::trace::{TraceFeed, Verdict};
 use rtemu_model::{DropReason, Exhaustion, Fate, FlowKey, Model, PacketMeta};
-use rtemu_trace::flow::{FiveTuple, FlowPattern};
+use rtemu_trace::flow::{FiveTuple, FlowTable};
 use rtemu_trace::mahimahi::{Cursor, Opportunities};
 use rtemu_trace::prefetch::Prefetcher;
 use rtemu_trace::series::DelaySeries;
@@ -160,16 +160,13 @@ fn five_tuple(k: &FlowKey) -> FiveTuple {
 
 /// A link whose packets go to the first model whose flow pattern matches, or to a default.
 pub struct PerFlow<'a> {
-    flows: Vec<(FlowPattern, Box<dyn Model + 'a>)>,
+    flows: FlowTable<Box<dyn Model + 'a>>,
     default: Box<dyn Model + 'a>,
 }
 
 impl<'a> PerFlow<'a> {
     /// Classifies into `flows` in order, else `default`.
-    pub fn new(
-        flows: Vec<(FlowPattern, Box<dyn Model + 'a>)>,
-        default: Box<dyn Model + 'a>,
-    ) -> Self {
+    pub fn new(flows: FlowTable<Box<dyn Model + 'a>>, default: Box<dyn Model + 'a>) -> Self {
         PerFlow { flows, default }
     }
 }
@@ -177,7 +174,7 @@ impl<'a> PerFlow<'a> {
 impl Model for PerFlow<'_> {
     fn decide(&mut self, pkt: &PacketMeta) -> Fate {
         let t = five_tuple(&pkt.flow);
-        match self.flows.iter_mut().find(|(p, _)| p.matches(&t)) {
+        match self.flows.classify_mut(&t) {
             Some((_, m)) => m.decide(pkt),
             None => self.default.decide(pkt),
         }
@@ -189,6 +186,7 @@ impl Model for PerFlow<'_> {
 
     fn exhausted(&self) -> Option<&Exhaustion> {
         self.flows
+            .entries()
             .iter()
             .find_map(|(_, m)| m.exhausted())
             .or_else(|| self.default.exhausted())

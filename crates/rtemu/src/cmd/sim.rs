@@ -15,7 +15,7 @@ use rtemu_sim::source::{FrameSource, Progress, ProgressUnit};
 use rtemu_sim::tables::FileTables;
 use rtemu_sim::traced::{ActionFeed, OpportunityFeed, PerFlow, SeriesFeed};
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
-use rtemu_trace::flow::FlowPattern;
+use rtemu_trace::flow::{FlowPattern, FlowTable};
 use rtemu_trace::format::Format;
 use rtemu_trace::mahimahi::Opportunities;
 use rtemu_trace::prefetch::{EndPolicy, PrefetchConfig, Prefetcher, UnderrunPolicy};
@@ -254,7 +254,7 @@ fn build_model<'a>(
     opportunities: &'a [Opportunities],
 ) -> anyhow::Result<Box<dyn Model + 'a>> {
     let mut opportunities = opportunities.iter();
-    let mut flows = Vec::new();
+    let mut flows = FlowTable::new();
     let mut default = None;
     for (i, t) in traces.iter().enumerate() {
         let what = || format!("trace {}", t.path.display());
@@ -293,7 +293,7 @@ fn build_model<'a>(
         };
         let model = TraceModel::new(feed, &stages, args.seed, 1 + i as u64).with_context(what)?;
         match &t.pattern {
-            Some(p) => flows.push((*p, Box::new(model) as Box<dyn Model + 'a>)),
+            Some(p) => flows.push(*p, Box::new(model) as Box<dyn Model + 'a>),
             None => default = Some(Box::new(model) as Box<dyn Model + 'a>),
         }
     }
@@ -303,7 +303,7 @@ fn build_model<'a>(
             LinkModel::new(cfg, &FileTables::from_env(), args.seed, 0).context("the model")?,
         ),
     };
-    Ok(if flows.is_empty() {
+    Ok(if flows.entries().is_empty() {
         default
     } else {
         Box::new(PerFlow::new(flows, default))
