@@ -320,3 +320,33 @@ fn a_delivery_opportunity_trace_caps_throughput_at_its_mean_rate() {
     // Offered 24 Mbit/s for 5 s into an unbounded queue: delivered at the trace's rate.
     assert!((tput - 12.032e6).abs() < 0.01 * 12.032e6, "{tput}");
 }
+
+#[test]
+fn a_flow_trace_takes_its_flow_and_the_model_takes_the_rest() {
+    let dir = Scratch::new("flow");
+    let trace = dir.path("seven.txt");
+    std::fs::write(&trace, "pass 7000us\n").unwrap();
+    // The generator's frames are UDP to port 9.
+    let mean_delay = |pattern: &str| {
+        let spec = format!("{pattern}={trace}");
+        let o = rtemu(&[
+            "sim",
+            "--traffic",
+            "cbr 1000pps 100B 1s",
+            "--flow-trace",
+            &spec,
+            "--model",
+            "delay 1ms",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["summary"]["delay"]["mean_ns"].as_u64().unwrap()
+    };
+    assert_eq!(mean_delay("proto=udp dport=9"), 7_000_000);
+    assert_eq!(mean_delay("proto=tcp"), 1_000_000);
+    assert_eq!(mean_delay("dport=10-20"), 1_000_000);
+    let o = rtemu(&["sim", "--flow-trace", "proto=udpp=x.rpl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--flow-trace"), "{}", stderr(&o));
+}
