@@ -27,13 +27,17 @@ fn be16(b: &[u8], at: usize) -> Option<u16> {
 
 /// The flow key of `frame`, captured with link type `link`.
 pub fn flow_key(link: u32, frame: &[u8]) -> FlowKey {
-    let ip = match link {
+    ip_packet(link, frame).and_then(ip_flow).unwrap_or_default()
+}
+
+/// The IPv4 or IPv6 packet inside `frame`, captured with link type `link`, if it holds one.
+pub fn ip_packet(link: u32, frame: &[u8]) -> Option<&[u8]> {
+    match link {
         link_type::ETHERNET => ethernet_payload(frame),
         link_type::LINUX_SLL => be16(frame, 14).and_then(|t| ip_of(t, frame.get(16..)?)),
         link_type::RAW => Some(frame),
         _ => None,
-    };
-    ip.and_then(ip_flow).unwrap_or_default()
+    }
 }
 
 fn ip_of(ethertype: u16, payload: &[u8]) -> Option<&[u8]> {

@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod capture_pair;
 pub mod delayline;
 pub mod engine;
 pub mod fatelog;

@@ -350,3 +350,47 @@ fn a_flow_trace_takes_its_flow_and_the_model_takes_the_rest() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--flow-trace"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_path_recorded_as_two_captures_replays_exactly() {
+    let dir = Scratch::new("record");
+    let (sent, received, trace, replayed) = (
+        dir.path("sent.pcap"),
+        dir.path("recv.pcap"),
+        dir.path("path.txt"),
+        dir.path("replay.pcap"),
+    );
+    // The "real path": a model with jitter, loss and duplicates, seen by two captures.
+    let ok = |args: &[&str]| {
+        let o = rtemu(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        o
+    };
+    ok(&[
+        "sim",
+        "--traffic",
+        "poisson 5000pps 200B 2s",
+        "--model",
+        "delay 1ms",
+        "--out",
+        &sent,
+    ]);
+    ok(&[
+        "sim",
+        &sent,
+        "--model",
+        "delay 10ms 3ms loss 2% duplicate 1%",
+        "--seed",
+        "5",
+        "--out",
+        &received,
+    ]);
+    let o = ok(&["trace", "convert", &sent, &trace, "--receiver", &received]);
+    assert!(stderr(&o).contains("dropped"), "{}", stderr(&o));
+    // Replaying the trace (text form: ns exact) over the sender capture gives the receiver's.
+    ok(&["sim", &sent, "--trace", &trace, "--out", &replayed]);
+    assert_eq!(
+        std::fs::read(&replayed).unwrap(),
+        std::fs::read(&received).unwrap()
+    );
+}

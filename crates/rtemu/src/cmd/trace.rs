@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use rtemu_sim::capture::CaptureReader;
+use rtemu_sim::capture_pair::actions_from_captures;
+use rtemu_sim::source::FrameSource;
 use rtemu_trace::duration::{format_duration, parse_duration_ns};
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
 use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
@@ -280,6 +283,11 @@ struct ConvertArgs {
     /// Interpolation of the series between samples: step or linear.
     #[arg(long, default_value = "step", requires = "series_pps")]
     interp: Interpolation,
+    /// Read the input as a capture (pcap/pcapng) taken where packets were sent, and this one
+    /// as a capture of the same packets where they arrived; write the action trace they
+    /// imply (delays, drops, duplicates, matched by content). Both clocks must agree.
+    #[arg(long, value_name = "CAPTURE", conflicts_with = "series_pps")]
+    receiver: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -598,6 +606,9 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
         Some(u) => bail!("--unit {u:?}: valid units are ns, us, ms"),
     };
     let out = a.output.display().to_string();
+    if let Some(receiver) = &a.receiver {
+        return convert_captures(a, receiver, to, unit.unwrap_or(TimeUnit::Us));
+    }
     if let Some(pps) = a.series_pps {
         if pps == 0 {
             bail!("--series-pps must be at least 1");
@@ -643,6 +654,70 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
     let n = w.records_written();
     w.finish().with_context(|| format!("writing {out}"))?;
     eprintln!("rtemu: converted {n} records to {out} ({} form)", to.name());
+    Ok(())
+}
+
+/// `convert SENDER.pcap OUT --receiver RECEIVER.pcap`: the action trace two captures imply.
+fn convert_captures(
+    a: &ConvertArgs,
+    receiver: &Path,
+    to: Format,
+    unit: TimeUnit,
+) -> anyhow::Result<()> {
+    let out = a.output.display().to_string();
+    let header = Header {
+        unit,
+        flow: None,
+        provenance: format!(
+            "sender capture {}, receiver capture {}",
+            a.input.display(),
+            receiver.display()
+        ),
+    };
+    // Round to what the output form holds exactly: µs for raw, the unit for framed.
+    let r = match to {
+        Format::Raw => TimeUnit::Us.ns(),
+        Format::Framed => unit.ns(),
+        Format::Text => 1,
+    };
+    let round = |d: u64| (d + r / 2) / r * r;
+    let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
+    let mut write_error = None;
+    let mut receiver_capture = CaptureReader::open(receiver)
+        .with_context(|| format!("receiver capture {}", receiver.display()))?;
+    let stats = actions_from_captures(
+        || Ok(Box::new(CaptureReader::open(&a.input)?) as Box<dyn FrameSource>),
+        &mut receiver_capture,
+        |action| {
+            let action = match action {
+                Action::Pass { delay_ns } => Action::Pass {
+                    delay_ns: round(delay_ns),
+                },
+                Action::Dup { delay_ns } => Action::Dup {
+                    delay_ns: round(delay_ns),
+                },
+                Action::Drop => Action::Drop,
+            };
+            if write_error.is_none() {
+                write_error = w.write(action).err();
+            }
+        },
+    )?;
+    if let Some(e) = write_error {
+        return Err(e).with_context(|| format!("writing {out}"));
+    }
+    w.finish().with_context(|| format!("writing {out}"))?;
+    eprintln!(
+        "rtemu: {} packets sent: {} delivered, {} dropped, {} extra copies; {} receiver frames matched nothing; \
+         {} copies seen before they were sent (delay 0); wrote {out} ({} form)",
+        stats.sent,
+        stats.delivered,
+        stats.dropped,
+        stats.duplicates,
+        stats.unmatched,
+        stats.negative_delays,
+        to.name()
+    );
     Ok(())
 }
 
