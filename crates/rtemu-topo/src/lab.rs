@@ -57,6 +57,11 @@ pub enum LabError {
     /// An impaired link needs the real-time engine, which does not exist yet.
     #[error("link `{0}` has `netem` or `trace` set: impaired links need the real-time engine, which rtemu does not have yet; remove those lines to run the link as an ideal one")]
     Impaired(String),
+    /// A CPU limit was asked for; rtemu does not apply them yet.
+    #[error(
+        "node `{0}` has `cpu` set: per-node CPU limits are not implemented yet; remove the line"
+    )]
+    CpuLimit(String),
     /// A system call or file operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -104,6 +109,9 @@ pub fn ownership_mark(lab: &str) -> String {
 pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
     if let Some((seg, _)) = topo.impaired_links().next() {
         return Err(LabError::Impaired(seg.name.clone()));
+    }
+    if let Some(node) = topo.nodes.iter().find(|n| n.cpu.is_some()) {
+        return Err(LabError::CpuLimit(node.name.clone()));
     }
     if lab_dir(&topo.lab).exists() {
         return Err(LabError::Exists(topo.lab.clone()));

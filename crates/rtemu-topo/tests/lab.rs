@@ -300,6 +300,11 @@ fn impaired_links_and_existing_labs_are_refused_before_anything_is_made() {
     let err = lab::up(&topo, "r.toml").unwrap_err().to_string();
     assert!(err.contains("real-time engine"), "{err}");
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+    let src = format!("lab = \"{name}\"\n[nodes.a]\ncpu = 0.5\n");
+    let topo = Topology::parse("r.toml", &src).unwrap();
+    let err = lab::up(&topo, "r.toml").unwrap_err().to_string();
+    assert!(err.contains("CPU limits are not implemented"), "{err}");
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 
     let topo = chain(&name, 2);
     lab::up(&topo, "chain.toml").unwrap();
