@@ -318,3 +318,91 @@ fn impaired_links_and_existing_labs_are_refused_before_anything_is_made() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn traceroute_shows_the_papers_hops_through_west_north_east() {
+    if !root_or_skip("traceroute") {
+        return;
+    }
+    if Command::new("traceroute")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+            "traceroute is not installed (Debian package `traceroute`)"
+        );
+        eprintln!("skipping traceroute test: traceroute is not installed");
+        return;
+    }
+    let name = unique_lab("tr");
+    let topo = example(&name);
+    let _guard = Guard(name.clone());
+    lab::up(&topo, "east-west-north.toml").unwrap();
+    // One probe per hop, one second per probe at most, UDP to the lab's own addresses.
+    let out = run_in(
+        &name,
+        "tindy1",
+        &[
+            "traceroute",
+            "-n",
+            "-q",
+            "1",
+            "-w",
+            "1",
+            "-m",
+            "6",
+            "192.168.3.2",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hops: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    // Each router answers from its interface towards tindy1: west on tindy1's LAN, north on
+    // west's LAN, east on the north-east link; then tpx30 itself.
+    assert_eq!(
+        hops,
+        ["198.51.100.1", "192.168.1.2", "192.168.2.2", "192.168.3.2"],
+        "{text}"
+    );
+}
+
+#[test]
+fn start_up_commands_run_in_their_node_with_their_environment_and_end_at_down() {
+    if !root_or_skip("start_up_commands") {
+        return;
+    }
+    let name = unique_lab("s");
+    let _guard = Guard(name.clone());
+    let src = format!(
+        "lab = \"{name}\"\n[nodes.a]\nrun = [\"echo $GREETING; ip -o link show eth0 >/dev/null && echo in-node; exec sleep 600\"]\nenv = {{ GREETING = \"hello\" }}\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n"
+    );
+    let topo = Topology::parse("s.toml", &src).unwrap();
+    lab::up(&topo, "s.toml").unwrap();
+    let log = lab_dir(&name).join("a.log");
+    let start = std::time::Instant::now();
+    let mut text = String::new();
+    while start.elapsed().as_secs() < 5 {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("in-node") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(text, "hello\nin-node\n");
+    let pids = rtemu_topo::sys::netns_pids(&node_netns(&name, "a")).unwrap();
+    assert_eq!(pids.len(), 1, "the sleep runs in node a");
+    assert!(lab::down(&name).unwrap());
+    // The test process is the command's parent (the `rtemu up` process would be, and init
+    // after it exits): reap it, so a killed process is not mistaken for a live zombie.
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pids[0]), None);
+    assert!(
+        !Path::new(&format!("/proc/{}", pids[0])).exists(),
+        "the start-up command was ended"
+    );
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
