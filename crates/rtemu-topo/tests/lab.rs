@@ -21,8 +21,17 @@ fn root_or_skip(test: &str) -> bool {
         std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
         "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
     );
-    eprintln!("skipping {test}: needs root (creates network namespaces)");
+    skip(&format!(
+        "skipping {test}: needs root (creates network namespaces)"
+    ));
     false
+}
+
+/// Prints why a test is skipped, past libtest's output capture (which only takes `print!`
+/// and `eprint!`), so the reason shows in a passing run too.
+fn skip(reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{reason}");
 }
 
 /// A lab name unique to this test and process (lab names are at most 12 characters).
@@ -333,7 +342,7 @@ fn traceroute_shows_the_papers_hops_through_west_north_east() {
             std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
             "traceroute is not installed (Debian package `traceroute`)"
         );
-        eprintln!("skipping traceroute test: traceroute is not installed");
+        skip("skipping traceroute test: traceroute is not installed");
         return;
     }
     let name = unique_lab("tr");
