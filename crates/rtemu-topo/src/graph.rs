@@ -40,6 +40,15 @@ pub fn dot(topo: &Topology) -> String {
                     seg.members[1].ifname
                 );
             }
+            SegmentKind::External { ref host, mode } => {
+                let _ = writeln!(
+                    out,
+                    "  \"host:{host}\" [shape=plaintext, label=\"host {host} ({mode:?})\"];\n  \"{}\" -- \"host:{host}\" [label=\"{}\", taillabel=\"{}\"];",
+                    name(0),
+                    subnets(seg),
+                    seg.members[0].ifname
+                );
+            }
             SegmentKind::Lan => {
                 let _ = writeln!(
                     out,
@@ -82,6 +91,16 @@ pub fn mermaid(topo: &Topology) -> String {
                     subnets(seg),
                     seg.members[1].ifname,
                     name(1)
+                );
+            }
+            SegmentKind::External { ref host, .. } => {
+                let _ = writeln!(
+                    out,
+                    "  n_{} ---|\"{} {}\"| h_{}[/\"host {host}\"/]",
+                    name(0),
+                    seg.members[0].ifname,
+                    subnets(seg),
+                    ident(host)
                 );
             }
             SegmentKind::Lan => {

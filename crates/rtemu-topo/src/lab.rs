@@ -21,16 +21,16 @@ use std::process::{Command, Stdio};
 
 use futures_util::TryStreamExt;
 use ipnet::IpNet;
-use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute};
+use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, MacVlanMode};
 use rtnetlink::packet_route::neighbour::NeighbourState;
 use rtnetlink::{
-    Handle, LinkBridge, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
+    Handle, LinkBridge, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
 };
 
 use crate::routing::{plan, NodePlan};
-use crate::state::{lab_dir, State};
+use crate::state::{lab_dir, Handover, State};
 use crate::sys;
-use crate::topology::{Mac, SegmentKind, Topology};
+use crate::topology::{ExternalMode, Mac, SegmentKind, Topology};
 
 /// Errors of the lab lifecycle.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,9 @@ pub enum LabError {
     /// An impaired link needs the real-time engine, which does not exist yet.
     #[error("link `{0}` has `netem` or `trace` set: impaired links need the real-time engine, which rtemu does not have yet; remove those lines to run the link as an ideal one")]
     Impaired(String),
+    /// A host interface named in the file does not exist.
+    #[error("host interface `{0}` does not exist (`ip link` lists the host's interfaces)")]
+    NoHostInterface(String),
     /// A CPU limit was asked for; rtemu does not apply them yet.
     #[error(
         "node `{0}` has `cpu` set: per-node CPU limits are not implemented yet; remove the line"
@@ -126,11 +129,27 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
     if has_lans {
         namespaces.push(lab_netns(&topo.lab));
     }
+    let handovers = topo
+        .segments
+        .iter()
+        .filter_map(|seg| match &seg.kind {
+            SegmentKind::External {
+                host,
+                mode: ExternalMode::Move,
+            } => Some(Handover {
+                host: host.clone(),
+                netns: node_netns(&topo.lab, &topo.nodes[seg.members[0].node].name),
+                ifname: seg.members[0].ifname.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
     let mut state = State {
         lab: topo.lab.clone(),
         file: file.to_owned(),
         namespaces,
         nodes,
+        handovers,
         complete: false,
         topology: topo.clone(),
     };
@@ -158,6 +177,9 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
         return Ok(false);
     }
     let state = State::load(lab).map_err(io_err(format!("reading the state of lab `{lab}`")))?;
+    if let Some(s) = &state {
+        give_back(&s.handovers)?;
+    }
     for ns in state.iter().flat_map(|s| &s.namespaces) {
         // Processes keep a namespace alive after its mount is gone: end them first.
         for pid in sys::netns_pids(ns).map_err(io_err(format!("listing processes in {ns}")))? {
@@ -177,6 +199,52 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     }
     std::fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
     Ok(true)
+}
+
+/// Moves host interfaces back from their nodes under their original names. One that is not in
+/// its node (never moved, or the node is gone) is skipped: the kernel returns a physical
+/// interface to the host by itself when its namespace disappears.
+fn give_back(handovers: &[Handover]) -> Result<(), LabError> {
+    if handovers.is_empty() {
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(io_err("starting the netlink runtime"))?;
+    // This thread never leaves the host's namespace.
+    let host_ns = std::fs::File::open("/proc/self/ns/net")
+        .map(OwnedFd::from)
+        .map_err(io_err("opening the host's namespace"))?;
+    runtime.block_on(async {
+        for h in handovers {
+            if !sys::netns_exists(&h.netns) {
+                continue;
+            }
+            let handle = connect(&h.netns)?;
+            let idx = link_indices(&handle)
+                .await
+                .map_err(nl_err(format!("listing interfaces of {}", h.netns)))?;
+            let Some(&index) = idx.get(&h.ifname) else {
+                continue;
+            };
+            let msg = LinkUnspec::new_with_index(index)
+                .down()
+                .setns_by_fd(host_ns.as_raw_fd())
+                .name(h.host.clone())
+                .build();
+            handle
+                .link()
+                .set(msg)
+                .execute()
+                .await
+                .map_err(nl_err(format!(
+                    "giving {} back to the host as {}",
+                    h.ifname, h.host
+                )))?;
+        }
+        Ok(())
+    })
 }
 
 /// The lab `--lab` names, or the only running lab when it is left out.
@@ -313,6 +381,15 @@ async fn veth(host: &Handle, a: End<'_>, b: End<'_>) -> Result<(), rtnetlink::Er
     host.link().add(msg.build()).execute().await
 }
 
+/// The index of the host interface `name`.
+async fn host_index(host: &Handle, name: &str) -> Result<u32, LabError> {
+    let mut links = host.link().get().match_name(name.to_owned()).execute();
+    match links.try_next().await {
+        Ok(Some(msg)) => Ok(msg.header.index),
+        Ok(None) | Err(_) => Err(LabError::NoHostInterface(name.to_owned())),
+    }
+}
+
 /// Interface name → index in the namespace `handle` talks to.
 async fn link_indices(handle: &Handle) -> Result<BTreeMap<String, u32>, rtnetlink::Error> {
     let mut links = handle.link().get().execute();
@@ -331,12 +408,13 @@ async fn link_indices(handle: &Handle) -> Result<BTreeMap<String, u32>, rtnetlin
 async fn mark_up(
     handle: &Handle,
     index: u32,
-    mark: &str,
+    mark: Option<&str>,
     controller: Option<u32>,
 ) -> Result<(), rtnetlink::Error> {
-    let mut msg = LinkUnspec::new_with_index(index)
-        .up()
-        .append_extra_attribute(LinkAttribute::IfAlias(mark.to_owned()));
+    let mut msg = LinkUnspec::new_with_index(index).up();
+    if let Some(mark) = mark {
+        msg = msg.append_extra_attribute(LinkAttribute::IfAlias(mark.to_owned()));
+    }
     if let Some(c) = controller {
         msg = msg.controller(c);
     }
@@ -428,6 +506,30 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
                 }
                 bridges.push((si, bridge));
             }
+            SegmentKind::External { host: name, mode } => {
+                let m = &seg.members[0];
+                let index = host_index(&host, name).await?;
+                let msg = match mode {
+                    ExternalMode::Move => LinkUnspec::new_with_index(index)
+                        .setns_by_fd(node_fds[m.node].as_raw_fd())
+                        .name(m.ifname.clone())
+                        .build(),
+                    ExternalMode::Macvlan => {
+                        LinkMacVlan::new(&m.ifname, index, MacVlanMode::Bridge)
+                            .setns_by_fd(node_fds[m.node].as_raw_fd())
+                            .address(m.mac.0.to_vec())
+                            .build()
+                    }
+                };
+                let request = match mode {
+                    ExternalMode::Move => host.link().set(msg).execute().await,
+                    ExternalMode::Macvlan => host.link().add(msg).execute().await,
+                };
+                request.map_err(nl_err(format!(
+                    "handing host interface {name} to node `{}`",
+                    topo.nodes[m.node].name
+                )))?;
+            }
         }
     }
 
@@ -438,12 +540,12 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
             .map_err(nl_err("listing the lab's bridges"))?;
         for (si, bridge) in &bridges {
             let b = idx[bridge];
-            mark_up(handle, b, &mark, None)
+            mark_up(handle, b, Some(&mark), None)
                 .await
                 .map_err(nl_err(format!("setting up {bridge}")))?;
             for mi in 0..topo.segments[*si].members.len() {
                 let port = idx[&format!("s{si}p{mi}")];
-                mark_up(handle, port, &mark, Some(b))
+                mark_up(handle, port, Some(&mark), Some(b))
                     .await
                     .map_err(nl_err(format!("attaching port {mi} of {bridge}")))?;
             }
@@ -473,9 +575,17 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
                 .map_err(nl_err(what(&format!("adding {net} to lo"))))?;
         }
         for seg in &topo.segments {
+            // A moved host interface is not rtemu's: it gets no mark.
+            let moved = matches!(
+                seg.kind,
+                SegmentKind::External {
+                    mode: ExternalMode::Move,
+                    ..
+                }
+            );
             for m in seg.members.iter().filter(|m| m.node == ni) {
                 let i = idx[&m.ifname];
-                mark_up(handle, i, &mark, None)
+                mark_up(handle, i, (!moved).then_some(mark.as_str()), None)
                     .await
                     .map_err(nl_err(what(&format!("setting up {}", m.ifname))))?;
                 let addrs = [m.ipv4.map(IpNet::V4), m.ipv6.map(IpNet::V6)];

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::topology::{Mac, NeighbourMode, Routing, Topology};
+use crate::topology::{Mac, NeighbourMode, Routing, SegmentKind, Topology};
 
 /// A route through a gateway.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -71,6 +71,21 @@ pub fn plan(topo: &Topology) -> Vec<NodePlan> {
                     .filter(|m| m.node == i)
                     .count();
                 plan.forwarding = interfaces >= 2;
+            }
+        }
+    }
+    // A node holding a host interface is the outside hosts' gateway into the lab.
+    for seg in &topo.segments {
+        if let SegmentKind::External { .. } = seg.kind {
+            let node = seg.members[0].node;
+            let others = topo
+                .segments
+                .iter()
+                .flat_map(|s| &s.members)
+                .filter(|m| m.node == node)
+                .count();
+            if others >= 2 {
+                plans[node].forwarding = true;
             }
         }
     }

@@ -33,6 +33,9 @@ pub struct FileSpec {
     /// LAN segments (bridges).
     #[serde(default)]
     pub lans: Vec<LanSpec>,
+    /// Host interfaces handed to nodes.
+    #[serde(default)]
+    pub externals: Vec<ExternalSpec>,
 }
 
 /// `[pool]`: the prefixes segment subnets are allocated from.
@@ -103,4 +106,23 @@ pub struct LanSpec {
     pub ipv6: Option<Spanned<String>>,
     /// MTU of every member interface.
     pub mtu: Option<Spanned<i64>>,
+}
+
+/// `[[externals]]`: a host interface handed to a node, so hosts outside take part.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalSpec {
+    /// The node that gets it.
+    pub node: Spanned<String>,
+    /// The host interface.
+    pub host: Spanned<String>,
+    /// `"move"` (default: the interface itself moves into the node) or `"macvlan"` (the node
+    /// gets a macvlan on it and the host keeps it).
+    pub mode: Option<Spanned<String>>,
+    /// The interface's name inside the node (default: the next free `ethN`).
+    pub ifname: Option<Spanned<String>>,
+    /// The node's IPv4 address on it, with prefix length (`"198.51.100.1/24"`).
+    pub ipv4: Option<Spanned<String>>,
+    /// The node's IPv6 address on it, with prefix length.
+    pub ipv6: Option<Spanned<String>>,
 }

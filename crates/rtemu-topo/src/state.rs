@@ -27,6 +27,10 @@ pub struct State {
     pub namespaces: Vec<String>,
     /// Node name → namespace name.
     pub nodes: Vec<(String, String)>,
+    /// Host interfaces moved into nodes, recorded before they move, so `down` can give them
+    /// back even after a crash.
+    #[serde(default)]
+    pub handovers: Vec<Handover>,
     /// Whether `up` finished.
     pub complete: bool,
     /// The validated topology, for `ls` and `graph`.
@@ -79,4 +83,15 @@ impl State {
         labs.sort();
         Ok(labs)
     }
+}
+
+/// A host interface moved into a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handover {
+    /// Its name on the host, restored when it comes back.
+    pub host: String,
+    /// The node's namespace.
+    pub netns: String,
+    /// Its name inside the node.
+    pub ifname: String,
 }

@@ -117,6 +117,24 @@ pub enum SegmentKind {
     },
     /// A broadcast segment (a bridge with one veth pair per member).
     Lan,
+    /// A host interface handed to the segment's only member.
+    External {
+        /// The host interface's name.
+        host: String,
+        /// How it is handed over.
+        mode: ExternalMode,
+    },
+}
+
+/// How a host interface is handed to a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExternalMode {
+    /// The interface moves into the node (renamed there) and returns to the host with its
+    /// original name at `down`.
+    Move,
+    /// The node gets a macvlan interface on it; the host keeps the interface.
+    Macvlan,
 }
 
 /// Link parameters that need the real-time engine.
@@ -238,6 +256,9 @@ struct Member {
     node: usize,
     ifname: Option<String>,
     span: Range<usize>,
+    /// Explicit addresses (external interfaces); others get host number `index + 1`.
+    ipv4: Option<Ipv4Net>,
+    ipv6: Option<Ipv6Net>,
 }
 
 /// A segment before interface names and pool addresses are assigned.
@@ -424,6 +445,75 @@ impl<'a> Validator<'a> {
             });
         }
 
+        let mut hosts: BTreeMap<String, String> = BTreeMap::new();
+        for ext in &spec.externals {
+            let mut text = ext.node.get_ref().clone();
+            if let Some(i) = &ext.ifname {
+                text = format!("{text}:{}", i.get_ref());
+            }
+            let mut member = self.member(&Spanned::new(ext.node.span(), text), &node_names)?;
+            let host = ext.host.get_ref();
+            let host_ok = !host.is_empty()
+                && host.len() <= MAX_IFNAME
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if !host_ok {
+                return Err(self.err(ext.host.span(), format!("invalid host interface name `{host}`: use 1 to {MAX_IFNAME} characters a-z, A-Z, 0-9, '.', '_' and '-'")));
+            }
+            let node_name = &nodes[member.node].name;
+            if let Some(other) = hosts.insert(host.clone(), node_name.clone()) {
+                return Err(self.err(ext.host.span(), format!("host interface `{host}` is already handed to node `{other}`: each host interface goes to one node")));
+            }
+            let mode = match ext.mode.as_ref().map(|m| (m.get_ref().as_str(), m.span())) {
+                None | Some(("move", _)) => ExternalMode::Move,
+                Some(("macvlan", _)) => ExternalMode::Macvlan,
+                Some((other, span)) => {
+                    return Err(self.err(
+                        span,
+                        format!("unknown mode `{other}`: allowed are \"move\" and \"macvlan\""),
+                    ))
+                }
+            };
+            let name = format!("{node_name}-{host}");
+            let what = format!("external interface `{host}` of node `{node_name}`");
+            let mut ipv4 = None;
+            if let Some(t) = &ext.ipv4 {
+                let a: Ipv4Net = t.get_ref().parse().map_err(|_| self.err(t.span(), format!("invalid IPv4 address `{}`: write the node's address with its prefix length, e.g. \"198.51.100.1/24\"", t.get_ref())))?;
+                self.claim(
+                    IpNet::V4(a.trunc()),
+                    format!("subnet {} of {what}", a.trunc()),
+                    &t.span(),
+                )?;
+                member.ipv4 = Some(a);
+                ipv4 = Some(a.trunc());
+            }
+            let mut ipv6 = None;
+            if let Some(t) = &ext.ipv6 {
+                let a: Ipv6Net = t.get_ref().parse().map_err(|_| self.err(t.span(), format!("invalid IPv6 address `{}`: write the node's address with its prefix length, e.g. \"2001:db8::1/64\"", t.get_ref())))?;
+                self.claim(
+                    IpNet::V6(a.trunc()),
+                    format!("subnet {} of {what}", a.trunc()),
+                    &t.span(),
+                )?;
+                member.ipv6 = Some(a);
+                ipv6 = Some(a.trunc());
+            }
+            drafts.push(Draft {
+                name,
+                kind: SegmentKind::External {
+                    host: host.clone(),
+                    mode,
+                },
+                mtu: None,
+                ipv4,
+                ipv6,
+                members: vec![member],
+                span: ext.host.span(),
+                mtu_span: None,
+            });
+        }
+
         let segments = self.finish(drafts, &spec, families, &nodes)?;
         Ok(Topology {
             lab,
@@ -564,6 +654,8 @@ impl<'a> Validator<'a> {
             node: index,
             ifname: ifname.map(str::to_owned),
             span: text.span(),
+            ipv4: None,
+            ipv6: None,
         })
     }
 
@@ -700,7 +792,7 @@ impl<'a> Validator<'a> {
         for d in drafts {
             let ipv4 = match d.ipv4 {
                 Some(n) => Some(n),
-                None if families.v4 => {
+                None if families.v4 && !matches!(d.kind, SegmentKind::External { .. }) => {
                     let net = self.allocate(IpNet::V4(pool4), len4, &d)?;
                     match net {
                         IpNet::V4(n) => Some(n),
@@ -711,10 +803,12 @@ impl<'a> Validator<'a> {
             };
             let ipv6 = match d.ipv6 {
                 Some(n) => Some(n),
-                None if families.v6 => match self.allocate(IpNet::V6(pool6), len6, &d)? {
-                    IpNet::V6(n) => Some(n),
-                    IpNet::V4(_) => unreachable!("an IPv6 pool yields IPv6 subnets"),
-                },
+                None if families.v6 && !matches!(d.kind, SegmentKind::External { .. }) => {
+                    match self.allocate(IpNet::V6(pool6), len6, &d)? {
+                        IpNet::V6(n) => Some(n),
+                        IpNet::V4(_) => unreachable!("an IPv6 pool yields IPv6 subnets"),
+                    }
+                }
                 None => None,
             };
             if let (Some(mtu), Some(_)) = (d.mtu, ipv6) {
@@ -738,26 +832,27 @@ impl<'a> Validator<'a> {
                 members.push(Attachment {
                     node: m.node,
                     ifname,
-                    ipv4: ipv4.map(|n| {
+                    ipv4: m.ipv4.or(ipv4.map(|n| {
                         let a = u32::from(n.network()) + host as u32;
                         Ipv4Net::new(a.into(), n.prefix_len()).expect("prefix length was checked")
-                    }),
-                    ipv6: ipv6.map(|n| {
+                    })),
+                    ipv6: m.ipv6.or(ipv6.map(|n| {
                         let a = u128::from(n.network()) + host;
                         Ipv6Net::new(a.into(), n.prefix_len()).expect("prefix length was checked")
-                    }),
+                    })),
                     mac: Mac::for_interface(interface_index),
                 });
                 interface_index += 1;
             }
-            if let Some(n) = ipv4 {
+            let external = matches!(d.kind, SegmentKind::External { .. });
+            if let Some(n) = ipv4.filter(|_| !external) {
                 // Network and broadcast addresses are not for members.
                 let hosts = (1u64 << (32 - n.prefix_len())) - 2;
                 if (members.len() as u64) > hosts {
                     return Err(self.err(d.span.clone(), format!("IPv4 subnet {n} of `{}` holds {hosts} hosts but it has {} members: use a shorter prefix", d.name, members.len())));
                 }
             }
-            if let Some(n) = ipv6 {
+            if let Some(n) = ipv6.filter(|_| !external) {
                 let bits = 128 - u32::from(n.prefix_len());
                 if bits < 64 && (members.len() as u128) >= (1u128 << bits) - 1 {
                     return Err(self.err(d.span.clone(), format!("IPv6 subnet {n} of `{}` is too small for its {} members: use a shorter prefix", d.name, members.len())));

@@ -415,3 +415,134 @@ fn start_up_commands_run_in_their_node_with_their_environment_and_end_at_down() 
     );
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 }
+
+/// Runs `ip ARGS…` for test fixtures outside any lab, panicking with its message on failure.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An "outside host": a namespace of the test's own with a veth pair whose other end stays in
+/// the host namespace, as a physical interface with a host behind it would. Removed on drop.
+struct Outside {
+    ns: String,
+    host_end: String,
+}
+
+impl Outside {
+    fn new(tag: &str, addr: &str, via: &str) -> Outside {
+        let id = std::process::id() % 100_000;
+        let o = Outside {
+            ns: format!("rtemu-test-{tag}{id}"),
+            host_end: format!("rtx{tag}{id}"),
+        };
+        let peer = format!("rty{tag}{id}");
+        ip(&["netns", "add", &o.ns]);
+        ip(&[
+            "link",
+            "add",
+            &o.host_end,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+            "netns",
+            &o.ns,
+        ]);
+        ip(&["-n", &o.ns, "addr", "add", addr, "dev", &peer]);
+        ip(&["-n", &o.ns, "link", "set", &peer, "up"]);
+        // Up, as a host's cabled interface would be (a macvlan carries nothing otherwise).
+        ip(&["link", "set", &o.host_end, "up"]);
+        ip(&["-n", &o.ns, "route", "add", "10.0.0.0/8", "via", via]);
+        o
+    }
+
+    fn ping(&self, target: &str) -> Output {
+        Command::new("ip")
+            .args([
+                "netns", "exec", &self.ns, "ping", "-n", "-c", "2", "-i", "0.2", "-W", "1", target,
+            ])
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host_end])
+            .output();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+    }
+}
+
+#[test]
+fn external_interfaces_carry_outside_traffic_and_moved_ones_come_back() {
+    if !root_or_skip("external_interfaces") {
+        return;
+    }
+    // Outside host m sits behind an interface moved into node a; outside host v behind one
+    // that node b reaches through a macvlan.
+    let m = Outside::new("m", "203.0.113.2/24", "203.0.113.1");
+    let v = Outside::new("v", "198.18.0.2/24", "198.18.0.1");
+    let name = unique_lab("x");
+    let src = format!(
+        r#"lab = "{name}"
+ip = "ipv4"
+[nodes.a]
+[nodes.b]
+[[links]]
+endpoints = ["a", "b"]
+ipv4 = "10.1.0.0/24"
+[[externals]]
+node = "a"
+host = "{}"
+ifname = "fxp0"
+ipv4 = "203.0.113.1/24"
+[[externals]]
+node = "b"
+host = "{}"
+mode = "macvlan"
+ipv4 = "198.18.0.1/24"
+"#,
+        m.host_end, v.host_end
+    );
+    let topo = Topology::parse("x.toml", &src).unwrap();
+    let guard = Guard(name.clone());
+    lab::up(&topo, "x.toml").unwrap();
+    assert!(
+        !Path::new("/sys/class/net").join(&m.host_end).exists(),
+        "moved into node a"
+    );
+    assert!(
+        Path::new("/sys/class/net").join(&v.host_end).exists(),
+        "macvlan: the host keeps it"
+    );
+
+    // Outside → through a → b, and outside → b's macvlan → a.
+    let out = m.ping("10.1.0.2");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = v.ping("10.1.0.1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    drop(guard);
+    assert!(
+        Path::new("/sys/class/net").join(&m.host_end).exists(),
+        "given back under its name"
+    );
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}

@@ -189,3 +189,44 @@ fn routing_none_installs_no_routes_but_lets_routers_forward() {
     let fw: Vec<bool> = plans.iter().map(|p| p.forwarding).collect();
     assert_eq!(fw, [false, true, false]);
 }
+
+#[test]
+fn an_external_subnet_is_routed_to_its_node_which_forwards() {
+    let src = r#"
+lab = "x"
+ip = "ipv4"
+[nodes.a]
+[nodes.b]
+[nodes.c]
+[[links]]
+endpoints = ["a", "b"]
+ipv4 = "10.0.1.0/24"
+[[links]]
+endpoints = ["b", "c"]
+ipv4 = "10.0.2.0/24"
+[[externals]]
+node = "a"
+host = "enp3s0"
+ifname = "up0"
+ipv4 = "203.0.113.7/24"
+"#;
+    let topo = Topology::parse("x.toml", src).unwrap();
+    let ext = topo.segments.last().unwrap();
+    assert_eq!(ext.members[0].ipv4.unwrap().to_string(), "203.0.113.7/24");
+    assert_eq!(ext.ipv4.unwrap().to_string(), "203.0.113.0/24");
+    let plans = plan(&topo);
+    assert_eq!(
+        routes(&topo, &plans, "c"),
+        [
+            "10.0.1.0/24 via 10.0.2.1 dev eth0",
+            "203.0.113.0/24 via 10.0.2.1 dev eth0"
+        ]
+    );
+    assert_eq!(
+        routes(&topo, &plans, "a"),
+        ["10.0.2.0/24 via 10.0.1.2 dev eth0"]
+    );
+    // a forwards between the outside and the lab even though no lab node routes through it.
+    let fw: Vec<bool> = plans.iter().map(|p| p.forwarding).collect();
+    assert_eq!(fw, [true, true, false]);
+}
