@@ -22,6 +22,7 @@ enum Cmd {
     Exec(topo::ExecArgs),
     Shell(topo::ShellArgs),
     Graph(topo::GraphArgs),
+    Capture(topo::CaptureArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,6 +33,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Exec(a) => topo::run_exec(a),
         Cmd::Shell(a) => topo::run_shell(a),
         Cmd::Graph(a) => topo::run_graph(a),
+        Cmd::Capture(a) => topo::run_capture(a),
     }
 }
 

@@ -57,6 +57,9 @@ pub enum LabError {
     /// An impaired link needs the real-time engine, which does not exist yet.
     #[error("link `{0}` has `netem` or `trace` set: impaired links need the real-time engine, which rtemu does not have yet; remove those lines to run the link as an ideal one")]
     Impaired(String),
+    /// A capture target is not `node:if` of the lab.
+    #[error("`{0}` is not an interface of the lab: write NODE:IF (`rtemu ls` lists them)")]
+    BadTarget(String),
     /// A host interface named in the file does not exist.
     #[error("host interface `{0}` does not exist (`ip link` lists the host's interfaces)")]
     NoHostInterface(String),
@@ -285,6 +288,21 @@ pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Comman
 fn build(topo: &Topology, state: &State) -> Result<(), LabError> {
     for ns in &state.namespaces {
         sys::create_netns(ns).map_err(io_err(format!("creating namespace {ns}")))?;
+    }
+    if let Some(ns) = state
+        .namespaces
+        .iter()
+        .find(|ns| **ns == lab_netns(&topo.lab))
+    {
+        // Bridges and their ports carry the nodes' frames and must add none of their own:
+        // without IPv6 they send no duplicate address probes or MLD reports into the LANs.
+        set_sysctls(
+            ns,
+            vec![
+                ("net.ipv6.conf.all.disable_ipv6".into(), "1".into()),
+                ("net.ipv6.conf.default.disable_ipv6".into(), "1".into()),
+            ],
+        )?;
     }
     let plans = plan(topo);
     for (node, p) in topo.nodes.iter().zip(&plans) {

@@ -14,9 +14,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod error;
 pub mod graph;
 pub mod lab;
+pub mod pcapng;
 pub mod routing;
 pub mod spec;
 pub mod state;

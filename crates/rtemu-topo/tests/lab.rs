@@ -546,3 +546,120 @@ ipv4 = "198.18.0.1/24"
     );
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 }
+
+/// Enhanced packet blocks of a pcapng file in native byte order: (interface, ns, frame).
+fn pcapng_packets(bytes: &[u8]) -> Vec<(u32, u64, Vec<u8>)> {
+    let u32_at = |i: usize| u32::from_ne_bytes(bytes[i..i + 4].try_into().unwrap());
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < bytes.len() {
+        let (kind, len) = (u32_at(at), u32_at(at + 4) as usize);
+        if kind == 6 {
+            let ts = (u64::from(u32_at(at + 12)) << 32) | u64::from(u32_at(at + 16));
+            let caplen = u32_at(at + 20) as usize;
+            out.push((
+                u32_at(at + 8),
+                ts,
+                bytes[at + 28..at + 28 + caplen].to_vec(),
+            ));
+        }
+        at += len;
+    }
+    out
+}
+
+/// Whether an Ethernet frame is ARP or an IPv6 neighbour solicitation or advertisement.
+fn is_address_resolution(frame: &[u8]) -> bool {
+    let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    ethertype == 0x0806
+        || (ethertype == 0x86dd
+            && frame.len() > 54
+            && frame[20] == 58
+            && matches!(frame[54], 135 | 136))
+}
+
+/// Whether an Ethernet frame is an ICMP (v4) echo request.
+fn is_echo_request(frame: &[u8]) -> bool {
+    u16::from_be_bytes([frame[12], frame[13]]) == 0x0800 && frame[23] == 1 && frame[34] == 8
+}
+
+#[test]
+fn one_capture_of_four_interfaces_shows_the_echo_hop_by_hop_on_one_clock_without_arp() {
+    if !root_or_skip("capture") {
+        return;
+    }
+    let name = unique_lab("c");
+    let topo = example(&name);
+    let _guard = Guard(name.clone());
+    lab::up(&topo, "east-west-north.toml").unwrap();
+    let state = lab::resolve_lab(Some(&name)).unwrap();
+    let wanted: Vec<String> = ["tindy1:eth0", "west:fxp0", "west:ve0", "north:ve0"]
+        .map(String::from)
+        .to_vec();
+    let targets = rtemu_topo::capture::resolve_targets(&state, &wanted).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let file = std::thread::scope(|s| {
+        let cap = s.spawn(|| {
+            let mut out = Vec::new();
+            let limits = rtemu_topo::capture::Limits {
+                duration: Some(std::time::Duration::from_secs(5)),
+                count: None,
+                stop: &stop,
+            };
+            rtemu_topo::capture::capture(&state, &targets, &mut out, &limits).unwrap();
+            out
+        });
+        // Let the sockets open before the traffic starts.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let out = run_in(
+            &name,
+            "tindy1",
+            &[
+                "ping",
+                "-n",
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                "192.168.3.2",
+            ],
+        );
+        assert!(out.status.success());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        cap.join().unwrap()
+    });
+    let packets = pcapng_packets(&file);
+    let resolution: Vec<String> = packets
+        .iter()
+        .filter(|(_, _, f)| is_address_resolution(f))
+        .map(|(id, _, f)| format!("{}: {:02x?}", wanted[*id as usize], &f[..f.len().min(80)]))
+        .collect();
+    assert!(
+        resolution.is_empty(),
+        "static neighbours, yet: {resolution:#?}"
+    );
+    // The first echo request crosses the four interfaces in path order, stamped by one clock.
+    let first: Vec<u64> = (0..4)
+        .map(|i| {
+            packets
+                .iter()
+                .find(|(id, _, f)| *id == i && is_echo_request(f))
+                .unwrap_or_else(|| panic!("no echo on {}", wanted[i as usize]))
+                .1
+        })
+        .collect();
+    assert!(first.windows(2).all(|w| w[0] <= w[1]), "{first:?}");
+    // Two requests and two replies on each interface.
+    for i in 0..4u32 {
+        let icmp = packets
+            .iter()
+            .filter(|(id, _, f)| {
+                *id == i && u16::from_be_bytes([f[12], f[13]]) == 0x0800 && f[23] == 1
+            })
+            .count();
+        assert_eq!(icmp, 4, "{}", wanted[i as usize]);
+    }
+    assert!(rtemu_topo::capture::resolve_targets(&state, &["west:nope".to_owned()]).is_err());
+}

@@ -87,6 +87,25 @@ pub struct GraphArgs {
     pub format: GraphFormat,
 }
 
+/// Capture packets of several node interfaces into one pcapng file.
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// The lab (may be left out when exactly one runs).
+    #[arg(long)]
+    pub lab: Option<String>,
+    /// Interfaces as NODE:IF (default: every interface of every node).
+    pub interfaces: Vec<String>,
+    /// The pcapng file to write.
+    #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
+    pub write: PathBuf,
+    /// Stop after this many seconds (default: at Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Stop after this many packets.
+    #[arg(long)]
+    pub count: Option<u64>,
+}
+
 /// `rtemu up`.
 pub fn run_up(args: &UpArgs) -> Result<()> {
     let mut topo = Topology::load(&args.file)?;
@@ -234,5 +253,38 @@ pub fn run_graph(args: &GraphArgs) -> Result<()> {
         GraphFormat::Mermaid => rtemu_topo::graph::mermaid(&topo),
     };
     print!("{text}");
+    Ok(())
+}
+
+/// `rtemu capture`.
+pub fn run_capture(args: &CaptureArgs) -> Result<()> {
+    let duration = match args.duration {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 && s <= 1e9 => {
+            Some(std::time::Duration::from_secs_f64(s))
+        }
+        Some(s) => bail!("--duration {s} is out of range: give a number of seconds above 0"),
+    };
+    let state = lab::resolve_lab(args.lab.as_deref())?;
+    let targets = rtemu_topo::capture::resolve_targets(&state, &args.interfaces)?;
+    let file = std::fs::File::create(&args.write)
+        .with_context(|| format!("creating {}", args.write.display()))?;
+    // Ctrl-C ends the capture cleanly: the file is complete up to the last packet.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, std::sync::Arc::clone(&stop))
+        .context("installing the Ctrl-C handler")?;
+    let names: Vec<String> = targets.iter().map(|(n, i)| format!("{n}:{i}")).collect();
+    eprintln!(
+        "capturing {} into {} (Ctrl-C stops)",
+        names.join(" "),
+        args.write.display()
+    );
+    let limits = rtemu_topo::capture::Limits {
+        duration,
+        count: args.count,
+        stop: &stop,
+    };
+    let packets = rtemu_topo::capture::capture(&state, &targets, file, &limits)?;
+    eprintln!("{packets} packets written to {}", args.write.display());
     Ok(())
 }
