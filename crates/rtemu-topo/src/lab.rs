@@ -693,7 +693,8 @@ fn write_hosts(topo: &Topology) -> Result<(), LabError> {
 }
 
 /// Starts every node's start-up commands (`sh -c`), detached, output in
-/// `/run/rtemu/<lab>/<node>.log`. `down` ends them with their namespace.
+/// `/run/rtemu/<lab>/<node>.log`, with `RTEMU_LAB`, `RTEMU_NODE` and `RTEMU_DIR` (the lab's
+/// state directory, removed at `down`) set. `down` ends them with their namespace.
 fn start_commands(topo: &Topology, state: &State) -> Result<(), LabError> {
     for node in topo.nodes.iter().filter(|n| !n.run.is_empty()) {
         let log_path = lab_dir(&topo.lab).join(format!("{}.log", node.name));
@@ -704,7 +705,12 @@ fn start_commands(topo: &Topology, state: &State) -> Result<(), LabError> {
             let mut cmd = node_command(state, &node.name, &argv)?;
             let out = log.try_clone().map_err(io_err("opening the log"))?;
             let err = log.try_clone().map_err(io_err("opening the log"))?;
-            cmd.envs(node.env.iter().map(|(k, v)| (k, v)))
+            // Who and where the command is, so one command line can serve every node (a
+            // routing daemon's configuration and control socket, for instance).
+            cmd.env("RTEMU_LAB", &topo.lab)
+                .env("RTEMU_NODE", &node.name)
+                .env("RTEMU_DIR", lab_dir(&topo.lab))
+                .envs(node.env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(out)
                 .stderr(err);

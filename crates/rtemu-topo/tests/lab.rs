@@ -663,3 +663,64 @@ fn one_capture_of_four_interfaces_shows_the_echo_hop_by_hop_on_one_clock_without
     }
     assert!(rtemu_topo::capture::resolve_targets(&state, &["west:nope".to_owned()]).is_err());
 }
+
+#[test]
+fn a_routing_daemon_started_by_the_lab_converges_over_ospf() {
+    if !root_or_skip("ospf") {
+        return;
+    }
+    if Command::new("bird").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+            "BIRD is not installed (Debian package `bird2`)"
+        );
+        skip("skipping ospf test: bird is not installed (Debian package `bird2`)");
+        return;
+    }
+    let name = unique_lab("o");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ospf-chain.toml");
+    let src = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("lab = \"ospf\"", &format!("lab = \"{name}\""));
+    let topo = Topology::parse("ospf-chain.toml", &src).unwrap();
+    let _guard = Guard(name.clone());
+    lab::up(&topo, "ospf-chain.toml").unwrap();
+    // rtemu installed no route to r3's far subnet (`routing = "none"`); OSPF must. Bounded:
+    // 30 tries about a second apart (hellos every second; it takes a few).
+    let mut converged = false;
+    for _ in 0..30 {
+        if run_in(
+            &name,
+            "r1",
+            &["ping", "-n", "-c", "1", "-W", "1", "10.0.2.2"],
+        )
+        .status
+        .success()
+        {
+            converged = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(700));
+    }
+    let routes = run_in(&name, "r1", &["ip", "route", "show", "10.0.2.0/24"]);
+    let routes = String::from_utf8_lossy(&routes.stdout);
+    let log = std::fs::read_to_string(lab_dir(&name).join("r1.log")).unwrap_or_default();
+    assert!(
+        converged,
+        "no route after 30 tries; r1's routes: {routes}; its log: {log}"
+    );
+    assert!(
+        routes.contains("via 10.0.1.2") && routes.contains("proto bird"),
+        "{routes}"
+    );
+    let pids = rtemu_topo::sys::netns_pids(&node_netns(&name, "r2")).unwrap();
+    assert!(lab::down(&name).unwrap());
+    for pid in pids {
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "bird {pid} was ended"
+        );
+    }
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
