@@ -211,6 +211,7 @@ impl Topology {
             file,
             source,
             used: Vec::new(),
+            cursor: [0, 0],
         }
         .run(spec)
     }
@@ -242,6 +243,8 @@ struct Validator<'a> {
     file: &'a str,
     source: &'a str,
     used: Vec<Used>,
+    /// Where the next IPv4 and IPv6 pool allocation starts looking.
+    cursor: [usize; 2],
 }
 
 /// Which address families pool addresses are given for.
@@ -919,12 +922,18 @@ impl<'a> Validator<'a> {
     }
 
     /// The first subnet of length `len` in `pool` that overlaps nothing in use.
+    ///
+    /// Candidates are tried in order from where the last allocation of the family stopped:
+    /// explicit subnets are all claimed before any allocation, so a candidate passed over once
+    /// stays unusable, and allocation stays linear in the number of segments.
     fn allocate(&mut self, pool: IpNet, len: u8, d: &Draft) -> Result<IpNet, SpecError> {
         let subnets = pool
             .subnets(len)
             .expect("length was checked against the pool");
-        for candidate in subnets {
+        let cursor = usize::from(matches!(pool, IpNet::V6(_)));
+        for (i, candidate) in subnets.enumerate().skip(self.cursor[cursor]) {
             if !self.used.iter().any(|u| overlaps(u.net, candidate)) {
+                self.cursor[cursor] = i + 1;
                 let what = format!("subnet {candidate} of `{}` (from the pool)", d.name);
                 self.claim(candidate, what, &d.span)?;
                 return Ok(candidate);
