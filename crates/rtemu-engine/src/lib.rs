@@ -1,3 +1,89 @@
-//! rtemu's real-time engine: impaired links in user space.
+//! rtemu's real-time engine: impaired links in user space, each frame released at its intended
+//! `CLOCK_MONOTONIC` time, with the release error measured for every frame.
+//!
+//! A link is two interfaces (the engine's veth ends facing node A and node B) and one model per
+//! direction. The release thread receives frames on both ends, asks the direction's
+//! [`rtemu_model::Model`] for each frame's fate (the same pure, seeded models the simulator
+//! uses, so the same seed gives the same decisions), copies delivered frames into preallocated
+//! buffers, and sends each copy from the other end when its release time comes.
+//!
+//! The crate is layered like the path of a frame:
+//!
+//! * [`io`]: packet I/O behind one small interface, [`io::PacketIo`] (receive a batch, stage
+//!   frames, flush them as one send); [`afpacket`] implements it with `TPACKET_V2` receive and
+//!   transmit rings and `PACKET_QDISC_BYPASS`;
+//! * [`pool`] and [`queue`]: the buffers of copies in flight (sized from rate × delay, a full
+//!   pool is the counted drop `pool-exhausted`) and the timing queue ordered by release time
+//!   (a FIFO for in-order copies, a heap for those that overtake, as the simulator's delay line);
+//! * [`direction`]: one link direction: receive → model → queue → release, time passed in;
+//! * [`engine`]: the release loop on its own thread, the wait strategies of
+//!   [`rtemu_clock::wait`] between turns, real-time set-up, and the [`engine::EngineHandle`]
+//!   that reads counters and fidelity while it runs;
+//! * [`counters`] and [`fidelity`]: what leaves the hot path, through a sequence lock over
+//!   atomics (counters, a consistent snapshot in which every copy is accounted for) and a
+//!   lock-free ring (intended and actual release time of every copy, summarised as percentiles);
+//! * [`offload`] and [`netns`]: set-up helpers: switching off segmentation and checksum
+//!   offloads, and opening sockets inside a lab's namespace.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
+//! use rtemu_engine::direction::{DirectionConfig, Resolution};
+//! use rtemu_engine::engine::{self, EngineConfig, LinkSpec};
+//! use rtemu_model::{link::NoTables, netem, LinkModel};
+//!
+//! let dir = |text: &str, label| DirectionConfig {
+//!     model: Box::new(LinkModel::new(&netem::parse(text).unwrap(), &NoTables, 1, label).unwrap()),
+//!     resolution: Resolution::Pass { delay_ns: 10_000_000 },
+//!     pool_frames: rtemu_engine::pool::frames_for(100_000, 10_000_000, 64),
+//!     slot_size: 2048 - 32,
+//!     late_after_ns: 10_000,
+//! };
+//! let ring = AfPacketConfig::default();
+//! let link = LinkSpec {
+//!     name: "a-b".into(),
+//!     a: AfPacket::open("veth-a", &ring)?,
+//!     b: AfPacket::open("veth-b", &ring)?,
+//!     a_to_b: dir("delay 10ms", 1),
+//!     b_to_a: dir("delay 10ms loss 1%", 2),
+//! };
+//! let handle = engine::spawn(EngineConfig::default(), vec![link])?;
+//! std::thread::sleep(std::time::Duration::from_secs(10));
+//! for d in handle.stop()?.directions {
+//!     println!("{} {}: p99 {} ns", d.link, d.way.as_str(), d.fidelity.p99_ns);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What is missing
+//!
+//! * AF_XDP packet I/O (the issue's probes put it at 400 kpps on veth against 300 kpps for
+//!   `AF_PACKET`); it would be a second [`io::PacketIo`].
+//! * Wiring into `rtemu up`: one engine process per lab started by the topology code, its
+//!   control socket, `rtemu stats` (the counters and fidelity are here, read through
+//!   [`engine::EngineHandle::snapshot`]), `rtemu link set` (swapping a direction's model),
+//!   `link down/up`, schedules, captures around the impairment.
+//! * Kernel software transmit timestamps for the fidelity record (today: the clock read right
+//!   after the send returned), and kernel receive timestamps for arrival (today: the clock read
+//!   at the start of the loop turn that received the frame).
+//!
+//! All `unsafe` lives in the private `sys` module, one commented block per kernel call.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod afpacket;
+pub mod counters;
+pub mod direction;
+pub mod engine;
+pub mod fidelity;
+pub mod io;
+pub mod netns;
+pub mod offload;
+pub mod pool;
+pub mod queue;
+mod sys;
+
+pub use counters::{Counters, DropKind};
+pub use direction::{DirectionConfig, Resolution};
+pub use engine::{spawn, EngineConfig, EngineHandle, LinkSpec, Report, RtConfig};

@@ -1,0 +1,444 @@
+//! One link direction: received frames → model → pool and timing queue → released frames.
+//!
+//! Time is an argument: [`Direction::receive`] takes the arrival time and [`Direction::release`]
+//! the time to release up to and a clock to read after the send, so tests drive a direction
+//! with invented times and the release loop with `CLOCK_MONOTONIC`. Nothing here allocates
+//! after [`Direction::new`].
+
+use std::sync::Arc;
+
+use rtemu_model::{Corruption, Model, PacketMeta};
+use rtemu_sim::flow::{flow_key, ip_packet, link_type};
+
+use crate::counters::{Counters, DropKind, Published};
+use crate::fidelity::{self, Consumer, Producer, Record};
+use crate::io::{Frame, PacketIo};
+use crate::pool::{Exhausted, Pool};
+use crate::queue::{Entry, TimingQueue};
+
+/// The most copies one [`Direction::release`] sends in one flush: bounds the time a flush takes
+/// (every copy in it gets the same send time, so a long batch would blur the fidelity record).
+pub const RELEASE_BATCH: usize = 64;
+
+/// Records each fidelity ring holds before the reader must drain it (about 0.6 s at 100 kpps).
+const FIDELITY_RING: usize = 1 << 16;
+
+/// What happens to address-resolution frames (ARP, IPv6 neighbour discovery).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// They pass with this delay (the link's base delay), never lost, corrupted or duplicated,
+    /// and the model does not see them: a lossy link then loses data, not its neighbours. This
+    /// is the default; it makes the model's packet sequence differ from a capture of the link
+    /// by the resolution frames, so replay such a capture with them filtered out to reproduce
+    /// the fates in the simulator.
+    Pass {
+        /// Their delay, ns.
+        delay_ns: u64,
+    },
+    /// They go through the model like every other frame (the simulator's behaviour).
+    Model,
+}
+
+/// How one direction of a link behaves.
+pub struct DirectionConfig {
+    /// The model that decides each frame's fate.
+    pub model: Box<dyn Model + Send>,
+    /// What happens to address-resolution frames.
+    pub resolution: Resolution,
+    /// Frame buffers for copies in flight (see [`crate::pool::frames_for`]).
+    pub pool_frames: usize,
+    /// Bytes per buffer: the largest frame the direction carries (a 1500-byte MTU needs 1518).
+    pub slot_size: usize,
+    /// A copy released more than this after its intended time counts as late, ns.
+    pub late_after_ns: u64,
+}
+
+impl std::fmt::Debug for DirectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectionConfig")
+            .field("resolution", &self.resolution)
+            .field("pool_frames", &self.pool_frames)
+            .field("slot_size", &self.slot_size)
+            .field("late_after_ns", &self.late_after_ns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `frame` (Ethernet) is ARP or IPv6 neighbour discovery (ICMPv6 133–137).
+pub fn is_address_resolution(frame: &[u8]) -> bool {
+    let mut at = 12;
+    for _ in 0..3 {
+        match frame
+            .get(at..at + 2)
+            .map(|t| u16::from_be_bytes([t[0], t[1]]))
+        {
+            Some(0x0806) => return true,
+            Some(0x8100 | 0x88a8 | 0x9100) => at += 4,
+            _ => break,
+        }
+    }
+    match ip_packet(link_type::ETHERNET, frame) {
+        Some(ip) if ip.first().map(|b| b >> 4) == Some(6) => {
+            ip.get(6) == Some(&58) && matches!(ip.get(40), Some(133..=137))
+        }
+        _ => false,
+    }
+}
+
+/// The state of one direction.
+pub(crate) struct Direction {
+    model: Box<dyn Model + Send>,
+    resolution: Resolution,
+    model_exhausted: bool,
+    pool: Pool,
+    queue: TimingQueue,
+    /// Position of the next frame among every frame received (ties in the queue).
+    input_seq: u64,
+    /// Position of the next frame among those the model sees ([`PacketMeta::seq`]).
+    model_seq: u64,
+    late_after_ns: u64,
+    counters: Counters,
+    changed: bool,
+    published: Arc<Published>,
+    fidelity: Producer,
+    /// The copies of the current flush: (intended time, slot, length).
+    batch: Vec<(u64, u32, usize)>,
+}
+
+impl Direction {
+    /// A direction with its buffers allocated, the counters it publishes and the reader's end
+    /// of its fidelity ring.
+    pub(crate) fn new(cfg: DirectionConfig) -> (Direction, Arc<Published>, Consumer) {
+        let published = Arc::new(Published::default());
+        let (producer, consumer) = fidelity::ring(FIDELITY_RING);
+        let d = Direction {
+            model: cfg.model,
+            resolution: cfg.resolution,
+            model_exhausted: false,
+            pool: Pool::new(cfg.pool_frames, cfg.slot_size),
+            queue: TimingQueue::with_capacity(cfg.pool_frames),
+            input_seq: 0,
+            model_seq: 0,
+            late_after_ns: cfg.late_after_ns,
+            counters: Counters::default(),
+            changed: false,
+            published: Arc::clone(&published),
+            fidelity: producer,
+            batch: Vec::with_capacity(RELEASE_BATCH),
+        };
+        (d, published, consumer)
+    }
+
+    /// Decides the fate of a frame that arrived at `now_ns` and queues its copies.
+    pub(crate) fn receive(&mut self, now_ns: u64, frame: Frame<'_>) {
+        self.changed = true;
+        self.counters.received += 1;
+        self.counters.received_bytes += frame.wire_len as u64;
+        let seq = self.input_seq;
+        self.input_seq += 1;
+        if let Resolution::Pass { delay_ns } = self.resolution {
+            if is_address_resolution(frame.data) {
+                self.counters.resolution_passed += 1;
+                self.enqueue(
+                    &frame,
+                    now_ns.saturating_add(delay_ns),
+                    seq,
+                    0,
+                    Corruption::NONE,
+                );
+                return;
+            }
+        }
+        if self.model_exhausted {
+            self.counters.drop_one(DropKind::ModelExhausted);
+            return;
+        }
+        let meta = PacketMeta {
+            len: frame.wire_len,
+            flow: flow_key(link_type::ETHERNET, frame.data),
+            arrival_ns: now_ns,
+            seq: self.model_seq,
+        };
+        self.model_seq += 1;
+        let fate = self.model.decide(&meta);
+        if self.model.exhausted().is_some() {
+            // The fate returned with the first exhaustion means nothing (see `Model`).
+            self.model_exhausted = true;
+            self.counters.drop_one(DropKind::ModelExhausted);
+            return;
+        }
+        let copies = fate.delivered.len() + fate.drops().count();
+        self.counters.duplicates += copies.saturating_sub(1) as u64;
+        for d in fate.delivered.as_slice() {
+            self.enqueue(&frame, d.at_ns, seq, d.copy, d.corruption);
+        }
+        for reason in fate.drops() {
+            self.counters.drop_one(DropKind::from_model(reason));
+        }
+    }
+
+    fn enqueue(&mut self, frame: &Frame<'_>, at_ns: u64, seq: u64, copy: u8, c: Corruption) {
+        if frame.is_truncated() {
+            self.counters.drop_one(DropKind::Oversize);
+            return;
+        }
+        match self.pool.fill(|buf| frame.copy_to(buf)) {
+            Err(Exhausted) => self.counters.drop_one(DropKind::PoolExhausted),
+            Ok(None) => self.counters.drop_one(DropKind::Oversize),
+            Ok(Some(slot)) => {
+                c.apply(self.pool.frame_mut(slot));
+                self.queue.push(Entry {
+                    at_ns,
+                    seq,
+                    copy,
+                    slot,
+                });
+                self.counters.in_flight += 1;
+            }
+        }
+    }
+
+    /// The release time of the next copy, if any is queued.
+    pub(crate) fn next_release(&self) -> Option<u64> {
+        self.queue.peek().map(|e| e.at_ns)
+    }
+
+    /// Sends, in release order, up to [`RELEASE_BATCH`] copies due at or before `now_ns`
+    /// through `io` in one flush, then reads `clock` for their actual release time. Returns
+    /// how many copies left the queue (sent, or dropped because the send failed).
+    pub(crate) fn release<I: PacketIo>(
+        &mut self,
+        now_ns: u64,
+        io: &mut I,
+        clock: impl FnOnce() -> u64,
+    ) -> usize {
+        self.batch.clear();
+        while self.batch.len() < RELEASE_BATCH {
+            let Some(next) = self.queue.peek() else {
+                break;
+            };
+            if next.at_ns > now_ns {
+                break;
+            }
+            let frame = self.pool.frame(next.slot);
+            if !io.stage(frame) {
+                self.counters.tx_busy += 1;
+                break;
+            }
+            let len = frame.len();
+            let e = self.queue.pop_due(now_ns).expect("peeked entry is due");
+            self.batch.push((e.at_ns, e.slot, len));
+        }
+        if self.batch.is_empty() {
+            return 0;
+        }
+        let sent = io.flush().is_ok();
+        let actual_ns = clock();
+        self.changed = true;
+        let c = &mut self.counters;
+        for &(intended_ns, slot, len) in &self.batch {
+            self.pool.release(slot);
+            c.in_flight -= 1;
+            if !sent {
+                c.drop_one(DropKind::SendFailed);
+                continue;
+            }
+            c.delivered += 1;
+            c.delivered_bytes += len as u64;
+            let r = Record {
+                intended_ns,
+                actual_ns,
+            };
+            let error = r.error_ns();
+            c.late += (error > self.late_after_ns) as u64;
+            c.max_error_ns = c.max_error_ns.max(error);
+            self.fidelity.push(r);
+        }
+        self.batch.len()
+    }
+
+    /// Publishes the counters if they changed since the last call.
+    pub(crate) fn publish(&mut self) {
+        if self.changed {
+            self.published.publish(&self.counters);
+            self.changed = false;
+        }
+    }
+
+    /// The counters as the release thread sees them.
+    #[cfg(test)]
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::mem::MemIo;
+    use rtemu_model::link::NoTables;
+    use rtemu_model::LinkModel;
+
+    fn model(netem: &str, seed: u64) -> Box<dyn Model + Send> {
+        let cfg = rtemu_model::netem::parse(netem).unwrap();
+        Box::new(LinkModel::new(&cfg, &NoTables, seed, 1).unwrap())
+    }
+
+    fn direction(netem: &str, pool_frames: usize) -> (Direction, Arc<Published>, Consumer) {
+        Direction::new(DirectionConfig {
+            model: model(netem, 7),
+            resolution: Resolution::Pass { delay_ns: 1_000 },
+            pool_frames,
+            slot_size: 256,
+            late_after_ns: 10_000,
+        })
+    }
+
+    /// An IPv4/UDP frame whose payload starts with `id`.
+    fn udp(id: u32) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8 + 4];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[14 + 9] = 17;
+        f[42..46].copy_from_slice(&id.to_be_bytes());
+        f
+    }
+
+    fn frame(data: &[u8]) -> Frame<'_> {
+        Frame {
+            data,
+            vlan: None,
+            wire_len: data.len() as u32,
+        }
+    }
+
+    fn id(f: &[u8]) -> u32 {
+        u32::from_be_bytes(f[42..46].try_into().unwrap())
+    }
+
+    #[test]
+    fn copies_leave_at_arrival_plus_delay_and_not_before() {
+        let (mut d, published, fidelity) = direction("delay 10ms", 16);
+        let mut io = MemIo::new(8);
+        d.receive(1_000, frame(&udp(1)));
+        d.receive(2_000, frame(&udp(2)));
+        assert_eq!(d.next_release(), Some(10_001_000));
+        assert_eq!(d.release(10_000_999, &mut io, || 0), 0);
+        assert!(io.sent.is_empty());
+        assert_eq!(d.release(10_001_500, &mut io, || 10_001_600), 1);
+        assert_eq!(d.release(20_000_000, &mut io, || 20_000_100), 1);
+        assert_eq!(io.sent.iter().map(|f| id(f)).collect::<Vec<_>>(), [1, 2]);
+        d.publish();
+        let c = published.snapshot();
+        assert_eq!((c.received, c.delivered, c.in_flight), (2, 2, 0));
+        assert!(c.conserved());
+        // 600 ns for the first, 9 998 100 ns for the second (late, and the worst).
+        assert_eq!((c.late, c.max_error_ns), (1, 9_998_100));
+        let errors: Vec<u64> = std::iter::from_fn(|| fidelity.pop())
+            .map(|r| r.error_ns())
+            .collect();
+        assert_eq!(errors, [600, 9_998_100]);
+    }
+
+    /// The engine makes the decisions the model makes for the same seed: the frames delivered
+    /// are exactly those the model (the simulator's engine) delivers, duplicates included.
+    #[test]
+    fn fates_match_the_model_for_the_same_seed() {
+        let netem = "loss 30% duplicate 10% corrupt 5%";
+        let (mut d, _, _) = direction(netem, 4096);
+        let mut reference = model(netem, 7);
+        let mut io = MemIo::new(4096);
+        let mut expected = Vec::new();
+        for i in 0..2000u32 {
+            let f = udp(i);
+            let meta = PacketMeta {
+                len: f.len() as u32,
+                flow: flow_key(link_type::ETHERNET, &f),
+                arrival_ns: i as u64 * 1_000,
+                seq: i as u64,
+            };
+            let fate = reference.decide(&meta);
+            for del in fate.delivered.as_slice() {
+                let mut copy = f.clone();
+                del.corruption.apply(&mut copy);
+                expected.push(copy);
+            }
+            d.receive(i as u64 * 1_000, frame(&f));
+        }
+        while d.release(u64::MAX, &mut io, || 0) > 0 {}
+        assert_eq!(io.sent, expected);
+        let c = d.counters();
+        assert!(c.conserved(), "{c:?}");
+        assert!(c.dropped(DropKind::Loss) > 0 && c.duplicates > 0);
+        assert_eq!(c.delivered, expected.len() as u64);
+    }
+
+    #[test]
+    fn a_full_pool_is_a_named_drop_and_every_copy_is_accounted_for() {
+        let (mut d, _, _) = direction("delay 1ms", 4);
+        for i in 0..10 {
+            d.receive(i, frame(&udp(i as u32)));
+            assert!(d.counters().conserved());
+        }
+        let c = *d.counters();
+        assert_eq!((c.in_flight, c.dropped(DropKind::PoolExhausted)), (4, 6));
+        let mut io = MemIo::new(2);
+        // Two transmit slots: two leave, the rest wait for the next turn.
+        assert_eq!(d.release(u64::MAX, &mut io, || 0), 2);
+        assert_eq!(d.counters().tx_busy, 1);
+        assert!(d.counters().conserved());
+        assert_eq!(d.counters().in_flight, 2);
+    }
+
+    #[test]
+    fn oversized_and_truncated_frames_are_dropped_by_name() {
+        let (mut d, _, _) = direction("delay 1ms", 4);
+        d.receive(0, frame(&[0u8; 300]));
+        let short = udp(1);
+        d.receive(
+            0,
+            Frame {
+                data: &short,
+                vlan: None,
+                wire_len: 9000,
+            },
+        );
+        let c = d.counters();
+        assert_eq!(c.dropped(DropKind::Oversize), 2);
+        assert!(c.conserved());
+    }
+
+    #[test]
+    fn address_resolution_passes_a_lossy_link_with_the_base_delay() {
+        let (mut d, _, _) = direction("loss 100%", 4);
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        d.receive(5_000, frame(&arp));
+        d.receive(5_000, frame(&udp(1)));
+        assert_eq!(d.next_release(), Some(6_000));
+        let c = d.counters();
+        assert_eq!((c.resolution_passed, c.dropped(DropKind::Loss)), (1, 1));
+        assert!(c.conserved());
+    }
+
+    #[test]
+    fn recognises_arp_and_neighbour_discovery_only() {
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert!(is_address_resolution(&arp));
+        let mut tagged = arp[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0, 5]);
+        tagged.extend_from_slice(&arp[12..]);
+        assert!(is_address_resolution(&tagged));
+        let mut ns = vec![0u8; 14 + 40 + 24];
+        ns[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        ns[14] = 0x60;
+        ns[14 + 6] = 58;
+        ns[14 + 40] = 135;
+        assert!(is_address_resolution(&ns));
+        ns[14 + 40] = 128; // echo request
+        assert!(!is_address_resolution(&ns));
+        assert!(!is_address_resolution(&udp(1)));
+        assert!(!is_address_resolution(&[0u8; 5]));
+    }
+}

@@ -1,0 +1,270 @@
+//! The fidelity record: when each copy was meant to leave and when it did.
+//!
+//! The release thread reads the clock right after the send that carried a copy returned (so the
+//! cost of the send is inside the error, as a user of the link would see it) and pushes the pair
+//! into a preallocated single-producer, single-consumer ring of atomics. A non-real-time thread
+//! drains the ring into an HDR histogram of the release error per direction, summarised as
+//! [`Summary`]: p50, p99, p99.9, max and the count of late copies. A full ring loses records,
+//! never blocks the release thread; lost records are counted and reported next to the summary.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use hdrhistogram::Histogram;
+
+/// One released copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// The release time the model decided, ns on `CLOCK_MONOTONIC`.
+    pub intended_ns: u64,
+    /// When the send that carried it returned.
+    pub actual_ns: u64,
+}
+
+impl Record {
+    /// How late the copy left, ns (0 if it left on time or early).
+    pub fn error_ns(&self) -> u64 {
+        self.actual_ns.saturating_sub(self.intended_ns)
+    }
+}
+
+#[derive(Debug)]
+struct Ring {
+    slots: Box<[(AtomicU64, AtomicU64)]>,
+    /// Next slot the producer writes; only the producer stores it.
+    head: AtomicUsize,
+    /// Next slot the consumer reads; only the consumer stores it.
+    tail: AtomicUsize,
+    lost: AtomicU64,
+}
+
+/// The release thread's end of a fidelity ring.
+#[derive(Debug)]
+pub struct Producer(Arc<Ring>);
+
+/// The reader's end of a fidelity ring.
+#[derive(Debug)]
+pub struct Consumer(Arc<Ring>);
+
+/// A ring holding up to `capacity` records (rounded up to a power of two).
+pub fn ring(capacity: usize) -> (Producer, Consumer) {
+    let capacity = capacity.max(2).next_power_of_two();
+    let ring = Arc::new(Ring {
+        slots: (0..capacity)
+            .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+            .collect(),
+        head: AtomicUsize::new(0),
+        tail: AtomicUsize::new(0),
+        lost: AtomicU64::new(0),
+    });
+    (Producer(Arc::clone(&ring)), Consumer(ring))
+}
+
+impl Producer {
+    /// Records a release; returns `false` (and counts a lost record) when the ring is full.
+    pub fn push(&self, r: Record) -> bool {
+        let ring = &*self.0;
+        let head = ring.head.load(Ordering::Relaxed);
+        if head.wrapping_sub(ring.tail.load(Ordering::Acquire)) == ring.slots.len() {
+            ring.lost.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let slot = &ring.slots[head & (ring.slots.len() - 1)];
+        slot.0.store(r.intended_ns, Ordering::Relaxed);
+        slot.1.store(r.actual_ns, Ordering::Relaxed);
+        // Publishes the slot's contents with the new head.
+        ring.head.store(head.wrapping_add(1), Ordering::Release);
+        true
+    }
+}
+
+impl Consumer {
+    /// Takes the oldest record, if any.
+    pub fn pop(&self) -> Option<Record> {
+        let ring = &*self.0;
+        let tail = ring.tail.load(Ordering::Relaxed);
+        if tail == ring.head.load(Ordering::Acquire) {
+            return None;
+        }
+        let slot = &ring.slots[tail & (ring.slots.len() - 1)];
+        let r = Record {
+            intended_ns: slot.0.load(Ordering::Relaxed),
+            actual_ns: slot.1.load(Ordering::Relaxed),
+        };
+        // Hands the slot back to the producer only after it was read.
+        ring.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(r)
+    }
+
+    /// Records the producer could not push because the ring was full.
+    pub fn lost(&self) -> u64 {
+        self.0.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// The release-error distribution of one direction.
+#[derive(Debug, Clone)]
+pub struct ErrorHistogram {
+    hist: Histogram<u64>,
+    late_after_ns: u64,
+    late: u64,
+}
+
+/// The largest error the histogram tells apart: larger errors are recorded as this (a minute is
+/// far beyond any delay a link is given).
+const MAX_TRACKED_NS: u64 = 60_000_000_000;
+
+impl ErrorHistogram {
+    /// An empty histogram; errors above `late_after_ns` count as late.
+    pub fn new(late_after_ns: u64) -> Self {
+        ErrorHistogram {
+            // Three significant digits: 1 ns resolution below 1 µs, 0.1 % above.
+            hist: Histogram::new_with_max(MAX_TRACKED_NS, 3)
+                .expect("3 significant digits and a 60 s range are valid histogram bounds"),
+            late_after_ns,
+            late: 0,
+        }
+    }
+
+    /// Adds one record.
+    pub fn record(&mut self, r: Record) {
+        let error = r.error_ns();
+        self.hist.saturating_record(error.min(MAX_TRACKED_NS));
+        self.late += (error > self.late_after_ns) as u64;
+    }
+
+    /// Drains every record waiting in `consumer`.
+    pub fn drain(&mut self, consumer: &Consumer) {
+        while let Some(r) = consumer.pop() {
+            self.record(r);
+        }
+    }
+
+    /// The summary, with `lost` records the ring could not hold.
+    pub fn summary(&self, lost: u64) -> Summary {
+        let q = |q: f64| {
+            if self.hist.is_empty() {
+                0
+            } else {
+                self.hist.value_at_quantile(q)
+            }
+        };
+        Summary {
+            count: self.hist.len(),
+            late: self.late,
+            late_after_ns: self.late_after_ns,
+            p50_ns: q(0.5),
+            p99_ns: q(0.99),
+            p999_ns: q(0.999),
+            max_ns: if self.hist.is_empty() {
+                0
+            } else {
+                self.hist.max()
+            },
+            lost,
+        }
+    }
+}
+
+/// Release-error percentiles of one direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Copies measured.
+    pub count: u64,
+    /// Copies whose error exceeded `late_after_ns`.
+    pub late: u64,
+    /// The late threshold, ns.
+    pub late_after_ns: u64,
+    /// Median release error, ns.
+    pub p50_ns: u64,
+    /// 99th percentile, ns.
+    pub p99_ns: u64,
+    /// 99.9th percentile, ns.
+    pub p999_ns: u64,
+    /// Largest error, ns.
+    pub max_ns: u64,
+    /// Records lost because the ring was full (not in the percentiles).
+    pub lost: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_come_out_in_order_and_a_full_ring_counts_losses() {
+        let (tx, rx) = ring(3); // rounded up to 4
+        for i in 0..6 {
+            let pushed = tx.push(Record {
+                intended_ns: i,
+                actual_ns: i + 10,
+            });
+            assert_eq!(pushed, i < 4, "push {i}");
+        }
+        assert_eq!(rx.lost(), 2);
+        let got: Vec<u64> = std::iter::from_fn(|| rx.pop())
+            .map(|r| r.intended_ns)
+            .collect();
+        assert_eq!(got, [0, 1, 2, 3]);
+        assert!(tx.push(Record {
+            intended_ns: 7,
+            actual_ns: 7
+        }));
+        assert_eq!(rx.pop().map(|r| r.intended_ns), Some(7));
+        assert_eq!(rx.pop(), None);
+    }
+
+    #[test]
+    fn a_concurrent_consumer_sees_every_pushed_record_once() {
+        let (tx, rx) = ring(64);
+        let producer = std::thread::spawn(move || {
+            let mut pushed = Vec::new();
+            for i in 0..100_000u64 {
+                if tx.push(Record {
+                    intended_ns: i,
+                    actual_ns: i * 2,
+                }) {
+                    pushed.push(i);
+                }
+            }
+            pushed
+        });
+        let mut got = Vec::new();
+        while !producer.is_finished() {
+            while let Some(r) = rx.pop() {
+                assert_eq!(r.actual_ns, r.intended_ns * 2, "a torn record");
+                got.push(r.intended_ns);
+            }
+        }
+        let pushed = producer.join().unwrap();
+        got.extend(std::iter::from_fn(|| rx.pop()).map(|r| r.intended_ns));
+        assert_eq!(got, pushed);
+        assert_eq!(rx.lost(), 100_000 - pushed.len() as u64);
+    }
+
+    #[test]
+    fn summary_percentiles_and_late_count() {
+        let mut h = ErrorHistogram::new(500);
+        for e in 1..=1000u64 {
+            h.record(Record {
+                intended_ns: 1_000_000,
+                actual_ns: 1_000_000 + e,
+            });
+        }
+        // An early release is an error of zero, not a huge unsigned one.
+        h.record(Record {
+            intended_ns: 10,
+            actual_ns: 5,
+        });
+        let s = h.summary(3);
+        assert_eq!(s.count, 1001);
+        assert_eq!(s.late, 500);
+        assert_eq!(s.max_ns, 1000);
+        // Three significant digits: exact below 1024.
+        assert_eq!(s.p50_ns, 500);
+        assert_eq!(s.p99_ns, 990);
+        assert_eq!(s.p999_ns, 999);
+        assert_eq!(s.lost, 3);
+        assert_eq!(ErrorHistogram::new(1).summary(0).p99_ns, 0);
+    }
+}

@@ -1,0 +1,69 @@
+//! Running set-up code inside a network namespace.
+//!
+//! A socket belongs to the namespace it was created in for its whole life, so the engine opens
+//! its packet sockets (and switches offloads) on a short-lived thread that has entered the lab's
+//! namespace, and uses them from its own thread afterwards. The calling thread's namespace never
+//! changes.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use crate::sys;
+
+/// Entering a namespace failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// The namespace file could not be opened.
+    #[error("opening network namespace {path}: {source}")]
+    Open {
+        /// The path given.
+        path: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// `setns` refused.
+    #[error("entering network namespace {path}: {source} (needs CAP_SYS_ADMIN)")]
+    Enter {
+        /// The path given.
+        path: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The closure panicked.
+    #[error("the set-up thread in network namespace {0} panicked")]
+    Panicked(String),
+}
+
+/// The path of a namespace named by `ip netns add NAME`.
+pub fn named(name: &str) -> std::path::PathBuf {
+    Path::new("/run/netns").join(name)
+}
+
+/// Runs `f` on a new thread inside the network namespace at `path` (`/run/netns/NAME`,
+/// `/proc/PID/ns/net`) and returns its result.
+pub fn run_in<T: Send + 'static>(
+    path: &Path,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, NetnsError> {
+    let shown = path.display().to_string();
+    let ns: OwnedFd = File::open(path)
+        .map_err(|source| NetnsError::Open {
+            path: shown.clone(),
+            source,
+        })?
+        .into();
+    let thread = std::thread::spawn(move || {
+        sys::enter_netns(&ns)?;
+        Ok::<T, io::Error>(f())
+    });
+    match thread.join() {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(NetnsError::Enter {
+            path: shown,
+            source,
+        }),
+        Err(_) => Err(NetnsError::Panicked(shown)),
+    }
+}
