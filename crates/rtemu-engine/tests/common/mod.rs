@@ -1,0 +1,150 @@
+//! Three namespaces joined through the engine, for the root tests and the benchmark:
+//!
+//! ```text
+//! A: na 10.77.0.1 ═veth═ E: ea [engine] eb ═veth═ B: nb 10.77.0.2
+//! ```
+//!
+//! Names carry the process id and a counter, so concurrent tests and runs never collide, and
+//! the guard deletes the namespaces (and with them the veths) when dropped, also when an
+//! assertion failed. IPv6 is off in all three, so the only frames on the wire are the test's own
+//! and ARP. Offloads are off on all four veth ends, as the engine requires.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::io::Write;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
+use rtemu_engine::{netns, offload};
+
+pub const A_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+pub const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+
+/// Prints past libtest's capture (which takes only `print!` and `eprint!`), so a skip reason
+/// shows in a passing run.
+pub fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Whether the test may run; panics when root is required (`RTEMU_REQUIRE_ROOT=1`) but missing.
+pub fn root_or_skip(test: &str) -> bool {
+    let why = if !is_root() {
+        "needs root (creates network namespaces and AF_PACKET sockets)"
+    } else if Command::new("ip").arg("-V").output().is_err() {
+        "needs the `ip` command (iproute2) to create namespaces"
+    } else {
+        return true;
+    };
+    assert!(
+        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+        "{test}: {why}, and RTEMU_REQUIRE_ROOT=1 is set"
+    );
+    say(&format!("skipping {test}: {why}"));
+    false
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("running ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The three namespaces; deleted on drop.
+pub struct Lab {
+    pub a: String,
+    pub b: String,
+    pub e: String,
+}
+
+impl Lab {
+    pub fn new() -> Lab {
+        static COUNT: AtomicU32 = AtomicU32::new(0);
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            COUNT.fetch_add(1, Ordering::Relaxed)
+        );
+        let lab = Lab {
+            a: format!("rtemu-eng{id}-a"),
+            b: format!("rtemu-eng{id}-b"),
+            e: format!("rtemu-eng{id}-e"),
+        };
+        for ns in [&lab.a, &lab.b, &lab.e] {
+            ip(&["netns", "add", ns]);
+            let off = netns::run_in(&netns::named(ns), || {
+                ["all", "default"].iter().try_for_each(|conf| {
+                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1")
+                })
+            });
+            off.unwrap().unwrap();
+        }
+        ip(&[
+            "-n", &lab.e, "link", "add", "ea", "type", "veth", "peer", "name", "na", "netns",
+            &lab.a,
+        ]);
+        ip(&[
+            "-n", &lab.e, "link", "add", "eb", "type", "veth", "peer", "name", "nb", "netns",
+            &lab.b,
+        ]);
+        ip(&["-n", &lab.a, "addr", "add", "10.77.0.1/24", "dev", "na"]);
+        ip(&["-n", &lab.b, "addr", "add", "10.77.0.2/24", "dev", "nb"]);
+        for (ns, dev) in [
+            (&lab.a, "na"),
+            (&lab.b, "nb"),
+            (&lab.e, "ea"),
+            (&lab.e, "eb"),
+        ] {
+            let name = dev.to_owned();
+            netns::run_in(&netns::named(ns), move || offload::disable(&name))
+                .unwrap()
+                .unwrap();
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+        }
+        lab
+    }
+
+    /// Opens the engine's two ends (facing A, facing B) inside the engine namespace.
+    pub fn engine_ends(&self, ring: AfPacketConfig) -> (AfPacket, AfPacket) {
+        netns::run_in(&netns::named(&self.e), move || {
+            (AfPacket::open("ea", &ring), AfPacket::open("eb", &ring))
+        })
+        .map(|(a, b)| (a.unwrap(), b.unwrap()))
+        .unwrap()
+    }
+
+    /// A UDP socket bound to `addr:port` inside namespace `ns`.
+    pub fn udp(&self, ns: &str, addr: Ipv4Addr, port: u16) -> UdpSocket {
+        netns::run_in(&netns::named(ns), move || UdpSocket::bind((addr, port)))
+            .unwrap()
+            .unwrap()
+    }
+
+    pub fn path(ns: &str) -> PathBuf {
+        netns::named(ns)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b, &self.e] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}

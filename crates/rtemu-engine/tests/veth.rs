@@ -1,0 +1,147 @@
+//! The engine on real veths: a delay that UDP datagrams really take, and a loss that really
+//! drops them, with every frame accounted for.
+//!
+//! Needs root (namespaces, AF_PACKET). Without it the tests print why and pass, unless
+//! `RTEMU_REQUIRE_ROOT=1` (CI) makes them fail. Each test builds its own namespaces, removed
+//! by a guard even when an assertion fails; traffic stays inside them. Timing bounds are
+//! generous: precision belongs in the benchmark (`examples/engine_bench.rs`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{root_or_skip, Lab, A_ADDR, B_ADDR};
+use rtemu_clock::{Instant, WaitStrategy};
+use rtemu_engine::afpacket::AfPacketConfig;
+use rtemu_engine::direction::{DirectionConfig, Resolution};
+use rtemu_engine::engine::{self, EngineConfig, LinkSpec, RtConfig, Way};
+use rtemu_engine::DropKind;
+use rtemu_model::{link::NoTables, netem, LinkModel};
+
+const DELAY_NS: u64 = 10_000_000;
+
+fn direction(text: &str, label: u64) -> DirectionConfig {
+    let cfg = netem::parse(text).unwrap();
+    DirectionConfig {
+        model: Box::new(LinkModel::new(&cfg, &NoTables, 42, label).unwrap()),
+        resolution: Resolution::Pass {
+            delay_ns: cfg.delay.0,
+        },
+        pool_frames: 1024,
+        slot_size: 1600,
+        late_after_ns: 100_000,
+    }
+}
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        // Gentle on a 2-core CI machine: sleep until 200 µs before a release, then spin.
+        wait: WaitStrategy::Hybrid { margin_ns: 200_000 },
+        poll_interval_ns: 100_000,
+        rt: RtConfig {
+            lock_memory: false,
+            hold_dma_latency: false,
+            ..RtConfig::default()
+        },
+        ..EngineConfig::default()
+    }
+}
+
+fn start(lab: &Lab, a_to_b: &str, b_to_a: &str) -> engine::EngineHandle {
+    let (a, b) = lab.engine_ends(AfPacketConfig::default());
+    let link = LinkSpec {
+        name: "ab".into(),
+        a,
+        b,
+        a_to_b: direction(a_to_b, 1),
+        b_to_a: direction(b_to_a, 2),
+    };
+    engine::spawn(config(), vec![link]).unwrap()
+}
+
+#[test]
+fn udp_datagrams_take_the_configured_delay_one_way_only() {
+    if !root_or_skip("udp_datagrams_take_the_configured_delay_one_way_only") {
+        return;
+    }
+    let lab = Lab::new();
+    let engine = start(&lab, "delay 10ms", "delay 0ms");
+    let a = lab.udp(&lab.a, A_ADDR, 7000);
+    let b = lab.udp(&lab.b, B_ADDR, 7000);
+    b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 64];
+    let mut forward = Vec::new();
+    for i in 0..8u8 {
+        let payload = [i; 40];
+        let sent = Instant::now();
+        a.send_to(&payload, (B_ADDR, 7000)).unwrap();
+        let (n, from) = b.recv_from(&mut buf).expect("datagram A→B arrived");
+        forward.push(Instant::now().nanos_since(sent));
+        assert_eq!((&buf[..n], from), (&payload[..], (A_ADDR, 7000).into()));
+        // The way back has no delay.
+        let sent = Instant::now();
+        b.send_to(&payload, (A_ADDR, 7000)).unwrap();
+        a.recv_from(&mut buf).expect("datagram B→A arrived");
+        let back = Instant::now().nanos_since(sent);
+        assert!(
+            back < DELAY_NS,
+            "B→A took {back} ns on an undelayed direction"
+        );
+    }
+    for (i, ns) in forward.iter().enumerate() {
+        assert!(
+            *ns >= DELAY_NS,
+            "datagram {i} took {ns} ns, less than 10 ms"
+        );
+        // Generous: a loaded CI machine may be late, but not by a second.
+        assert!(*ns < 1_000_000_000, "datagram {i} took {ns} ns");
+    }
+    let report = engine.stop().unwrap();
+    let ab = report
+        .directions
+        .iter()
+        .find(|d| d.way == Way::AToB)
+        .unwrap();
+    let c = ab.counters;
+    assert!(c.conserved(), "{c:?}");
+    assert_eq!(c.dropped_total(), 0, "{c:?}");
+    // The 8 datagrams, plus ARP that passed with the base delay.
+    assert_eq!(c.delivered, 8 + c.resolution_passed, "{c:?}");
+    assert_eq!(ab.fidelity.count, c.delivered);
+    common::say(&format!(
+        "A→B {c:?}\nrelease error: p50 {} ns, p99 {} ns, max {} ns; notices: {:?}",
+        ab.fidelity.p50_ns, ab.fidelity.p99_ns, ab.fidelity.max_ns, report.notices
+    ));
+}
+
+#[test]
+fn loss_100_percent_drops_every_datagram_and_counts_it() {
+    if !root_or_skip("loss_100_percent_drops_every_datagram_and_counts_it") {
+        return;
+    }
+    let lab = Lab::new();
+    let engine = start(&lab, "loss 100%", "delay 0ms");
+    let a = lab.udp(&lab.a, A_ADDR, 7001);
+    let b = lab.udp(&lab.b, B_ADDR, 7001);
+    for i in 0..20u8 {
+        a.send_to(&[i; 40], (B_ADDR, 7001)).unwrap();
+    }
+    b.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let got = b.recv_from(&mut buf);
+    assert!(got.is_err(), "a datagram crossed a 100% loss link: {got:?}");
+    let report = engine.stop().unwrap();
+    let ab = report
+        .directions
+        .iter()
+        .find(|d| d.way == Way::AToB)
+        .unwrap();
+    let c = ab.counters;
+    assert!(c.conserved(), "{c:?}");
+    assert_eq!(c.dropped(DropKind::Loss), 20, "{c:?}");
+    // Only ARP got through, with the base delay, so the datagrams were sent and then lost.
+    assert_eq!(c.delivered, c.resolution_passed, "{c:?}");
+    assert_eq!(c.received, 20 + c.resolution_passed, "{c:?}");
+}
