@@ -282,6 +282,7 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         });
     }
     let pacer = Pacer::new(&config)?;
+    let release_cpu = config.rt.cpu;
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {
         let stop = Arc::clone(&stop);
@@ -301,6 +302,14 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         std::thread::Builder::new()
             .name("rtemu-collect".into())
             .spawn(move || {
+                // Keep off the release thread's CPU: a collector woken there would preempt the
+                // spinning release thread for a scheduler slice (milliseconds).
+                if let (Some(cpu), Ok(allowed)) = (release_cpu, rt::affinity()) {
+                    let others: Vec<usize> = allowed.into_iter().filter(|c| *c != cpu).collect();
+                    if !others.is_empty() {
+                        let _ = rt::set_affinity(&others);
+                    }
+                }
                 while !stop.load(Ordering::Relaxed) {
                     drain(&taps, &histograms);
                     std::thread::sleep(COLLECT_EVERY);

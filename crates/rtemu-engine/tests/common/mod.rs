@@ -129,6 +129,14 @@ impl Lab {
         .unwrap()
     }
 
+    /// Opens interface `dev` in namespace `ns`.
+    pub fn open(&self, ns: &str, dev: &str, ring: AfPacketConfig) -> AfPacket {
+        let dev = dev.to_owned();
+        netns::run_in(&netns::named(ns), move || AfPacket::open(&dev, &ring))
+            .unwrap()
+            .unwrap()
+    }
+
     /// A UDP socket bound to `addr:port` inside namespace `ns`.
     pub fn udp(&self, ns: &str, addr: Ipv4Addr, port: u16) -> UdpSocket {
         netns::run_in(&netns::named(ns), move || UdpSocket::bind((addr, port)))

@@ -1,0 +1,315 @@
+//! Benchmark of the real-time engine on veth: release error per wait strategy, and packets per
+//! second through one impaired link. Needs root; prints Markdown tables.
+//!
+//! ```text
+//! cargo run --release -p rtemu-engine --example engine_bench [SECONDS]
+//! ```
+//!
+//! * **Precision**: a generator in namespace A sends UDP at 10 kpps (one datagram every 100 µs,
+//!   or bursts of 10 every 1 ms) through `delay 1ms` to B; the engine's own fidelity record gives the release error
+//!   (actual send time − intended time) for `spin`, `hybrid:50us` and `sleep`. Beside them, a
+//!   bare busy-wait on the same machine in the same run: the limit of any spinning strategy.
+//! * **Throughput**: an `AF_PACKET` generator in A sends as fast as one core lets it (64-byte
+//!   and 1400-byte frames, to a MAC address B's kernel drops at once, so B's stack costs
+//!   nothing) through `delay 0ms` and `delay 10ms` with the engine spinning; beside it a bare
+//!   relay over the same rings with no model and no timing queue (the I/O path's limit).
+//!
+//! The generator and the engine share the VM's cores: the engine is pinned to the last CPU, the
+//! generator to the first.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::net::UdpSocket;
+
+use rtemu_engine::io::PacketIo;
+use std::time::Duration;
+
+use common::{Lab, A_ADDR, B_ADDR};
+use rtemu_clock::{rt, Instant, WaitStrategy, Waiter};
+use rtemu_engine::afpacket::AfPacketConfig;
+use rtemu_engine::direction::{DirectionConfig, Resolution};
+use rtemu_engine::engine::{self, DirectionReport, EngineConfig, LinkSpec, RtConfig, Way};
+use rtemu_engine::pool;
+use rtemu_model::{link::NoTables, netem, LinkModel};
+
+fn direction(text: &str, label: u64) -> DirectionConfig {
+    let cfg = netem::parse(text).unwrap();
+    DirectionConfig {
+        model: Box::new(LinkModel::new(&cfg, &NoTables, 1, label).unwrap()),
+        resolution: Resolution::Pass {
+            delay_ns: cfg.delay.0,
+        },
+        pool_frames: pool::frames_for(1_000_000, cfg.delay.0.max(1_000_000), 64),
+        slot_size: 1600,
+        late_after_ns: 10_000,
+    }
+}
+
+/// Online CPUs, read once before any pinning (`available_parallelism` follows the affinity).
+fn cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+struct Run {
+    engine: engine::EngineHandle,
+    tx: UdpSocket,
+    _rx: UdpSocket,
+}
+
+fn start(lab: &Lab, wait: WaitStrategy, a_to_b: &str) -> Run {
+    let (a, b) = lab.engine_ends(AfPacketConfig::default());
+    let link = LinkSpec {
+        name: "ab".into(),
+        a,
+        b,
+        a_to_b: direction(a_to_b, 1),
+        b_to_a: direction("delay 0ms", 2),
+    };
+    let config = EngineConfig {
+        wait,
+        rt: RtConfig {
+            cpu: Some(cpus() - 1),
+            ..RtConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let engine = engine::spawn(config, vec![link]).unwrap();
+    let tx = lab.udp(&lab.a, A_ADDR, 9000);
+    // Bound but never read: once its buffer is full B's kernel drops quietly (no ICMP back).
+    let rx = lab.udp(&lab.b, B_ADDR, 9000);
+    // Prime ARP so the measurement sees data frames only.
+    tx.send_to(b"arp", (B_ADDR, 9000)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    Run {
+        engine,
+        tx,
+        _rx: rx,
+    }
+}
+
+fn a_to_b(reports: Vec<DirectionReport>) -> DirectionReport {
+    reports.into_iter().find(|d| d.way == Way::AToB).unwrap()
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+/// Sends bursts of `burst` datagrams every `period_ns` for `secs`, pacing with `clock_nanosleep`.
+fn paced(tx: &UdpSocket, burst: u32, period_ns: u64, secs: u64) -> u64 {
+    let mut waiter = Waiter::new(WaitStrategy::Sleep).unwrap();
+    let start = Instant::now();
+    let end = start + secs * 1_000_000_000;
+    let payload = [0u8; 18];
+    let mut sent = 0;
+    let mut next = start;
+    while next < end {
+        waiter.wait_until(next).unwrap();
+        for _ in 0..burst {
+            sent += tx.send_to(&payload, (B_ADDR, 9000)).is_ok() as u64;
+        }
+        next = next + period_ns;
+    }
+    sent
+}
+
+fn precision(secs: u64) {
+    println!("### Release error, `delay 1ms`, 10 kpps, {secs} s each\n");
+    println!("| strategy | load | packets | p50 µs | p99 µs | p99.9 µs | max µs | late (>10 µs) | engine CPU % |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let strategies = [
+        WaitStrategy::Spin,
+        WaitStrategy::Hybrid { margin_ns: 50_000 },
+        WaitStrategy::Sleep,
+    ];
+    // The generator stays off the engine's CPU, as a real node's traffic would be.
+    let _ = rt::set_affinity(&[0]);
+    // (burst, period): one datagram every 100 µs, or ten every millisecond.
+    for (burst, period_ns, load) in [
+        (1, 100_000, "1 every 100 µs"),
+        (10, 1_000_000, "10 every 1 ms"),
+    ] {
+        for wait in strategies {
+            let lab = Lab::new();
+            let run = start(&lab, wait, "delay 1ms");
+            let before = a_to_b(run.engine.snapshot());
+            paced(&run.tx, burst, period_ns, secs);
+            std::thread::sleep(Duration::from_millis(20));
+            let report = run.engine.stop().unwrap();
+            let cpu = 100.0 * report.cpu_ns as f64 / report.wall_ns as f64;
+            for n in &report.notices {
+                println!("<!-- notice: {n} -->");
+            }
+            let d = a_to_b(report.directions);
+            let f = d.fidelity;
+            assert!(d.counters.conserved());
+            println!(
+                "| {wait} | {load} | {} | {} | {} | {} | {} | {} | {cpu:.0} |",
+                f.count - before.fidelity.count,
+                us(f.p50_ns),
+                us(f.p99_ns),
+                us(f.p999_ns),
+                us(f.max_ns),
+                f.late,
+            );
+        }
+    }
+    bare_spin(secs);
+    println!();
+}
+
+/// The machine's limit: the same spin waiter the engine uses, with nothing else to do, waiting
+/// for deadlines 100 µs apart, error measured right after it returns.
+fn bare_spin(secs: u64) {
+    let _ = rt::set_affinity(&[cpus() - 1]);
+    let mut waiter = Waiter::new(WaitStrategy::Spin).unwrap();
+    let mut errors = Vec::new();
+    let end = Instant::now() + secs * 1_000_000_000;
+    let mut next = Instant::now() + 100_000;
+    while next < end {
+        waiter.wait_until(next).unwrap();
+        errors.push(Instant::now().nanos_since(next));
+        next = next + 100_000;
+    }
+    errors.sort_unstable();
+    let q = |q: f64| errors[((errors.len() - 1) as f64 * q) as usize];
+    println!(
+        "| bare busy-wait | deadlines every 100 µs | {} | {} | {} | {} | {} | {} | 100 |",
+        errors.len(),
+        us(q(0.5)),
+        us(q(0.99)),
+        us(q(0.999)),
+        us(*errors.last().unwrap()),
+        errors.iter().filter(|e| **e > 10_000).count(),
+    );
+    let _ = rt::set_affinity(&(0..cpus()).collect::<Vec<_>>());
+}
+
+/// A frame from A's side to a MAC address nobody has: B's kernel drops it at once, so the
+/// measurement is the engine's cost, not B's network stack.
+fn foreign_frame(wire: usize) -> Vec<u8> {
+    let mut f = vec![0u8; wire - 4];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x99]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = (f.len() - 14) as u16;
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&A_ADDR.octets());
+    f[30..34].copy_from_slice(&[10, 77, 0, 99]);
+    f[34..36].copy_from_slice(&9000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&9000u16.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+/// Sends `frame` flat out from A's `na` through the TX ring for `secs`; returns frames sent
+/// per second.
+fn flood(lab: &Lab, frame: &[u8], secs: u64) -> f64 {
+    let mut tx = lab.open(&lab.a, "na", AfPacketConfig::default());
+    let t0 = Instant::now();
+    let end = t0 + secs * 1_000_000_000;
+    let mut sent = 0u64;
+    while Instant::now() < end {
+        for _ in 0..64 {
+            sent += tx.stage(frame) as u64;
+        }
+        tx.flush().unwrap();
+    }
+    sent as f64 / (Instant::now().nanos_since(t0) as f64 / 1e9)
+}
+
+fn throughput(secs: u64) {
+    println!(
+        "### Throughput: AF_PACKET generator flat out on CPU 0, relay pinned to CPU {}, {secs} s each\n",
+        cpus() - 1
+    );
+    println!("| path | frame bytes | offered pps | received pps | delivered pps | dropped | release p50 µs | p99 µs | relay CPU % |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let _ = rt::set_affinity(&[0]);
+    for wire in [64usize, 1400] {
+        let frame = foreign_frame(wire);
+        bare_relay(secs, &frame);
+        for netem in ["delay 0ms", "delay 10ms"] {
+            let lab = Lab::new();
+            let run = start(&lab, WaitStrategy::Spin, netem);
+            let before = a_to_b(run.engine.snapshot()).counters;
+            let offered = flood(&lab, &frame, secs);
+            let t = secs as f64;
+            let after = a_to_b(run.engine.snapshot()).counters;
+            let report = run.engine.stop().unwrap();
+            let cpu = 100.0 * report.cpu_ns as f64 / report.wall_ns as f64;
+            let d = a_to_b(report.directions);
+            assert!(d.counters.conserved());
+            println!(
+                "| engine, `{netem}` | {wire} | {offered:.0} | {:.0} | {:.0} | {} | {} | {} | {cpu:.0} |",
+                (after.received - before.received) as f64 / t,
+                (after.delivered - before.delivered) as f64 / t,
+                after.dropped_total() - before.dropped_total(),
+                us(d.fidelity.p50_ns),
+                us(d.fidelity.p99_ns),
+            );
+        }
+    }
+    let _ = rt::set_affinity(&(0..cpus()).collect::<Vec<_>>());
+    println!();
+}
+
+/// The I/O path's limit: the same rings, each received frame staged at once, no model, no
+/// pool, no timing queue.
+fn bare_relay(secs: u64, frame: &[u8]) {
+    let lab = Lab::new();
+    let (mut a, mut b) = lab.engine_ends(AfPacketConfig::default());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let relay = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let _ = rt::set_affinity(&[cpus() - 1]);
+            let cpu0 = rtemu_clock::time::thread_cpu_time_ns();
+            let t0 = Instant::now();
+            let mut forwarded = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let n = a.recv_batch(64, |f| {
+                    b.stage(f.data);
+                });
+                if n > 0 {
+                    b.flush().unwrap();
+                    forwarded += n as u64;
+                }
+            }
+            let cpu = rtemu_clock::time::thread_cpu_time_ns() - cpu0;
+            (
+                forwarded,
+                cpu as f64 / Instant::now().nanos_since(t0) as f64,
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    let offered = flood(&lab, frame, secs);
+    std::thread::sleep(Duration::from_millis(20));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (forwarded, cpu) = relay.join().unwrap();
+    println!(
+        "| bare relay (no model, no queue) | {} | {offered:.0} | — | {:.0} | — | — | — | {:.0} |",
+        frame.len() + 4,
+        forwarded as f64 / secs as f64,
+        cpu * 100.0
+    );
+}
+
+fn main() {
+    if !common::root_or_skip("engine_bench") {
+        return;
+    }
+    cpus();
+    let secs = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("SECONDS must be a whole number"))
+        .unwrap_or(3);
+    precision(secs);
+    throughput(secs);
+}
