@@ -204,13 +204,13 @@ impl Direction {
     }
 
     /// Sends, in release order, up to [`RELEASE_BATCH`] copies due at or before `now_ns`
-    /// through `io` in one flush, then reads `clock` for their actual release time. Returns
-    /// how many copies left the queue (sent, or dropped because the send failed).
+    /// through `io` in one flush, reading `clock` just before and just after it. Returns how
+    /// many copies left the queue (sent, or dropped because the send failed).
     pub(crate) fn release<I: PacketIo>(
         &mut self,
         now_ns: u64,
         io: &mut I,
-        clock: impl FnOnce() -> u64,
+        mut clock: impl FnMut() -> u64,
     ) -> usize {
         self.batch.clear();
         while self.batch.len() < RELEASE_BATCH {
@@ -232,6 +232,7 @@ impl Direction {
         if self.batch.is_empty() {
             return 0;
         }
+        let started_ns = clock();
         let sent = io.flush().is_ok();
         let actual_ns = clock();
         self.changed = true;
@@ -247,6 +248,7 @@ impl Direction {
             c.delivered_bytes += len as u64;
             let r = Record {
                 intended_ns,
+                started_ns,
                 actual_ns,
             };
             let error = r.error_ns();
@@ -325,8 +327,9 @@ mod tests {
         assert_eq!(d.next_release(), Some(10_001_000));
         assert_eq!(d.release(10_000_999, &mut io, || 0), 0);
         assert!(io.sent.is_empty());
-        assert_eq!(d.release(10_001_500, &mut io, || 10_001_600), 1);
-        assert_eq!(d.release(20_000_000, &mut io, || 20_000_100), 1);
+        let mut times = [10_001_550, 10_001_600, 20_000_050, 20_000_100].into_iter();
+        assert_eq!(d.release(10_001_500, &mut io, || times.next().unwrap()), 1);
+        assert_eq!(d.release(20_000_000, &mut io, || times.next().unwrap()), 1);
         assert_eq!(io.sent.iter().map(|f| id(f)).collect::<Vec<_>>(), [1, 2]);
         d.publish();
         let c = published.snapshot();
@@ -334,10 +337,10 @@ mod tests {
         assert!(c.conserved());
         // 600 ns for the first, 9 998 100 ns for the second (late, and the worst).
         assert_eq!((c.late, c.max_error_ns), (1, 9_998_100));
-        let errors: Vec<u64> = std::iter::from_fn(|| fidelity.pop())
-            .map(|r| r.error_ns())
+        let errors: Vec<(u64, u64)> = std::iter::from_fn(|| fidelity.pop())
+            .map(|r| (r.start_error_ns(), r.error_ns()))
             .collect();
-        assert_eq!(errors, [600, 9_998_100]);
+        assert_eq!(errors, [(550, 600), (9_998_050, 9_998_100)]);
     }
 
     /// The engine makes the decisions the model makes for the same seed: the frames delivered

@@ -1,11 +1,15 @@
 //! The fidelity record: when each copy was meant to leave and when it did.
 //!
-//! The release thread reads the clock right after the send that carried a copy returned (so the
-//! cost of the send is inside the error, as a user of the link would see it) and pushes the pair
-//! into a preallocated single-producer, single-consumer ring of atomics. A non-real-time thread
-//! drains the ring into an HDR histogram of the release error per direction, summarised as
-//! [`Summary`]: p50, p99, p99.9, max and the count of late copies. A full ring loses records,
-//! never blocks the release thread; lost records are counted and reported next to the summary.
+//! The release thread reads the clock just before the send that carries a copy and right after
+//! it returned, and pushes the three times into a preallocated single-producer,
+//! single-consumer ring of atomics. The *release error* (after the send − intended) is the
+//! number to quote: it contains the cost of the send, as a user of the link sees it. The
+//! *start error* (before the send − intended) separates how late the loop woke from what the
+//! send cost; on veth the send includes the receiving node's network stack, which the kernel
+//! runs inside the engine's `sendto`. A non-real-time thread drains the ring into HDR
+//! histograms per direction, summarised as [`Summary`]: p50, p99, p99.9, max and the count of
+//! late copies. A full ring loses records, never blocks the release thread; lost records are
+//! counted and reported next to the summary.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,6 +21,8 @@ use hdrhistogram::Histogram;
 pub struct Record {
     /// The release time the model decided, ns on `CLOCK_MONOTONIC`.
     pub intended_ns: u64,
+    /// When the send that carried it started.
+    pub started_ns: u64,
     /// When the send that carried it returned.
     pub actual_ns: u64,
 }
@@ -26,11 +32,16 @@ impl Record {
     pub fn error_ns(&self) -> u64 {
         self.actual_ns.saturating_sub(self.intended_ns)
     }
+
+    /// How late its send started, ns.
+    pub fn start_error_ns(&self) -> u64 {
+        self.started_ns.saturating_sub(self.intended_ns)
+    }
 }
 
 #[derive(Debug)]
 struct Ring {
-    slots: Box<[(AtomicU64, AtomicU64)]>,
+    slots: Box<[[AtomicU64; 3]]>,
     /// Next slot the producer writes; only the producer stores it.
     head: AtomicUsize,
     /// Next slot the consumer reads; only the consumer stores it.
@@ -51,7 +62,7 @@ pub fn ring(capacity: usize) -> (Producer, Consumer) {
     let capacity = capacity.max(2).next_power_of_two();
     let ring = Arc::new(Ring {
         slots: (0..capacity)
-            .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+            .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
             .collect(),
         head: AtomicUsize::new(0),
         tail: AtomicUsize::new(0),
@@ -70,8 +81,9 @@ impl Producer {
             return false;
         }
         let slot = &ring.slots[head & (ring.slots.len() - 1)];
-        slot.0.store(r.intended_ns, Ordering::Relaxed);
-        slot.1.store(r.actual_ns, Ordering::Relaxed);
+        slot[0].store(r.intended_ns, Ordering::Relaxed);
+        slot[1].store(r.started_ns, Ordering::Relaxed);
+        slot[2].store(r.actual_ns, Ordering::Relaxed);
         // Publishes the slot's contents with the new head.
         ring.head.store(head.wrapping_add(1), Ordering::Release);
         true
@@ -88,8 +100,9 @@ impl Consumer {
         }
         let slot = &ring.slots[tail & (ring.slots.len() - 1)];
         let r = Record {
-            intended_ns: slot.0.load(Ordering::Relaxed),
-            actual_ns: slot.1.load(Ordering::Relaxed),
+            intended_ns: slot[0].load(Ordering::Relaxed),
+            started_ns: slot[1].load(Ordering::Relaxed),
+            actual_ns: slot[2].load(Ordering::Relaxed),
         };
         // Hands the slot back to the producer only after it was read.
         ring.tail.store(tail.wrapping_add(1), Ordering::Release);
@@ -102,12 +115,31 @@ impl Consumer {
     }
 }
 
-/// The release-error distribution of one direction.
+/// The release-error and start-error distributions of one direction.
 #[derive(Debug, Clone)]
 pub struct ErrorHistogram {
-    hist: Histogram<u64>,
+    released: Histogram<u64>,
+    started: Histogram<u64>,
     late_after_ns: u64,
     late: u64,
+}
+
+fn histogram() -> Histogram<u64> {
+    // Three significant digits: 1 ns resolution below 1 µs, 0.1 % above.
+    Histogram::new_with_max(MAX_TRACKED_NS, 3)
+        .expect("3 significant digits and a 60 s range are valid histogram bounds")
+}
+
+fn percentiles(h: &Histogram<u64>) -> Percentiles {
+    if h.is_empty() {
+        return Percentiles::default();
+    }
+    Percentiles {
+        p50_ns: h.value_at_quantile(0.5),
+        p99_ns: h.value_at_quantile(0.99),
+        p999_ns: h.value_at_quantile(0.999),
+        max_ns: h.max(),
+    }
 }
 
 /// The largest error the histogram tells apart: larger errors are recorded as this (a minute is
@@ -118,9 +150,8 @@ impl ErrorHistogram {
     /// An empty histogram; errors above `late_after_ns` count as late.
     pub fn new(late_after_ns: u64) -> Self {
         ErrorHistogram {
-            // Three significant digits: 1 ns resolution below 1 µs, 0.1 % above.
-            hist: Histogram::new_with_max(MAX_TRACKED_NS, 3)
-                .expect("3 significant digits and a 60 s range are valid histogram bounds"),
+            released: histogram(),
+            started: histogram(),
             late_after_ns,
             late: 0,
         }
@@ -129,7 +160,9 @@ impl ErrorHistogram {
     /// Adds one record.
     pub fn record(&mut self, r: Record) {
         let error = r.error_ns();
-        self.hist.saturating_record(error.min(MAX_TRACKED_NS));
+        self.released.saturating_record(error.min(MAX_TRACKED_NS));
+        self.started
+            .saturating_record(r.start_error_ns().min(MAX_TRACKED_NS));
         self.late += (error > self.late_after_ns) as u64;
     }
 
@@ -142,47 +175,43 @@ impl ErrorHistogram {
 
     /// The summary, with `lost` records the ring could not hold.
     pub fn summary(&self, lost: u64) -> Summary {
-        let q = |q: f64| {
-            if self.hist.is_empty() {
-                0
-            } else {
-                self.hist.value_at_quantile(q)
-            }
-        };
         Summary {
-            count: self.hist.len(),
+            count: self.released.len(),
             late: self.late,
             late_after_ns: self.late_after_ns,
-            p50_ns: q(0.5),
-            p99_ns: q(0.99),
-            p999_ns: q(0.999),
-            max_ns: if self.hist.is_empty() {
-                0
-            } else {
-                self.hist.max()
-            },
+            released: percentiles(&self.released),
+            started: percentiles(&self.started),
             lost,
         }
     }
 }
 
-/// Release-error percentiles of one direction.
+/// Percentiles of an error distribution, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Percentiles {
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Largest.
+    pub max_ns: u64,
+}
+
+/// The fidelity of one direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Summary {
     /// Copies measured.
     pub count: u64,
-    /// Copies whose error exceeded `late_after_ns`.
+    /// Copies whose release error exceeded `late_after_ns`.
     pub late: u64,
     /// The late threshold, ns.
     pub late_after_ns: u64,
-    /// Median release error, ns.
-    pub p50_ns: u64,
-    /// 99th percentile, ns.
-    pub p99_ns: u64,
-    /// 99.9th percentile, ns.
-    pub p999_ns: u64,
-    /// Largest error, ns.
-    pub max_ns: u64,
+    /// Release error: after the send returned − intended. The number to quote.
+    pub released: Percentiles,
+    /// Start error: before the send − intended (how late the loop woke).
+    pub started: Percentiles,
     /// Records lost because the ring was full (not in the percentiles).
     pub lost: u64,
 }
@@ -197,6 +226,7 @@ mod tests {
         for i in 0..6 {
             let pushed = tx.push(Record {
                 intended_ns: i,
+                started_ns: i + 1,
                 actual_ns: i + 10,
             });
             assert_eq!(pushed, i < 4, "push {i}");
@@ -208,6 +238,7 @@ mod tests {
         assert_eq!(got, [0, 1, 2, 3]);
         assert!(tx.push(Record {
             intended_ns: 7,
+            started_ns: 7,
             actual_ns: 7
         }));
         assert_eq!(rx.pop().map(|r| r.intended_ns), Some(7));
@@ -222,6 +253,7 @@ mod tests {
             for i in 0..100_000u64 {
                 if tx.push(Record {
                     intended_ns: i,
+                    started_ns: i * 3,
                     actual_ns: i * 2,
                 }) {
                     pushed.push(i);
@@ -233,6 +265,7 @@ mod tests {
         while !producer.is_finished() {
             while let Some(r) = rx.pop() {
                 assert_eq!(r.actual_ns, r.intended_ns * 2, "a torn record");
+                assert_eq!(r.started_ns, r.intended_ns * 3, "a torn record");
                 got.push(r.intended_ns);
             }
         }
@@ -248,23 +281,32 @@ mod tests {
         for e in 1..=1000u64 {
             h.record(Record {
                 intended_ns: 1_000_000,
+                started_ns: 1_000_000 + e / 10,
                 actual_ns: 1_000_000 + e,
             });
         }
         // An early release is an error of zero, not a huge unsigned one.
         h.record(Record {
             intended_ns: 10,
+            started_ns: 5,
             actual_ns: 5,
         });
         let s = h.summary(3);
         assert_eq!(s.count, 1001);
         assert_eq!(s.late, 500);
-        assert_eq!(s.max_ns, 1000);
         // Three significant digits: exact below 1024.
-        assert_eq!(s.p50_ns, 500);
-        assert_eq!(s.p99_ns, 990);
-        assert_eq!(s.p999_ns, 999);
+        let want = Percentiles {
+            p50_ns: 500,
+            p99_ns: 990,
+            p999_ns: 999,
+            max_ns: 1000,
+        };
+        assert_eq!(s.released, want);
+        assert_eq!((s.started.p50_ns, s.started.max_ns), (50, 100));
         assert_eq!(s.lost, 3);
-        assert_eq!(ErrorHistogram::new(1).summary(0).p99_ns, 0);
+        assert_eq!(
+            ErrorHistogram::new(1).summary(0).released,
+            Percentiles::default()
+        );
     }
 }

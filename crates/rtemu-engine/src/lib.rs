@@ -51,7 +51,7 @@
 //! let handle = engine::spawn(EngineConfig::default(), vec![link])?;
 //! std::thread::sleep(std::time::Duration::from_secs(10));
 //! for d in handle.stop()?.directions {
-//!     println!("{} {}: p99 {} ns", d.link, d.way.as_str(), d.fidelity.p99_ns);
+//!     println!("{} {}: p99 {} ns", d.link, d.way.as_str(), d.fidelity.released.p99_ns);
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

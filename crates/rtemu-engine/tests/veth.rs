@@ -111,7 +111,10 @@ fn udp_datagrams_take_the_configured_delay_one_way_only() {
     assert_eq!(ab.fidelity.count, c.delivered);
     common::say(&format!(
         "A→B {c:?}\nrelease error: p50 {} ns, p99 {} ns, max {} ns; notices: {:?}",
-        ab.fidelity.p50_ns, ab.fidelity.p99_ns, ab.fidelity.max_ns, report.notices
+        ab.fidelity.released.p50_ns,
+        ab.fidelity.released.p99_ns,
+        ab.fidelity.released.max_ns,
+        report.notices
     ));
 }
 
