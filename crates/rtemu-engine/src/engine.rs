@@ -32,7 +32,7 @@ use rtemu_clock::{Instant, WaitStrategy, Waiter};
 use crate::counters::{Counters, Published};
 use crate::direction::{Direction, DirectionConfig};
 use crate::fidelity::{Consumer, ErrorHistogram, Summary};
-use crate::io::PacketIo;
+use crate::io::{DropProbe, PacketIo};
 
 /// How close to a release the spinning strategies hand over to the shared spin waiter.
 const SPIN_APPROACH_NS: u64 = 2_000;
@@ -192,6 +192,9 @@ pub struct DirectionReport {
     pub way: Way,
     /// Its counters.
     pub counters: Counters,
+    /// Frames the kernel dropped before the engine received them (its receive ring was full),
+    /// outside the counters' identity; `None` where the I/O layer cannot tell.
+    pub kernel_drops: Option<u64>,
     /// Its release-error percentiles.
     pub fidelity: Summary,
 }
@@ -216,7 +219,7 @@ pub struct EngineHandle {
     thread: Option<JoinHandle<Result<LoopEnd, EngineError>>>,
     collector: Option<JoinHandle<()>>,
     taps: Arc<Vec<Tap>>,
-    histograms: Arc<Mutex<Vec<ErrorHistogram>>>,
+    books: Arc<Mutex<Vec<Books>>>,
 }
 
 #[derive(Debug)]
@@ -236,7 +239,7 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         return Err(EngineError::ZeroLoopParameter);
     }
     let mut taps = Vec::new();
-    let mut histograms = Vec::new();
+    let mut books = Vec::new();
     let mut running = Vec::new();
     for spec in links {
         for (way, cfg, sender) in [
@@ -272,8 +275,16 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
                 published,
                 fidelity,
             });
-            histograms.push(ErrorHistogram::new(late));
+            books.push(Books {
+                errors: ErrorHistogram::new(late),
+                probe: None,
+                kernel_drops: 0,
+            });
         }
+        // Frames for a-b are received on `a`, for b-a on `b`.
+        let n = books.len();
+        books[n - 2].probe = spec.a.drop_probe();
+        books[n - 1].probe = spec.b.drop_probe();
         running.push(Link {
             a: spec.a,
             b: spec.b,
@@ -292,13 +303,9 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
             .map_err(EngineError::Spawn)?
     };
     let taps = Arc::new(taps);
-    let histograms = Arc::new(Mutex::new(histograms));
+    let books = Arc::new(Mutex::new(books));
     let collector = {
-        let (stop, taps, histograms) = (
-            Arc::clone(&stop),
-            Arc::clone(&taps),
-            Arc::clone(&histograms),
-        );
+        let (stop, taps, books) = (Arc::clone(&stop), Arc::clone(&taps), Arc::clone(&books));
         std::thread::Builder::new()
             .name("rtemu-collect".into())
             .spawn(move || {
@@ -311,7 +318,7 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
                     }
                 }
                 while !stop.load(Ordering::Relaxed) {
-                    drain(&taps, &histograms);
+                    drain(&taps, &books);
                     std::thread::sleep(COLLECT_EVERY);
                 }
             })
@@ -322,33 +329,52 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         thread: Some(thread),
         collector: Some(collector),
         taps,
-        histograms,
+        books,
     })
 }
 
-fn drain(taps: &[Tap], histograms: &Mutex<Vec<ErrorHistogram>>) {
-    let mut h = histograms.lock().unwrap_or_else(PoisonError::into_inner);
-    for (tap, hist) in taps.iter().zip(h.iter_mut()) {
-        hist.drain(&tap.fidelity);
+/// What the collector keeps per direction.
+struct Books {
+    errors: ErrorHistogram,
+    probe: Option<Box<dyn DropProbe>>,
+    kernel_drops: u64,
+}
+
+impl std::fmt::Debug for Books {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Books")
+            .field("errors", &self.errors)
+            .field("kernel_drops", &self.kernel_drops)
+            .finish_non_exhaustive()
+    }
+}
+
+fn drain(taps: &[Tap], books: &Mutex<Vec<Books>>) {
+    let mut books = books.lock().unwrap_or_else(PoisonError::into_inner);
+    for (tap, b) in taps.iter().zip(books.iter_mut()) {
+        b.errors.drain(&tap.fidelity);
+        // A failed read leaves the count as it was; the next read catches up (the kernel
+        // keeps counting until it is read).
+        if let Some(Ok(n)) = b.probe.as_mut().map(|p| p.take()) {
+            b.kernel_drops += n;
+        }
     }
 }
 
 impl EngineHandle {
     /// Every direction's counters and fidelity so far.
     pub fn snapshot(&self) -> Vec<DirectionReport> {
-        drain(&self.taps, &self.histograms);
-        let h = self
-            .histograms
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        drain(&self.taps, &self.books);
+        let h = self.books.lock().unwrap_or_else(PoisonError::into_inner);
         self.taps
             .iter()
             .zip(h.iter())
-            .map(|(tap, hist)| DirectionReport {
+            .map(|(tap, b)| DirectionReport {
                 link: tap.link.clone(),
                 way: tap.way,
                 counters: tap.published.snapshot(),
-                fidelity: hist.summary(tap.fidelity.lost()),
+                kernel_drops: b.probe.is_some().then_some(b.kernel_drops),
+                fidelity: b.errors.summary(tap.fidelity.lost()),
             })
             .collect()
     }

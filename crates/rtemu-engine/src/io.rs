@@ -80,6 +80,18 @@ pub trait PacketIo {
 
     /// The largest frame [`PacketIo::stage`] accepts.
     fn max_frame(&self) -> usize;
+
+    /// A probe that counts frames the kernel dropped before this I/O layer received them,
+    /// read by a thread other than the packet path; `None` where the layer cannot tell.
+    fn drop_probe(&self) -> Option<Box<dyn DropProbe>> {
+        None
+    }
+}
+
+/// Counts frames lost before the engine saw them (a full receive ring), off the packet path.
+pub trait DropProbe: Send {
+    /// Frames dropped since the last call.
+    fn take(&mut self) -> io::Result<u64>;
 }
 
 #[cfg(test)]

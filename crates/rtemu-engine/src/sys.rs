@@ -190,6 +190,11 @@ impl PacketSocket {
         Ok(socket)
     }
 
+    /// A second descriptor of the socket, for reading its statistics from another thread.
+    pub fn try_clone_fd(&self) -> io::Result<OwnedFd> {
+        self.fd.try_clone()
+    }
+
     /// Frames in the receive ring.
     pub fn rx_frames(&self) -> u32 {
         self.rx.frame_nr
@@ -321,6 +326,27 @@ impl Drop for PacketSocket {
         // borrow of ring memory borrows `self` and so has ended.
         unsafe { libc::munmap(self.base.cast(), self.len) };
     }
+}
+
+/// Frames the kernel dropped for the packet socket `fd` since the last call, because its receive
+/// ring was full (`PACKET_STATISTICS`, which resets the counts it returns).
+pub fn packet_drops(fd: &OwnedFd) -> io::Result<u64> {
+    let mut stats = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `stats` and `len` are live and writable, and `len` holds `stats`' size.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut stats as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(stats.tp_drops as u64)
 }
 
 /// Legacy ethtool "set" commands, one offload each (`include/uapi/linux/ethtool.h`).

@@ -109,6 +109,7 @@ fn udp_datagrams_take_the_configured_delay_one_way_only() {
     // The 8 datagrams, plus ARP that passed with the base delay.
     assert_eq!(c.delivered, 8 + c.resolution_passed, "{c:?}");
     assert_eq!(ab.fidelity.count, c.delivered);
+    assert_eq!(ab.kernel_drops, Some(0), "no frame lost before the engine");
     common::say(&format!(
         "A→B {c:?}\nrelease error: p50 {} ns, p99 {} ns, max {} ns; notices: {:?}",
         ab.fidelity.released.p50_ns,
