@@ -1,9 +1,9 @@
 //! One link direction: received frames → model → pool and timing queue → released frames.
 //!
-//! Time is an argument: [`Direction::receive`] takes the arrival time and [`Direction::release`]
-//! the time to release up to and a clock to read after the send, so tests drive a direction
+//! Time is an argument: `Direction::receive` takes the arrival time and `Direction::release`
+//! the time to release up to and a clock to read around the send, so tests drive a direction
 //! with invented times and the release loop with `CLOCK_MONOTONIC`. Nothing here allocates
-//! after [`Direction::new`].
+//! after `Direction::new`.
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use crate::io::{Frame, PacketIo};
 use crate::pool::{Exhausted, Pool};
 use crate::queue::{Entry, TimingQueue};
 
-/// The most copies one [`Direction::release`] sends in one flush: bounds the time a flush takes
+/// The most copies one release sends in one flush: bounds the time a flush takes
 /// (every copy in it gets the same send time, so a long batch would blur the fidelity record).
 pub const RELEASE_BATCH: usize = 64;
 
