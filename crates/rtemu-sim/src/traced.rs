@@ -160,13 +160,16 @@ fn five_tuple(k: &FlowKey) -> FiveTuple {
 
 /// A link whose packets go to the first model whose flow pattern matches, or to a default.
 pub struct PerFlow<'a> {
-    flows: FlowTable<Box<dyn Model + 'a>>,
-    default: Box<dyn Model + 'a>,
+    flows: FlowTable<Box<dyn Model + Send + 'a>>,
+    default: Box<dyn Model + Send + 'a>,
 }
 
 impl<'a> PerFlow<'a> {
     /// Classifies into `flows` in order, else `default`.
-    pub fn new(flows: FlowTable<Box<dyn Model + 'a>>, default: Box<dyn Model + 'a>) -> Self {
+    pub fn new(
+        flows: FlowTable<Box<dyn Model + Send + 'a>>,
+        default: Box<dyn Model + Send + 'a>,
+    ) -> Self {
         PerFlow { flows, default }
     }
 }

@@ -125,7 +125,7 @@ pub struct SimArgs {
 
 /// What a trace file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TraceKind {
+pub(crate) enum TraceKind {
     /// Decide from the file name, then from the content.
     Auto,
     /// Raw RplTrc words.
@@ -142,7 +142,7 @@ pub enum TraceKind {
 
 impl TraceKind {
     /// The kind of `path`, resolving `Auto` by extension; `Auto` stays for content detection.
-    fn of(self, path: &Path) -> TraceKind {
+    pub(crate) fn of(self, path: &Path) -> TraceKind {
         if self != TraceKind::Auto {
             return self;
         }
@@ -212,10 +212,19 @@ fn progress_bar(enabled: bool) -> Option<ProgressBar> {
 }
 
 /// One `--trace` or `--flow-trace`.
-struct TraceArg {
-    pattern: Option<FlowPattern>,
-    path: PathBuf,
-    kind: TraceKind,
+pub(crate) struct TraceArg {
+    /// The flow it is for; `None`: the whole link.
+    pub(crate) pattern: Option<FlowPattern>,
+    pub(crate) path: PathBuf,
+    pub(crate) kind: TraceKind,
+}
+
+/// How traces are read, and the seed of every stream a link's models draw from.
+pub(crate) struct TraceOptions {
+    pub(crate) seed: u64,
+    pub(crate) underrun: UnderrunPolicy,
+    pub(crate) end: EndPolicy,
+    pub(crate) interpolation: Interpolation,
 }
 
 fn trace_args(args: &SimArgs) -> anyhow::Result<Vec<TraceArg>> {
@@ -246,21 +255,23 @@ fn trace_args(args: &SimArgs) -> anyhow::Result<Vec<TraceArg>> {
 
 /// The link's model: the netem model, or trace-driven models (per flow, and for the rest).
 /// Delivery-opportunity traces are borrowed from `opportunities`, loaded beforehand in the
-/// order of `traces`.
-fn build_model<'a>(
-    args: &SimArgs,
+/// order of `traces`. `label` sets the link direction's streams apart (see
+/// [`rtemu_model::rng`]): each trace draws from `label + 1 + i`.
+pub(crate) fn build_model<'a>(
+    opts: &TraceOptions,
     cfg: &LinkConfig,
     traces: &[TraceArg],
     opportunities: &'a [Opportunities],
-) -> anyhow::Result<Box<dyn Model + 'a>> {
+    label: u64,
+) -> anyhow::Result<Box<dyn Model + Send + 'a>> {
     let mut opportunities = opportunities.iter();
     let mut flows = FlowTable::new();
     let mut default = None;
     for (i, t) in traces.iter().enumerate() {
         let what = || format!("trace {}", t.path.display());
-        let feed: Box<dyn TraceFeed + 'a> = match t.kind {
+        let feed: Box<dyn TraceFeed + Send + 'a> = match t.kind {
             TraceKind::Series => Box::new(SeriesFeed::new(
-                DelaySeries::load(&t.path, args.interpolation).with_context(what)?,
+                DelaySeries::load(&t.path, opts.interpolation).with_context(what)?,
             )),
             TraceKind::Mahimahi => Box::new(OpportunityFeed::new(
                 opportunities
@@ -275,13 +286,15 @@ fn build_model<'a>(
                     _ => None,
                 };
                 let config = PrefetchConfig {
-                    underrun: args.underrun,
-                    end: args.end,
+                    underrun: opts.underrun,
+                    end: opts.end,
                     ..PrefetchConfig::default()
                 };
-                Box::new(ActionFeed::new(
-                    Prefetcher::open(&t.path, format, config).with_context(what)?,
-                ))
+                let mut trace = Prefetcher::open(&t.path, format, config).with_context(what)?;
+                // Records are ready before the first packet: no under-run while the reader's
+                // first read is in flight.
+                trace.prime().with_context(what)?;
+                Box::new(ActionFeed::new(trace))
             }
         };
         // Each trace's own stages (rate, corruption) draw from a stream of their own.
@@ -291,16 +304,17 @@ fn build_model<'a>(
             Some(_) => untraced_stages(cfg),
             None => cfg.clone(),
         };
-        let model = TraceModel::new(feed, &stages, args.seed, 1 + i as u64).with_context(what)?;
+        let model =
+            TraceModel::new(feed, &stages, opts.seed, label + 1 + i as u64).with_context(what)?;
         match &t.pattern {
-            Some(p) => flows.push(*p, Box::new(model) as Box<dyn Model + 'a>),
-            None => default = Some(Box::new(model) as Box<dyn Model + 'a>),
+            Some(p) => flows.push(*p, Box::new(model) as Box<dyn Model + Send + 'a>),
+            None => default = Some(Box::new(model) as Box<dyn Model + Send + 'a>),
         }
     }
     let default = match default {
         Some(m) => m,
         None => Box::new(
-            LinkModel::new(cfg, &FileTables::from_env(), args.seed, 0).context("the model")?,
+            LinkModel::new(cfg, &FileTables::from_env(), opts.seed, label).context("the model")?,
         ),
     };
     Ok(if flows.entries().is_empty() {
@@ -321,7 +335,13 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             Opportunities::load(&t.path).with_context(|| format!("trace {}", t.path.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut model = build_model(args, &cfg, &traces, &opportunities)?;
+    let opts = TraceOptions {
+        seed: args.seed,
+        underrun: args.underrun,
+        end: args.end,
+        interpolation: args.interpolation,
+    };
+    let mut model = build_model(&opts, &cfg, &traces, &opportunities, 0)?;
 
     let (mut source, input): (Box<dyn FrameSource>, String) = match &args.input {
         Some(path) => (
