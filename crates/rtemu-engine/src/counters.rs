@@ -31,11 +31,13 @@ pub enum DropKind {
     SendFailed,
     /// The model had stopped deciding (its trace ended under the `stop` policy, or failed).
     ModelExhausted,
+    /// The link was cut (`rtemu link down`): it carries nothing, not even address resolution.
+    LinkDown,
 }
 
 impl DropKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [DropKind; 8] = [
+    pub const ALL: [DropKind; 9] = [
         DropKind::Loss,
         DropKind::QueueFull,
         DropKind::Trace,
@@ -44,6 +46,7 @@ impl DropKind {
         DropKind::Oversize,
         DropKind::SendFailed,
         DropKind::ModelExhausted,
+        DropKind::LinkDown,
     ];
 
     /// The name used in reports and JSON (the model's reasons keep the model's names).
@@ -57,6 +60,7 @@ impl DropKind {
             DropKind::Oversize => "oversize",
             DropKind::SendFailed => "send-failed",
             DropKind::ModelExhausted => "model-exhausted",
+            DropKind::LinkDown => "link-down",
         }
     }
 
@@ -244,7 +248,8 @@ mod tests {
         }
         assert_eq!(Counters::from_words(&c.to_words()), c);
         assert_eq!(c.dropped(DropKind::ModelExhausted), 8);
-        assert_eq!(c.dropped_total(), (1..=8).sum::<u64>());
+        assert_eq!(c.dropped(DropKind::LinkDown), 9);
+        assert_eq!(c.dropped_total(), (1..=9).sum::<u64>());
     }
 
     /// A reader racing a writer never sees a torn snapshot: the writer keeps the identity true

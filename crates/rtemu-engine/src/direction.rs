@@ -5,6 +5,8 @@
 //! with invented times and the release loop with `CLOCK_MONOTONIC`. Nothing here allocates
 //! after `Direction::new`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
 use rtemu_model::{Corruption, Model, PacketMeta};
@@ -85,6 +87,51 @@ pub fn is_address_resolution(frame: &[u8]) -> bool {
     }
 }
 
+/// A new model for a running direction (`rtemu link set`).
+pub struct Swap {
+    /// The model that decides from now on.
+    pub model: Box<dyn Model + Send>,
+    /// What happens to address-resolution frames from now on.
+    pub resolution: Resolution,
+}
+
+/// How the control side reaches a running direction without a lock on the packet path: new
+/// models arrive through a bounded channel polled once per loop turn, replaced models leave
+/// through another to be dropped off the release thread, and a cut is one atomic flag.
+pub(crate) struct Steering {
+    pub(crate) swaps: Receiver<Swap>,
+    pub(crate) retired: SyncSender<Box<dyn Model + Send>>,
+    pub(crate) cut: Arc<AtomicBool>,
+}
+
+/// The control side of a direction's [`Steering`].
+pub(crate) struct Helm {
+    pub(crate) swaps: SyncSender<Swap>,
+    pub(crate) retired: Receiver<Box<dyn Model + Send>>,
+    pub(crate) cut: Arc<AtomicBool>,
+}
+
+/// A connected [`Steering`] (for the direction) and [`Helm`] (for the control side).
+pub(crate) fn steering() -> (Steering, Helm) {
+    // One pending change at a time: a second `link set` before the loop took the first is
+    // refused, not queued behind it.
+    let (swap_tx, swap_rx) = std::sync::mpsc::sync_channel(1);
+    let (retired_tx, retired_rx) = std::sync::mpsc::sync_channel(4);
+    let cut = Arc::new(AtomicBool::new(false));
+    (
+        Steering {
+            swaps: swap_rx,
+            retired: retired_tx,
+            cut: Arc::clone(&cut),
+        },
+        Helm {
+            swaps: swap_tx,
+            retired: retired_rx,
+            cut,
+        },
+    )
+}
+
 /// The state of one direction.
 pub(crate) struct Direction {
     model: Box<dyn Model + Send>,
@@ -103,12 +150,16 @@ pub(crate) struct Direction {
     fidelity: Producer,
     /// The copies of the current flush: (intended time, slot, length).
     batch: Vec<(u64, u32, usize)>,
+    steering: Steering,
 }
 
 impl Direction {
     /// A direction with its buffers allocated, the counters it publishes and the reader's end
     /// of its fidelity ring.
-    pub(crate) fn new(cfg: DirectionConfig) -> (Direction, Arc<Published>, Consumer) {
+    pub(crate) fn new(
+        cfg: DirectionConfig,
+        steering: Steering,
+    ) -> (Direction, Arc<Published>, Consumer) {
         let published = Arc::new(Published::default());
         let (producer, consumer) = fidelity::ring(FIDELITY_RING);
         let d = Direction {
@@ -125,8 +176,28 @@ impl Direction {
             published: Arc::clone(&published),
             fidelity: producer,
             batch: Vec::with_capacity(RELEASE_BATCH),
+            steering,
         };
         (d, published, consumer)
+    }
+
+    /// Takes a new model if one was sent. Copies already queued keep the release times the
+    /// old model gave them; the new model decides from the next frame on, with its own state
+    /// (a rate queue starts empty, a trace from its start).
+    pub(crate) fn steer(&mut self) {
+        if let Ok(swap) = self.steering.swaps.try_recv() {
+            let old = std::mem::replace(&mut self.model, swap.model);
+            self.resolution = swap.resolution;
+            self.model_exhausted = false;
+            self.model_seq = 0;
+            // Dropped by the collector thread; if its channel is full, here (rare, and a
+            // control event, not a frame).
+            if let Err(TrySendError::Full(old) | TrySendError::Disconnected(old)) =
+                self.steering.retired.try_send(old)
+            {
+                drop(old);
+            }
+        }
     }
 
     /// Decides the fate of a frame that arrived at `now_ns` and queues its copies.
@@ -136,6 +207,10 @@ impl Direction {
         self.counters.received_bytes += frame.wire_len as u64;
         let seq = self.input_seq;
         self.input_seq += 1;
+        if self.steering.cut.load(Ordering::Relaxed) {
+            self.counters.drop_one(DropKind::LinkDown);
+            return;
+        }
         if let Resolution::Pass { delay_ns } = self.resolution {
             if is_address_resolution(frame.data) {
                 self.counters.resolution_passed += 1;
@@ -287,13 +362,22 @@ mod tests {
     }
 
     fn direction(netem: &str, pool_frames: usize) -> (Direction, Arc<Published>, Consumer) {
-        Direction::new(DirectionConfig {
-            model: model(netem, 7),
-            resolution: Resolution::Pass { delay_ns: 1_000 },
-            pool_frames,
-            slot_size: 256,
-            late_after_ns: 10_000,
-        })
+        steered(netem, pool_frames).0
+    }
+
+    fn steered(netem: &str, pool_frames: usize) -> ((Direction, Arc<Published>, Consumer), Helm) {
+        let (steering, helm) = steering();
+        let d = Direction::new(
+            DirectionConfig {
+                model: model(netem, 7),
+                resolution: Resolution::Pass { delay_ns: 1_000 },
+                pool_frames,
+                slot_size: 256,
+                late_after_ns: 10_000,
+            },
+            steering,
+        );
+        (d, helm)
     }
 
     /// An IPv4/UDP frame whose payload starts with `id`.
@@ -443,5 +527,53 @@ mod tests {
         assert!(!is_address_resolution(&ns));
         assert!(!is_address_resolution(&udp(1)));
         assert!(!is_address_resolution(&[0u8; 5]));
+    }
+
+    #[test]
+    fn a_swapped_model_decides_new_frames_while_queued_copies_keep_their_times() {
+        let ((mut d, _, _), helm) = steered("delay 10ms", 16);
+        d.receive(0, frame(&udp(1)));
+        helm.swaps
+            .try_send(Swap {
+                model: model("delay 1ms", 7),
+                resolution: Resolution::Pass {
+                    delay_ns: 1_000_000,
+                },
+            })
+            .unwrap();
+        // A second change before the loop took the first is refused.
+        assert!(helm
+            .swaps
+            .try_send(Swap {
+                model: model("delay 2ms", 7),
+                resolution: Resolution::Model,
+            })
+            .is_err());
+        d.steer();
+        d.receive(100, frame(&udp(2)));
+        let mut io = MemIo::new(8);
+        d.release(1_000_100, &mut io, || 0);
+        assert_eq!(io.sent.iter().map(|f| id(f)).collect::<Vec<_>>(), [2]);
+        d.release(10_000_000, &mut io, || 0);
+        assert_eq!(io.sent.iter().map(|f| id(f)).collect::<Vec<_>>(), [2, 1]);
+        // The replaced model came back to the control side, to be dropped there.
+        assert!(helm.retired.try_recv().is_ok());
+        assert!(d.counters().conserved());
+    }
+
+    #[test]
+    fn a_cut_direction_carries_nothing_not_even_address_resolution() {
+        let ((mut d, _, _), helm) = steered("delay 1ms", 16);
+        helm.cut.store(true, Ordering::Relaxed);
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        d.receive(0, frame(&arp));
+        d.receive(0, frame(&udp(1)));
+        assert_eq!(d.next_release(), None);
+        assert_eq!(d.counters().dropped(DropKind::LinkDown), 2);
+        helm.cut.store(false, Ordering::Relaxed);
+        d.receive(0, frame(&udp(2)));
+        assert_eq!(d.next_release(), Some(1_000_000));
+        assert!(d.counters().conserved());
     }
 }

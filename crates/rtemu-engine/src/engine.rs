@@ -30,7 +30,7 @@ use rtemu_clock::wait::WaitError;
 use rtemu_clock::{Instant, WaitStrategy, Waiter};
 
 use crate::counters::{Counters, Published};
-use crate::direction::{Direction, DirectionConfig};
+use crate::direction::{self, Direction, DirectionConfig, Helm, Swap};
 use crate::fidelity::{Consumer, ErrorHistogram, Summary};
 use crate::io::{DropProbe, PacketIo};
 
@@ -165,6 +165,17 @@ pub enum EngineError {
     /// The release thread panicked.
     #[error("the release thread panicked")]
     Panicked,
+    /// A control request named a link the engine does not carry.
+    #[error("the engine carries no link `{0}`")]
+    NoSuchLink(String),
+    /// A model change arrived before the release loop took the previous one.
+    #[error("link {link} ({way}): the previous change has not taken effect yet: try again")]
+    ChangePending {
+        /// The link.
+        link: String,
+        /// `a-b` or `b-a`.
+        way: &'static str,
+    },
 }
 
 struct Link<Io> {
@@ -263,11 +274,13 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
             }
         }
         let late = [spec.a_to_b.late_after_ns, spec.b_to_a.late_after_ns];
-        let (a_to_b, pub_ab, fid_ab) = Direction::new(spec.a_to_b);
-        let (b_to_a, pub_ba, fid_ba) = Direction::new(spec.b_to_a);
-        for (way, published, fidelity, late) in [
-            (Way::AToB, pub_ab, fid_ab, late[0]),
-            (Way::BToA, pub_ba, fid_ba, late[1]),
+        let (steer_ab, helm_ab) = direction::steering();
+        let (steer_ba, helm_ba) = direction::steering();
+        let (a_to_b, pub_ab, fid_ab) = Direction::new(spec.a_to_b, steer_ab);
+        let (b_to_a, pub_ba, fid_ba) = Direction::new(spec.b_to_a, steer_ba);
+        for (way, published, fidelity, late, helm) in [
+            (Way::AToB, pub_ab, fid_ab, late[0], helm_ab),
+            (Way::BToA, pub_ba, fid_ba, late[1], helm_ba),
         ] {
             taps.push(Tap {
                 link: spec.name.clone(),
@@ -279,6 +292,7 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
                 errors: ErrorHistogram::new(late),
                 probe: None,
                 kernel_drops: 0,
+                helm,
             });
         }
         // Frames for a-b are received on `a`, for b-a on `b`.
@@ -338,6 +352,7 @@ struct Books {
     errors: ErrorHistogram,
     probe: Option<Box<dyn DropProbe>>,
     kernel_drops: u64,
+    helm: Helm,
 }
 
 impl std::fmt::Debug for Books {
@@ -358,6 +373,8 @@ fn drain(taps: &[Tap], books: &Mutex<Vec<Books>>) {
         if let Some(Ok(n)) = b.probe.as_mut().map(|p| p.take()) {
             b.kernel_drops += n;
         }
+        // Models replaced by `set_model` are freed here, off the release thread.
+        while b.helm.retired.try_recv().is_ok() {}
     }
 }
 
@@ -377,6 +394,45 @@ impl EngineHandle {
                 fidelity: b.errors.summary(tap.fidelity.lost()),
             })
             .collect()
+    }
+
+    /// Replaces the model of one direction of `link` while frames flow: the release loop
+    /// takes it at its next turn (within microseconds when it spins, a poll interval when it
+    /// sleeps). Copies already queued keep the release times the old model gave them.
+    pub fn set_model(&self, link: &str, way: Way, swap: Swap) -> Result<(), EngineError> {
+        let i = self
+            .taps
+            .iter()
+            .position(|t| t.link == link && t.way == way)
+            .ok_or_else(|| EngineError::NoSuchLink(link.to_owned()))?;
+        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        books[i]
+            .helm
+            .swaps
+            .try_send(swap)
+            .map_err(|_| EngineError::ChangePending {
+                link: link.to_owned(),
+                way: way.as_str(),
+            })
+    }
+
+    /// Cuts `link` in both directions (`true`: every frame received is dropped as
+    /// `link-down`, address resolution included) or restores it (`false`). Copies already
+    /// queued are still released.
+    pub fn set_cut(&self, link: &str, cut: bool) -> Result<(), EngineError> {
+        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut found = false;
+        for (tap, b) in self.taps.iter().zip(books.iter()) {
+            if tap.link == link {
+                b.helm.cut.store(cut, Ordering::Relaxed);
+                found = true;
+            }
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(EngineError::NoSuchLink(link.to_owned()))
+        }
     }
 
     /// Whether the release thread is still running (it ends only when stopped or on an error).
@@ -524,6 +580,8 @@ fn run_loop<Io: PacketIo>(
         let arrival = now_ns();
         let mut received = 0;
         for l in &mut links {
+            l.a_to_b.steer();
+            l.b_to_a.steer();
             received +=
                 l.a.recv_batch(config.rx_batch, |f| l.a_to_b.receive(arrival, f));
             received +=

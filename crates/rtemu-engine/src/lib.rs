@@ -93,6 +93,7 @@
 #![warn(missing_docs)]
 
 pub mod afpacket;
+pub mod control;
 pub mod counters;
 pub mod direction;
 pub mod engine;
@@ -105,5 +106,5 @@ pub mod queue;
 mod sys;
 
 pub use counters::{Counters, DropKind};
-pub use direction::{DirectionConfig, Resolution};
+pub use direction::{DirectionConfig, Resolution, Swap};
 pub use engine::{spawn, EngineConfig, EngineHandle, LinkSpec, Report, RtConfig};

@@ -41,6 +41,23 @@ pub fn named(name: &str) -> std::path::PathBuf {
     Path::new("/run/netns").join(name)
 }
 
+/// Moves the calling thread into the network namespace at `path`. Threads it starts later
+/// begin there too. A process whose main thread does this is listed among the namespace's
+/// processes (`/proc/PID/ns/net`), which is how a lab's teardown finds its engine.
+pub fn enter(path: &Path) -> Result<(), NetnsError> {
+    let shown = path.display().to_string();
+    let ns: OwnedFd = File::open(path)
+        .map_err(|source| NetnsError::Open {
+            path: shown.clone(),
+            source,
+        })?
+        .into();
+    sys::enter_netns(&ns).map_err(|source| NetnsError::Enter {
+        path: shown,
+        source,
+    })
+}
+
 /// Runs `f` on a new thread inside the network namespace at `path` (`/run/netns/NAME`,
 /// `/proc/PID/ns/net`) and returns its result.
 pub fn run_in<T: Send + 'static>(
