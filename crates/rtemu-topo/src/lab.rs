@@ -5,8 +5,10 @@
 //! pair whose two ends are created directly in the two node namespaces (`IFLA_NET_NS_FD` on
 //! each end), so no end ever sits in the host namespace, not even after a crash. A LAN is a
 //! bridge in the lab's own namespace `rtemu-<lab>`, with one veth pair per member: the node
-//! end in the node, the port end in the lab namespace. An impaired link will later put the
-//! engine between the two ends; only where the ends are created changes.
+//! end in the node, the port end in the lab namespace. An impaired link is two veth pairs,
+//! node A's end to `e<n>a` and node B's end to `e<n>b` in the lab namespace ([`engine_ends`]),
+//! where the real-time engine moves frames between them. Nothing in the kernel joins `e<n>a`
+//! to `e<n>b`: without the engine an impaired link carries nothing, never a silent bypass.
 //!
 //! Lifecycle. The state file names every namespace before any is created; everything else
 //! lives inside those namespaces. `down` ends the processes in them, removes them and their
@@ -54,9 +56,6 @@ pub enum LabError {
         /// The nodes it has.
         nodes: String,
     },
-    /// An impaired link needs the real-time engine, which does not exist yet.
-    #[error("link `{0}` has `netem` or `trace` set: impaired links need the real-time engine, which rtemu does not have yet; remove those lines to run the link as an ideal one")]
-    Impaired(String),
     /// A capture target is not `node:if` of the lab.
     #[error("`{0}` is not an interface of the lab: write NODE:IF (`rtemu ls` lists them)")]
     BadTarget(String),
@@ -106,6 +105,12 @@ pub fn lab_netns(lab: &str) -> String {
     format!("rtemu-{lab}")
 }
 
+/// The engine's two interfaces of segment `index` (an impaired link), in the lab namespace:
+/// the one facing the link's first node and the one facing its second.
+pub fn engine_ends(index: usize) -> [String; 2] {
+    [format!("e{index}a"), format!("e{index}b")]
+}
+
 /// The ownership mark (interface alias) of every interface rtemu creates in lab `lab`.
 pub fn ownership_mark(lab: &str) -> String {
     format!("rtemu:{lab}")
@@ -113,16 +118,14 @@ pub fn ownership_mark(lab: &str) -> String {
 
 /// Brings `topo` up. On error, everything made so far is removed again.
 pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
-    if let Some((seg, _)) = topo.impaired_links().next() {
-        return Err(LabError::Impaired(seg.name.clone()));
-    }
     if let Some(node) = topo.nodes.iter().find(|n| n.cpu.is_some()) {
         return Err(LabError::CpuLimit(node.name.clone()));
     }
     if lab_dir(&topo.lab).exists() {
         return Err(LabError::Exists(topo.lab.clone()));
     }
-    let has_lans = topo.segments.iter().any(|s| s.kind == SegmentKind::Lan);
+    let has_lans = topo.segments.iter().any(|s| s.kind == SegmentKind::Lan)
+        || topo.impaired_links().next().is_some();
     let nodes: Vec<(String, String)> = topo
         .nodes
         .iter()
@@ -462,9 +465,40 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
 
     // Links and LAN ports.
     let mut bridges = Vec::new();
+    let mut engine_links = Vec::new();
     for (si, seg) in topo.segments.iter().enumerate() {
         match &seg.kind {
-            SegmentKind::Link { .. } => {
+            SegmentKind::Link {
+                impairment: Some(_),
+            } => {
+                let (fd, _) = lab_side
+                    .as_ref()
+                    .expect("a lab with impaired links has a lab namespace");
+                for (m, end) in seg.members.iter().zip(engine_ends(si)) {
+                    veth(
+                        &host,
+                        End {
+                            name: &m.ifname,
+                            netns: &node_fds[m.node],
+                            mac: Some(m.mac),
+                            mtu: seg.mtu,
+                        },
+                        End {
+                            name: &end,
+                            netns: fd,
+                            mac: None,
+                            mtu: seg.mtu,
+                        },
+                    )
+                    .await
+                    .map_err(nl_err(format!(
+                        "joining `{}` to the engine of link `{}`",
+                        topo.nodes[m.node].name, seg.name
+                    )))?;
+                }
+                engine_links.push(si);
+            }
+            SegmentKind::Link { impairment: None } => {
                 let (a, b) = (&seg.members[0], &seg.members[1]);
                 veth(
                     &host,
@@ -556,6 +590,11 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
         let idx = link_indices(handle)
             .await
             .map_err(nl_err("listing the lab's bridges"))?;
+        for end in engine_links.iter().flat_map(|si| engine_ends(*si)) {
+            mark_up(handle, idx[&end], Some(&mark), None)
+                .await
+                .map_err(nl_err(format!("setting up {end}")))?;
+        }
         for (si, bridge) in &bridges {
             let b = idx[bridge];
             mark_up(handle, b, Some(&mark), None)

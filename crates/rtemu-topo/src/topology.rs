@@ -195,7 +195,25 @@ impl Topology {
             path: path.display().to_string(),
             source,
         })?;
-        Ok(Topology::parse(&path.display().to_string(), &source)?)
+        let mut topo = Topology::parse(&path.display().to_string(), &source)?;
+        // Trace files are named relative to the topology file, as a user reads it.
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        for seg in &mut topo.segments {
+            if let SegmentKind::Link {
+                impairment:
+                    Some(Impairment {
+                        trace: Some(trace), ..
+                    }),
+            } = &mut seg.kind
+            {
+                let full = dir.join(&*trace);
+                *trace = std::path::absolute(&full)
+                    .unwrap_or(full)
+                    .display()
+                    .to_string();
+            }
+        }
+        Ok(topo)
     }
 
     /// Validates `source`, the text of the file named `file` (used in error messages).
@@ -382,6 +400,9 @@ impl<'a> Validator<'a> {
                 ),
             };
             self.unique_segment(&mut segment_names, &name, &span)?;
+            if let Some(netem) = &link.netem {
+                self.netem(netem)?;
+            }
             let impairment = if link.netem.is_some() || link.trace.is_some() {
                 Some(Impairment {
                     netem: link.netem.as_ref().map(|s| s.get_ref().clone()),
@@ -541,6 +562,17 @@ impl<'a> Validator<'a> {
                 ),
             ))
         }
+    }
+
+    /// Checks a link's netem parameters, pointing at the offending word inside the string.
+    fn netem(&self, text: &Spanned<String>) -> Result<(), SpecError> {
+        rtemu_model::netem::parse(text.get_ref())
+            .map(drop)
+            .map_err(|e| {
+                // The string's text starts after its opening quote.
+                let at = text.span().start + e.column;
+                self.err(at..at, format!("netem: {e}"))
+            })
     }
 
     fn mtu(&self, mtu: &Spanned<i64>) -> Result<u32, SpecError> {

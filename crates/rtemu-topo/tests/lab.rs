@@ -297,18 +297,47 @@ fn a_failed_up_removes_what_it_made_and_says_why() {
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 }
 
+/// An impaired link ends in two engine interfaces in the lab namespace, marked as the lab's,
+/// and nothing in the kernel joins them: with no engine running, it carries nothing.
 #[test]
-fn impaired_links_and_existing_labs_are_refused_before_anything_is_made() {
+fn an_impaired_link_ends_at_the_engine_and_carries_nothing_without_it() {
+    if !root_or_skip("impaired layout") {
+        return;
+    }
+    let name = unique_lab("i");
+    let _guard = Guard(name.clone());
+    let src = format!("lab = \"{name}\"\nneighbours = \"static\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 5ms\"\n");
+    let topo = Topology::parse("i.toml", &src).unwrap();
+    lab::up(&topo, "i.toml").unwrap();
+    let links = Command::new("ip")
+        .args(["-n", &lab::lab_netns(&name), "-o", "link", "show"])
+        .output()
+        .unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    for end in lab::engine_ends(0) {
+        let line = links
+            .lines()
+            .find(|l| l.contains(&format!(" {end}@")))
+            .unwrap_or_else(|| panic!("no {end} in the lab namespace: {links}"));
+        assert!(line.contains(&lab::ownership_mark(&name)), "{line}");
+        assert!(line.contains("UP"), "{line}");
+    }
+    let out = run_in(&name, "a", &["ping", "-n", "-c", "1", "-W", "1", "b"]);
+    assert!(
+        !out.status.success(),
+        "an impaired link carried ping without its engine"
+    );
+    lab::down(&name).unwrap();
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
+
+#[test]
+fn cpu_limits_and_existing_labs_are_refused_before_anything_is_made() {
     if !root_or_skip("refusals") {
         return;
     }
     let name = unique_lab("r");
     let _guard = Guard(name.clone());
-    let src = format!("lab = \"{name}\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 5ms\"\n");
-    let topo = Topology::parse("r.toml", &src).unwrap();
-    let err = lab::up(&topo, "r.toml").unwrap_err().to_string();
-    assert!(err.contains("real-time engine"), "{err}");
-    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
     let src = format!("lab = \"{name}\"\n[nodes.a]\ncpu = 0.5\n");
     let topo = Topology::parse("r.toml", &src).unwrap();
     let err = lab::up(&topo, "r.toml").unwrap_err().to_string();
