@@ -23,6 +23,17 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     Trace(cmd::trace::TraceArgs),
     Lab(cmd::lab::LabArgs),
+    Up(cmd::topo::UpArgs),
+    Down(cmd::topo::DownArgs),
+    Ls(cmd::topo::LsArgs),
+    Exec(cmd::topo::ExecArgs),
+    Shell(cmd::topo::ShellArgs),
+    Graph(cmd::topo::GraphArgs),
+    Capture(cmd::topo::CaptureArgs),
+    Stats(cmd::engine::StatsArgs),
+    Link(cmd::engine::LinkArgs),
+    #[command(hide = true)]
+    Engine(cmd::engine::EngineArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +43,16 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Trace(args) => cmd::trace::run(args),
         Command::Lab(args) => cmd::lab::run(args),
+        Command::Up(args) => cmd::topo::run_up(args),
+        Command::Down(args) => cmd::topo::run_down(args),
+        Command::Ls(args) => cmd::topo::run_ls(args),
+        Command::Exec(args) => cmd::topo::run_exec(args),
+        Command::Shell(args) => cmd::topo::run_shell(args),
+        Command::Graph(args) => cmd::topo::run_graph(args),
+        Command::Capture(args) => cmd::topo::run_capture(args),
+        Command::Stats(args) => cmd::engine::run_stats(args),
+        Command::Link(args) => cmd::engine::run_link(args),
+        Command::Engine(args) => cmd::engine::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

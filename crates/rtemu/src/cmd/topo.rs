@@ -11,6 +11,8 @@ use rtemu_topo::state::State;
 use rtemu_topo::topology::{valid_name, MAX_LAB_NAME};
 use rtemu_topo::Topology;
 
+use super::engine;
+
 /// Bring a lab up from a topology file.
 #[derive(Debug, Args)]
 pub struct UpArgs {
@@ -22,6 +24,14 @@ pub struct UpArgs {
     /// Bring an existing lab of the same name down first.
     #[arg(long)]
     pub replace: bool,
+    /// How the engine of impaired links waits for a release: `spin` (best precision, one core
+    /// busy), `hybrid:MARGIN` (sleep until MARGIN before, then spin) or `sleep`. Default:
+    /// `spin` with 4 or more CPUs, else `hybrid:100us`.
+    #[arg(long, value_name = "STRATEGY")]
+    pub engine_wait: Option<rtemu_clock::WaitStrategy>,
+    /// Pin the engine's release thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub engine_cpu: Option<usize>,
 }
 
 /// Remove a lab and everything it made.
@@ -33,6 +43,10 @@ pub struct DownArgs {
     /// Remove every lab.
     #[arg(long)]
     pub all: bool,
+    /// Write the engine's final report (counters and release fidelity of every impaired
+    /// link) to this JSON file; it is printed as a table either way.
+    #[arg(long, value_name = "FILE.json")]
+    pub fidelity: Option<PathBuf>,
 }
 
 /// List running labs with their nodes, links and addresses.
@@ -120,6 +134,16 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     }
     let started = std::time::Instant::now();
     let state = lab::up(&topo, &args.file.display().to_string())?;
+    let impaired = topo.impaired_links().count();
+    if impaired > 0 {
+        let wait = args.engine_wait.unwrap_or_else(engine::default_wait);
+        if let Err(e) = engine::start(&state, wait, args.engine_cpu) {
+            // Nothing half-built stays behind.
+            let _ = lab::down(&state.lab);
+            return Err(e.context(format!("starting the engine of lab {}", state.lab)));
+        }
+        eprintln!("engine started for {impaired} impaired links (wait {wait})");
+    }
     eprintln!(
         "lab {} is up: {} nodes, {} links and LANs ({:.0} ms)",
         state.lab,
@@ -139,6 +163,14 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     };
     let mut failed = false;
     for name in labs {
+        if let Some(report) = engine::stop(&name) {
+            println!("engine of lab {name}: final report");
+            engine::print_directions(&report, false);
+            engine::print_directions(&report, true);
+            if let Some(path) = &args.fidelity {
+                engine::save_report(&report, path)?;
+            }
+        }
         // One lab failing to go down must not keep the others up.
         match lab::down(&name) {
             Ok(true) => eprintln!("lab {name} is down"),
@@ -177,10 +209,13 @@ pub fn run_ls(args: &LsArgs) -> Result<()> {
         println!("no labs");
     }
     for s in &states {
-        let status = if s.complete {
-            "up"
-        } else {
+        let has_engine = s.topology.impaired_links().next().is_some();
+        let status = if !s.complete {
             "incomplete (run `rtemu down`)"
+        } else if has_engine && !engine::alive(&s.lab) {
+            "DEGRADED: its engine is not running, impaired links carry nothing (run `rtemu down`)"
+        } else {
+            "up"
         };
         println!("lab {} ({}) from {}", s.lab, status, s.file);
         let t = &s.topology;

@@ -1,0 +1,688 @@
+//! A lab's engine process, and the commands that talk to it: `rtemu stats`, `rtemu link`.
+//!
+//! `rtemu up` starts one engine process per lab with impaired links (`rtemu engine LAB`, a
+//! hidden subcommand), detached, its output in `/run/rtemu/<lab>/engine.log`. The process moves
+//! into the lab's namespace before anything else, so `rtemu down` finds and ends it with the
+//! lab's other processes even when it can no longer answer; asked politely first (`stop` on the
+//! control socket `/run/rtemu/<lab>/control.sock`, mode 0600), it writes the fidelity report to
+//! `/run/rtemu/<lab>/fidelity.json` and answers with it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use rtemu_clock::WaitStrategy;
+use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
+use rtemu_engine::control::{self, After};
+use rtemu_engine::engine::{DirectionReport, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way};
+use rtemu_engine::{netns, offload, DirectionConfig, DropKind, Resolution, Swap};
+use rtemu_model::rng::DEFAULT_SEED;
+use rtemu_model::{netem, LinkConfig};
+use rtemu_topo::lab::{engine_ends, lab_netns, node_netns};
+use rtemu_topo::state::{lab_dir, State};
+use rtemu_topo::topology::{Impairment, Segment};
+use rtemu_trace::mahimahi::Opportunities;
+use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
+use rtemu_trace::series::Interpolation;
+use serde_json::{json, Value};
+
+use super::sim::{build_model, TraceArg, TraceKind, TraceOptions};
+
+/// A copy released more than this after its intended time counts as late.
+pub const LATE_AFTER_NS: u64 = 100_000;
+
+/// The packet rate a direction's buffers are sized for (with its longest delay).
+const SIZING_PPS: u64 = 100_000;
+
+/// The delay buffers are sized for when a trace decides delays.
+const TRACE_SIZING_DELAY_NS: u64 = 100_000_000;
+
+/// How long `up` waits for a new engine to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Run a lab's engine (started by `rtemu up`; not for direct use).
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// The lab.
+    pub lab: String,
+    /// How the release loop waits: spin, hybrid:MARGIN, sleep.
+    #[arg(long)]
+    pub wait: WaitStrategy,
+    /// Pin the release thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+/// The wait strategy `up` gives the engine when none is asked for: `spin` where the engine can
+/// have a core of its own (4 or more), else sleep until 100 µs before a release and spin the
+/// rest, so a lab left up does not take one of two cores.
+pub fn default_wait() -> WaitStrategy {
+    match std::thread::available_parallelism().map(|n| n.get()) {
+        Ok(n) if n >= 4 => WaitStrategy::Spin,
+        _ => WaitStrategy::Hybrid { margin_ns: 100_000 },
+    }
+}
+
+fn control_path(lab: &str) -> PathBuf {
+    lab_dir(lab).join("control.sock")
+}
+
+/// Sends one request to lab `lab`'s engine and parses its JSON reply; a reply with an
+/// `error` field becomes an error.
+fn ask(lab: &str, request: &str, timeout: Duration) -> Result<Value> {
+    let reply = control::request(&control_path(lab), request, timeout).with_context(|| {
+        format!(
+            "lab `{lab}`'s engine does not answer (its impaired links carry nothing; \
+             `rtemu down {lab}` removes the lab)"
+        )
+    })?;
+    let value: Value = serde_json::from_str(&reply)
+        .with_context(|| format!("the engine's reply is not JSON: {reply:?}"))?;
+    if let Some(e) = value.get("error").and_then(Value::as_str) {
+        bail!("{e}");
+    }
+    Ok(value)
+}
+
+/// Whether lab `lab`'s engine answers.
+pub fn alive(lab: &str) -> bool {
+    ask(lab, "ping", Duration::from_secs(1)).is_ok()
+}
+
+/// Starts the engine of lab `state` as a detached process and waits until it answers.
+pub fn start(state: &State, wait: WaitStrategy, cpu: Option<usize>) -> Result<()> {
+    let dir = lab_dir(&state.lab);
+    let log_path = dir.join("engine.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the rtemu executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["engine", &state.lab, "--wait", &wait.to_string()]);
+    if let Some(cpu) = cpu {
+        cmd.args(["--cpu", &cpu.to_string()]);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone().context("opening the engine log")?)
+        .stderr(log);
+    // Its own process group: a Ctrl-C at the terminal that ran `up` spares it.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().context("starting the engine process")?;
+    let started = Instant::now();
+    loop {
+        if alive(&state.lab) {
+            // Not waited for: the engine outlives `up`, and init reaps it at the end.
+            std::mem::forget(child);
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait().context("watching the engine process")? {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("the engine exited at start ({status}): {}", log.trim());
+        }
+        if started.elapsed() > START_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "the engine did not answer within {} s",
+                START_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asks lab `lab`'s engine to stop and returns its final report; `None` when it does not
+/// answer (not running, or hung: `down` ends it with the lab's processes).
+pub fn stop(lab: &str) -> Option<Value> {
+    if !control_path(lab).exists() {
+        return None;
+    }
+    ask(lab, "stop", Duration::from_secs(5)).ok()
+}
+
+/// The impaired links of a lab: segment index, segment and impairment.
+fn impaired(state: &State) -> Vec<(usize, &Segment, &Impairment)> {
+    state
+        .topology
+        .segments
+        .iter()
+        .enumerate()
+        .filter_map(|(si, seg)| match &seg.kind {
+            rtemu_topo::topology::SegmentKind::Link {
+                impairment: Some(i),
+            } => Some((si, seg, i)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The stream label of one direction of a link: from its name, so adding or reordering links
+/// in the file does not change another link's decisions.
+fn label(link: &str, way: Way) -> u64 {
+    // FNV-1a: stable across runs and Rust versions, unlike the standard hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in link.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    // Even labels, so each direction's trace streams (label + 1 + i) stay its own.
+    (h << 8) | ((way == Way::BToA) as u64) << 7
+}
+
+/// The model of one direction from the link's netem parameters and trace.
+fn direction_model(
+    imp: &Impairment,
+    netem_text: Option<&str>,
+    label: u64,
+) -> Result<(Box<dyn rtemu_model::Model + Send>, LinkConfig)> {
+    let cfg = match netem_text.or(imp.netem.as_deref()) {
+        Some(text) => netem::parse(text).with_context(|| format!("netem {text:?}"))?,
+        None => LinkConfig::default(),
+    };
+    let traces: Vec<TraceArg> = imp
+        .trace
+        .iter()
+        .map(|t| {
+            let path = PathBuf::from(t);
+            TraceArg {
+                pattern: None,
+                kind: TraceKind::Auto.of(&path),
+                path,
+            }
+        })
+        .collect();
+    let opportunities: Vec<Opportunities> = traces
+        .iter()
+        .filter(|t| t.kind == TraceKind::Mahimahi)
+        .map(|t| {
+            Opportunities::load(&t.path).with_context(|| format!("trace {}", t.path.display()))
+        })
+        .collect::<Result<_>>()?;
+    // The engine keeps a link's models until it exits: the loaded trace lives as long.
+    let opportunities: &'static [Opportunities] = Box::leak(opportunities.into_boxed_slice());
+    let opts = TraceOptions {
+        seed: DEFAULT_SEED,
+        // Real time cannot wait for the disk: a missing record passes, counted.
+        underrun: UnderrunPolicy::Pass,
+        end: EndPolicy::Loop,
+        interpolation: Interpolation::Step,
+    };
+    let model = build_model(&opts, &cfg, &traces, opportunities, label)?;
+    Ok((model, cfg))
+}
+
+fn resolution(cfg: &LinkConfig) -> Resolution {
+    Resolution::Pass {
+        delay_ns: cfg.delay.0,
+    }
+}
+
+fn direction_config(imp: &Impairment, label: u64, mtu: u32) -> Result<DirectionConfig> {
+    let (model, cfg) = direction_model(imp, None, label)?;
+    let horizon = if imp.trace.is_some() {
+        TRACE_SIZING_DELAY_NS
+    } else {
+        cfg.delay.0 + 4 * cfg.jitter.0
+    };
+    Ok(DirectionConfig {
+        model,
+        resolution: resolution(&cfg),
+        pool_frames: rtemu_engine::pool::frames_for(SIZING_PPS, horizon.max(1_000_000), 64)
+            .min(1 << 16),
+        slot_size: mtu as usize + 18,
+        late_after_ns: LATE_AFTER_NS,
+    })
+}
+
+/// Opens the engine's two interfaces of one link (in the lab's namespace, which this thread is
+/// in) after switching offloads off on them and on the nodes' ends.
+fn open_link(state: &State, si: usize, seg: &Segment) -> Result<(AfPacket, AfPacket, u32)> {
+    let mtu = seg.mtu.unwrap_or(1500);
+    let ring = AfPacketConfig {
+        frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
+        ..AfPacketConfig::default()
+    };
+    let ends = engine_ends(si);
+    for (m, end) in seg.members.iter().zip(&ends) {
+        offload::disable(end)?;
+        let node = &state.topology.nodes[m.node].name;
+        let ifname = m.ifname.clone();
+        netns::run_in(&netns::named(&node_netns(&state.lab, node)), move || {
+            offload::disable(&ifname)
+        })??;
+    }
+    let a = AfPacket::open(&ends[0], &ring).with_context(|| format!("opening {}", ends[0]))?;
+    let b = AfPacket::open(&ends[1], &ring).with_context(|| format!("opening {}", ends[1]))?;
+    Ok((a, b, mtu))
+}
+
+/// `rtemu engine LAB`: the engine process.
+pub fn run(args: &EngineArgs) -> Result<()> {
+    let state = State::load(&args.lab)
+        .with_context(|| format!("reading the state of lab `{}`", args.lab))?
+        .ok_or_else(|| anyhow!("no lab `{}` is running", args.lab))?;
+    netns::enter(&netns::named(&lab_netns(&state.lab)))?;
+    let mut links = Vec::new();
+    for (si, seg, imp) in impaired(&state) {
+        let (a, b, mtu) = open_link(&state, si, seg)?;
+        links.push(LinkSpec {
+            name: seg.name.clone(),
+            a,
+            b,
+            a_to_b: direction_config(imp, label(&seg.name, Way::AToB), mtu)
+                .with_context(|| format!("link `{}`", seg.name))?,
+            b_to_a: direction_config(imp, label(&seg.name, Way::BToA), mtu)
+                .with_context(|| format!("link `{}`", seg.name))?,
+        });
+    }
+    let config = EngineConfig {
+        wait: args.wait,
+        rt: RtConfig {
+            cpu: args.cpu,
+            ..RtConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let handle = rtemu_engine::spawn(config, links)?;
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&term)).context("installing signals")?;
+    }
+    let server =
+        control::Server::bind(&control_path(&state.lab)).context("creating the control socket")?;
+    eprintln!(
+        "engine of lab {} running ({} impaired links, wait {})",
+        state.lab,
+        impaired(&state).len(),
+        args.wait
+    );
+    let mut handle = Some(handle);
+    let mut final_report = None;
+    server.serve(
+        Duration::from_millis(20),
+        || term.load(Ordering::Relaxed),
+        |req| match handle.as_ref().map(|h| serve(&state, h, req)) {
+            Some(Ok(Some(reply))) => (reply.to_string(), After::Continue),
+            Some(Ok(None)) => {
+                let report = finish(&state, handle.take().expect("running"));
+                let reply = report.to_string();
+                final_report = Some(report);
+                (reply, After::Stop)
+            }
+            Some(Err(e)) => (
+                json!({ "error": format!("{e:#}") }).to_string(),
+                After::Continue,
+            ),
+            None => unreachable!("serving ends when the engine stops"),
+        },
+    )?;
+    if let Some(h) = handle.take() {
+        // Ended by a signal: the report is written all the same.
+        final_report = Some(finish(&state, h));
+    }
+    if let Some(r) = final_report {
+        eprintln!("engine of lab {} stopped: {r}", state.lab);
+    }
+    Ok(())
+}
+
+/// Answers one control request; `Ok(None)` for `stop`.
+fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
+    let mut words = req.split_whitespace();
+    let verb = words.next().unwrap_or("");
+    Ok(Some(match verb {
+        "ping" => json!({ "ok": true }),
+        "stats" => json!({ "lab": state.lab, "directions": directions(state, &h.snapshot()) }),
+        "stop" => return Ok(None),
+        "down" | "up" => {
+            let link = words.next().context("which link?")?;
+            h.set_cut(link, verb == "down")?;
+            json!({ "ok": true })
+        }
+        "set" => {
+            let link = words.next().context("which link?")?;
+            let dir = words.next().context("which direction?")?;
+            let text = words.collect::<Vec<_>>().join(" ");
+            let (si, seg, imp) = impaired(state)
+                .into_iter()
+                .find(|(_, s, _)| s.name == link)
+                .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))?;
+            let _ = si;
+            let ways: &[Way] = match dir {
+                "a-b" => &[Way::AToB],
+                "b-a" => &[Way::BToA],
+                "both" => &[Way::AToB, Way::BToA],
+                other => bail!("direction `{other}`: give a-b, b-a or both"),
+            };
+            for &way in ways {
+                let (model, cfg) = direction_model(imp, Some(&text), label(&seg.name, way))?;
+                h.set_model(
+                    link,
+                    way,
+                    Swap {
+                        model,
+                        resolution: resolution(&cfg),
+                    },
+                )?;
+            }
+            json!({ "ok": true })
+        }
+        other => bail!("unknown request `{other}`"),
+    }))
+}
+
+/// Stops the engine, writes `fidelity.json` into the lab's directory and returns the report.
+fn finish(state: &State, h: EngineHandle) -> Value {
+    let report = match h.stop() {
+        Ok(r) => json!({
+            "lab": state.lab,
+            "notices": r.notices,
+            "cpu_ns": r.cpu_ns,
+            "wall_ns": r.wall_ns,
+            "directions": directions(state, &r.directions),
+        }),
+        Err(e) => json!({ "lab": state.lab, "error": e.to_string() }),
+    };
+    let path = lab_dir(&state.lab).join("fidelity.json");
+    if let Err(e) = std::fs::write(&path, format!("{report:#}\n")) {
+        eprintln!("writing {}: {e}", path.display());
+    }
+    report
+}
+
+/// Directions as JSON, with the nodes they run between.
+fn directions(state: &State, ds: &[DirectionReport]) -> Vec<Value> {
+    ds.iter()
+        .map(|d| {
+            let seg = state.topology.segments.iter().find(|s| s.name == d.link);
+            let node = |i: usize| {
+                seg.map(|s| state.topology.nodes[s.members[i].node].name.clone())
+                    .unwrap_or_default()
+            };
+            let (from, to) = match d.way {
+                Way::AToB => (node(0), node(1)),
+                Way::BToA => (node(1), node(0)),
+            };
+            let c = &d.counters;
+            let dropped: serde_json::Map<String, Value> = DropKind::ALL
+                .iter()
+                .map(|k| (k.as_str().to_owned(), json!(c.dropped(*k))))
+                .collect();
+            let f = &d.fidelity;
+            let pct = |p: &rtemu_engine::fidelity::Percentiles| {
+                json!({ "p50_ns": p.p50_ns, "p99_ns": p.p99_ns, "p999_ns": p.p999_ns, "max_ns": p.max_ns })
+            };
+            json!({
+                "link": d.link,
+                "dir": d.way.as_str(),
+                "from": from,
+                "to": to,
+                "received": c.received,
+                "received_bytes": c.received_bytes,
+                "duplicates": c.duplicates,
+                "resolution_passed": c.resolution_passed,
+                "delivered": c.delivered,
+                "delivered_bytes": c.delivered_bytes,
+                "dropped": dropped,
+                "in_flight": c.in_flight,
+                "conserved": c.conserved(),
+                "kernel_drops": d.kernel_drops,
+                "tx_busy": c.tx_busy,
+                "fidelity": {
+                    "count": f.count,
+                    "late": f.late,
+                    "late_after_ns": f.late_after_ns,
+                    "lost": f.lost,
+                    "released": pct(&f.released),
+                    "started": pct(&f.started),
+                },
+            })
+        })
+        .collect()
+}
+
+/// Show the counters and release fidelity of a lab's impaired links.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The lab (may be left out when exactly one runs).
+    pub lab: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show the release-error percentiles instead of the counters.
+    #[arg(long)]
+    pub fidelity: bool,
+    /// Print again every this many seconds, until Ctrl-C.
+    #[arg(long, value_name = "SECONDS")]
+    pub watch: Option<f64>,
+}
+
+/// `rtemu stats`.
+pub fn run_stats(args: &StatsArgs) -> Result<()> {
+    let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
+    if impaired(&state).is_empty() {
+        bail!(
+            "lab `{}` has no impaired links: ideal links are plain veth pairs, counted by the \
+             kernel (`rtemu exec NODE -- ip -s link`)",
+            state.lab
+        );
+    }
+    let every = match args.watch {
+        None => None,
+        Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
+            Some(Duration::from_secs_f64(s))
+        }
+        Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
+    };
+    loop {
+        let stats = ask(&state.lab, "stats", Duration::from_secs(5))?;
+        if args.json {
+            println!("{stats:#}");
+        } else {
+            print_directions(&stats, args.fidelity);
+        }
+        match every {
+            Some(d) => std::thread::sleep(d),
+            None => return Ok(()),
+        }
+    }
+}
+
+fn us(ns: &Value) -> String {
+    format!("{:.1}", ns.as_u64().unwrap_or(0) as f64 / 1e3)
+}
+
+/// A JSON number as text (`Value`'s own `Display` ignores widths).
+fn n(v: &Value) -> String {
+    v.as_u64().map_or_else(|| "-".to_owned(), |n| n.to_string())
+}
+
+/// Prints the directions of a stats or final report as a table.
+pub fn print_directions(report: &Value, fidelity: bool) {
+    let empty = Vec::new();
+    let ds = report["directions"].as_array().unwrap_or(&empty);
+    if fidelity {
+        println!(
+            "{:<16} {:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10}",
+            "link",
+            "direction",
+            "copies",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "late",
+            "woke p50"
+        );
+    } else {
+        println!(
+            "{:<16} {:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  dropped",
+            "link", "direction", "received", "delivered", "dups", "queued", "kernel"
+        );
+    }
+    for d in ds {
+        let way = format!(
+            "{} → {}",
+            d["from"].as_str().unwrap_or("?"),
+            d["to"].as_str().unwrap_or("?")
+        );
+        let link = d["link"].as_str().unwrap_or("?");
+        if fidelity {
+            let f = &d["fidelity"];
+            let r = &f["released"];
+            println!(
+                "{link:<16} {way:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10}",
+                n(&f["count"]),
+                us(&r["p50_ns"]),
+                us(&r["p99_ns"]),
+                us(&r["p999_ns"]),
+                us(&r["max_ns"]),
+                n(&f["late"]),
+                us(&f["started"]["p50_ns"]),
+            );
+        } else {
+            let drops: Vec<String> = d["dropped"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                        .map(|(k, v)| format!("{k} {}", n(v)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            println!(
+                "{link:<16} {way:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  {}",
+                n(&d["received"]),
+                n(&d["delivered"]),
+                n(&d["duplicates"]),
+                n(&d["in_flight"]),
+                n(&d["kernel_drops"]),
+                if drops.is_empty() {
+                    "none".to_owned()
+                } else {
+                    drops.join(", ")
+                }
+            );
+        }
+    }
+    if fidelity {
+        let late = ds
+            .first()
+            .map(|d| us(&d["fidelity"]["late_after_ns"]))
+            .unwrap_or_default();
+        println!(
+            "release error: when the send returned − the intended time (µs); late: over {late} µs; \
+             woke: when the send started"
+        );
+    }
+}
+
+/// Change an impaired link while traffic flows.
+#[derive(Debug, Args)]
+pub struct LinkArgs {
+    #[command(subcommand)]
+    pub action: LinkAction,
+}
+
+/// Which way `link set` changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DirArg {
+    /// From the link's first endpoint to its second.
+    #[value(name = "a-b")]
+    AB,
+    /// From the second to the first.
+    #[value(name = "b-a")]
+    BA,
+    /// Both ways.
+    Both,
+}
+
+/// What `rtemu link` does.
+#[derive(Debug, Subcommand)]
+pub enum LinkAction {
+    /// Replace a link's netem parameters without stopping traffic (queued packets keep their
+    /// release times; the new model decides from the next packet on).
+    Set {
+        /// The lab (may be left out when exactly one runs).
+        #[arg(long)]
+        lab: Option<String>,
+        /// The link.
+        link: String,
+        /// Which way.
+        #[arg(long, value_enum, default_value = "both")]
+        dir: DirArg,
+        /// netem parameters, e.g. `delay 50ms loss 1%`.
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        netem: Vec<String>,
+    },
+    /// Cut a link: it carries nothing (failure injection).
+    Down {
+        /// The lab (may be left out when exactly one runs).
+        #[arg(long)]
+        lab: Option<String>,
+        /// The link.
+        link: String,
+    },
+    /// Restore a cut link.
+    Up {
+        /// The lab (may be left out when exactly one runs).
+        #[arg(long)]
+        lab: Option<String>,
+        /// The link.
+        link: String,
+    },
+}
+
+/// `rtemu link`.
+pub fn run_link(args: &LinkArgs) -> Result<()> {
+    let (lab, request) = match &args.action {
+        LinkAction::Set {
+            lab,
+            link,
+            dir,
+            netem: words,
+        } => {
+            let text = words.join(" ");
+            // Checked here too, so a mistake is reported with its column before it travels.
+            netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
+            let dir = match dir {
+                DirArg::AB => "a-b",
+                DirArg::BA => "b-a",
+                DirArg::Both => "both",
+            };
+            (lab, format!("set {link} {dir} {text}"))
+        }
+        LinkAction::Down { lab, link } => (lab, format!("down {link}")),
+        LinkAction::Up { lab, link } => (lab, format!("up {link}")),
+    };
+    let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
+    ask(&state.lab, &request, Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// Where a final report is kept when `down` is asked to keep it.
+pub fn save_report(report: &Value, path: &Path) -> Result<()> {
+    std::fs::write(path, format!("{report:#}\n"))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direction_labels_differ_per_link_and_way_and_never_collide_with_trace_streams() {
+        let ab = label("north-east", Way::AToB);
+        let ba = label("north-east", Way::BToA);
+        let other = label("west-north", Way::AToB);
+        assert_ne!(ab, ba);
+        assert_ne!(ab, other);
+        // A direction's traces draw from label + 1 + i (i < 127): they stay inside its range.
+        for l in [ab, ba, other] {
+            assert_eq!(l & 0x7f, 0);
+        }
+        assert_eq!(ab, label("north-east", Way::AToB), "stable");
+    }
+}

@@ -1,0 +1,306 @@
+//! Impaired links in labs, as a user drives them: `rtemu up` starts the engine, real programs
+//! (ping, iperf3) see the configured delay and rate, `rtemu link` changes a link while traffic
+//! flows, a dead engine leaves its links dead, and `rtemu down` leaves nothing behind.
+//!
+//! Needs root. Without it the tests print why and pass, unless `RTEMU_REQUIRE_ROOT=1` (CI)
+//! makes them fail. Each test's lab is removed by a guard even when an assertion fails. Timing
+//! bounds are generous: precision belongs in the benchmarks.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn rtemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtemu"))
+        .args(args)
+        .output()
+        .expect("rtemu runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn is_root() -> bool {
+    // The effective user id is the second field of `Uid:`.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn root_or_skip(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipping {test}: needs root (network namespaces, AF_PACKET)"
+    );
+    false
+}
+
+/// A lab brought up from `toml` (with `LAB` replaced by a unique name), and taken down at drop.
+struct Lab {
+    name: String,
+    dir: PathBuf,
+}
+
+impl Lab {
+    fn up(tag: &str, toml: &str) -> Lab {
+        let name = format!("e{tag}{}", std::process::id() % 100_000);
+        let dir = std::env::temp_dir().join(format!("rtemu-engine-lab-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("lab.toml");
+        std::fs::write(&file, toml.replace("LAB", &name)).unwrap();
+        let lab = Lab { name, dir };
+        let out = rtemu(&["up", file.to_str().unwrap()]);
+        assert!(out.status.success(), "up failed: {}", text(&out));
+        lab
+    }
+
+    fn exec(&self, node: &str, argv: &[&str]) -> Output {
+        let mut args = vec!["exec", "--lab", &self.name, node, "--"];
+        args.extend_from_slice(argv);
+        rtemu(&args)
+    }
+
+    /// `rtemu link VERB --lab LAB REST…`.
+    fn link(&self, verb: &str, rest: &[&str]) -> Output {
+        let mut args = vec!["link", verb, "--lab", &self.name];
+        args.extend_from_slice(rest);
+        rtemu(&args)
+    }
+
+    /// The ping round-trip minimum, ms (`ping -q` summary), or `None` when nothing came back.
+    fn ping_min_ms(&self, from: &str, to: &str, count: u32) -> Option<f64> {
+        let out = self.exec(
+            from,
+            &[
+                "ping",
+                "-q",
+                "-c",
+                &count.to_string(),
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                to,
+            ],
+        );
+        let s = text(&out);
+        let line = s.lines().find(|l| l.contains("min/avg/max"))?;
+        let values = line.split('=').nth(1)?.trim();
+        values.split('/').next()?.parse().ok()
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let out = rtemu(&["stats", &self.name, "--json"]);
+        assert!(out.status.success(), "stats: {}", text(&out));
+        serde_json::from_slice(&out.stdout).expect("stats --json is JSON")
+    }
+
+    /// The engine process of this lab, found by its command line.
+    fn engine_pid(&self) -> Option<u32> {
+        let want = format!("engine\0{}\0", self.name);
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(&want)
+                .then_some(pid)
+        })
+    }
+
+    /// Whether anything of the lab is left: namespaces, state directory, engine.
+    fn leftovers(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        for l in String::from_utf8_lossy(&netns.stdout).lines() {
+            if l.contains(&format!("rtemu-{}", self.name)) {
+                left.push(l.to_owned());
+            }
+        }
+        if std::path::Path::new("/run/rtemu").join(&self.name).exists() {
+            left.push("state directory".into());
+        }
+        if let Some(pid) = self.engine_pid() {
+            left.push(format!("engine pid {pid}"));
+        }
+        left
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = rtemu(&["down", &self.name]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn direction<'a>(stats: &'a serde_json::Value, from: &str) -> &'a serde_json::Value {
+    stats["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["from"] == from)
+        .unwrap_or_else(|| panic!("no direction from {from}: {stats}"))
+}
+
+const TWO_NODES: &str = r#"
+lab = "LAB"
+[nodes.a]
+[nodes.b]
+[[links]]
+name = "ab"
+endpoints = ["a", "b"]
+netem = "delay 10ms"
+"#;
+
+#[test]
+fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
+    if !root_or_skip("ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs") {
+        return;
+    }
+    let lab = Lab::up("p", TWO_NODES);
+    // Neighbours are resolved through the engine (ARP passes with the base delay).
+    let rtt = lab.ping_min_ms("a", "b", 4).expect("ping across the link");
+    assert!((20.0..500.0).contains(&rtt), "RTT {rtt} ms for 2 × 10 ms");
+
+    let stats = lab.stats();
+    for from in ["a", "b"] {
+        let d = direction(&stats, from);
+        assert_eq!(d["conserved"], true, "{d}");
+        assert!(d["delivered"].as_u64().unwrap() >= 4, "{d}");
+        assert_eq!(d["fidelity"]["count"], d["delivered"], "{d}");
+    }
+
+    let set = lab.link("set", &["ab", "delay", "40ms"]);
+    assert!(set.status.success(), "{}", text(&set));
+    let rtt = lab.ping_min_ms("a", "b", 3).expect("ping after link set");
+    assert!((80.0..1000.0).contains(&rtt), "RTT {rtt} ms for 2 × 40 ms");
+    // One way only: a→b 40 ms, b→a back to 5 ms.
+    let set = lab.link("set", &["ab", "--dir", "b-a", "delay", "5ms"]);
+    assert!(set.status.success(), "{}", text(&set));
+    let rtt = lab
+        .ping_min_ms("a", "b", 3)
+        .expect("ping after link set b-a");
+    assert!((45.0..80.0).contains(&rtt), "RTT {rtt} ms for 40 ms + 5 ms");
+
+    assert!(lab.link("down", &["ab"]).status.success());
+    assert_eq!(
+        lab.ping_min_ms("a", "b", 2),
+        None,
+        "a cut link carried ping"
+    );
+    let cut = direction(&lab.stats(), "a")["dropped"]["link-down"]
+        .as_u64()
+        .unwrap();
+    assert!(cut >= 2, "{cut} frames dropped as link-down");
+    assert!(lab.link("up", &["ab"]).status.success());
+    assert!(lab.ping_min_ms("a", "b", 2).is_some(), "restored link");
+
+    // A bad change is refused with the parser's message, and the link keeps working.
+    let bad = lab.link("set", &["ab", "loss", "120%"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad).contains("loss"), "{}", text(&bad));
+
+    let report = lab.dir.join("fidelity.json");
+    let down = rtemu(&["down", &lab.name, "--fidelity", report.to_str().unwrap()]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(
+        text(&down).contains("p99"),
+        "down prints fidelity: {}",
+        text(&down)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let ab = direction(&report, "a");
+    assert!(ab["fidelity"]["count"].as_u64().unwrap() >= 10, "{ab}");
+    assert!(
+        ab["fidelity"]["released"]["p50_ns"].as_u64().unwrap() < 100_000_000,
+        "{ab}"
+    );
+    assert_eq!(lab.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn a_dead_engine_leaves_its_links_dead_and_down_still_removes_everything() {
+    if !root_or_skip("a_dead_engine_leaves_its_links_dead_and_down_still_removes_everything") {
+        return;
+    }
+    let lab = Lab::up(
+        "k",
+        &TWO_NODES.replace(
+            "[nodes.b]",
+            "[nodes.b]\n[nodes.c]\n[[links]]\nendpoints = [\"a\", \"c\"]\n",
+        ),
+    );
+    assert!(lab.ping_min_ms("a", "b", 1).is_some());
+    let pid = lab.engine_pid().expect("the engine runs");
+    let kill = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Never a silent bypass: the impaired link carries nothing, the ideal one still works.
+    assert_eq!(lab.ping_min_ms("a", "b", 2), None);
+    assert!(lab.ping_min_ms("a", "c", 1).is_some(), "ideal link a-c");
+    let ls = rtemu(&["ls", &lab.name]);
+    assert!(text(&ls).contains("DEGRADED"), "{}", text(&ls));
+    let stats = rtemu(&["stats", &lab.name]);
+    assert!(!stats.status.success());
+    assert!(text(&stats).contains("does not answer"), "{}", text(&stats));
+    let down = rtemu(&["down", &lab.name]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert_eq!(lab.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn tcp_through_a_rate_link_gets_the_configured_rate() {
+    if !root_or_skip("tcp_through_a_rate_link_gets_the_configured_rate") {
+        return;
+    }
+    let lab = Lab::up(
+        "r",
+        &TWO_NODES.replace("delay 10ms", "rate 8mbit delay 5ms limit 100"),
+    );
+    let server = lab.exec("b", &["iperf3", "-s", "-D", "-1"]);
+    assert!(server.status.success(), "iperf3 -s: {}", text(&server));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = lab.exec("a", &["iperf3", "-c", "b", "-t", "3", "-J"]);
+    assert!(client.status.success(), "iperf3 -c: {}", text(&client));
+    let json: serde_json::Value = serde_json::from_slice(&client.stdout).unwrap();
+    let bps = json["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    // Goodput under an 8 Mbit/s wire rate (headers take ~5 %); generous below, for slow CI.
+    assert!(
+        (4.0e6..8.0e6).contains(&bps),
+        "{bps} bit/s through rate 8mbit"
+    );
+    let stats = lab.stats();
+    let ab = direction(&stats, "a");
+    assert_eq!(ab["conserved"], true, "{ab}");
+    // Real frames, not 64 KB super-packets: offloads are off on the link.
+    let frames = ab["received"].as_u64().unwrap();
+    let bytes = ab["received_bytes"].as_u64().unwrap();
+    assert!(
+        bytes / frames <= 1514,
+        "mean frame {} bytes",
+        bytes / frames
+    );
+}
