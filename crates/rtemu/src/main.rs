@@ -19,6 +19,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    Demo(cmd::demo::DemoArgs),
     Sim(cmd::sim::SimArgs),
     Bench(cmd::bench::BenchArgs),
     Trace(cmd::trace::TraceArgs),
@@ -39,6 +40,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
         Command::Sim(args) => cmd::sim::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Trace(args) => cmd::trace::run(args),

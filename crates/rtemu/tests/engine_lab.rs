@@ -304,3 +304,40 @@ fn tcp_through_a_rate_link_gets_the_configured_rate() {
         bytes / frames
     );
 }
+
+#[test]
+fn demo_traces_the_papers_path_and_its_round_trips_match_the_model() {
+    if !root_or_skip("demo_traces_the_papers_path_and_its_round_trips_match_the_model") {
+        return;
+    }
+    let out = rtemu(&["demo", "--count", "2"]);
+    // The demo takes its lab down itself, also when it fails; make sure for the next run.
+    let _ = rtemu(&["down", "rtemu-demo"]);
+    let s = text(&out);
+    assert!(out.status.success(), "{s}");
+    // tindy1 → west → north → east → tpx30: the fourth hop is tpx30 itself.
+    assert!(s.contains(" 4  192.168.3.2"), "{s}");
+    // Each size's fastest round trip within 25 % of the model's prediction (the 56-byte row:
+    // 52.2 ms), never below it.
+    let rows: Vec<&str> = s
+        .lines()
+        .filter(|l| l.contains(" ms ") && l.contains("received"))
+        .collect();
+    assert_eq!(rows.len(), 4, "one row per ping size: {s}");
+    for line in rows {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let predicted: f64 = cols[4].parse().unwrap();
+        if cols[6] == "-" {
+            continue; // every ping of this size hit a bit error
+        }
+        let measured: f64 = cols[6].parse().unwrap();
+        assert!(
+            measured >= predicted * 0.99 && measured < predicted * 1.25,
+            "{line}"
+        );
+    }
+    assert!(
+        s.contains("final report") && s.contains("north → east"),
+        "{s}"
+    );
+}

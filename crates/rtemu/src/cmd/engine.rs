@@ -88,6 +88,11 @@ fn ask(lab: &str, request: &str, timeout: Duration) -> Result<Value> {
     Ok(value)
 }
 
+/// The counters and fidelity of every impaired link of lab `lab`, as JSON.
+pub fn stats(lab: &str) -> Result<Value> {
+    ask(lab, "stats", Duration::from_secs(5))
+}
+
 /// Whether lab `lab`'s engine answers.
 pub fn alive(lab: &str) -> bool {
     ask(lab, "ping", Duration::from_secs(1)).is_ok()
@@ -477,7 +482,7 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
     loop {
-        let stats = ask(&state.lab, "stats", Duration::from_secs(5))?;
+        let stats = stats(&state.lab)?;
         if args.json {
             println!("{stats:#}");
         } else {

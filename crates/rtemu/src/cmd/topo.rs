@@ -129,16 +129,34 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
         }
         topo.lab = name.clone();
     }
+    // After the file's checks, so its errors show without root too.
+    super::need_root("rtemu up")?;
     if args.replace {
         lab::down(&topo.lab)?;
     }
+    bring_up(
+        &topo,
+        &args.file.display().to_string(),
+        args.engine_wait,
+        args.engine_cpu,
+    )
+    .map(drop)
+}
+
+/// Brings `topo` up and, when it has impaired links, starts its engine (with `wait`, or the
+/// machine's default); on failure nothing of the lab stays behind.
+pub fn bring_up(
+    topo: &Topology,
+    file: &str,
+    wait: Option<rtemu_clock::WaitStrategy>,
+    cpu: Option<usize>,
+) -> Result<State> {
     let started = std::time::Instant::now();
-    let state = lab::up(&topo, &args.file.display().to_string())?;
+    let state = lab::up(topo, file)?;
     let impaired = topo.impaired_links().count();
     if impaired > 0 {
-        let wait = args.engine_wait.unwrap_or_else(engine::default_wait);
-        if let Err(e) = engine::start(&state, wait, args.engine_cpu) {
-            // Nothing half-built stays behind.
+        let wait = wait.unwrap_or_else(engine::default_wait);
+        if let Err(e) = engine::start(&state, wait, cpu) {
             let _ = lab::down(&state.lab);
             return Err(e.context(format!("starting the engine of lab {}", state.lab)));
         }
@@ -151,7 +169,7 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
         topo.segments.len(),
         started.elapsed().as_secs_f64() * 1e3
     );
-    Ok(())
+    Ok(state)
 }
 
 /// `rtemu down`.
@@ -163,20 +181,12 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     };
     let mut failed = false;
     for name in labs {
-        if let Some(report) = engine::stop(&name) {
-            println!("engine of lab {name}: final report");
-            engine::print_directions(&report, false);
-            engine::print_directions(&report, true);
-            if let Some(path) = &args.fidelity {
-                engine::save_report(&report, path)?;
-            }
-        }
         // One lab failing to go down must not keep the others up.
-        match lab::down(&name) {
+        match take_down(&name, args.fidelity.as_deref()) {
             Ok(true) => eprintln!("lab {name} is down"),
             Ok(false) => eprintln!("no lab {name}: nothing to do"),
             Err(e) => {
-                eprintln!("rtemu: error: lab {name}: {e}");
+                eprintln!("rtemu: error: lab {name}: {e:#}");
                 failed = true;
             }
         }
@@ -185,6 +195,23 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
         bail!("some labs could not be removed");
     }
     Ok(())
+}
+
+/// Stops lab `name`'s engine, printing its final report (kept as JSON at `fidelity` when
+/// given), and removes the lab. Returns whether there was a lab.
+pub fn take_down(name: &str, fidelity: Option<&std::path::Path>) -> Result<bool> {
+    let mut saved = Ok(());
+    if let Some(report) = engine::stop(name) {
+        println!("engine of lab {name}: final report");
+        engine::print_directions(&report, false);
+        engine::print_directions(&report, true);
+        if let Some(path) = fidelity {
+            saved = engine::save_report(&report, path);
+        }
+    }
+    let removed = lab::down(name)?;
+    saved?;
+    Ok(removed)
 }
 
 /// `rtemu ls`.
