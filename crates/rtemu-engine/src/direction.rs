@@ -104,7 +104,8 @@ pub(crate) struct Steering {
     pub(crate) cut: Arc<AtomicBool>,
 }
 
-/// The control side of a direction's [`Steering`].
+/// The control side of a direction's [`Steering`]: the engine hands clones of `swaps` and
+/// `cut` to its [`crate::engine::Steerer`] and keeps `retired` for its collector.
 pub(crate) struct Helm {
     pub(crate) swaps: SyncSender<Swap>,
     pub(crate) retired: Receiver<Box<dyn Model + Send>>,

@@ -20,6 +20,7 @@
 //! second. It then stays under `SCHED_OTHER` and says so in the notices.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -165,6 +166,9 @@ pub enum EngineError {
     /// The release thread panicked.
     #[error("the release thread panicked")]
     Panicked,
+    /// The engine has stopped; changes go nowhere.
+    #[error("the engine has stopped")]
+    Stopped,
     /// A control request named a link the engine does not carry.
     #[error("the engine carries no link `{0}`")]
     NoSuchLink(String),
@@ -223,9 +227,88 @@ pub struct Report {
     pub wall_ns: u64,
 }
 
+/// Changes the directions of a running engine from any thread, without a lock on the packet
+/// path. Cloneable; it outlives the engine harmlessly (changes then go nowhere).
+#[derive(Clone)]
+pub struct Steerer {
+    reins: Arc<Vec<Rein>>,
+}
+
+/// The control side of one direction, as the [`Steerer`] holds it.
+struct Rein {
+    link: String,
+    way: Way,
+    swaps: SyncSender<Swap>,
+    cut: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Steerer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.reins.iter().map(|r| (&r.link, r.way)))
+            .finish()
+    }
+}
+
+impl Steerer {
+    /// Replaces the model of one direction of `link` while frames flow: the release loop
+    /// takes it at its next turn (within microseconds when it spins, a poll interval when it
+    /// sleeps). Copies already queued keep the release times the old model gave them.
+    /// A change made before the loop took the previous one of the same direction is refused
+    /// ([`EngineError::ChangePending`]).
+    pub fn set_model(&self, link: &str, way: Way, swap: Swap) -> Result<(), EngineError> {
+        self.rein(link, way)?
+            .swaps
+            .try_send(swap)
+            .map_err(|_| EngineError::ChangePending {
+                link: link.to_owned(),
+                way: way.as_str(),
+            })
+    }
+
+    /// As [`Steerer::set_model`], but waits until the loop took the previous change of the
+    /// direction instead of refusing (changes scheduled for the same moment). Returns
+    /// [`EngineError::Stopped`] if the engine stopped.
+    pub fn set_model_after_pending(
+        &self,
+        link: &str,
+        way: Way,
+        swap: Swap,
+    ) -> Result<(), EngineError> {
+        self.rein(link, way)?
+            .swaps
+            .send(swap)
+            .map_err(|_| EngineError::Stopped)
+    }
+
+    fn rein(&self, link: &str, way: Way) -> Result<&Rein, EngineError> {
+        self.reins
+            .iter()
+            .find(|r| r.link == link && r.way == way)
+            .ok_or_else(|| EngineError::NoSuchLink(link.to_owned()))
+    }
+
+    /// Cuts `link` in both directions (`true`: every frame received is dropped as
+    /// `link-down`, address resolution included) or restores it (`false`). Copies already
+    /// queued are still released.
+    pub fn set_cut(&self, link: &str, cut: bool) -> Result<(), EngineError> {
+        let mut found = false;
+        for r in self.reins.iter().filter(|r| r.link == link) {
+            r.cut.store(cut, Ordering::Relaxed);
+            found = true;
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(EngineError::NoSuchLink(link.to_owned()))
+        }
+    }
+}
+
 /// A running engine. Dropping it stops the engine (without the report).
 #[derive(Debug)]
 pub struct EngineHandle {
+    steerer: Steerer,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<LoopEnd, EngineError>>>,
     collector: Option<JoinHandle<()>>,
@@ -250,6 +333,7 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         return Err(EngineError::ZeroLoopParameter);
     }
     let mut taps = Vec::new();
+    let mut reins = Vec::new();
     let mut books = Vec::new();
     let mut running = Vec::new();
     for spec in links {
@@ -287,6 +371,12 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
                 way,
                 published,
                 fidelity,
+            });
+            reins.push(Rein {
+                link: spec.name.clone(),
+                way,
+                swaps: helm.swaps.clone(),
+                cut: Arc::clone(&helm.cut),
             });
             books.push(Books {
                 errors: ErrorHistogram::new(late),
@@ -339,6 +429,9 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
             .map_err(EngineError::Spawn)?
     };
     Ok(EngineHandle {
+        steerer: Steerer {
+            reins: Arc::new(reins),
+        },
         stop,
         thread: Some(thread),
         collector: Some(collector),
@@ -396,43 +489,10 @@ impl EngineHandle {
             .collect()
     }
 
-    /// Replaces the model of one direction of `link` while frames flow: the release loop
-    /// takes it at its next turn (within microseconds when it spins, a poll interval when it
-    /// sleeps). Copies already queued keep the release times the old model gave them.
-    pub fn set_model(&self, link: &str, way: Way, swap: Swap) -> Result<(), EngineError> {
-        let i = self
-            .taps
-            .iter()
-            .position(|t| t.link == link && t.way == way)
-            .ok_or_else(|| EngineError::NoSuchLink(link.to_owned()))?;
-        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        books[i]
-            .helm
-            .swaps
-            .try_send(swap)
-            .map_err(|_| EngineError::ChangePending {
-                link: link.to_owned(),
-                way: way.as_str(),
-            })
-    }
-
-    /// Cuts `link` in both directions (`true`: every frame received is dropped as
-    /// `link-down`, address resolution included) or restores it (`false`). Copies already
-    /// queued are still released.
-    pub fn set_cut(&self, link: &str, cut: bool) -> Result<(), EngineError> {
-        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut found = false;
-        for (tap, b) in self.taps.iter().zip(books.iter()) {
-            if tap.link == link {
-                b.helm.cut.store(cut, Ordering::Relaxed);
-                found = true;
-            }
-        }
-        if found {
-            Ok(())
-        } else {
-            Err(EngineError::NoSuchLink(link.to_owned()))
-        }
+    /// What changes running directions: [`Steerer::set_model`] and [`Steerer::set_cut`],
+    /// from any thread.
+    pub fn steerer(&self) -> Steerer {
+        self.steerer.clone()
     }
 
     /// Whether the release thread is still running (it ends only when stopped or on an error).

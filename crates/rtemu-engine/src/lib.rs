@@ -107,4 +107,4 @@ mod sys;
 
 pub use counters::{Counters, DropKind};
 pub use direction::{DirectionConfig, Resolution, Swap};
-pub use engine::{spawn, EngineConfig, EngineHandle, LinkSpec, Report, RtConfig};
+pub use engine::{spawn, EngineConfig, EngineHandle, LinkSpec, Report, RtConfig, Steerer};

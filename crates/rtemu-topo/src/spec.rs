@@ -86,10 +86,32 @@ pub struct LinkSpec {
     pub ipv6: Option<Spanned<String>>,
     /// MTU of both ends.
     pub mtu: Option<Spanned<i64>>,
-    /// netem-style impairment (needs the real-time engine).
+    /// netem-style impairment of both directions (needs the real-time engine).
     pub netem: Option<Spanned<String>>,
+    /// netem-style impairment from the first endpoint to the second, instead of `netem`.
+    pub netem_ab: Option<Spanned<String>>,
+    /// netem-style impairment from the second endpoint to the first, instead of `netem`.
+    pub netem_ba: Option<Spanned<String>>,
     /// Trace file driving the link (needs the real-time engine).
     pub trace: Option<Spanned<String>>,
+    /// Address resolution (ARP, NDP): `"pass"` (default: the base delay, never lost) or
+    /// `"model"` (impaired like every other frame).
+    pub resolution: Option<Spanned<String>>,
+    /// Parameter changes at given times after the engine starts.
+    #[serde(default)]
+    pub schedule: Vec<ChangeSpec>,
+}
+
+/// One entry of a link's `schedule`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeSpec {
+    /// When, after the engine starts: a time such as `"10s"` or `"1500ms"`.
+    pub at: Spanned<String>,
+    /// The new netem parameters.
+    pub netem: Spanned<String>,
+    /// `"a-b"`, `"b-a"` or `"both"` (default).
+    pub dir: Option<Spanned<String>>,
 }
 
 /// `[[lans]]`: a broadcast segment joining any number of nodes through a bridge.

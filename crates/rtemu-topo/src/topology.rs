@@ -138,12 +138,71 @@ pub enum ExternalMode {
 }
 
 /// Link parameters that need the real-time engine.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Impairment {
-    /// netem-style parameters.
+    /// netem-style parameters of both directions.
     pub netem: Option<String>,
+    /// netem-style parameters from the first endpoint to the second, instead of `netem`.
+    #[serde(default)]
+    pub netem_ab: Option<String>,
+    /// netem-style parameters from the second endpoint to the first, instead of `netem`.
+    #[serde(default)]
+    pub netem_ba: Option<String>,
     /// A trace file.
     pub trace: Option<String>,
+    /// Whether address resolution goes through the model too (default: it passes with the
+    /// base delay and is never lost).
+    #[serde(default)]
+    pub resolution_modelled: bool,
+    /// Parameter changes, in time order.
+    #[serde(default)]
+    pub schedule: Vec<Change>,
+}
+
+impl Impairment {
+    /// The netem parameters of one direction (`false`: first endpoint to second).
+    pub fn netem_for(&self, backwards: bool) -> Option<&str> {
+        let own = if backwards {
+            &self.netem_ba
+        } else {
+            &self.netem_ab
+        };
+        own.as_deref().or(self.netem.as_deref())
+    }
+}
+
+/// Which directions of a link a change applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ways {
+    /// From the first endpoint to the second.
+    AB,
+    /// From the second endpoint to the first.
+    BA,
+    /// Both.
+    Both,
+}
+
+impl Ways {
+    /// Whether the change applies to the direction (`false`: first endpoint to second).
+    pub fn includes(self, backwards: bool) -> bool {
+        match self {
+            Ways::AB => !backwards,
+            Ways::BA => backwards,
+            Ways::Both => true,
+        }
+    }
+}
+
+/// A scheduled change of a link's parameters.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Change {
+    /// When, ns after the engine starts.
+    pub at_ns: u64,
+    /// Which directions.
+    pub ways: Ways,
+    /// The new netem parameters.
+    pub netem: String,
 }
 
 /// A link or a LAN.
@@ -400,17 +459,7 @@ impl<'a> Validator<'a> {
                 ),
             };
             self.unique_segment(&mut segment_names, &name, &span)?;
-            if let Some(netem) = &link.netem {
-                self.netem(netem)?;
-            }
-            let impairment = if link.netem.is_some() || link.trace.is_some() {
-                Some(Impairment {
-                    netem: link.netem.as_ref().map(|s| s.get_ref().clone()),
-                    trace: link.trace.as_ref().map(|s| s.get_ref().clone()),
-                })
-            } else {
-                None
-            };
+            let impairment = self.impairment(link)?;
             drafts.push(Draft {
                 mtu: link
                     .mtu
@@ -562,6 +611,75 @@ impl<'a> Validator<'a> {
                 ),
             ))
         }
+    }
+
+    /// A link's impairment, checked; `None` for an ideal link.
+    fn impairment(&self, link: &crate::spec::LinkSpec) -> Result<Option<Impairment>, SpecError> {
+        let text = |s: &Option<Spanned<String>>| -> Result<Option<String>, SpecError> {
+            s.as_ref()
+                .map(|t| self.netem(t).map(|()| t.get_ref().clone()))
+                .transpose()
+        };
+        let resolution_modelled = match &link.resolution {
+            None => false,
+            Some(r) => match r.get_ref().as_str() {
+                "pass" => false,
+                "model" => true,
+                other => {
+                    return Err(self.err(
+                        r.span(),
+                        format!("resolution `{other}`: use \"pass\" or \"model\""),
+                    ))
+                }
+            },
+        };
+        let mut schedule = Vec::new();
+        for c in &link.schedule {
+            let at = rtemu_model::units::Time::parse(c.at.get_ref())
+                .map_err(|e| self.err(c.at.span(), format!("schedule `at`: {e}")))?;
+            let ways = match c.dir.as_ref().map(|d| d.get_ref().as_str()) {
+                None | Some("both") => Ways::Both,
+                Some("a-b") => Ways::AB,
+                Some("b-a") => Ways::BA,
+                Some(other) => {
+                    let span = c.dir.as_ref().map(|d| d.span()).unwrap_or_default();
+                    return Err(self.err(
+                        span,
+                        format!("dir `{other}`: use \"a-b\", \"b-a\" or \"both\""),
+                    ));
+                }
+            };
+            self.netem(&c.netem)?;
+            schedule.push(Change {
+                at_ns: at.0,
+                ways,
+                netem: c.netem.get_ref().clone(),
+            });
+        }
+        // In time order; changes at the same time keep the file's order.
+        schedule.sort_by_key(|c| c.at_ns);
+        let imp = Impairment {
+            netem: text(&link.netem)?,
+            netem_ab: text(&link.netem_ab)?,
+            netem_ba: text(&link.netem_ba)?,
+            trace: link.trace.as_ref().map(|s| s.get_ref().clone()),
+            resolution_modelled,
+            schedule,
+        };
+        let ideal = imp.netem.is_none()
+            && imp.netem_ab.is_none()
+            && imp.netem_ba.is_none()
+            && imp.trace.is_none()
+            && imp.schedule.is_empty();
+        if ideal {
+            if let Some(r) = &link.resolution {
+                return Err(self.err(
+                    r.span(),
+                    "`resolution` applies to impaired links only: give `netem` or `trace` too",
+                ));
+            }
+        }
+        Ok((!ideal).then_some(imp))
     }
 
     /// Checks a link's netem parameters, pointing at the offending word inside the string.

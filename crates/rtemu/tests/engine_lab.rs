@@ -341,3 +341,78 @@ fn demo_traces_the_papers_path_and_its_round_trips_match_the_model() {
         "{s}"
     );
 }
+
+#[test]
+fn each_direction_has_its_own_netem_and_a_schedule_changes_one_on_time() {
+    if !root_or_skip("each_direction_has_its_own_netem_and_a_schedule_changes_one_on_time") {
+        return;
+    }
+    let lab = Lab::up(
+        "s",
+        r#"
+lab = "LAB"
+[nodes.a]
+[nodes.b]
+[[links]]
+name = "ab"
+endpoints = ["a", "b"]
+netem_ab = "delay 10ms"
+netem_ba = "delay 2ms"
+schedule = [{ at = "1500ms", netem = "delay 30ms", dir = "a-b" }]
+"#,
+    );
+    let started = std::time::Instant::now();
+    let rtt = lab
+        .ping_min_ms("a", "b", 2)
+        .expect("ping before the change");
+    assert!(
+        (12.0..500.0).contains(&rtt),
+        "RTT {rtt} ms for 10 ms + 2 ms"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1600).saturating_sub(started.elapsed()));
+    let rtt = lab.ping_min_ms("a", "b", 2).expect("ping after the change");
+    assert!(
+        (32.0..500.0).contains(&rtt),
+        "RTT {rtt} ms for 30 ms + 2 ms"
+    );
+}
+
+#[test]
+fn address_resolution_passes_by_default_and_is_impaired_when_the_file_says_model() {
+    if !root_or_skip(
+        "address_resolution_passes_by_default_and_is_impaired_when_the_file_says_model",
+    ) {
+        return;
+    }
+    let file = r#"
+lab = "LAB"
+[nodes.a]
+[nodes.b]
+[[links]]
+name = "ab"
+endpoints = ["a", "b"]
+netem = "loss 100%"
+"#;
+    for (modelled, tag) in [(false, "dp"), (true, "dm")] {
+        let text = if modelled {
+            file.replace("loss 100%\"", "loss 100%\"\nresolution = \"model\"")
+        } else {
+            file.to_owned()
+        };
+        let lab = Lab::up(tag, &text);
+        assert_eq!(lab.ping_min_ms("a", "b", 1), None, "loss 100% carried ping");
+        let stats = lab.stats();
+        let ab = direction(&stats, "a");
+        let passed = ab["resolution_passed"].as_u64().unwrap();
+        let lost = ab["dropped"]["loss"].as_u64().unwrap();
+        if modelled {
+            // ARP requests met the 100 % loss like everything else; ping never got to send.
+            assert_eq!(passed, 0, "{ab}");
+            assert!(lost >= 1, "{ab}");
+        } else {
+            // ARP crossed, so the ping's echo requests were sent, and lost.
+            assert!(passed >= 1, "{ab}");
+            assert!(lost >= 1, "{ab}");
+        }
+    }
+}

@@ -57,7 +57,7 @@ fn topology() -> Result<Topology> {
     link.kind = SegmentKind::Link {
         impairment: Some(Impairment {
             netem: Some(DEMO_NETEM.to_owned()),
-            trace: None,
+            ..Impairment::default()
         }),
     };
     Ok(topo)

@@ -176,13 +176,15 @@ fn label(link: &str, way: Way) -> u64 {
     (h << 8) | ((way == Way::BToA) as u64) << 7
 }
 
-/// The model of one direction from the link's netem parameters and trace.
+/// The model of one direction from the link's trace and `netem_text`, or the direction's own
+/// netem parameters when that is `None`.
 fn direction_model(
     imp: &Impairment,
     netem_text: Option<&str>,
+    way: Way,
     label: u64,
 ) -> Result<(Box<dyn rtemu_model::Model + Send>, LinkConfig)> {
-    let cfg = match netem_text.or(imp.netem.as_deref()) {
+    let cfg = match netem_text.or(imp.netem_for(way == Way::BToA)) {
         Some(text) => netem::parse(text).with_context(|| format!("netem {text:?}"))?,
         None => LinkConfig::default(),
     };
@@ -218,14 +220,27 @@ fn direction_model(
     Ok((model, cfg))
 }
 
-fn resolution(cfg: &LinkConfig) -> Resolution {
-    Resolution::Pass {
-        delay_ns: cfg.delay.0,
+fn resolution(imp: &Impairment, cfg: &LinkConfig) -> Resolution {
+    if imp.resolution_modelled {
+        Resolution::Model
+    } else {
+        Resolution::Pass {
+            delay_ns: cfg.delay.0,
+        }
     }
 }
 
-fn direction_config(imp: &Impairment, label: u64, mtu: u32) -> Result<DirectionConfig> {
-    let (model, cfg) = direction_model(imp, None, label)?;
+/// A new model for one direction, ready to swap in.
+fn swap(imp: &Impairment, netem_text: &str, link: &str, way: Way) -> Result<Swap> {
+    let (model, cfg) = direction_model(imp, Some(netem_text), way, label(link, way))?;
+    Ok(Swap {
+        model,
+        resolution: resolution(imp, &cfg),
+    })
+}
+
+fn direction_config(imp: &Impairment, link: &str, way: Way, mtu: u32) -> Result<DirectionConfig> {
+    let (model, cfg) = direction_model(imp, None, way, label(link, way))?;
     let horizon = if imp.trace.is_some() {
         TRACE_SIZING_DELAY_NS
     } else {
@@ -233,7 +248,7 @@ fn direction_config(imp: &Impairment, label: u64, mtu: u32) -> Result<DirectionC
     };
     Ok(DirectionConfig {
         model,
-        resolution: resolution(&cfg),
+        resolution: resolution(imp, &cfg),
         pool_frames: rtemu_engine::pool::frames_for(SIZING_PPS, horizon.max(1_000_000), 64)
             .min(1 << 16),
         slot_size: mtu as usize + 18,
@@ -276,12 +291,26 @@ pub fn run(args: &EngineArgs) -> Result<()> {
             name: seg.name.clone(),
             a,
             b,
-            a_to_b: direction_config(imp, label(&seg.name, Way::AToB), mtu)
+            a_to_b: direction_config(imp, &seg.name, Way::AToB, mtu)
                 .with_context(|| format!("link `{}`", seg.name))?,
-            b_to_a: direction_config(imp, label(&seg.name, Way::BToA), mtu)
+            b_to_a: direction_config(imp, &seg.name, Way::BToA, mtu)
                 .with_context(|| format!("link `{}`", seg.name))?,
         });
     }
+    // Every scheduled model is built now, so a bad one fails `up`, not the run.
+    let mut steps = Vec::new();
+    for (_, seg, imp) in impaired(&state) {
+        for change in &imp.schedule {
+            for way in [Way::AToB, Way::BToA] {
+                if change.ways.includes(way == Way::BToA) {
+                    let swap = swap(imp, &change.netem, &seg.name, way)
+                        .with_context(|| format!("link `{}`: schedule", seg.name))?;
+                    steps.push((change.at_ns, seg.name.clone(), way, swap));
+                }
+            }
+        }
+    }
+    steps.sort_by_key(|s| s.0);
     let config = EngineConfig {
         wait: args.wait,
         rt: RtConfig {
@@ -291,6 +320,16 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         ..EngineConfig::default()
     };
     let handle = rtemu_engine::spawn(config, links)?;
+    // Dropped when this function returns, which ends the schedule.
+    let (_schedule_alive, quit) = std::sync::mpsc::channel::<()>();
+    if !steps.is_empty() {
+        let steerer = handle.steerer();
+        let start = Instant::now();
+        std::thread::Builder::new()
+            .name("rtemu-schedule".into())
+            .spawn(move || run_schedule(&steerer, steps, start, &quit))
+            .context("starting the schedule thread")?;
+    }
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&term)).context("installing signals")?;
@@ -333,6 +372,31 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     Ok(())
 }
 
+/// Applies scheduled changes at `start` + their time, until `quit` is dropped.
+fn run_schedule(
+    steerer: &rtemu_engine::Steerer,
+    steps: Vec<(u64, String, Way, Swap)>,
+    start: Instant,
+    quit: &std::sync::mpsc::Receiver<()>,
+) {
+    for (at_ns, link, way, swap) in steps {
+        let due = start + Duration::from_nanos(at_ns);
+        let wait = due.saturating_duration_since(Instant::now());
+        if quit.recv_timeout(wait) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            return;
+        }
+        if let Err(e) = steerer.set_model_after_pending(&link, way, swap) {
+            eprintln!("schedule: link {link} ({}): {e}", way.as_str());
+            return;
+        }
+        eprintln!(
+            "schedule: link {link} ({}) changed at {:.3} s",
+            way.as_str(),
+            start.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// Answers one control request; `Ok(None)` for `stop`.
 fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
     let mut words = req.split_whitespace();
@@ -343,18 +407,17 @@ fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
         "stop" => return Ok(None),
         "down" | "up" => {
             let link = words.next().context("which link?")?;
-            h.set_cut(link, verb == "down")?;
+            h.steerer().set_cut(link, verb == "down")?;
             json!({ "ok": true })
         }
         "set" => {
             let link = words.next().context("which link?")?;
             let dir = words.next().context("which direction?")?;
             let text = words.collect::<Vec<_>>().join(" ");
-            let (si, seg, imp) = impaired(state)
+            let (_, seg, imp) = impaired(state)
                 .into_iter()
                 .find(|(_, s, _)| s.name == link)
                 .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))?;
-            let _ = si;
             let ways: &[Way] = match dir {
                 "a-b" => &[Way::AToB],
                 "b-a" => &[Way::BToA],
@@ -362,15 +425,8 @@ fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
                 other => bail!("direction `{other}`: give a-b, b-a or both"),
             };
             for &way in ways {
-                let (model, cfg) = direction_model(imp, Some(&text), label(&seg.name, way))?;
-                h.set_model(
-                    link,
-                    way,
-                    Swap {
-                        model,
-                        resolution: resolution(&cfg),
-                    },
-                )?;
+                h.steerer()
+                    .set_model(link, way, swap(imp, &text, &seg.name, way)?)?;
             }
             json!({ "ok": true })
         }
