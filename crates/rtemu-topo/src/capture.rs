@@ -20,7 +20,10 @@ use nix::sys::socket::{
 };
 
 use crate::lab::LabError;
-use crate::pcapng::PcapngWriter;
+use crate::pcapng::{Direction, PcapngWriter};
+
+/// `sll_pkttype` of a frame the interface sent (`<linux/if_packet.h>`).
+const PACKET_OUTGOING: u8 = 4;
 use crate::state::State;
 use crate::sys;
 
@@ -45,8 +48,10 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> LabError {
     move |source| LabError::Io { what, source }
 }
 
-/// The interfaces `node:if` of `targets`, or every interface of every node when empty, checked
-/// against the lab.
+/// The interfaces of `targets`, or every interface of every node when empty, checked against
+/// the lab. A target is `node:if`, or a link's name, which stands for both its ends: for an
+/// impaired link, the frames each node sent into the engine (outbound) and those the engine
+/// released to it (inbound), stamped by the kernel on one clock.
 pub fn resolve_targets(
     state: &State,
     targets: &[String],
@@ -61,20 +66,30 @@ pub fn resolve_targets(
     if targets.is_empty() {
         return Ok(all);
     }
-    targets
-        .iter()
-        .map(|t| {
-            let (node, ifname) = t
-                .split_once(':')
-                .ok_or_else(|| LabError::BadTarget(t.clone()))?;
-            let pair = (node.to_owned(), ifname.to_owned());
-            if all.contains(&pair) {
-                Ok(pair)
-            } else {
-                Err(LabError::BadTarget(t.clone()))
-            }
-        })
-        .collect()
+    let mut out = Vec::new();
+    for t in targets {
+        if let Some(seg) = topo
+            .segments
+            .iter()
+            .find(|s| &s.name == t && matches!(s.kind, crate::topology::SegmentKind::Link { .. }))
+        {
+            out.extend(
+                seg.members
+                    .iter()
+                    .map(|m| (topo.nodes[m.node].name.clone(), m.ifname.clone())),
+            );
+            continue;
+        }
+        let (node, ifname) = t
+            .split_once(':')
+            .ok_or_else(|| LabError::BadTarget(t.clone()))?;
+        let pair = (node.to_owned(), ifname.to_owned());
+        if !all.contains(&pair) {
+            return Err(LabError::BadTarget(t.clone()));
+        }
+        out.push(pair);
+    }
+    Ok(out)
 }
 
 /// Captures the interfaces `targets` (`(node, ifname)`) of the lab in `state` into `out` until
@@ -168,10 +183,15 @@ pub fn capture<W: Write>(
                     Err(e) => return Err(io_err("receiving packets".into())(e.into())),
                 };
                 let len = msg.bytes;
-                let Some(id) = msg
-                    .address
-                    .and_then(|a| tap.wanted.get(&(a.ifindex() as u32)).copied())
-                else {
+                let Some((id, direction)) = msg.address.and_then(|a| {
+                    let id = tap.wanted.get(&(a.ifindex() as u32)).copied()?;
+                    let d = if a.pkttype() == PACKET_OUTGOING {
+                        Direction::Outbound
+                    } else {
+                        Direction::Inbound
+                    };
+                    Some((id, d))
+                }) else {
                     continue;
                 };
                 let mut ts_ns = 0u64;
@@ -185,7 +205,7 @@ pub fn capture<W: Write>(
                 }
                 let captured = len.min(buf.len());
                 writer
-                    .packet(id, ts_ns, &buf[..captured], len as u32)
+                    .packet(id, ts_ns, &buf[..captured], len as u32, Some(direction))
                     .map_err(io_err("writing the capture".into()))?;
                 written += 1;
                 if limits.count.is_some_and(|c| written >= c) {

@@ -56,8 +56,8 @@ pub enum LabError {
         /// The nodes it has.
         nodes: String,
     },
-    /// A capture target is not `node:if` of the lab.
-    #[error("`{0}` is not an interface of the lab: write NODE:IF (`rtemu ls` lists them)")]
+    /// A capture target is neither `node:if` nor a link of the lab.
+    #[error("`{0}` is not an interface or a link of the lab: write NODE:IF or LINK (`rtemu ls` lists them)")]
     BadTarget(String),
     /// A host interface named in the file does not exist.
     #[error("host interface `{0}` does not exist (`ip link` lists the host's interfaces)")]

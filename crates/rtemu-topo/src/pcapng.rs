@@ -70,13 +70,16 @@ impl<W: Write> PcapngWriter<W> {
 
     /// Writes one packet seen on interface `interface` (an index into the names given to
     /// [`PcapngWriter::new`]) at `ts_ns` nanoseconds since the Unix epoch; `orig_len` is its
-    /// length on the wire when `data` is truncated.
+    /// length on the wire when `data` is truncated. `direction`, when known, is written as the
+    /// block's `epb_flags`, so readers (Wireshark's `frame.packet_flags_direction`) can tell
+    /// a frame an interface sent from one it received.
     pub fn packet(
         &mut self,
         interface: u32,
         ts_ns: u64,
         data: &[u8],
         orig_len: u32,
+        direction: Option<Direction>,
     ) -> io::Result<()> {
         if interface >= self.interfaces {
             return Err(io::Error::new(
@@ -87,7 +90,9 @@ impl<W: Write> PcapngWriter<W> {
                 ),
             ));
         }
-        let total = (28 + data.len() + pad(data.len()) + 4) as u32;
+        // epb_flags (4 + 4) and the end of options (4).
+        let options = if direction.is_some() { 12 } else { 0 };
+        let total = (28 + data.len() + pad(data.len()) + options + 4) as u32;
         let mut head = [0u8; 28];
         head[0..4].copy_from_slice(&EPB.to_ne_bytes());
         head[4..8].copy_from_slice(&total.to_ne_bytes());
@@ -99,6 +104,14 @@ impl<W: Write> PcapngWriter<W> {
         self.out.write_all(&head)?;
         self.out.write_all(data)?;
         self.out.write_all(&[0u8; 3][..pad(data.len())])?;
+        if let Some(d) = direction {
+            let mut opt = [0u8; 12];
+            opt[0..2].copy_from_slice(&OPT_EPB_FLAGS.to_ne_bytes());
+            opt[2..4].copy_from_slice(&4u16.to_ne_bytes());
+            opt[4..8].copy_from_slice(&(d as u32).to_ne_bytes());
+            // opt[8..12]: opt_endofopt, code 0 and length 0.
+            self.out.write_all(&opt)?;
+        }
         self.out.write_all(&total.to_ne_bytes())
     }
 
@@ -109,6 +122,18 @@ impl<W: Write> PcapngWriter<W> {
     }
 }
 
+/// Which way a packet crossed its interface (the low two bits of `epb_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Received by the interface.
+    Inbound = 1,
+    /// Sent by the interface.
+    Outbound = 2,
+}
+
+/// The option code of `epb_flags`.
+const OPT_EPB_FLAGS: u16 = 2;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,7 +141,7 @@ mod tests {
     #[test]
     fn blocks_have_the_layout_the_format_defines() {
         let mut w = PcapngWriter::new(Vec::new(), &["a:eth0".to_owned()]).unwrap();
-        w.packet(0, 0x1_0000_0002, &[0xAA; 5], 60).unwrap();
+        w.packet(0, 0x1_0000_0002, &[0xAA; 5], 60, None).unwrap();
         let b = w.finish().unwrap();
         let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap());
         // Section header: 28 bytes, length at both ends.
@@ -146,6 +171,24 @@ mod tests {
     #[test]
     fn undeclared_interfaces_are_refused() {
         let mut w = PcapngWriter::new(Vec::new(), &["a:eth0".to_owned()]).unwrap();
-        assert!(w.packet(1, 0, &[], 0).is_err());
+        assert!(w.packet(1, 0, &[], 0, None).is_err());
+    }
+
+    #[test]
+    fn a_direction_is_written_as_epb_flags() {
+        let mut w = PcapngWriter::new(Vec::new(), &["a:eth0".to_owned()]).unwrap();
+        w.packet(0, 7, &[0xBB; 4], 4, Some(Direction::Outbound))
+            .unwrap();
+        let b = w.finish().unwrap();
+        let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap());
+        let u16_at = |i: usize| u16::from_ne_bytes(b[i..i + 2].try_into().unwrap());
+        let e = 28 + 44;
+        // 28 + 4 data + epb_flags 8 + end of options 4 + 4.
+        assert_eq!((u32_at(e), u32_at(e + 4)), (EPB, 48));
+        let opt = e + 28 + 4;
+        assert_eq!((u16_at(opt), u16_at(opt + 2), u32_at(opt + 4)), (2, 4, 2));
+        assert_eq!(u32_at(opt + 8), 0, "end of options");
+        assert_eq!(u32_at(opt + 12), 48);
+        assert_eq!(b.len(), e + 48);
     }
 }

@@ -416,3 +416,74 @@ netem = "loss 100%"
         }
     }
 }
+
+/// Enhanced packet blocks of a pcapng file written on this machine (native byte order):
+/// (interface, timestamp ns, direction flags, frame).
+fn pcapng_packets(b: &[u8]) -> Vec<(u32, u64, u32, Vec<u8>)> {
+    let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap());
+    let u16_at = |i: usize| u16::from_ne_bytes(b[i..i + 2].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 12 <= b.len() {
+        let (kind, len) = (u32_at(at), u32_at(at + 4) as usize);
+        if kind == 6 {
+            let caplen = u32_at(at + 20) as usize;
+            let ts = (u64::from(u32_at(at + 12)) << 32) | u64::from(u32_at(at + 16));
+            let data = b[at + 28..at + 28 + caplen].to_vec();
+            let mut opt = at + 28 + caplen.div_ceil(4) * 4;
+            let mut flags = 0;
+            while opt + 4 <= at + len - 4 && u16_at(opt) != 0 {
+                let olen = u16_at(opt + 2) as usize;
+                if u16_at(opt) == 2 {
+                    flags = u32_at(opt + 4);
+                }
+                opt += 4 + olen.div_ceil(4) * 4;
+            }
+            out.push((u32_at(at + 8), ts, flags, data));
+        }
+        at += len;
+    }
+    out
+}
+
+#[test]
+fn a_capture_of_an_impaired_link_shows_each_frame_before_and_after_the_engine() {
+    if !root_or_skip("a_capture_of_an_impaired_link_shows_each_frame_before_and_after_the_engine") {
+        return;
+    }
+    let lab = Lab::up("c", TWO_NODES);
+    let file = lab.dir.join("link.pcapng");
+    let mut capture = Command::new(env!("CARGO_BIN_EXE_rtemu"))
+        .args(["capture", "--lab", &lab.name, "ab", "--duration", "3", "-w"])
+        .arg(&file)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ping = lab.exec("a", &["ping", "-4", "-c", "3", "-i", "0.2", "b"]);
+    assert!(ping.status.success(), "{}", text(&ping));
+    assert!(capture.wait().unwrap().success());
+    let packets = pcapng_packets(&std::fs::read(&file).unwrap());
+    // ICMPv4 echo requests by sequence number: sent by a (interface 0, outbound = 2) and
+    // released to b (interface 1, inbound = 1).
+    let echo = |p: &(u32, u64, u32, Vec<u8>)| {
+        let f = &p.3;
+        (f.len() >= 42 && f[12..14] == [8, 0] && f[23] == 1 && f[34] == 8)
+            .then(|| u16::from_be_bytes([f[40], f[41]]))
+    };
+    let mut pairs = 0;
+    for sent in packets.iter().filter(|p| p.0 == 0 && p.2 & 3 == 2) {
+        let Some(seq) = echo(sent) else { continue };
+        let got = packets
+            .iter()
+            .find(|p| p.0 == 1 && p.2 & 3 == 1 && echo(p) == Some(seq))
+            .unwrap_or_else(|| panic!("echo {seq} never reached b"));
+        let delay = got.1 - sent.1;
+        assert!(
+            (10_000_000..1_000_000_000).contains(&delay),
+            "echo {seq}: {delay} ns between a sending it and b receiving it"
+        );
+        assert_eq!(got.3, sent.3, "the frame crossed unchanged");
+        pairs += 1;
+    }
+    assert_eq!(pairs, 3, "{} packets captured", packets.len());
+}

@@ -107,7 +107,9 @@ pub struct CaptureArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
     pub lab: Option<String>,
-    /// Interfaces as NODE:IF (default: every interface of every node).
+    /// Interfaces as NODE:IF, or a link's name for both its ends (for an impaired link: each
+    /// frame as a node sent it into the engine, and as the engine released it to the other
+    /// node; the file marks which way each crossed). Default: every interface of every node.
     pub interfaces: Vec<String>,
     /// The pcapng file to write.
     #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
