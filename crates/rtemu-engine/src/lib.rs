@@ -23,7 +23,8 @@
 //!   atomics (counters, a consistent snapshot in which every copy is accounted for) and a
 //!   lock-free ring (intended and actual release time of every copy, summarised as percentiles);
 //! * [`offload`] and [`netns`]: set-up helpers: switching off segmentation and checksum
-//!   offloads, and opening sockets inside a lab's namespace.
+//!   offloads, and opening sockets inside a lab's namespace;
+//! * [`control`]: the lab engine's control socket, one request line in, one reply out.
 //!
 //! # Example
 //!
@@ -66,15 +67,17 @@
 //! and pass, unless `RTEMU_REQUIRE_ROOT=1`. `examples/engine_bench.rs` measures release error
 //! per wait strategy and packets/s against a bare relay (figures in `docs/benchmarks.md`).
 //!
+//! # In a lab
+//!
+//! `rtemu up` runs one engine process per lab with impaired links (`crates/rtemu/src/cmd/
+//! engine.rs`): it enters the lab's namespace with [`netns::enter`], switches offloads off with
+//! [`offload::disable`] on all four ends of each link, opens them with [`afpacket`], builds each
+//! direction's model (netem or trace-driven), and serves [`control`] requests (`stats`, `set`,
+//! `down`, `up`, `stop`) while the release thread runs. [`engine::Steerer`] changes running
+//! directions: a new model or a cut, without a lock on the packet path.
+//!
 //! # What is missing
 //!
-//! * Wiring into `rtemu up`: one engine process per lab started by the topology code, with the
-//!   engine's veth ends in the lab's engine namespace (open them with [`netns::run_in`], switch
-//!   offloads off with [`offload::disable`] on all four ends), its control socket, `rtemu stats`
-//!   (everything it shows is in [`engine::EngineHandle::snapshot`]), `rtemu link set`
-//!   (swapping a direction's model), `link down/up`, schedules, captures around the
-//!   impairment, `fidelity.json` at `down`, and building [`DirectionConfig`]s from topology
-//!   links (trace-driven models are [`rtemu_model::Model`]s too; nothing here is netem-only).
 //! * AF_XDP packet I/O (the probes put it at 400 kpps on veth); it would be a second
 //!   [`io::PacketIo`], chosen by running `engine_bench` on both.
 //! * Under saturation each loop turn receives up to `rx_batch` frames per interface and
@@ -87,6 +90,7 @@
 //!   (those lost to a full receive ring are, as [`engine::DirectionReport::kernel_drops`]).
 //! * `SCHED_FIFO` is refused while the wait strategy spins and the kernel throttles real-time
 //!   threads; yielding before the throttle budget ends would allow it.
+//! * Trace under-runs are counted by the trace reader but not carried into [`Counters`].
 //!
 //! All `unsafe` lives in the private `sys` module, one commented block per kernel call.
 #![deny(unsafe_code)]

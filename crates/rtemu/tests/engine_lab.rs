@@ -487,3 +487,25 @@ fn a_capture_of_an_impaired_link_shows_each_frame_before_and_after_the_engine() 
     }
     assert_eq!(pairs, 3, "{} packets captured", packets.len());
 }
+
+#[test]
+fn the_readmes_shaped_path_example_routes_through_its_impaired_uplink() {
+    if !root_or_skip("the_readmes_shaped_path_example_routes_through_its_impaired_uplink") {
+        return;
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/shaped-path.toml");
+    let file = std::fs::read_to_string(path).unwrap();
+    let lab = Lab::up("x", &file.replace("lab = \"shaped\"", "lab = \"LAB\""));
+    // 2 × 20 ms ± 2 ms (normal), plus serialisation at 20 Mbit/s; a lost ping may be retried.
+    let rtt = lab
+        .ping_min_ms("client", "server", 6)
+        .expect("client reaches server across router");
+    assert!((30.0..500.0).contains(&rtt), "RTT {rtt} ms");
+    let stats = lab.stats();
+    assert_eq!(direction(&stats, "router")["conserved"], true);
+    assert_eq!(
+        stats["directions"].as_array().unwrap().len(),
+        2,
+        "one impaired link"
+    );
+}
