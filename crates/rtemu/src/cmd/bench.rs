@@ -23,15 +23,31 @@ const CASES: [(&str, &str); 4] = [
     ),
 ];
 
-/// Measure packet decisions per second.
+/// Measure the link models and the simulator (`sim`), or the real-time engine in labs
+/// (`engine`, root).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   rtemu bench sim
-  rtemu bench sim --packets 20000000 --repeat 7 --json")]
+  rtemu bench sim --packets 20000000 --repeat 7 --json
+  sudo rtemu bench engine --pings 200 --seconds 5")]
 pub struct BenchArgs {
-    /// What to measure (only `sim` for now: the link models and the simulator).
-    #[arg(value_parser = ["sim"], default_value = "sim")]
+    /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
+    /// second) or `engine` (per-hop latency through chains of impaired links, rate accuracy
+    /// with iperf3; needs root).
+    #[arg(value_parser = ["sim", "engine"], default_value = "sim")]
     pub what: String,
+
+    /// engine: pings per chain.
+    #[arg(long, default_value_t = 100)]
+    pub pings: u32,
+
+    /// engine: seconds of iperf3 per rate.
+    #[arg(long, default_value_t = 3)]
+    pub seconds: u32,
+
+    /// engine: how the engine waits (default: as `rtemu up`).
+    #[arg(long, value_name = "STRATEGY")]
+    pub engine_wait: Option<rtemu_clock::WaitStrategy>,
 
     /// Packets per measurement.
     #[arg(long, default_value_t = 5_000_000)]
@@ -119,6 +135,17 @@ fn sim_run(packets: u64) -> anyhow::Result<f64> {
 
 /// Runs `rtemu bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.what == "engine" {
+        anyhow::ensure!(
+            args.pings > 0 && args.seconds > 0,
+            "--pings and --seconds must be at least 1"
+        );
+        return super::bench_engine::run(&super::bench_engine::Options {
+            pings: args.pings,
+            seconds: args.seconds,
+            wait: args.engine_wait,
+        });
+    }
     anyhow::ensure!(
         args.packets > 0 && args.repeat > 0,
         "--packets and --repeat must be at least 1"

@@ -38,6 +38,12 @@ pub const LATE_AFTER_NS: u64 = 100_000;
 /// The packet rate a direction's buffers are sized for (with its longest delay).
 const SIZING_PPS: u64 = 100_000;
 
+/// The fewest frame buffers a direction gets (about 6 MB at a 1500-byte MTU).
+const MIN_POOL: usize = 4096;
+
+/// The most frame buffers a direction gets (about 100 MB at a 1500-byte MTU, locked in memory).
+const MAX_POOL: usize = 1 << 16;
+
 /// The delay buffers are sized for when a trace decides delays.
 const TRACE_SIZING_DELAY_NS: u64 = 100_000_000;
 
@@ -73,7 +79,7 @@ fn control_path(lab: &str) -> PathBuf {
 
 /// Sends one request to lab `lab`'s engine and parses its JSON reply; a reply with an
 /// `error` field becomes an error.
-fn ask(lab: &str, request: &str, timeout: Duration) -> Result<Value> {
+pub fn ask(lab: &str, request: &str, timeout: Duration) -> Result<Value> {
     let reply = control::request(&control_path(lab), request, timeout).with_context(|| {
         format!(
             "lab `{lab}`'s engine does not answer (its impaired links carry nothing; \
@@ -249,8 +255,10 @@ fn direction_config(imp: &Impairment, link: &str, way: Way, mtu: u32) -> Result<
     Ok(DirectionConfig {
         model,
         resolution: resolution(imp, &cfg),
-        pool_frames: rtemu_engine::pool::frames_for(SIZING_PPS, horizon.max(1_000_000), 64)
-            .min(1 << 16),
+        // The delay's in-flight frames plus a full rate queue; at least MIN_POOL, so a model
+        // swapped in later (`link set`, a schedule) with a longer delay still finds buffers.
+        pool_frames: (rtemu_engine::pool::frames_for(SIZING_PPS, horizon, 64) + cfg.limit as usize)
+            .clamp(MIN_POOL, MAX_POOL),
         slot_size: mtu as usize + 18,
         late_after_ns: LATE_AFTER_NS,
     })

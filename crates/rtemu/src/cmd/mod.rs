@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_engine;
 pub mod demo;
 pub mod engine;
 pub mod lab;

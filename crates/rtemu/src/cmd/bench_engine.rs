@@ -1,0 +1,310 @@
+//! `rtemu bench engine`: the real-time engine in labs, with real programs, measured side by
+//! side in one run and printed as Markdown tables, never asserted.
+//!
+//! * **Per-hop latency** (the vimage paper's Figure 6b): ping round trips along chains of 1–8
+//!   links, every link impaired with `delay 0ms` (each hop through the engine), beside the same
+//!   chains with ideal links (kernel veth pairs). The difference over 2 × hops is what one pass
+//!   through the engine costs.
+//! * **Rate accuracy** (the timing paper's Figure 1): iperf3 UDP through a `rate R` link at
+//!   1.25 × R offered, for R from 64 kbit/s to 1 Gbit/s (one lab, the rate changed with
+//!   `link set` between points), against the payload rate R implies for 1400-byte datagrams.
+
+use std::io::Write;
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rtemu_clock::WaitStrategy;
+use rtemu_topo::lab;
+use rtemu_topo::state::State;
+use rtemu_topo::Topology;
+use serde_json::Value;
+
+use super::engine;
+use super::topo::bring_up;
+
+/// The chain lengths of the per-hop benchmark.
+const CHAINS: [usize; 4] = [1, 2, 4, 8];
+
+/// Link rates of the rate benchmark, bits per second.
+const RATES: [u64; 6] = [
+    64_000,
+    256_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+];
+
+/// UDP payload of the rate benchmark, bytes; its frame adds UDP 8, IPv4 20, Ethernet 14.
+const PAYLOAD: u64 = 1400;
+
+/// Options of `rtemu bench engine`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Pings per chain.
+    pub pings: u32,
+    /// Seconds per rate.
+    pub seconds: u32,
+    /// The engine's wait strategy (default: the machine's, as for `up`).
+    pub wait: Option<WaitStrategy>,
+}
+
+fn chain_topology(lab: &str, hops: usize, impaired: bool) -> Result<Topology> {
+    let mut src = format!("lab = \"{lab}\"\nneighbours = \"static\"\nip = \"ipv4\"\n");
+    for i in 0..=hops {
+        src.push_str(&format!("[nodes.n{i}]\n"));
+    }
+    for i in 1..=hops {
+        src.push_str(&format!(
+            "[[links]]\nendpoints = [\"n{}\", \"n{i}\"]\n{}",
+            i - 1,
+            if impaired {
+                "netem = \"delay 0ms\"\n"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(Topology::parse("chain.toml", &src)?)
+}
+
+fn run_in(state: &State, node: &str, argv: &[&str]) -> Result<Output> {
+    let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+    lab::node_command(state, node, &argv)?
+        .output()
+        .with_context(|| format!("running {} in {node}", argv[0]))
+}
+
+fn remove(lab: &str) {
+    let _ = engine::stop(lab);
+    let _ = lab::down(lab);
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// The round trips (ms) of `count` pings from the chain's first node to its last.
+fn chain_rtts(state: &State, hops: usize, count: u32) -> Result<Vec<f64>> {
+    let last = format!("n{hops}");
+    // A first ping warms routes and caches; it is not measured.
+    run_in(state, "n0", &["ping", "-c", "1", "-W", "2", &last])?;
+    let out = run_in(
+        state,
+        "n0",
+        &[
+            "ping",
+            "-n",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.01",
+            "-W",
+            "2",
+            &last,
+        ],
+    )?;
+    let rtts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.trim_end_matches(" ms").parse().ok())
+        .collect();
+    if rtts.is_empty() {
+        bail!("no ping crossed the {hops}-hop chain");
+    }
+    Ok(rtts)
+}
+
+/// One chain: (hops, ideal median µs, impaired median µs, impaired p99 µs, engine p50 µs).
+fn per_hop(opts: &Options, out: &mut impl Write) -> Result<()> {
+    writeln!(
+        out,
+        "### Per-hop latency: ping along a chain, `delay 0ms` on every link vs ideal links\n"
+    )?;
+    writeln!(
+        out,
+        "| hops | ideal RTT p50 µs | engine RTT p50 µs | engine RTT p99 µs | added per hop µs | release error p50 µs |"
+    )?;
+    writeln!(out, "| ---: | ---: | ---: | ---: | ---: | ---: |")?;
+    for hops in CHAINS {
+        let mut row = Vec::new();
+        let mut fidelity = None;
+        for impaired in [false, true] {
+            let name = format!("bh{hops}{}", if impaired { "e" } else { "k" });
+            remove(&name);
+            let topo = chain_topology(&name, hops, impaired)?;
+            let state = bring_up(&topo, "chain", opts.wait, None)?;
+            let measured = chain_rtts(&state, hops, opts.pings);
+            if impaired {
+                fidelity = engine::stats(&name).ok();
+            }
+            remove(&name);
+            row.push(measured?);
+        }
+        let ideal = median(row[0].clone()) * 1e3;
+        let eng = median(row[1].clone()) * 1e3;
+        let mut sorted = row[1].clone();
+        sorted.sort_by(f64::total_cmp);
+        let p99 = sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)] * 1e3;
+        // The median over every direction's release-error median.
+        let release = fidelity
+            .as_ref()
+            .and_then(|s| s["directions"].as_array().cloned())
+            .map(|ds| {
+                median(
+                    ds.iter()
+                        .map(|d| d["fidelity"]["released"]["p50_ns"].as_f64().unwrap_or(0.0) / 1e3)
+                        .collect(),
+                )
+            })
+            .unwrap_or(f64::NAN);
+        writeln!(
+            out,
+            "| {hops} | {ideal:.1} | {eng:.1} | {p99:.1} | {:.1} | {release:.1} |",
+            (eng - ideal) / (2 * hops) as f64
+        )?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn rate_text(bps: u64) -> String {
+    match bps {
+        b if b >= 1_000_000_000 && b % 1_000_000_000 == 0 => format!("{}gbit", b / 1_000_000_000),
+        b if b >= 1_000_000 && b % 1_000_000 == 0 => format!("{}mbit", b / 1_000_000),
+        b => format!("{}kbit", b / 1000),
+    }
+}
+
+fn rate_accuracy(opts: &Options, out: &mut impl Write) -> Result<()> {
+    let name = "brate";
+    remove(name);
+    let src = format!(
+        "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.b]\n\
+         [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"rate 64kbit\"\n"
+    );
+    let state = bring_up(
+        &Topology::parse("rate.toml", &src)?,
+        "rate",
+        opts.wait,
+        None,
+    )?;
+    let result = rate_rows(&state, opts, out);
+    remove(name);
+    result
+}
+
+fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> {
+    writeln!(
+        out,
+        "\n### Rate accuracy: iperf3 UDP ({PAYLOAD}-byte datagrams) through `rate R`, offered 1.25 × R, {} s per row\n",
+        opts.seconds
+    )?;
+    writeln!(
+        out,
+        "| rate R | queue limit | expected goodput | measured goodput | measured / expected | lost % (iperf3) | queue-full | pool-exhausted | kernel drops |"
+    )?;
+    writeln!(
+        out,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )?;
+    let frame = PAYLOAD + 8 + 20 + 14;
+    for (row, rate) in RATES.into_iter().enumerate() {
+        // A queue of about 100 ms (at least 5 frames), so a row's backlog drains before the
+        // next one starts.
+        let limit = (rate / 10 / (frame * 8)).max(5);
+        let set = format!("set ab both rate {} limit {limit}", rate_text(rate));
+        engine::ask(&state.lab, &set, Duration::from_secs(5))?;
+        // A port per row: the last row's server may still be receiving its backlog.
+        let port = (5201 + row).to_string();
+        let server = run_in(state, "b", &["iperf3", "-s", "-D", "-1", "-p", &port])?;
+        if !server.status.success() {
+            bail!("iperf3 -s: {}", String::from_utf8_lossy(&server.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let before = engine::stats(&state.lab)?;
+        let offered = rate + rate / 4;
+        let client = run_in(
+            state,
+            "a",
+            &[
+                "iperf3",
+                "-c",
+                "b",
+                "-p",
+                &port,
+                "-u",
+                "-b",
+                &offered.to_string(),
+                "-l",
+                &PAYLOAD.to_string(),
+                "-t",
+                &opts.seconds.to_string(),
+                "-J",
+            ],
+        )?;
+        let after = engine::stats(&state.lab)?;
+        let json: Value = serde_json::from_slice(&client.stdout)
+            .with_context(|| format!("iperf3 -c: {}", String::from_utf8_lossy(&client.stderr)))?;
+        let sum = &json["end"]["sum"];
+        // iperf3's receiver-side rate is over the sender's interval; its bytes over the
+        // same seconds are what arrived.
+        let received_bps = json["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .or_else(|| sum["bits_per_second"].as_f64())
+            .unwrap_or(f64::NAN);
+        let lost = sum["lost_percent"].as_f64().unwrap_or(f64::NAN);
+        let expected = rate as f64 * PAYLOAD as f64 / frame as f64;
+        // Every drop a→b, by any reason (the rate queue's, the pool's …), and the kernel's.
+        let drops = |s: &Value, reason: &str| -> u64 {
+            s["directions"]
+                .as_array()
+                .map(|ds| {
+                    ds.iter()
+                        .filter(|d| d["from"] == "a")
+                        .map(|d| {
+                            if reason == "kernel" {
+                                d["kernel_drops"].as_u64().unwrap_or(0)
+                            } else {
+                                d["dropped"][reason].as_u64().unwrap_or(0)
+                            }
+                        })
+                        .sum()
+                })
+                .unwrap_or(0)
+        };
+        let delta = |reason: &str| drops(&after, reason) - drops(&before, reason);
+        writeln!(
+            out,
+            "| {} | {limit} | {:.1} kbit/s | {:.1} kbit/s | {:.3} | {lost:.1} | {} | {} | {} |",
+            rate_text(rate),
+            expected / 1e3,
+            received_bps / 1e3,
+            received_bps / expected,
+            delta("queue-full"),
+            delta("pool-exhausted"),
+            delta("kernel"),
+        )?;
+        out.flush()?;
+        // Let the backlog (at most the 100 ms queue) drain.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    Ok(())
+}
+
+/// Runs `rtemu bench engine`.
+pub fn run(opts: &Options) -> Result<()> {
+    super::need_root("rtemu bench engine")?;
+    let wait = opts.wait.unwrap_or_else(engine::default_wait);
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "rtemu bench engine: {} CPUs, engine wait {wait}, {} pings per chain\n",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        opts.pings
+    )?;
+    per_hop(opts, &mut out)?;
+    rate_accuracy(opts, &mut out)
+}
