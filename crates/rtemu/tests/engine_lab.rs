@@ -60,9 +60,17 @@ struct Lab {
 
 impl Lab {
     fn up(tag: &str, toml: &str) -> Lab {
+        Lab::up_with(tag, toml, &[])
+    }
+
+    /// As [`Lab::up`], with `files` (name, content) written beside the topology file first.
+    fn up_with(tag: &str, toml: &str, files: &[(&str, &str)]) -> Lab {
         let name = format!("e{tag}{}", std::process::id() % 100_000);
         let dir = std::env::temp_dir().join(format!("rtemu-engine-lab-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
+        for (file, content) in files {
+            std::fs::write(dir.join(file), content).unwrap();
+        }
         let file = dir.join("lab.toml");
         std::fs::write(&file, toml.replace("LAB", &name)).unwrap();
         let lab = Lab { name, dir };
@@ -508,4 +516,54 @@ fn the_readmes_shaped_path_example_routes_through_its_impaired_uplink() {
         2,
         "one impaired link"
     );
+}
+
+#[test]
+fn links_driven_by_an_action_trace_a_time_series_and_a_mahimahi_trace_carry_ping() {
+    if !root_or_skip(
+        "links_driven_by_an_action_trace_a_time_series_and_a_mahimahi_trace_carry_ping",
+    ) {
+        return;
+    }
+    let toml = r#"
+lab = "LAB"
+neighbours = "static"
+[nodes.a]
+[nodes.b]
+[nodes.c]
+[nodes.d]
+[[links]]
+endpoints = ["a", "b"]
+trace = "delays.txt"
+[[links]]
+endpoints = ["a", "c"]
+trace = "path.series"
+[[links]]
+endpoints = ["a", "d"]
+trace = "cell.down"
+"#;
+    // One 1500-byte delivery opportunity every millisecond, looping every 10 ms.
+    let opportunities: String = (1..=10).map(|ms| format!("{ms}\n")).collect();
+    // The topology file names the traces relative to itself.
+    let lab = Lab::up_with(
+        "t",
+        toml,
+        &[
+            ("delays.txt", "# every packet 15 ms\npass 15ms\n"),
+            ("path.series", "0 25\n1000 25\n"),
+            ("cell.down", &opportunities),
+        ],
+    );
+    let rtt = lab.ping_min_ms("a", "b", 3).expect("action-trace link");
+    assert!((30.0..500.0).contains(&rtt), "RTT {rtt} ms for 2 × 15 ms");
+    let rtt = lab.ping_min_ms("a", "c", 3).expect("time-series link");
+    assert!((50.0..500.0).contains(&rtt), "RTT {rtt} ms for 2 × 25 ms");
+    // An opportunity every millisecond: each way waits at most 1 ms.
+    let rtt = lab.ping_min_ms("a", "d", 3).expect("Mahimahi link");
+    assert!(rtt < 20.0, "RTT {rtt} ms through 1 ms opportunities");
+    let stats = lab.stats();
+    for d in stats["directions"].as_array().unwrap() {
+        assert_eq!(d["conserved"], true, "{d}");
+        assert!(d["delivered"].as_u64().unwrap() >= 3, "{d}");
+    }
 }
