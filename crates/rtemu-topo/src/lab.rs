@@ -56,6 +56,9 @@ pub enum LabError {
         /// The nodes it has.
         nodes: String,
     },
+    /// A namespace with one of the lab's names exists, and no lab state records it.
+    #[error("network namespace {0} already exists and no rtemu lab made it: rtemu leaves it alone; remove it (`ip netns del {0}`) or name the lab differently (--name)")]
+    ForeignNamespace(String),
     /// A capture target is neither `node:if` nor a link of the lab.
     #[error("`{0}` is not an interface or a link of the lab: write NODE:IF or LINK (`rtemu ls` lists them)")]
     BadTarget(String),
@@ -150,6 +153,11 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
             _ => None,
         })
         .collect();
+    // A namespace of the lab's names that no state file records is someone else's: `up` would
+    // fail on it, and the clean-up after that failure would remove it.
+    if let Some(ns) = namespaces.iter().find(|ns| sys::netns_exists(ns)) {
+        return Err(LabError::ForeignNamespace(ns.clone()));
+    }
     let mut state = State {
         lab: topo.lab.clone(),
         file: file.to_owned(),

@@ -331,6 +331,40 @@ fn an_impaired_link_ends_at_the_engine_and_carries_nothing_without_it() {
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 }
 
+/// A namespace with a lab's name that rtemu did not make is refused, and left alone.
+#[test]
+fn a_foreign_namespace_of_the_labs_name_is_refused_and_left_alone() {
+    if !root_or_skip("foreign namespace") {
+        return;
+    }
+    let name = unique_lab("n");
+    let _guard = Guard(name.clone());
+    let foreign = node_netns(&name, "n1");
+    struct Foreign(String);
+    impl Drop for Foreign {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    assert!(Command::new("ip")
+        .args(["netns", "add", &foreign])
+        .status()
+        .unwrap()
+        .success());
+    let _foreign = Foreign(foreign.clone());
+    let topo = chain(&name, 2);
+    let err = lab::up(&topo, "chain.toml").unwrap_err().to_string();
+    assert!(
+        err.contains(&foreign) && err.contains("no rtemu lab made it"),
+        "{err}"
+    );
+    assert!(
+        std::path::Path::new("/run/netns").join(&foreign).exists(),
+        "the foreign namespace was removed"
+    );
+    assert!(!lab_dir(&name).exists(), "a refused up left its state");
+}
+
 #[test]
 fn cpu_limits_and_existing_labs_are_refused_before_anything_is_made() {
     if !root_or_skip("refusals") {
