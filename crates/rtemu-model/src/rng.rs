@@ -13,6 +13,20 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// The seed used when the user gives none, so that two plain runs agree.
 pub const DEFAULT_SEED: u64 = 1;
 
+/// The stream label of one direction of the lab link called `link` (`backwards`: from its
+/// second endpoint to its first). Derived from the name, so adding or reordering links in a
+/// topology file changes no other link's decisions, and so `rtemu sim --link` can draw from the
+/// same streams as the real-time engine. Labels are multiples of 128: a direction's trace
+/// models draw from `label + 1 + i`, which stays inside its own range.
+pub fn link_label(link: &str, backwards: bool) -> u64 {
+    // FNV-1a: stable across runs and Rust versions, unlike the standard library's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in link.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h << 8) | (backwards as u64) << 7
+}
+
 /// A seeded random stream: the only source of randomness a model may use.
 #[derive(Debug, Clone)]
 pub struct Stream(Xoshiro256PlusPlus);
@@ -81,6 +95,19 @@ fn splitmix64(mut z: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_labels_differ_per_link_and_way_and_leave_room_for_trace_streams() {
+        let ab = link_label("north-east", false);
+        let ba = link_label("north-east", true);
+        let other = link_label("west-north", false);
+        assert_ne!(ab, ba);
+        assert_ne!(ab, other);
+        for l in [ab, ba, other] {
+            assert_eq!(l & 0x7f, 0, "trace streams label + 1 + i stay in range");
+        }
+        assert_eq!(ab, link_label("north-east", false), "stable");
+    }
 
     #[test]
     fn same_seed_and_label_give_the_same_stream() {

@@ -5,6 +5,9 @@
 //!   links, every link impaired with `delay 0ms` (each hop through the engine), beside the same
 //!   chains with ideal links (kernel veth pairs). The difference over 2 × hops is what one pass
 //!   through the engine costs.
+//! * **CPU against offered load** (RplTrc's Table II): iperf3 UDP at 1k–200k packets/s through
+//!   `delay 1ms`: received packets/s, the engine process's CPU, its release-error percentiles,
+//!   late copies and drops.
 //! * **Rate accuracy** (the timing paper's Figure 1): iperf3 UDP through a `rate R` link at
 //!   1.25 × R offered, for R from 64 kbit/s to 1 Gbit/s (one lab, the rate changed with
 //!   `link set` between points), against the payload rate R implies for 1400-byte datagrams.
@@ -294,6 +297,111 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
     Ok(())
 }
 
+/// Offered loads of the CPU benchmark, packets per second.
+const LOADS: [u64; 5] = [1_000, 10_000, 50_000, 100_000, 200_000];
+
+/// UDP payload of the CPU benchmark, bytes (a 106-byte frame).
+const SMALL_PAYLOAD: u64 = 64;
+
+/// CPU, fidelity and losses of one `delay 1ms` link against offered load (RplTrc's Table II),
+/// a fresh lab per row so each row's percentiles are its own.
+fn load(opts: &Options, out: &mut impl Write) -> Result<()> {
+    writeln!(
+        out,
+        "\n### CPU against offered load: iperf3 UDP ({SMALL_PAYLOAD}-byte datagrams) through `delay 1ms`, {} s per row\n",
+        opts.seconds
+    )?;
+    writeln!(
+        out,
+        "| offered pps | received pps | engine CPU % | release p50 µs | p99 µs | p99.9 µs | max µs | late (>100 µs) | dropped | kernel drops |"
+    )?;
+    writeln!(
+        out,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )?;
+    for pps in LOADS {
+        let name = "bload";
+        remove(name);
+        let src = format!(
+            "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.b]\n\
+             [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 1ms\"\n"
+        );
+        let state = bring_up(
+            &Topology::parse("load.toml", &src)?,
+            "load",
+            opts.wait,
+            None,
+        )?;
+        let row = load_row(&state, opts, pps);
+        remove(name);
+        let (received_pps, cpu, d) = row?;
+        let f = &d["fidelity"];
+        let r = &f["released"];
+        let us = |v: &Value| v.as_f64().unwrap_or(f64::NAN) / 1e3;
+        let dropped: u64 = d["dropped"]
+            .as_object()
+            .map(|m| m.values().filter_map(Value::as_u64).sum())
+            .unwrap_or(0);
+        writeln!(
+            out,
+            "| {pps} | {received_pps:.0} | {cpu:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {dropped} | {} |",
+            us(&r["p50_ns"]),
+            us(&r["p99_ns"]),
+            us(&r["p999_ns"]),
+            us(&r["max_ns"]),
+            f["late"],
+            d["kernel_drops"],
+        )?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// One load row: iperf3 at `pps`; returns the receiver's packets per second, the engine's CPU
+/// % over the run, and the a→b direction's stats at the end.
+fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Value)> {
+    let server = run_in(state, "b", &["iperf3", "-s", "-D", "-1"])?;
+    if !server.status.success() {
+        bail!("iperf3 -s: {}", String::from_utf8_lossy(&server.stderr));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = engine::stats(&state.lab)?;
+    let started = std::time::Instant::now();
+    let client = run_in(
+        state,
+        "a",
+        &[
+            "iperf3",
+            "-c",
+            "b",
+            "-u",
+            "-b",
+            &(pps * SMALL_PAYLOAD * 8).to_string(),
+            "-l",
+            &SMALL_PAYLOAD.to_string(),
+            "-t",
+            &opts.seconds.to_string(),
+            "-J",
+        ],
+    )?;
+    let after = engine::stats(&state.lab)?;
+    let wall_ns = started.elapsed().as_nanos() as f64;
+    let cpu_ns = after["process_cpu_ns"].as_f64().unwrap_or(f64::NAN)
+        - before["process_cpu_ns"].as_f64().unwrap_or(f64::NAN);
+    let json: Value = serde_json::from_slice(&client.stdout)
+        .with_context(|| format!("iperf3 -c: {}", String::from_utf8_lossy(&client.stderr)))?;
+    let packets = json["end"]["sum"]["packets"].as_f64().unwrap_or(f64::NAN);
+    let lost = json["end"]["sum"]["lost_packets"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    let seconds = json["end"]["sum"]["seconds"].as_f64().unwrap_or(f64::NAN);
+    let d = after["directions"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|d| d["from"] == "a").cloned())
+        .context("no a→b direction in the engine's stats")?;
+    Ok(((packets - lost) / seconds, cpu_ns / wall_ns * 100.0, d))
+}
+
 /// Runs `rtemu bench engine`.
 pub fn run(opts: &Options) -> Result<()> {
     super::need_root("rtemu bench engine")?;
@@ -306,5 +414,6 @@ pub fn run(opts: &Options) -> Result<()> {
         opts.pings
     )?;
     per_hop(opts, &mut out)?;
-    rate_accuracy(opts, &mut out)
+    rate_accuracy(opts, &mut out)?;
+    load(opts, &mut out)
 }

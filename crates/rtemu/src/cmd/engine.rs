@@ -170,16 +170,9 @@ fn impaired(state: &State) -> Vec<(usize, &Segment, &Impairment)> {
         .collect()
 }
 
-/// The stream label of one direction of a link: from its name, so adding or reordering links
-/// in the file does not change another link's decisions.
+/// The stream label of one direction of a link (see [`rtemu_model::rng::link_label`]).
 fn label(link: &str, way: Way) -> u64 {
-    // FNV-1a: stable across runs and Rust versions, unlike the standard hasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in link.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    // Even labels, so each direction's trace streams (label + 1 + i) stay its own.
-    (h << 8) | ((way == Way::BToA) as u64) << 7
+    rtemu_model::rng::link_label(link, way == Way::BToA)
 }
 
 /// The model of one direction from the link's trace and `netem_text`, or the direction's own
@@ -411,7 +404,11 @@ fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
     let verb = words.next().unwrap_or("");
     Ok(Some(match verb {
         "ping" => json!({ "ok": true }),
-        "stats" => json!({ "lab": state.lab, "directions": directions(state, &h.snapshot()) }),
+        "stats" => json!({
+            "lab": state.lab,
+            "process_cpu_ns": process_cpu_ns(),
+            "directions": directions(state, &h.snapshot()),
+        }),
         "stop" => return Ok(None),
         "down" | "up" => {
             let link = words.next().context("which link?")?;
@@ -440,6 +437,18 @@ fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
         }
         other => bail!("unknown request `{other}`"),
     }))
+}
+
+/// CPU time this process used so far (user + system, all threads), ns; `None` if unreadable.
+fn process_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at the state, field 3;
+    // utime and stime are fields 14 and 15, in clock ticks of 1/100 s (USER_HZ on Linux).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) * 10_000_000)
 }
 
 /// Stops the engine, writes `fidelity.json` into the lab's directory and returns the report.
@@ -735,23 +744,4 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
 pub fn save_report(report: &Value, path: &Path) -> Result<()> {
     std::fs::write(path, format!("{report:#}\n"))
         .with_context(|| format!("writing {}", path.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn direction_labels_differ_per_link_and_way_and_never_collide_with_trace_streams() {
-        let ab = label("north-east", Way::AToB);
-        let ba = label("north-east", Way::BToA);
-        let other = label("west-north", Way::AToB);
-        assert_ne!(ab, ba);
-        assert_ne!(ab, other);
-        // A direction's traces draw from label + 1 + i (i < 127): they stay inside its range.
-        for l in [ab, ba, other] {
-            assert_eq!(l & 0x7f, 0);
-        }
-        assert_eq!(ab, label("north-east", Way::AToB), "stable");
-    }
 }
