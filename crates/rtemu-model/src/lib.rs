@@ -56,6 +56,12 @@ pub trait Model {
     fn exhausted(&self) -> Option<&Exhaustion> {
         None
     }
+
+    /// What the streamed traces driving the model did besides giving records (under-runs,
+    /// loops, records after the end), summed; `None` when no streamed trace drives it.
+    fn trace_counters(&self) -> Option<trace::FeedCounters> {
+        None
+    }
 }
 
 /// Why a model stopped deciding.

@@ -53,6 +53,33 @@ impl Verdict {
     }
 }
 
+/// What a streamed trace's reader did besides giving records, so that nothing it substituted
+/// is silent. Summed over all the traces of a link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FeedCounters {
+    /// Records taken from the trace.
+    pub records: u64,
+    /// Actions substituted because no record was ready (the `underrun` policy's action).
+    pub underruns: u64,
+    /// Times the trace started again from its first record (`end = loop`).
+    pub loops: u64,
+    /// Actions given after the trace's end (`end = pass`).
+    pub after_end: u64,
+}
+
+impl std::ops::Add for FeedCounters {
+    type Output = FeedCounters;
+
+    fn add(self, o: FeedCounters) -> FeedCounters {
+        FeedCounters {
+            records: self.records + o.records,
+            underruns: self.underruns + o.underruns,
+            loops: self.loops + o.loops,
+            after_end: self.after_end + o.after_end,
+        }
+    }
+}
+
 /// A source of verdicts, one per packet, in arrival order.
 pub trait TraceFeed {
     /// The verdict for `pkt`.
@@ -61,6 +88,11 @@ pub trait TraceFeed {
     /// Why the feed has ended, if it has (a trace under the `stop` policy, or one that
     /// failed): the verdicts it gives from then on mean nothing.
     fn exhausted(&self) -> Option<&Exhaustion> {
+        None
+    }
+
+    /// Its reader's counters, for a feed streamed from a file; `None` for one held in memory.
+    fn counters(&self) -> Option<FeedCounters> {
         None
     }
 }
@@ -72,6 +104,10 @@ impl<F: TraceFeed + ?Sized> TraceFeed for Box<F> {
 
     fn exhausted(&self) -> Option<&Exhaustion> {
         (**self).exhausted()
+    }
+
+    fn counters(&self) -> Option<FeedCounters> {
+        (**self).counters()
     }
 }
 
@@ -152,6 +188,10 @@ impl<F: TraceFeed> Model for TraceModel<F> {
 
     fn exhausted(&self) -> Option<&Exhaustion> {
         self.feed.exhausted()
+    }
+
+    fn trace_counters(&self) -> Option<FeedCounters> {
+        self.feed.counters()
     }
 }
 

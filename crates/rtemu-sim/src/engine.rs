@@ -171,7 +171,7 @@ pub fn run<M: Model + ?Sized, W: Write>(
     }
     release(&mut line, &mut slots, &mut free, sink, &mut tally, u64::MAX)?;
     progress(source.progress());
-    Ok(tally.finish(model.counters()))
+    Ok(tally.finish(model.counters(), model.trace_counters()))
 }
 
 /// Writes every copy due at or before `now`.

@@ -5,6 +5,7 @@ use std::fmt;
 
 use hdrhistogram::Histogram;
 use rtemu_model::link::LinkCounters;
+use rtemu_model::trace::FeedCounters;
 use rtemu_model::DropReason;
 use serde::Serialize;
 
@@ -68,6 +69,9 @@ pub struct Summary {
     pub max_queue_packets: u64,
     /// Largest rate-queue backlog, bytes.
     pub max_queue_bytes: u64,
+    /// What the streamed traces driving the link did (under-runs, loops, records after the
+    /// end); `None` when no streamed trace drives it.
+    pub trace: Option<FeedCounters>,
 }
 
 /// Accumulates a [`Summary`] while a run goes.
@@ -125,7 +129,7 @@ impl Tally {
         self.dropped[i] += 1;
     }
 
-    pub(crate) fn finish(&self, counters: LinkCounters) -> Summary {
+    pub(crate) fn finish(&self, counters: LinkCounters, trace: Option<FeedCounters>) -> Summary {
         let h = &self.delays;
         let count = h.len();
         let delay = DelayStats {
@@ -184,6 +188,7 @@ impl Tally {
             delays_clamped_at_zero: counters.clamped_delays,
             max_queue_packets: counters.max_backlog_packets,
             max_queue_bytes: counters.max_backlog_bytes,
+            trace,
         }
     }
 }
@@ -294,6 +299,13 @@ impl fmt::Display for Summary {
                 f,
                 "{:<22}{:>14}",
                 "delays clamped at 0", self.delays_clamped_at_zero
+            )?;
+        }
+        if let Some(t) = &self.trace {
+            writeln!(
+                f,
+                "trace: underruns {}, loops {}, after_end {}   ({} records)",
+                t.underruns, t.loops, t.after_end, t.records
             )?;
         }
         if self.stopped_early {

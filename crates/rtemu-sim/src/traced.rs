@@ -4,7 +4,7 @@
 //! Trace time 0 is the arrival of the first packet on the link: a time series or a
 //! delivery-opportunity trace starts when the traffic does, whatever the capture's clock says.
 
-use rtemu_model::trace::{TraceFeed, Verdict};
+use rtemu_model::trace::{FeedCounters, TraceFeed, Verdict};
 use rtemu_model::{DropReason, Exhaustion, Fate, FlowKey, Model, PacketMeta};
 use rtemu_trace::flow::{FiveTuple, FlowTable};
 use rtemu_trace::mahimahi::{Cursor, Opportunities};
@@ -61,6 +61,16 @@ impl TraceFeed for ActionFeed {
 
     fn exhausted(&self) -> Option<&Exhaustion> {
         self.ended.as_ref()
+    }
+
+    fn counters(&self) -> Option<FeedCounters> {
+        let c = self.trace.counters();
+        Some(FeedCounters {
+            records: c.records,
+            underruns: c.underruns,
+            loops: c.loops,
+            after_end: c.after_end,
+        })
     }
 }
 
@@ -194,11 +204,29 @@ impl Model for PerFlow<'_> {
             .find_map(|(_, m)| m.exhausted())
             .or_else(|| self.default.exhausted())
     }
+
+    fn trace_counters(&self) -> Option<FeedCounters> {
+        self.flows
+            .entries()
+            .iter()
+            .map(|(_, m)| m.trace_counters())
+            .chain([self.default.trace_counters()])
+            .flatten()
+            .reduce(|a, b| a + b)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{self, Discard};
+    use crate::fatelog::FateLog;
+    use crate::summary::Summary;
+    use crate::traffic::{TrafficGen, TrafficSpec};
+    use rtemu_model::trace::TraceModel;
+    use rtemu_trace::format::Format;
+    use rtemu_trace::prefetch::PrefetchConfig;
+    use rtemu_trace::reader::RecordReader;
 
     fn pkt(seq: u64, t: u64, len: u32) -> PacketMeta {
         PacketMeta {
@@ -230,6 +258,84 @@ mod tests {
         // The trace loops with a period of 5 ms: 5, 6, 6, 10 ms next. Arriving at 7 ms, after
         // the link idled, the packet waits for 10 ms.
         assert_eq!(delay(f.verdict(&pkt(3, 7 * ms, 100))), 3 * ms);
+    }
+
+    /// Runs `packets` packets of CBR traffic over a link driven by the action trace `text`.
+    fn run_action_trace(text: &str, packets: u64, underrun: &str, end: &str) -> Summary {
+        let reader = RecordReader::new(
+            std::io::Cursor::new(text.as_bytes().to_vec()),
+            Format::Text,
+            64,
+        )
+        .unwrap();
+        let config = PrefetchConfig {
+            underrun: underrun.parse().unwrap(),
+            end: end.parse().unwrap(),
+            ..PrefetchConfig::default()
+        };
+        let mut trace = Prefetcher::spawn(reader, config, |e| e).unwrap();
+        trace.prime().unwrap();
+        let mut model = TraceModel::new(ActionFeed::new(trace), &Default::default(), 1, 0).unwrap();
+        let spec: TrafficSpec = format!("cbr 1000pps 100B {}ms", packets).parse().unwrap();
+        let mut source = TrafficGen::new(&spec, 1);
+        engine::run(
+            &mut source,
+            &mut model,
+            &mut Discard,
+            None::<&mut FateLog<Vec<u8>>>,
+            &mut |_| {},
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn packets_after_the_end_of_an_action_trace_reach_the_summary() {
+        // Three records, 100 packets, `end = pass`: 97 packets pass with no trace delay,
+        // counted after the end or, those that come before the reader thread has reported the
+        // end (virtual time outruns it), as under-runs under `underrun = pass`; none is silent.
+        let s = run_action_trace("pass 1ms\ndrop\npass 2ms\n", 100, "pass", "pass");
+        assert_eq!(s.packets_in, 100);
+        assert_eq!(s.dropped["trace"], 1);
+        let t = s.trace.expect("an action trace drives the link");
+        assert_eq!(t.records, 3);
+        assert_eq!(t.loops, 0);
+        assert_eq!(t.after_end + t.underruns, 97, "{t:?}");
+        let text = s.to_string();
+        assert!(
+            text.contains(&format!(
+                "trace: underruns {}, loops 0, after_end {}",
+                t.underruns, t.after_end
+            )),
+            "{text}"
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["trace"]["after_end"], t.after_end);
+        assert_eq!(json["trace"]["underruns"], t.underruns);
+        assert_eq!(json["trace"]["loops"], 0);
+    }
+
+    #[test]
+    fn loops_reach_the_summary_and_a_run_without_an_action_trace_has_none() {
+        let s = run_action_trace("pass 1ms\npass 2ms\n", 9, "wait", "loop");
+        let t = s.trace.unwrap();
+        assert_eq!((t.records, t.underruns, t.after_end), (9, 0, 0));
+        assert!(t.loops >= 4, "{t:?}");
+        assert_eq!(s.delivered, 9);
+        // The feed is gone with its model: a later run on this thread reports no trace.
+        let spec: TrafficSpec = "cbr 1000pps 100B 5ms".parse().unwrap();
+        let mut model =
+            rtemu_model::LinkModel::new(&Default::default(), &rtemu_model::link::NoTables, 1, 0)
+                .unwrap();
+        let s = engine::run(
+            &mut TrafficGen::new(&spec, 1),
+            &mut model,
+            &mut Discard,
+            None::<&mut FateLog<Vec<u8>>>,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(s.trace, None);
+        assert!(!s.to_string().contains("trace:"));
     }
 
     #[test]

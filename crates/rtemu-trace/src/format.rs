@@ -21,12 +21,15 @@
 //!
 //! The records follow at byte 18+F+P.
 
+use std::fmt;
 use std::io::{self, Read};
 use std::path::Path;
 
 use crate::action::TimeUnit;
-use crate::error::{ErrorKind, TraceError};
+use crate::duration::parse_duration_ns;
+use crate::error::{syntax, ErrorKind, TraceError};
 use crate::flow::FlowPattern;
+use crate::text;
 
 /// The first eight bytes of a framed trace. The first byte is not ASCII, so no text file starts
 /// with it, and the final newline catches files mangled by text-mode transfers.
@@ -64,10 +67,12 @@ impl Format {
         }
     }
 
-    /// Guesses the form of a file from its first bytes and its name: the magic means framed,
-    /// whatever the name; otherwise the extension decides; otherwise data that is printable
-    /// text whose first record line starts with `drop`, `pass` or `dup` (or that holds only
-    /// comments) is text, and anything else raw.
+    /// Guesses the form of an action trace from its first bytes and its name: the magic means
+    /// framed, whatever the name; otherwise the extension decides; otherwise valid text (UTF-8
+    /// without control characters other than tab and line ends) is the text form, and only
+    /// data that is not text is raw. Text that holds no action records is therefore never read
+    /// as raw words: the text reader reports its first line that is not a record. To tell an
+    /// action trace from the other kinds, see [`Content::sniff`].
     pub fn detect(path: &Path, head: &[u8]) -> Format {
         if head.starts_with(&MAGIC) {
             return Format::Framed;
@@ -75,7 +80,7 @@ impl Format {
         if let Some(f) = Format::from_extension(path) {
             return f;
         }
-        if looks_like_text(head) {
+        if as_text(head).is_some() {
             Format::Text
         } else {
             Format::Raw
@@ -105,34 +110,216 @@ impl std::str::FromStr for Format {
     }
 }
 
-fn looks_like_text(head: &[u8]) -> bool {
-    if head.is_empty() {
-        return false;
+/// How many bytes from the start of a file [`Content::sniff_file`] looks at.
+pub const SNIFF_LEN: usize = 64 << 10;
+
+/// What a trace file holds: one of the kinds rtemu reads and, for an action trace, its form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Content {
+    /// A per-packet action trace in this form.
+    Actions(Format),
+    /// A delay/loss time series, `time delay [lost]` per line ([`crate::series`]).
+    Series,
+    /// A Mahimahi delivery-opportunity trace, one time in ms per line ([`crate::mahimahi`]).
+    Mahimahi,
+}
+
+/// Why [`Content::sniff`] could not tell what a file holds, with its best guess.
+#[derive(Debug)]
+pub struct SniffError {
+    /// What is wrong: the file and the first line that fits no kind, or why the file could not
+    /// be read.
+    pub error: TraceError,
+    /// The kind the first record line suggests (a number first: a series or a Mahimahi trace;
+    /// a word: an action trace), whose reader reports the same problem in its own terms;
+    /// `None` if the file could not be read.
+    pub guess: Option<Content>,
+}
+
+impl fmt::Display for SniffError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
     }
-    // A multi-byte character may be cut at the end of the sample.
+}
+
+impl std::error::Error for SniffError {}
+
+impl From<SniffError> for TraceError {
+    fn from(e: SniffError) -> Self {
+        e.error
+    }
+}
+
+impl Content {
+    /// The kind a file's extension names: `.rpl` raw, `.rplx` framed and `.rplt` text action
+    /// traces, `.series` a time series, `.up`, `.down` and `.mahimahi` delivery opportunities.
+    /// `.txt` names none: every text kind may be in a `.txt` file.
+    pub fn from_extension(path: &Path) -> Option<Content> {
+        match path.extension()?.to_str()? {
+            "rpl" => Some(Content::Actions(Format::Raw)),
+            "rplx" => Some(Content::Actions(Format::Framed)),
+            "rplt" => Some(Content::Actions(Format::Text)),
+            "series" => Some(Content::Series),
+            "up" | "down" | "mahimahi" => Some(Content::Mahimahi),
+            _ => None,
+        }
+    }
+
+    /// What the file `path` holds, from its first bytes `head` (all of it if `complete`) and
+    /// its name, in this order:
+    ///
+    /// 1. the magic: a framed action trace, whatever the name;
+    /// 2. the extension, as [`Content::from_extension`];
+    /// 3. data that is not text (see [`Format::detect`]): a raw action trace;
+    /// 4. text, by its record lines (blank lines and `#` comments aside): every line a single
+    ///    non-negative integer is a Mahimahi trace; two or three fields, a time and a delay
+    ///    (bare numbers, or with the units `ns`, `us`, `µs`, `ms`, `s`) and optionally
+    ///    `0`/`1`/`ok`/`lost`, a time series; `drop`, `pass D` and `dup D` records, the text
+    ///    form of an action trace. The first record line decides; text with none (empty, or
+    ///    only comments) is an action trace, which its reader reports as empty.
+    ///
+    /// A record line that fits no kind, or not the kind of the first, is an error naming the
+    /// file, the line and the column; the last line of an incomplete `head` is not judged, as
+    /// it may be cut. Lines after `head` are left to the kind's reader. Never panics, whatever
+    /// the bytes.
+    pub fn sniff(path: &Path, head: &[u8], complete: bool) -> Result<Content, SniffError> {
+        if head.starts_with(&MAGIC) {
+            return Ok(Content::Actions(Format::Framed));
+        }
+        if let Some(c) = Content::from_extension(path) {
+            return Ok(c);
+        }
+        let Some(mut text) = as_text(head) else {
+            return Ok(Content::Actions(Format::Raw));
+        };
+        if !complete {
+            if let Some(end) = text.rfind('\n') {
+                text = &text[..end];
+            }
+        }
+        let mut first: Option<(u64, Content)> = None;
+        for (i, line) in text.lines().enumerate() {
+            let line_no = i as u64 + 1;
+            let body = line.split('#').next().unwrap_or("");
+            let record = body.trim();
+            if record.is_empty() {
+                continue;
+            }
+            let column = body[..body.len() - body.trim_start().len()].chars().count() as u64 + 1;
+            let kind = line_kind(line);
+            let problem = match first {
+                None => match kind {
+                    Some(k) => {
+                        first = Some((line_no, k));
+                        continue;
+                    }
+                    None => (
+                        format!(
+                            "{record:?} fits no trace kind: expected an action (`drop`, `pass 1234us`, \
+                             `dup 100us`), a time series sample (`time delay [lost]`, e.g. `0.5 20ms`) \
+                             or a Mahimahi delivery time in ms (e.g. `12`)"
+                        ),
+                        guess_kind(record),
+                    ),
+                },
+                Some((_, k)) if kind == Some(k) => continue,
+                Some((at, k)) => (
+                    format!(
+                        "{record:?} does not fit the {} that line {at} begins ({})",
+                        k.name(),
+                        k.shape()
+                    ),
+                    k,
+                ),
+            };
+            return Err(SniffError {
+                error: syntax(line_no, column, problem.0).with_path(path),
+                guess: Some(problem.1),
+            });
+        }
+        Ok(first.map_or(Content::Actions(Format::Text), |(_, k)| k))
+    }
+
+    /// [`Content::sniff`] on the first [`SNIFF_LEN`] bytes of the file `path`. Errors name it.
+    pub fn sniff_file(path: &Path) -> Result<Content, SniffError> {
+        let unreadable = |e: io::Error| SniffError {
+            error: TraceError::from(e).with_path(path),
+            guess: None,
+        };
+        let file = std::fs::File::open(path).map_err(unreadable)?;
+        let mut head = Vec::with_capacity(SNIFF_LEN);
+        file.take(SNIFF_LEN as u64)
+            .read_to_end(&mut head)
+            .map_err(unreadable)?;
+        let complete = head.len() < SNIFF_LEN;
+        Content::sniff(path, &head, complete)
+    }
+
+    /// What the kind is called in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Content::Actions(Format::Raw) => "raw action trace",
+            Content::Actions(Format::Framed) => "framed action trace",
+            Content::Actions(Format::Text) => "action trace",
+            Content::Series => "time series",
+            Content::Mahimahi => "Mahimahi trace",
+        }
+    }
+
+    /// What a record line of the kind looks like.
+    fn shape(self) -> &'static str {
+        match self {
+            Content::Actions(_) => "`drop`, `pass D` or `dup D` per line",
+            Content::Series => "`time delay [lost]` per line",
+            Content::Mahimahi => "one delivery time in ms per line",
+        }
+    }
+}
+
+/// The kind one line (with any comment) fits, if any; `None` also for a blank line.
+fn line_kind(line: &str) -> Option<Content> {
+    let body = line.split('#').next().unwrap_or("");
+    let mut fields = body.split_whitespace();
+    let (a, b, c, d) = (fields.next()?, fields.next(), fields.next(), fields.next());
+    match (b, c, d) {
+        (None, _, _) if a.parse::<u64>().is_ok() => return Some(Content::Mahimahi),
+        (Some(delay), lost, None)
+            if parse_duration_ns(a, Some(1_000_000_000)).is_ok()
+                && parse_duration_ns(delay, Some(1_000_000)).is_ok()
+                && lost.is_none_or(|l| matches!(l, "0" | "1" | "ok" | "lost")) =>
+        {
+            return Some(Content::Series)
+        }
+        _ => {}
+    }
+    matches!(text::parse_line(line, 1), Ok(Some(_))).then_some(Content::Actions(Format::Text))
+}
+
+/// The kind a line that fits none was probably meant to be: numbers are samples or times,
+/// words are actions.
+fn guess_kind(record: &str) -> Content {
+    let numeric = record.starts_with(|c: char| c.is_ascii_digit() || c == '.');
+    match (numeric, record.split_whitespace().count()) {
+        (true, 1) => Content::Mahimahi,
+        (true, _) => Content::Series,
+        (false, _) => Content::Actions(Format::Text),
+    }
+}
+
+/// `head` as text, if it is text: UTF-8 (a character cut at the end of the sample is allowed)
+/// with no control characters but tab, carriage return and line feed. Empty data is text.
+fn as_text(head: &[u8]) -> Option<&str> {
     let text = match std::str::from_utf8(head) {
         Ok(t) => t,
         Err(e) if e.error_len().is_none() => {
             std::str::from_utf8(&head[..e.valid_up_to()]).expect("valid prefix")
         }
-        Err(_) => return false,
+        Err(_) => return None,
     };
-    if text
+    let control = text
         .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-    {
-        return false;
-    }
-    match text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .find(|l| !l.is_empty())
-    {
-        Some(first) => ["drop", "pass", "dup"]
-            .iter()
-            .any(|k| first.to_ascii_lowercase().starts_with(k)),
-        None => true,
-    }
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'));
+    (!control).then_some(text)
 }
 
 /// The header of a framed trace.
@@ -293,6 +480,116 @@ mod tests {
         assert_eq!(Format::detect(p("a"), b"# x\n\npass 1us\n"), Format::Text);
         assert_eq!(Format::detect(p("a"), b"DROP\n"), Format::Text);
         assert_eq!(Format::detect(p("a"), &[0x40, 0, 0, 1]), Format::Raw);
-        assert_eq!(Format::detect(p("a"), b"hello\n"), Format::Raw);
+        // Text is never read as raw words: the text reader will say what is wrong with it.
+        assert_eq!(Format::detect(p("a"), b"hello\n"), Format::Text);
+        assert_eq!(Format::detect(p("a"), b"1\n2\n"), Format::Text);
+        assert_eq!(Format::detect(p("a"), b""), Format::Text);
+    }
+
+    fn sniff(name: &str, head: &str) -> Result<Content, String> {
+        Content::sniff(Path::new(name), head.as_bytes(), true).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_kind_is_known_by_its_content_without_an_extension() {
+        let mahimahi: String = (1..=100).map(|t| format!("{t}\n")).collect();
+        assert_eq!(sniff("mm", &mahimahi), Ok(Content::Mahimahi));
+        assert_eq!(
+            sniff("mm", "# comment\n\n0\n 1 \n1\n3"),
+            Ok(Content::Mahimahi)
+        );
+        assert_eq!(
+            sniff(
+                "p.txt",
+                "# time delay lost\n0 10\n0.5 20 0\n1.0s 5ms lost\n2 8 ok\n"
+            ),
+            Ok(Content::Series)
+        );
+        assert_eq!(sniff("p", "0\t12.5\r\n0.1 13.1\r\n"), Ok(Content::Series));
+        assert_eq!(
+            sniff(
+                "t",
+                "# x\npass 1000us\nDROP\ndup 100us # copy\npass 0.5ms\n"
+            ),
+            Ok(Content::Actions(Format::Text))
+        );
+        assert_eq!(
+            sniff("t", "# only comments\n\n"),
+            Ok(Content::Actions(Format::Text))
+        );
+        let binary = [0x40, 0, 0, 1, 0, 0, 0, 0, 0x80, 0, 0, 5];
+        assert_eq!(
+            Content::sniff(Path::new("words"), &binary, true).unwrap(),
+            Content::Actions(Format::Raw)
+        );
+        let framed = Header::default().to_bytes().unwrap();
+        assert_eq!(
+            Content::sniff(Path::new("x.series"), &framed, true).unwrap(),
+            Content::Actions(Format::Framed)
+        );
+    }
+
+    #[test]
+    fn an_extension_decides_except_txt() {
+        assert_eq!(sniff("a.rpl", "1\n2\n"), Ok(Content::Actions(Format::Raw)));
+        assert_eq!(
+            sniff("a.rplt", "1\n2\n"),
+            Ok(Content::Actions(Format::Text))
+        );
+        assert_eq!(sniff("a.down", "0 1\n"), Ok(Content::Mahimahi));
+        assert_eq!(sniff("a.series", "1\n"), Ok(Content::Series));
+        assert_eq!(sniff("a.txt", "1\n2\n"), Ok(Content::Mahimahi));
+        assert_eq!(
+            sniff("a.txt", "pass 1ms\n"),
+            Ok(Content::Actions(Format::Text))
+        );
+    }
+
+    #[test]
+    fn text_of_no_kind_is_an_error_naming_the_file_and_line() {
+        let e =
+            Content::sniff(Path::new("dir/junk"), b"# notes\n\n  hello world\n", true).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("dir/junk: line 3, column 3: \"hello world\" fits no trace kind"),
+            "{msg}"
+        );
+        assert_eq!(e.guess, Some(Content::Actions(Format::Text)));
+        // A line of the wrong kind after the first record line.
+        let e = Content::sniff(Path::new("mm"), b"1\n2\n3 4\n", true).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "mm: line 3, column 1: \"3 4\" does not fit the Mahimahi trace that line 1 begins"
+            ),
+            "{e}"
+        );
+        assert_eq!(e.guess, Some(Content::Mahimahi));
+        // Records that almost fit: the guess goes to the reader that explains them best.
+        let guess = |t: &str| sniff_guess(t);
+        assert_eq!(guess("0,5 20\n"), Some(Content::Series));
+        assert_eq!(guess("1.5\n"), Some(Content::Mahimahi));
+        assert_eq!(guess("pass 10\n"), Some(Content::Actions(Format::Text)));
+        assert_eq!(guess("0 1 maybe\n"), Some(Content::Series));
+    }
+
+    fn sniff_guess(text: &str) -> Option<Content> {
+        Content::sniff(Path::new("f"), text.as_bytes(), true)
+            .unwrap_err()
+            .guess
+    }
+
+    #[test]
+    fn a_cut_last_line_is_not_judged() {
+        // The sample ends inside "12": complete, it would still be a time; cut inside a
+        // series line ("5 1"), it must not be taken for a Mahimahi line.
+        assert_eq!(
+            Content::sniff(Path::new("m"), b"0\n5\n1", false).unwrap(),
+            Content::Mahimahi
+        );
+        assert_eq!(
+            Content::sniff(Path::new("s"), b"0 1\n5", false).unwrap(),
+            Content::Series
+        );
+        assert!(Content::sniff(Path::new("s"), b"0 1\n5", true).is_err());
     }
 }

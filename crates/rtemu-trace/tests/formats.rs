@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
+use rtemu_trace::format::Content;
 use rtemu_trace::reader::read_all;
 use rtemu_trace::{Action, ErrorKind, Format, Header, RecordReader, RecordWriter, TimeUnit};
 
@@ -272,5 +273,140 @@ proptest! {
             }
             Err(e) => prop_assert!(matches!(e.kind(), ErrorKind::Header(_)), "{}", e),
         }
+    }
+}
+
+/// A file under the system's temporary directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str, bytes: &[u8]) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("rtemu-trace-sniff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        Scratch(path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        // Fails, harmlessly, while another test still has a file there.
+        let _ = std::fs::remove_dir(self.0.parent().expect("a file in a directory"));
+    }
+}
+
+#[test]
+fn every_kind_is_detected_in_a_file_without_a_telling_name() {
+    use rtemu_trace::mahimahi::Opportunities;
+    use rtemu_trace::series::DelaySeries;
+
+    let mahimahi: String = (1..=100).map(|t| format!("{t}\n")).collect();
+    let f = Scratch::new("mm", mahimahi.as_bytes());
+    assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Mahimahi);
+    assert_eq!(Opportunities::load(&f.0).unwrap().len(), 100);
+
+    let f = Scratch::new("p.txt", b"# probe\n0 10\n0.5 20ms 0\n1s 5 lost\n");
+    assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Series);
+    assert_eq!(
+        DelaySeries::load(&f.0, Default::default())
+            .unwrap()
+            .samples()
+            .len(),
+        3
+    );
+
+    let f = Scratch::new("actions", b"pass 1234us\ndrop\ndup 100us\npass 200us\n");
+    assert_eq!(
+        Content::sniff_file(&f.0).unwrap(),
+        Content::Actions(Format::Text)
+    );
+    let (_, records) = read_all(&std::fs::read(&f.0).unwrap()[..], Format::Text).unwrap();
+    assert_eq!(records.len(), 4);
+
+    let raw = std::fs::read(golden("sample.rpl")).unwrap();
+    let f = Scratch::new("words", &raw);
+    assert_eq!(
+        Content::sniff_file(&f.0).unwrap(),
+        Content::Actions(Format::Raw)
+    );
+    let framed = std::fs::read(golden("sample.rplx")).unwrap();
+    let f = Scratch::new("framed.txt", &framed);
+    assert_eq!(
+        Content::sniff_file(&f.0).unwrap(),
+        Content::Actions(Format::Framed)
+    );
+
+    // Text of no kind is an error naming the file and the line, never raw words.
+    let f = Scratch::new("notes", b"# what\nhello world\n");
+    let e = Content::sniff_file(&f.0).unwrap_err().to_string();
+    assert!(
+        e.contains("notes: line 2, column 1: \"hello world\" fits no trace kind"),
+        "{e}"
+    );
+    assert_eq!(Format::detect(&f.0, b"# what\nhello world\n"), Format::Text);
+    let e = Content::sniff_file(Path::new("/nonexistent/rtemu/trace")).unwrap_err();
+    assert!(e.guess.is_none());
+    assert!(
+        e.to_string().starts_with("/nonexistent/rtemu/trace: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_long_file_is_judged_by_its_head() {
+    // More than SNIFF_LEN bytes: the sample's cut last line is not judged.
+    let series: String = (0..20_000)
+        .map(|i| format!("{i}.25 {}\n", i % 97))
+        .collect();
+    assert!(series.len() > rtemu_trace::format::SNIFF_LEN);
+    let f = Scratch::new("long-series", series.as_bytes());
+    assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Series);
+}
+
+fn check_sniff(ext: &str, bytes: &[u8], complete: bool) -> Result<(), TestCaseError> {
+    let path = PathBuf::from(format!("fuzz{ext}"));
+    match Content::sniff(&path, bytes, complete) {
+        Ok(_) => {}
+        Err(e) => {
+            // Only text can fail, at a line and column inside the sample, and with a guess.
+            prop_assert!(e.guess.is_some(), "{}", e);
+            let text = String::from_utf8_lossy(bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            match e.error.kind() {
+                ErrorKind::Syntax { line, column, .. } => {
+                    prop_assert!(*line >= 1 && *line as usize <= lines.len(), "{}", e);
+                    let l = lines[*line as usize - 1];
+                    prop_assert!(*column >= 1 && *column <= l.chars().count() as u64, "{}", e);
+                }
+                k => prop_assert!(false, "not a syntax error: {k}"),
+            }
+            prop_assert!(
+                e.to_string().starts_with(&format!("fuzz{ext}: line ")),
+                "{}",
+                e
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn the_sniffer_never_panics_on_arbitrary_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..600),
+        complete in any::<bool>(),
+        ext in prop_oneof![Just(""), Just(".txt"), Just(".rpl"), Just(".series")],
+    ) {
+        check_sniff(ext, &bytes, complete)?;
+    }
+
+    #[test]
+    fn the_sniffer_never_panics_on_trace_like_text(
+        text in "(pass|drop|dup|lost|ok|ms|us|µs|[0-9 .#s\t]|\r?\n){0,80}",
+        complete in any::<bool>(),
+    ) {
+        check_sniff("", text.as_bytes(), complete)?;
     }
 }

@@ -16,7 +16,7 @@ use rtemu_sim::tables::FileTables;
 use rtemu_sim::traced::{ActionFeed, OpportunityFeed, PerFlow, SeriesFeed};
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
 use rtemu_trace::flow::{FlowPattern, FlowTable};
-use rtemu_trace::format::Format;
+use rtemu_trace::format::{Content, Format};
 use rtemu_trace::mahimahi::Opportunities;
 use rtemu_trace::prefetch::{EndPolicy, PrefetchConfig, Prefetcher, UnderrunPolicy};
 use rtemu_trace::series::{DelaySeries, Interpolation};
@@ -69,6 +69,15 @@ pub struct SimArgs {
     /// The link model as a TOML or JSON file (the structured form of the netem fields).
     #[arg(long)]
     pub model_file: Option<PathBuf>,
+
+    /// Draw from the random streams of this link of a lab (its name in the topology file), so
+    /// the simulator decides as the real-time engine did for the same frames and seed.
+    #[arg(long, value_name = "LINK")]
+    pub link: Option<String>,
+
+    /// With --link: the direction, `a-b` (from the link's first endpoint) or `b-a`.
+    #[arg(long, value_name = "DIR", requires = "link", value_parser = ["a-b", "b-a"], default_value = "a-b")]
+    pub dir: String,
 
     /// Seed of every random decision. The same seed gives the same output.
     #[arg(long, default_value_t = DEFAULT_SEED)]
@@ -141,15 +150,33 @@ pub(crate) enum TraceKind {
 }
 
 impl TraceKind {
-    /// The kind of `path`, resolving `Auto` by extension; `Auto` stays for content detection.
+    /// The kind of `path`, resolving `Auto` by [`Content::sniff_file`]: the magic, the
+    /// extension, then the content (one integer a line: Mahimahi; `time delay [lost]`: a
+    /// series; `drop`/`pass`/`dup`: actions; not text: raw words). A file whose content fits
+    /// no kind gets the kind its first record line suggests, whose reader then fails naming
+    /// the file and the line. `Auto` stays only for what cannot be sniffed (a file that cannot
+    /// be read, whose reader then reports why, or a pipe, which reading would consume).
     pub(crate) fn of(self, path: &Path) -> TraceKind {
         if self != TraceKind::Auto {
             return self;
         }
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("series") => TraceKind::Series,
-            Some("up" | "down" | "mahimahi") => TraceKind::Mahimahi,
-            _ => TraceKind::Auto,
+        let content = match Content::from_extension(path) {
+            Some(c @ (Content::Series | Content::Mahimahi)) => c,
+            _ if !path.metadata().is_ok_and(|m| m.is_file()) => return TraceKind::Auto,
+            _ => match Content::sniff_file(path) {
+                Ok(c) => c,
+                Err(e) => match e.guess {
+                    Some(c) => c,
+                    None => return TraceKind::Auto,
+                },
+            },
+        };
+        match content {
+            Content::Actions(Format::Raw) => TraceKind::Rpl,
+            Content::Actions(Format::Framed) => TraceKind::Rplx,
+            Content::Actions(Format::Text) => TraceKind::Text,
+            Content::Series => TraceKind::Series,
+            Content::Mahimahi => TraceKind::Mahimahi,
         }
     }
 }
@@ -341,7 +368,10 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         end: args.end,
         interpolation: args.interpolation,
     };
-    let mut model = build_model(&opts, &cfg, &traces, &opportunities, 0)?;
+    let label = args.link.as_deref().map_or(0, |link| {
+        rtemu_model::rng::link_label(link, args.dir == "b-a")
+    });
+    let mut model = build_model(&opts, &cfg, &traces, &opportunities, label)?;
 
     let (mut source, input): (Box<dyn FrameSource>, String) = match &args.input {
         Some(path) => (
