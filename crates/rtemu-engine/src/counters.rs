@@ -115,6 +115,10 @@ pub struct Counters {
     pub max_error_ns: u64,
     /// Times a due copy waited because the transmit ring had no free slot.
     pub tx_busy: u64,
+    /// Frames a trace-driven model decided without a trace record, because the reader had
+    /// none ready (they passed undelayed, under the engine's `pass` under-run policy). Outside
+    /// the conservation identity: these frames are counted there by their fate.
+    pub trace_underruns: u64,
 }
 
 impl Counters {
@@ -152,6 +156,7 @@ impl Counters {
             self.late,
             self.max_error_ns,
             self.tx_busy,
+            self.trace_underruns,
         ];
         w[..HEAD].copy_from_slice(&head);
         w[HEAD..].copy_from_slice(&self.dropped);
@@ -172,12 +177,13 @@ impl Counters {
             late: w[7],
             max_error_ns: w[8],
             tx_busy: w[9],
+            trace_underruns: w[10],
             dropped,
         }
     }
 }
 
-const HEAD: usize = 10;
+const HEAD: usize = 11;
 const WORDS: usize = HEAD + DROP_KINDS;
 
 /// [`Counters`] shared between the release thread (one writer) and any number of readers.
@@ -239,6 +245,7 @@ mod tests {
             late: 8,
             max_error_ns: 9,
             tx_busy: 10,
+            trace_underruns: 11,
             ..Counters::default()
         };
         for (i, kind) in DropKind::ALL.into_iter().enumerate() {

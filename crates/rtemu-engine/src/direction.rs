@@ -338,6 +338,8 @@ impl Direction {
     /// Publishes the counters if they changed since the last call.
     pub(crate) fn publish(&mut self) {
         if self.changed {
+            // A copy of the reader's counters: no lock, no system call.
+            self.counters.trace_underruns = self.model.trace_counters().map_or(0, |t| t.underruns);
             self.published.publish(&self.counters);
             self.changed = false;
         }

@@ -90,7 +90,6 @@
 //!   (those lost to a full receive ring are, as [`engine::DirectionReport::kernel_drops`]).
 //! * `SCHED_FIFO` is refused while the wait strategy spins and the kernel throttles real-time
 //!   threads; yielding before the throttle budget ends would allow it.
-//! * Trace under-runs are counted by the trace reader but not carried into [`Counters`].
 //!
 //! All `unsafe` lives in the private `sys` module, one commented block per kernel call.
 #![deny(unsafe_code)]

@@ -508,6 +508,7 @@ fn directions(state: &State, ds: &[DirectionReport]) -> Vec<Value> {
                 "conserved": c.conserved(),
                 "kernel_drops": d.kernel_drops,
                 "tx_busy": c.tx_busy,
+                "trace_underruns": c.trace_underruns,
                 "fidelity": {
                     "count": f.count,
                     "late": f.late,
@@ -621,7 +622,7 @@ pub fn print_directions(report: &Value, fidelity: bool) {
                 us(&f["started"]["p50_ns"]),
             );
         } else {
-            let drops: Vec<String> = d["dropped"]
+            let mut drops: Vec<String> = d["dropped"]
                 .as_object()
                 .map(|m| {
                     m.iter()
@@ -630,6 +631,12 @@ pub fn print_directions(report: &Value, fidelity: bool) {
                         .collect()
                 })
                 .unwrap_or_default();
+            if d["trace_underruns"].as_u64().unwrap_or(0) > 0 {
+                drops.push(format!(
+                    "(trace under-runs {}: passed undelayed)",
+                    n(&d["trace_underruns"])
+                ));
+            }
             println!(
                 "{link:<16} {way:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  {}",
                 n(&d["received"]),
