@@ -308,23 +308,52 @@ const SMALL_PAYLOAD: u64 = 64;
 fn load(opts: &Options, out: &mut impl Write) -> Result<()> {
     writeln!(
         out,
-        "\n### CPU against offered load: iperf3 UDP ({SMALL_PAYLOAD}-byte datagrams) through `delay 1ms`, {} s per row\n",
+        "\n### CPU against offered load: iperf3 UDP ({SMALL_PAYLOAD}-byte datagrams) through `delay 1ms` and a trace-driven link, {} s per row\n",
         opts.seconds
     )?;
     writeln!(
         out,
-        "| offered pps | received pps | engine CPU % | release p50 µs | p99 µs | p99.9 µs | max µs | late (>100 µs) | dropped | kernel drops |"
+        "| link | offered pps | received pps | engine CPU % | release p50 µs | p99 µs | p99.9 µs | max µs | late (>100 µs) | dropped | kernel drops | trace under-runs |"
     )?;
     writeln!(
         out,
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )?;
-    for pps in LOADS {
+    // The trace-driven row: fractional Gaussian noise (Hurst 0.8) around 1 ms, streamed from
+    // a file of a million records.
+    let dir = std::env::temp_dir().join(format!("rtemu-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = load_rows(opts, &dir.join("lrd.rpl"), out);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// The rows of [`load`], with the trace-driven rows' trace written to `trace`.
+fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> Result<()> {
+    let gen = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "trace", "gen", "fgn", "--hurst", "0.8", "--mean", "1ms", "--std", "100us",
+        ])
+        .args(["--count", "1000000", "--seed", "7", "-o"])
+        .arg(trace)
+        .output()?;
+    if !gen.status.success() {
+        bail!("trace gen: {}", String::from_utf8_lossy(&gen.stderr));
+    }
+    let rows = LOADS
+        .iter()
+        .map(|&pps| ("delay 1ms".to_owned(), pps))
+        .chain([10_000, 100_000].map(|pps| (format!("trace {}", trace.display()), pps)));
+    for (link, pps) in rows {
         let name = "bload";
         remove(name);
+        let imp = match link.strip_prefix("trace ") {
+            Some(path) => format!("trace = \"{path}\""),
+            None => format!("netem = \"{link}\""),
+        };
         let src = format!(
             "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.b]\n\
-             [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 1ms\"\n"
+             [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\n{imp}\n"
         );
         let state = bring_up(
             &Topology::parse("load.toml", &src)?,
@@ -342,15 +371,21 @@ fn load(opts: &Options, out: &mut impl Write) -> Result<()> {
             .as_object()
             .map(|m| m.values().filter_map(Value::as_u64).sum())
             .unwrap_or(0);
+        let shown = if link.starts_with("trace") {
+            "fGn trace, 1 ms ± 0.1 ms, H 0.8"
+        } else {
+            "`delay 1ms`"
+        };
         writeln!(
             out,
-            "| {pps} | {received_pps:.0} | {cpu:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {dropped} | {} |",
+            "| {shown} | {pps} | {received_pps:.0} | {cpu:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {dropped} | {} | {} |",
             us(&r["p50_ns"]),
             us(&r["p99_ns"]),
             us(&r["p999_ns"]),
             us(&r["max_ns"]),
             f["late"],
             d["kernel_drops"],
+            d["trace_underruns"],
         )?;
         out.flush()?;
     }
