@@ -1,9 +1,13 @@
-//! The topology as a picture: Graphviz DOT and Mermaid text, pure functions of a [`Topology`].
+//! The topology as a picture: Graphviz DOT and Mermaid text, pure functions of a [`Topology`],
+//! and SVG, which [`svg`] has Graphviz's `dot` draw from the DOT text (the one function here
+//! that runs a program).
 //!
 //! Nodes are boxes; a point-to-point link is an edge labelled with its two interfaces; a LAN
 //! is an ellipse with an edge to each member. Subnets label links and LANs.
 
 use std::fmt::Write;
+use std::io::{self, Write as _};
+use std::process::{Command, Stdio};
 
 use crate::topology::{Segment, SegmentKind, Topology};
 
@@ -126,6 +130,77 @@ pub fn mermaid(topo: &Topology) -> String {
     out
 }
 
+/// Errors of [`svg`].
+#[derive(Debug, thiserror::Error)]
+pub enum SvgError {
+    /// Graphviz is not installed.
+    #[error("SVG output needs Graphviz's `{0}` program, which is not installed: install the Debian package graphviz (`apt-get install graphviz`), or print DOT or Mermaid text instead (`--format dot`, `--format mermaid`)")]
+    NoGraphviz(String),
+    /// Running it failed.
+    #[error("running Graphviz `{program} -Tsvg`: {source}")]
+    Io {
+        /// The program.
+        program: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// It ran and failed.
+    #[error("Graphviz `{program} -Tsvg` failed ({status}): {stderr}")]
+    Failed {
+        /// The program.
+        program: String,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// What it said.
+        stderr: String,
+    },
+}
+
+/// The topology as SVG: its [`dot`] text drawn by Graphviz (`dot -Tsvg`, Debian package
+/// `graphviz`).
+pub fn svg(topo: &Topology) -> Result<String, SvgError> {
+    render_svg("dot", &dot(topo))
+}
+
+/// DOT text drawn as SVG by the Graphviz program `program` (`dot`, or another layout such as
+/// `neato`), run as `PROGRAM -Tsvg` with the text on its standard input.
+pub fn render_svg(program: &str, dot_text: &str) -> Result<String, SvgError> {
+    let io_error = |source| SvgError::Io {
+        program: program.to_owned(),
+        source,
+    };
+    let mut child = match Command::new(program)
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(SvgError::NoGraphviz(program.to_owned()))
+        }
+        Err(e) => return Err(io_error(e)),
+    };
+    // Written from a second thread: a large graph's SVG fills the output pipe before `dot` has
+    // read all its input, so writing and reading in one thread could wait on each other.
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let text = dot_text.to_owned();
+    let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+    let out = child.wait_with_output().map_err(io_error)?;
+    let written = writer.join().expect("the writer thread does not panic");
+    if !out.status.success() {
+        return Err(SvgError::Failed {
+            program: program.to_owned(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    written.map_err(io_error)?;
+    String::from_utf8(out.stdout)
+        .map_err(|e| io_error(io::Error::new(io::ErrorKind::InvalidData, e)))
+}
+
 /// Mermaid identifiers may not contain '-'; names never contain '_', so this is one-to-one.
 fn ident(name: &str) -> String {
     name.replace('-', "_")
@@ -159,6 +234,17 @@ ipv4 = "10.0.1.0/24"
              \"lan:lan\" [shape=ellipse, label=\"lan\\n10.0.1.0/24\"];\n  \
              \"a\" -- \"lan:lan\" [taillabel=\"eth0\"];\n  \
              \"b-1\" -- \"lan:lan\" [taillabel=\"eth1\"];\n}\n"
+        );
+    }
+
+    #[test]
+    fn svg_without_graphviz_says_which_package_to_install() {
+        let err = render_svg("rtemu-no-such-graphviz", "graph g {}").unwrap_err();
+        assert!(matches!(err, SvgError::NoGraphviz(_)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("install the Debian package graphviz"),
+            "{err}"
         );
     }
 

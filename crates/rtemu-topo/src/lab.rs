@@ -30,7 +30,7 @@ use rtnetlink::{
 };
 
 use crate::routing::{plan, NodePlan};
-use crate::state::{lab_dir, Handover, State};
+use crate::state::{lab_dir, Detached, Handover, State};
 use crate::sys;
 use crate::topology::{ExternalMode, Mac, SegmentKind, Topology};
 
@@ -124,6 +124,7 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
     if let Some(node) = topo.nodes.iter().find(|n| n.cpu.is_some()) {
         return Err(LabError::CpuLimit(node.name.clone()));
     }
+    raise_open_files();
     if lab_dir(&topo.lab).exists() {
         return Err(LabError::Exists(topo.lab.clone()));
     }
@@ -183,6 +184,18 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
     }
 }
 
+/// Raises this process's open-file limit to its hard limit: building a lab holds a namespace
+/// file and a netlink socket per node, so 1000 nodes need more than the common soft limit of
+/// 1024. Best effort: a lab that still needs more fails with the kernel's "too many open files".
+fn raise_open_files() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
 /// Removes lab `lab`: its processes, namespaces, `/etc/netns` entries and state. Returns
 /// whether there was anything to remove.
 pub fn down(lab: &str) -> Result<bool, LabError> {
@@ -194,6 +207,8 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     if let Some(s) = &state {
         give_back(&s.handovers)?;
     }
+    // Best effort: whatever of them is still in the lab's namespaces ends with the rest below.
+    end_detached(lab);
     for ns in state.iter().flat_map(|s| &s.namespaces) {
         // Processes keep a namespace alive after its mount is gone: end them first.
         for pid in sys::netns_pids(ns).map_err(io_err(format!("listing processes in {ns}")))? {
@@ -213,6 +228,70 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     }
     std::fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
     Ok(true)
+}
+
+/// Ends the process groups of lab `lab`'s detached processes (`exec --detach`) whose leader
+/// still runs, also any that left the node's namespace. A recorded pid is signalled only while
+/// it belongs to the process recorded (same start time), never to a later one that reuses it.
+fn end_detached(lab: &str) {
+    for d in crate::state::detached(lab).unwrap_or_default() {
+        if crate::state::proc_stat(d.pid).is_some_and(|(_, start)| start == d.start_time) {
+            let pid = nix::unistd::Pid::from_raw(d.pid);
+            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// Starts `argv` in node `node` of the lab in `state`, detached: in its own process group
+/// (a Ctrl-C at the terminal spares it), standard input from `/dev/null`, standard output and
+/// error into `/run/rtemu/<lab>/<node>.<n>.log` (`n` = 1, 2, … per node). It is recorded in the
+/// lab's state directory ([`crate::state::detached`]) and ended by [`down`]. The caller does
+/// not wait for it: once the caller exits, init reaps it.
+pub fn exec_detached(state: &State, node: &str, argv: &[String]) -> Result<Detached, LabError> {
+    let mut cmd = node_command(state, node, argv)?;
+    let dir = lab_dir(&state.lab);
+    // The first free number: creating the file claims it, also against a concurrent exec.
+    let mut n = 1;
+    let (log_path, log) = loop {
+        let path = dir.join(format!("{node}.{n}.log"));
+        match std::fs::File::create_new(&path) {
+            Ok(f) => break (path, f),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) => return Err(io_err(format!("creating {}", path.display()))(e)),
+        }
+    };
+    let out = log.try_clone().map_err(io_err("opening the log"))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(log);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let what = format!("`{}` in node `{node}`", argv.join(" "));
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = std::fs::remove_file(&log_path);
+            return Err(io_err(format!("starting {what}"))(e));
+        }
+    };
+    let pid = i32::try_from(child.id()).expect("pids fit in i32");
+    // The child is not reaped yet, so its /proc entry is there even if it has exited.
+    let start_time = crate::state::proc_stat(pid).map_or(0, |(_, start)| start);
+    let record = Detached {
+        pid,
+        start_time,
+        node: node.to_owned(),
+        command: argv.to_vec(),
+        log: log_path,
+    };
+    if let Err(e) = crate::state::record_detached(&state.lab, &record) {
+        // Nothing runs that the lab does not know of.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = child.wait();
+        return Err(io_err(format!("recording {what}"))(e));
+    }
+    Ok(record)
 }
 
 /// Moves host interfaces back from their nodes under their original names. One that is not in

@@ -5,12 +5,13 @@
 //! * [`topology`]: the validated [`Topology`] (names checked, interfaces named, addresses
 //!   assigned), with errors that name the file, line and column;
 //! * [`routing`]: the routes, static neighbours and forwarding flags every node gets;
-//! * [`graph`]: the topology as Graphviz DOT or Mermaid text;
-//!
+//! * [`graph`]: the topology as Graphviz DOT or Mermaid text, or as SVG through Graphviz;
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
-//!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`).
+//!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`);
+//! * [`capture`] and [`pcapng`]: packets of several node interfaces into one file.
 //!
-//! [`spec`], [`topology`], [`routing`] and [`graph`] are pure: no root, no I/O beyond reading the file.
+//! [`spec`], [`topology`] and [`routing`] are pure: no root, no I/O beyond reading the file;
+//! so are [`graph`]'s DOT and Mermaid forms (its SVG runs Graphviz's `dot`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -787,3 +787,107 @@ fn a_routing_daemon_started_by_the_lab_converges_over_ospf() {
     }
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 }
+
+#[test]
+fn the_east_west_north_example_draws_as_svg_with_every_node() {
+    // No root needed; Graphviz is. CI (RTEMU_REQUIRE_ROOT=1) installs it through install.sh.
+    let topo = example("ewn");
+    let svg = match rtemu_topo::graph::svg(&topo) {
+        Err(rtemu_topo::graph::SvgError::NoGraphviz(program))
+            if std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1") =>
+        {
+            skip(&format!(
+                "skipping the SVG test: Graphviz's `{program}` is not installed (Debian package graphviz)"
+            ));
+            return;
+        }
+        other => other.unwrap(),
+    };
+    assert!(svg.contains("<svg"), "not SVG: {svg}");
+    assert!(svg.trim_end().ends_with("</svg>"), "not a whole SVG: {svg}");
+    for node in &topo.nodes {
+        // Graphviz writes each node's name as its title and its label.
+        assert!(
+            svg.contains(&format!("<title>{}</title>", node.name)),
+            "no node {} in {svg}",
+            node.name
+        );
+        assert!(
+            svg.contains(&format!(">{}</text>", node.name)),
+            "no label {} in {svg}",
+            node.name
+        );
+    }
+}
+
+#[test]
+fn a_detached_command_runs_in_its_node_with_a_log_and_ends_at_down() {
+    if !root_or_skip("exec_detached") {
+        return;
+    }
+    let name = unique_lab("d");
+    let topo = chain(&name, 2);
+    let _guard = Guard(name.clone());
+    lab::up(&topo, "chain.toml").unwrap();
+    let state = lab::resolve_lab(Some(&name)).unwrap();
+    let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let sleeper = lab::exec_detached(&state, "n1", &argv(&["sleep", "1000"])).unwrap();
+    let talker = lab::exec_detached(
+        &state,
+        "n1",
+        &argv(&["sh", "-c", "echo out; echo err >&2; exec sleep 1000"]),
+    )
+    .unwrap();
+    assert_eq!(sleeper.log, lab_dir(&name).join("n1.1.log"));
+    assert_eq!(talker.log, lab_dir(&name).join("n1.2.log"));
+    assert!(sleeper.log.exists(), "the log exists while it runs");
+
+    // Both run in node n1's namespace, each the leader of its own process group.
+    let pids = rtemu_topo::sys::netns_pids(&node_netns(&name, "n1")).unwrap();
+    for d in [&sleeper, &talker] {
+        assert!(pids.contains(&d.pid), "{} not in n1: {pids:?}", d.pid);
+        assert!(d.running());
+        assert_eq!(
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(d.pid)))
+                .unwrap()
+                .as_raw(),
+            d.pid
+        );
+    }
+    let start = std::time::Instant::now();
+    let mut text = String::new();
+    while start.elapsed().as_secs() < 5 {
+        text = std::fs::read_to_string(&talker.log).unwrap();
+        if text.lines().count() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(text, "out\nerr\n");
+    // The lab's record lists both, with their command lines.
+    let listed = state.detached().unwrap();
+    assert_eq!(listed, vec![sleeper.clone(), talker.clone()]);
+    assert_eq!(listed[0].command, ["sleep", "1000"]);
+    assert_eq!(listed[0].node, "n1");
+
+    // An unknown node is refused before anything starts.
+    assert!(matches!(
+        lab::exec_detached(&state, "nope", &argv(&["true"])),
+        Err(lab::LabError::NoSuchNode { .. })
+    ));
+
+    assert!(lab::down(&name).unwrap());
+    // The test process is their parent (`rtemu exec --detach` exits at once, leaving them to
+    // init): reap them, so a killed process is not mistaken for a live zombie.
+    for d in [&sleeper, &talker] {
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(d.pid), None);
+        assert!(
+            !Path::new(&format!("/proc/{}", d.pid)).exists(),
+            "pid {} was ended at down",
+            d.pid
+        );
+    }
+    // The record and the logs went with the state directory.
+    assert!(!sleeper.log.exists());
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}

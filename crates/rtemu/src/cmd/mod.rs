@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_engine;
+pub mod bench_topo;
 pub mod demo;
 pub mod engine;
 pub mod lab;

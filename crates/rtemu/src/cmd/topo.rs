@@ -59,12 +59,18 @@ pub struct LsArgs {
     pub json: bool,
 }
 
-/// Run a command in a node; exits with the command's own exit code.
+/// Run a command in a node; exits with the command's own exit code (with --detach: starts it
+/// in the background, prints its pid and exits).
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
     pub lab: Option<String>,
+    /// Start the command in the background and print its pid: in its own process group, input
+    /// from /dev/null, output in /run/rtemu/<lab>/<node>.<n>.log; `rtemu ls` lists it and
+    /// `rtemu down` ends it.
+    #[arg(short = 'd', long)]
+    pub detach: bool,
     /// The node.
     pub node: String,
     /// The command and its arguments (after `--`).
@@ -87,6 +93,8 @@ pub struct ShellArgs {
 pub enum GraphFormat {
     /// Graphviz DOT.
     Dot,
+    /// SVG, drawn by Graphviz's `dot -Tsvg` (Debian package graphviz).
+    Svg,
     /// Mermaid flowchart.
     Mermaid,
 }
@@ -99,6 +107,9 @@ pub struct GraphArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "dot")]
     pub format: GraphFormat,
+    /// Write to this file instead of standard output.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// Capture packets of several node interfaces into one pcapng file.
@@ -270,6 +281,16 @@ pub fn run_ls(args: &LsArgs) -> Result<()> {
                 }
             }
         }
+        for d in s.detached().unwrap_or_default() {
+            println!(
+                "  detached pid {} in {}: {} ({}, log {})",
+                d.pid,
+                d.node,
+                d.command.join(" "),
+                if d.running() { "running" } else { "exited" },
+                d.log.display()
+            );
+        }
     }
     Ok(())
 }
@@ -288,6 +309,20 @@ fn exit_with(mut cmd: Command, what: &str) -> Result<()> {
 /// `rtemu exec`.
 pub fn run_exec(args: &ExecArgs) -> Result<()> {
     let state = lab::resolve_lab(args.lab.as_deref())?;
+    if args.detach {
+        let d = lab::exec_detached(&state, &args.node, &args.command)?;
+        println!("{}", d.pid);
+        eprintln!(
+            "started `{}` in node {} of lab {} as pid {}, output in {}; `rtemu down {}` ends it",
+            args.command.join(" "),
+            args.node,
+            state.lab,
+            d.pid,
+            d.log.display(),
+            state.lab
+        );
+        return Ok(());
+    }
     let cmd = lab::node_command(&state, &args.node, &args.command)?;
     exit_with(
         cmd,
@@ -314,10 +349,21 @@ pub fn run_graph(args: &GraphArgs) -> Result<()> {
     };
     let text = match args.format {
         GraphFormat::Dot => rtemu_topo::graph::dot(&topo),
+        GraphFormat::Svg => rtemu_topo::graph::svg(&topo)?,
         GraphFormat::Mermaid => rtemu_topo::graph::mermaid(&topo),
     };
-    print!("{text}");
-    Ok(())
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+        }
+        None => {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .context("writing the graph")
+        }
+    }
 }
 
 /// `rtemu capture`.
