@@ -11,7 +11,21 @@ mod cmd;
 
 /// rtemu: a real-time network emulator for Linux.
 #[derive(Debug, Parser)]
-#[command(name = "rtemu", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "rtemu",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = "Examples:
+  sudo rtemu demo                                   the paper's lab, shaped, measured, removed
+  sudo rtemu up examples/shaped-path.toml           a lab from a topology file
+  sudo rtemu exec client -- ping -c 3 server        any program inside a node
+  sudo rtemu stats --fidelity                       what the engine did, how precisely
+  rtemu sim in.pcap --model \"delay 20ms loss 1%\" --out out.pcap
+  rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 -o lrd.rpl
+  rtemu lab doctor                                  can this machine keep real time?"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

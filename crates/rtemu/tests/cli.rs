@@ -394,3 +394,143 @@ fn a_path_recorded_as_two_captures_replays_exactly() {
         std::fs::read(&received).unwrap()
     );
 }
+
+/// The subcommands `rtemu PATH… --help` lists (without `help`), read from its "Commands:"
+/// section, so a subcommand added later is checked too.
+fn subcommands(path: &[&str]) -> Vec<String> {
+    let mut args = path.to_vec();
+    args.push("--help");
+    let o = rtemu(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // An entry starts at column 2; deeper lines continue the one above.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|name| name != "help")
+        .collect()
+}
+
+#[test]
+fn every_subcommand_help_shows_worked_examples() {
+    // Each command with subcommands, and each of its subcommands, recursively.
+    let top = stdout(&rtemu(&["--help"]));
+    assert!(top.contains("Examples:\n  sudo rtemu demo"), "{top}");
+    let mut todo: Vec<Vec<String>> = subcommands(&[]).into_iter().map(|c| vec![c]).collect();
+    assert!(todo.len() >= 14, "the top-level commands: {todo:?}");
+    let mut checked = Vec::new();
+    while let Some(path) = todo.pop() {
+        let path_ref: Vec<&str> = path.iter().map(String::as_str).collect();
+        for sub in subcommands(&path_ref) {
+            let mut child = path.clone();
+            child.push(sub);
+            todo.push(child);
+        }
+        let mut args = path_ref.clone();
+        args.push("--help");
+        let o = rtemu(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        let examples = out
+            .split_once("Examples:\n")
+            .unwrap_or_else(|| panic!("`rtemu {}` has no Examples: {out}", path.join(" ")))
+            .1;
+        // The examples show the command itself, with its full path.
+        let command = format!("rtemu {}", path.join(" "));
+        assert!(
+            examples.contains(&format!("{command} ")) || examples.contains(&format!("{command}\n")),
+            "`{command} --help` shows no example of itself: {examples}"
+        );
+        checked.push(path.join(" "));
+    }
+    // The walk found the nested subcommands.
+    for expect in [
+        "trace gen fgn",
+        "trace gen onoff",
+        "trace stats",
+        "lab sleep",
+        "lab doctor",
+        "up",
+        "link set",
+        "demo",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == expect),
+            "{expect} not in {checked:?}"
+        );
+    }
+}
+
+#[test]
+fn trace_gen_and_convert_print_a_json_summary_on_request() {
+    let dir = Scratch::new("gen-json");
+    let (rpl, txt) = (dir.path("fgn.rpl"), dir.path("fgn.txt"));
+    let o = rtemu(&[
+        "trace", "gen", "fgn", "--hurst", "0.75", "--mean", "5ms", "--std", "1ms", "--count",
+        "1234", "--seed", "9", "-o", &rpl, "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).is_empty(),
+        "--json leaves stderr quiet: {}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["records"], 1234);
+    assert_eq!(v["kind"], "fgn");
+    assert_eq!(v["format"], "raw");
+    assert_eq!(v["seed"], 9);
+    assert_eq!(v["output"], rpl.as_str());
+    assert_eq!(v["parameters"]["hurst"], 0.75);
+    assert_eq!(v["parameters"]["mean_ns"], 5_000_000);
+    assert_eq!(std::fs::metadata(&rpl).unwrap().len(), 1234 * 4);
+    // Without --json, the note on stderr and nothing on stdout.
+    let o = rtemu(&[
+        "trace",
+        "gen",
+        "onoff",
+        "--count",
+        "300",
+        "-o",
+        &dir.path("o.rplx"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    assert!(stderr(&o).contains("wrote 300 records"), "{}", stderr(&o));
+    let o = rtemu(&["trace", "convert", &rpl, &txt, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["records"], 1234);
+    assert_eq!(
+        (&v["input_format"], &v["output_format"]),
+        (&"raw".into(), &"text".into())
+    );
+}
+
+#[test]
+fn trace_stats_reads_the_kind_from_the_content_and_names_a_line_that_fits_none() {
+    let dir = Scratch::new("sniff");
+    let mm = dir.path("mm");
+    std::fs::write(&mm, (1..=100).map(|i| format!("{i}\n")).collect::<String>()).unwrap();
+    let o = rtemu(&["trace", "stats", &mm, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(j["opportunities"], 100, "read as a Mahimahi trace: {j}");
+    let series = dir.path("p.txt");
+    std::fs::write(&series, "0 10\n1 12\n").unwrap();
+    let o = rtemu(&["trace", "stats", &series]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("delay max ms"),
+        "read as a series: {}",
+        stdout(&o)
+    );
+    let junk = dir.path("junk");
+    std::fs::write(&junk, "0 10\nhello world\n").unwrap();
+    let o = rtemu(&["trace", "stats", &junk]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line 2, column 1"), "{}", stderr(&o));
+}

@@ -6,14 +6,17 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use rtemu_model::link::NoTables;
-use rtemu_model::{netem, LinkModel, Model, PacketMeta};
+use rtemu_model::{netem, DropReason, LinkModel, Model, PacketMeta};
 use rtemu_sim::engine::{self, Discard};
 use rtemu_sim::fatelog::FateLog;
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec};
 use serde::Serialize;
 
-/// The model sets the issue asks about, from cheapest to the full netem set.
-const CASES: [(&str, &str); 4] = [
+/// The model sets the issue asks about, from cheapest to the full netem set. The traffic is
+/// 1000-byte packets at 100 kpps, 800 Mbit/s: the first rate queue (10 Gbit/s) never fills,
+/// the second (500 Mbit/s, 1.6× overloaded) stays full and drops tail, which exercises the
+/// queue's drop path and its backlog bookkeeping.
+const CASES: [(&str, &str); 5] = [
     ("delay only", "delay 10ms"),
     ("delay + jitter + loss", "delay 10ms 2ms loss 1%"),
     ("delay + loss (correlated)", "delay 10ms 2ms 25% distribution normal loss 1% 25%"),
@@ -21,7 +24,14 @@ const CASES: [(&str, &str); 4] = [
         "full netem set + rate queue",
         "delay 20ms 5ms 25% distribution normal loss 1% 25% duplicate 0.5% corrupt 0.1% reorder 10% 50% rate 10gbit limit 1000",
     ),
+    (
+        "full netem set + overloaded queue",
+        "delay 20ms 5ms 25% distribution normal loss 1% 25% duplicate 0.5% corrupt 0.1% reorder 10% 50% rate 500mbit limit 1000",
+    ),
 ];
+
+/// The case the whole-simulator measurement runs: the full set with a queue that never fills.
+const SIM_CASE: usize = 3;
 
 /// Measure the link models and the simulator (`sim`), or the real-time engine in labs
 /// (`engine`, root).
@@ -32,9 +42,10 @@ const CASES: [(&str, &str); 4] = [
   sudo rtemu bench engine --pings 200 --seconds 5")]
 pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
-    /// second) or `engine` (per-hop latency through chains of impaired links, rate accuracy
-    /// with iperf3; needs root).
-    #[arg(value_parser = ["sim", "engine"], default_value = "sim")]
+    /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
+    /// iperf3, CPU and release error against offered load; needs root) or `topo` (`up` and
+    /// `down` of 10 to 1000 nodes against plain `ip` commands; needs root).
+    #[arg(value_parser = ["sim", "engine", "topo"], default_value = "sim")]
     pub what: String,
 
     /// engine: pings per chain.
@@ -71,6 +82,16 @@ struct Case {
     /// Slowest and fastest repetition.
     min_per_s: f64,
     max_per_s: f64,
+    /// Offered load over the rate queue's rate (800 Mbit/s of packets before loss and
+    /// duplicates, over the configured rate); absent without `rate`. Above 1: overloaded.
+    offered_load: Option<f64>,
+    /// Whether the rate queue is offered more than it serves, so it fills and drops tail.
+    overloaded: bool,
+    /// Of the packets, the fraction that lost a copy to a full rate queue (from one untimed
+    /// run over the same packets, with the same seed as the timed ones).
+    queue_full_fraction: f64,
+    /// The rate queue's largest backlog in that run, packets.
+    max_backlog_packets: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -90,20 +111,52 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// Decisions per second for one model over `n` back-to-back 1000-byte packets at 100 kpps.
+/// The benchmark's packets: 1000 bytes, back to back at 100 kpps (800 Mbit/s).
+const PACKET_BYTES: u32 = 1000;
+const INTERVAL_NS: u64 = 10_000;
+
+fn packet(i: u64) -> PacketMeta {
+    PacketMeta {
+        len: PACKET_BYTES,
+        flow: Default::default(),
+        arrival_ns: i * INTERVAL_NS,
+        seq: i,
+    }
+}
+
+/// Decisions per second for one model over `n` of the benchmark's packets.
 fn decide_rate(args: &str, n: u64) -> anyhow::Result<f64> {
     let mut model = LinkModel::new(&netem::parse(args)?, &NoTables, 1, 0)?;
     let start = Instant::now();
     for i in 0..n {
-        let p = PacketMeta {
-            len: 1000,
-            flow: Default::default(),
-            arrival_ns: i * 10_000,
-            seq: i,
-        };
-        black_box(model.decide(black_box(&p)));
+        black_box(model.decide(black_box(&packet(i))));
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// What the rate queue did over `n` of the benchmark's packets, outside the timed runs: the
+/// offered load over the rate (none without `rate`), the fraction of packets that lost a copy
+/// to a full queue, and the largest backlog in packets.
+fn queue_behaviour(args: &str, n: u64) -> anyhow::Result<(Option<f64>, f64, u64)> {
+    let config = netem::parse(args)?;
+    let offered_bps = f64::from(PACKET_BYTES) * 8.0 * 1e9 / INTERVAL_NS as f64;
+    let load = config
+        .rate
+        .as_ref()
+        .map(|r| offered_bps / r.rate.0.max(1) as f64);
+    let mut model = LinkModel::new(&config, &NoTables, 1, 0)?;
+    let mut full = 0u64;
+    for i in 0..n {
+        let fate = model.decide(&packet(i));
+        if fate.drops().any(|r| r == DropReason::QueueFull) {
+            full += 1;
+        }
+    }
+    Ok((
+        load,
+        full as f64 / n as f64,
+        model.counters().max_backlog_packets,
+    ))
 }
 
 /// The `VmHWM` line of `/proc/self/status`: peak resident memory in KiB.
@@ -121,7 +174,7 @@ fn peak_rss_kib() -> u64 {
 fn sim_run(packets: u64) -> anyhow::Result<f64> {
     let seconds = packets as f64 / 1e6;
     let spec: TrafficSpec = format!("cbr 1000000pps 1000B {seconds}s").parse()?;
-    let mut model = LinkModel::new(&netem::parse(CASES[3].1)?, &NoTables, 1, 0)?;
+    let mut model = LinkModel::new(&netem::parse(CASES[SIM_CASE].1)?, &NoTables, 1, 0)?;
     let start = Instant::now();
     let s = engine::run(
         &mut TrafficGen::new(&spec, 1),
@@ -135,6 +188,9 @@ fn sim_run(packets: u64) -> anyhow::Result<f64> {
 
 /// Runs `rtemu bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.what == "topo" {
+        return super::bench_topo::run(args.json);
+    }
     if args.what == "engine" {
         anyhow::ensure!(
             args.pings > 0 && args.seconds > 0,
@@ -160,12 +216,18 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             rates.iter().copied().fold(f64::MAX, f64::min),
             rates.iter().copied().fold(0.0, f64::max),
         );
+        let (offered_load, queue_full_fraction, max_backlog_packets) =
+            queue_behaviour(model, args.packets).with_context(|| format!("case {name}"))?;
         cases.push(Case {
             name,
             model,
             decisions_per_s: median(rates),
             min_per_s: lo,
             max_per_s: hi,
+            offered_load,
+            overloaded: offered_load.is_some_and(|l| l > 1.0),
+            queue_full_fraction,
+            max_backlog_packets,
         });
     }
     let sim_packets_per_s = median(
@@ -194,11 +256,28 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "rtemu bench sim: {} packets per measurement, median of {}, one core",
         report.packets, report.repeat
     )?;
-    writeln!(out, "{:<30}{:>16}{:>26}", "model", "decisions/s", "range")?;
+    writeln!(
+        out,
+        "{:<36}{:>14}{:>20}   rate queue (offered 800 Mbit/s)",
+        "model", "decisions/s", "range"
+    )?;
     for c in &report.cases {
+        let queue = match c.offered_load {
+            None => "none".to_owned(),
+            Some(load) => format!(
+                "{}: load {load:.2}, peak {} pkts, {:.2} % queue-full drops",
+                if c.overloaded {
+                    "OVERLOADED"
+                } else {
+                    "never full"
+                },
+                c.max_backlog_packets,
+                100.0 * c.queue_full_fraction
+            ),
+        };
         writeln!(
             out,
-            "{:<30}{:>14.2} M{:>13.2} – {:.2} M",
+            "{:<36}{:>12.2} M{:>10.2} – {:.2} M   {queue}",
             c.name,
             c.decisions_per_s / 1e6,
             c.min_per_s / 1e6,
@@ -207,13 +286,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "{:<30}{:>14.2} M  (generator → full model → delay line → discard)",
+        "{:<36}{:>12.2} M  (generator → {} → delay line → discard)",
         "simulator, packets/s",
-        report.sim_packets_per_s / 1e6
+        report.sim_packets_per_s / 1e6,
+        CASES[SIM_CASE].0
     )?;
     writeln!(
         out,
-        "{:<30}{:>10} KiB after {} packets, {} KiB after {}",
+        "{:<36}{:>10} KiB after {} packets, {} KiB after {}",
         "peak memory",
         report.peak_rss_kib.0,
         report.packets,

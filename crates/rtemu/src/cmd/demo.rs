@@ -32,6 +32,9 @@ const SIZES: [u32; 4] = [56, 256, 512, 1024];
 /// engine's counters and release fidelity, and takes the lab down. Needs root; without it,
 /// runs the simulator on its built-in traffic and model instead.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu demo
+  sudo rtemu demo --count 20")]
 pub struct DemoArgs {
     /// Pings per size in the round-trip sweep.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]

@@ -524,6 +524,10 @@ fn directions(state: &State, ds: &[DirectionReport]) -> Vec<Value> {
 
 /// Show the counters and release fidelity of a lab's impaired links.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu stats
+  sudo rtemu stats shaped --fidelity
+  sudo rtemu stats shaped --json --watch 1")]
 pub struct StatsArgs {
     /// The lab (may be left out when exactly one runs).
     pub lab: Option<String>,
@@ -666,6 +670,9 @@ pub fn print_directions(report: &Value, fidelity: bool) {
 
 /// Change an impaired link while traffic flows.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu link set uplink delay 50ms loss 1%
+  sudo rtemu link down uplink")]
 pub struct LinkArgs {
     #[command(subcommand)]
     pub action: LinkAction,
@@ -689,6 +696,9 @@ pub enum DirArg {
 pub enum LinkAction {
     /// Replace a link's netem parameters without stopping traffic (queued packets keep their
     /// release times; the new model decides from the next packet on).
+    #[command(after_help = "Examples:
+  sudo rtemu link set uplink delay 50ms 5ms distribution normal
+  sudo rtemu link set --lab shaped uplink --dir b-a rate 1mbit limit 50")]
     Set {
         /// The lab (may be left out when exactly one runs).
         #[arg(long)]
@@ -703,6 +713,9 @@ pub enum LinkAction {
         netem: Vec<String>,
     },
     /// Cut a link: it carries nothing (failure injection).
+    #[command(after_help = "Examples:
+  sudo rtemu link down uplink
+  sudo rtemu link down --lab shaped uplink")]
     Down {
         /// The lab (may be left out when exactly one runs).
         #[arg(long)]
@@ -711,6 +724,9 @@ pub enum LinkAction {
         link: String,
     },
     /// Restore a cut link.
+    #[command(after_help = "Examples:
+  sudo rtemu link up uplink
+  sudo rtemu link up --lab shaped uplink")]
     Up {
         /// The lab (may be left out when exactly one runs).
         #[arg(long)]

@@ -27,6 +27,13 @@ use serde::Serialize;
 
 /// Arguments of `rtemu lab`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab doctor
+  rtemu lab sleep --methods nanosleep,spin,hybrid --count 500
+  rtemu lab linerate --rates 1M,10M,100M --json
+  rtemu lab deadline --mode both --steps 300
+  rtemu lab rtt --max-size 1024 --step 256
+  sudo rtemu lab latency --cpu 1 --json")]
 pub struct LabArgs {
     // Boxed: the subcommands' flags are large, and LabArgs sits in the CLI's command enum.
     #[command(subcommand)]
@@ -94,6 +101,11 @@ struct OutputArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab sleep
+  rtemu lab sleep --methods nanosleep,timerfd,spin,hybrid:50us --workload fixed:100us --count 1000 --timer-slack 1ns
+  rtemu lab sleep --workload uniform:10us-1ms --load 2 --json --csv sleep.csv --histogram sleep-hist.txt
+  sudo rtemu lab sleep --workload paper --count 1000 --fifo 80 --cpu 1 --plot sleep.svg")]
 struct SleepArgs {
     /// Wait methods to compare, comma-separated: select, nanosleep, sleep (clock-abs), timerfd,
     /// epoll, slack, spin (busy), hybrid[:MARGIN].
@@ -130,6 +142,11 @@ struct SleepArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab linerate
+  rtemu lab linerate --methods sleep,spin --pacers absolute --rates 1M,10M,100M --packet-size 1000 --json
+  rtemu lab linerate --rates 1k,10k,100k,1M,10M,100M --time 200ms --csv linerate.csv --plot linerate.svg
+  sudo rtemu lab linerate --fifo 80 --cpu 1 --load")]
 struct LinerateArgs {
     /// Wait methods to compare, comma-separated (see `rtemu lab sleep --help`).
     #[arg(long, value_delimiter = ',', default_value = "nanosleep,sleep,spin")]
@@ -160,6 +177,10 @@ struct LinerateArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab latency
+  rtemu lab latency --iterations 10000 --period 500us --json
+  sudo rtemu lab latency --cpu 1 --load --watchdog 100ms")]
 struct LatencyArgs {
     /// The CPU every test thread is pinned to (default: the last one allowed).
     #[arg(long, value_name = "CPU")]
@@ -201,6 +222,11 @@ enum DeadlineMode {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab deadline
+  rtemu lab deadline --mode fast --quadrant-nodes 250 --threads 2 --steps 1000 --json
+  rtemu lab deadline --mode realtime --rate 200 --steps 2000 --csv steps.csv
+  sudo rtemu lab deadline --sweep --sweep-sizes 25,250 --sweep-threads 1,2 --plot deadline.svg")]
 struct DeadlineArgs {
     /// Tire nodes per quadrant (the tire has 4× as many).
     #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -242,6 +268,10 @@ struct DeadlineArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab doctor
+  rtemu lab doctor --duration 2s --json
+  sudo rtemu lab doctor --duration 10s")]
 struct DoctorArgs {
     /// Length of the sleep test.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
@@ -252,6 +282,11 @@ struct DoctorArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab rtt
+  rtemu lab rtt --min-size 64 --max-size 1024 --step 64 --count 1000 --json --plot rtt.svg
+  rtemu lab echo --listen 0.0.0.0:7777 --duration 10m     # on the far host, then here:
+  rtemu lab rtt --to 192.0.2.10:7777 --half-rtt --csv rtt.csv")]
 struct RttArgs {
     /// The echo server (`rtemu lab echo`); default: one started on 127.0.0.1 for the run.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -284,6 +319,10 @@ struct RttArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab echo
+  rtemu lab echo --listen 0.0.0.0:7777 --duration 10m     # then, on another host:
+  rtemu lab rtt --to 192.0.2.1:7777")]
 struct EchoArgs {
     /// Address to listen on.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7777")]

@@ -15,6 +15,9 @@ use super::engine;
 
 /// Bring a lab up from a topology file.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu up examples/shaped-path.toml
+  sudo rtemu up examples/east-west-north.toml --name ewn2 --engine-wait spin --engine-cpu 1")]
 pub struct UpArgs {
     /// The topology file (TOML; see docs/topology.md).
     pub file: PathBuf,
@@ -36,6 +39,10 @@ pub struct UpArgs {
 
 /// Remove a lab and everything it made.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu down shaped
+  sudo rtemu down shaped --fidelity shaped-fidelity.json
+  sudo rtemu down --all")]
 pub struct DownArgs {
     /// The lab to remove.
     #[arg(required_unless_present = "all", conflicts_with = "all")]
@@ -51,6 +58,9 @@ pub struct DownArgs {
 
 /// List running labs with their nodes, links and addresses.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu ls
+  sudo rtemu ls shaped --json")]
 pub struct LsArgs {
     /// Only this lab.
     pub lab: Option<String>,
@@ -62,6 +72,9 @@ pub struct LsArgs {
 /// Run a command in a node; exits with the command's own exit code (with --detach: starts it
 /// in the background, prints its pid and exits).
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu exec client -- ping -c 3 server
+  sudo rtemu exec --lab shaped --detach server -- iperf3 -s")]
 pub struct ExecArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
@@ -80,6 +93,9 @@ pub struct ExecArgs {
 
 /// Open an interactive shell in a node.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu shell router
+  sudo rtemu shell --lab shaped server")]
 pub struct ShellArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
@@ -101,6 +117,10 @@ pub enum GraphFormat {
 
 /// Print a lab's topology as a graph.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  rtemu graph examples/east-west-north.toml
+  rtemu graph examples/east-west-north.toml --format svg -o ewn.svg
+  sudo rtemu graph shaped --format mermaid")]
 pub struct GraphArgs {
     /// A running lab, or a topology file.
     pub lab: String,
@@ -114,6 +134,9 @@ pub struct GraphArgs {
 
 /// Capture packets of several node interfaces into one pcapng file.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu capture uplink -w uplink.pcapng --duration 10
+  sudo rtemu capture --lab shaped client:eth0 server:eth0 -w run.pcapng --count 1000")]
 pub struct CaptureArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]

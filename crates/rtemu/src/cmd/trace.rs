@@ -60,6 +60,10 @@ enum TraceCommand {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 --seed 7 -o fgn.rpl
+  rtemu trace gen onoff --sources 50 --alpha 1.4 --count 1000000 -o onoff.rplx
+  rtemu trace gen iid --dist pareto --mean 5ms --std 2ms --count 100000 -o iid.rpl --json")]
 struct GenArgs {
     #[command(subcommand)]
     kind: GenKind,
@@ -76,6 +80,10 @@ enum GenKind {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace gen iid --dist pareto --mean 5ms --std 2ms --count 100000 -o iid.rpl
+  rtemu trace gen iid --dist constant --mean 10ms --ge-p 0.01 --ge-r 0.3 --count 100000 -o ge.rplx --json
+  rtemu trace gen iid --dist normal --mean 20ms --std 4ms --count 1000 --seed 3 -o iid.txt")]
 struct IidArgs {
     /// Distribution: constant, uniform, normal, exponential, pareto.
     #[arg(long, default_value = "normal")]
@@ -117,9 +125,17 @@ struct OutputArgs {
     /// Output form (raw, framed, text); default from the extension.
     #[arg(long)]
     format: Option<Format>,
+    /// Print a JSON summary on stdout (records written, output, generator, parameters, seed)
+    /// instead of the one-line note on stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 --seed 7 -o fgn.rpl
+  rtemu trace gen fgn --hurst 0.9 --mean 20ms --std 5ms --count 100000 -o fgn.rplx --json
+  rtemu trace gen fgn --count 1000 --format text -o fgn.dat")]
 struct FgnArgs {
     /// Hurst parameter, in (0, 1).
     #[arg(long, default_value_t = 0.8)]
@@ -138,6 +154,9 @@ struct FgnArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace gen onoff --sources 50 --alpha 1.4 --count 1000000 -o onoff.rplx
+  rtemu trace gen onoff --sources 100 --link-rate 60e6 --buffer 200000 --interval 100us --count 100000 -o onoff.rpl --json")]
 struct OnOffArgs {
     /// Number of ON/OFF sources.
     #[arg(long, default_value_t = 50)]
@@ -174,6 +193,12 @@ struct OnOffArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace stats fgn.rpl
+  rtemu trace stats fgn.rpl --json
+  rtemu trace stats trace.dat --format raw --max-series 100000
+  rtemu trace stats link.down --kind mahimahi
+  rtemu trace stats probe.txt --kind series --json")]
 struct StatsArgs {
     /// The trace.
     file: PathBuf,
@@ -186,10 +211,10 @@ struct StatsArgs {
     /// Delays kept for autocorrelation and Hurst estimates (the first ones).
     #[arg(long, default_value_t = DEFAULT_MAX_SERIES)]
     max_series: usize,
-    /// The kind of trace: actions (per-packet, the default), mahimahi (delivery
-    /// opportunities) or series (delay/loss time series).
-    #[arg(long, default_value = "actions")]
-    kind: TraceKind,
+    /// The kind of trace: actions (per-packet), mahimahi (delivery opportunities) or series
+    /// (delay/loss time series). Default: read from the file (name, then content).
+    #[arg(long)]
+    kind: Option<TraceKind>,
 }
 
 /// The kinds of trace `stats` reads.
@@ -217,10 +242,18 @@ struct SeriesSummary {
     delay_max_ms: f64,
 }
 
+/// Prints `value` as pretty JSON on stdout. Serialized first, so that a closed pipe
+/// (`… --json | head`) surfaces as the I/O error the caller treats as no error.
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    writeln!(io::stdout().lock(), "{text}")?;
+    Ok(())
+}
+
 fn print_summary(json: bool, summary: &impl serde::Serialize) -> anyhow::Result<()> {
     let value = serde_json::to_value(summary)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        print_json(&value)?;
     } else if let serde_json::Value::Object(fields) = value {
         for (k, v) in fields {
             println!("{:<30} {v}", k.replace('_', " "));
@@ -229,8 +262,23 @@ fn print_summary(json: bool, summary: &impl serde::Serialize) -> anyhow::Result<
     Ok(())
 }
 
-fn stats_other(a: &StatsArgs) -> anyhow::Result<()> {
-    if a.kind == TraceKind::Mahimahi {
+/// The kind `stats` reads: `--kind`, else an action trace under `--format`, else the kind
+/// the file's name or content shows (a file of no kind is an error naming its line).
+fn stats_kind(a: &StatsArgs) -> anyhow::Result<TraceKind> {
+    use rtemu_trace::format::Content;
+    Ok(match (a.kind, a.format) {
+        (Some(k), _) => k,
+        (None, Some(_)) => TraceKind::Actions,
+        (None, None) => match Content::sniff_file(&a.file)? {
+            Content::Actions(_) => TraceKind::Actions,
+            Content::Series => TraceKind::Series,
+            Content::Mahimahi => TraceKind::Mahimahi,
+        },
+    })
+}
+
+fn stats_other(a: &StatsArgs, kind: TraceKind) -> anyhow::Result<()> {
+    if kind == TraceKind::Mahimahi {
         let t = Opportunities::load(&a.file)?;
         return print_summary(
             a.json,
@@ -262,6 +310,11 @@ fn stats_other(a: &StatsArgs) -> anyhow::Result<()> {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace convert fgn.rpl fgn.txt
+  rtemu trace convert fgn.txt fgn.rplx --unit ns --json
+  rtemu trace convert probe.txt probe.rpl --series-pps 1000 --interp linear
+  rtemu trace convert sent.pcap path.txt --receiver received.pcap --json")]
 struct ConvertArgs {
     /// Input trace.
     input: PathBuf,
@@ -288,9 +341,16 @@ struct ConvertArgs {
     /// imply (delays, drops, duplicates, matched by content). Both clocks must agree.
     #[arg(long, value_name = "CAPTURE", conflicts_with = "series_pps")]
     receiver: Option<PathBuf>,
+    /// Print a JSON summary on stdout (input and output with their forms, records written)
+    /// instead of the one-line note on stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace cat fgn.rpl | head
+  rtemu trace cat trace.dat --format raw > trace.txt")]
 struct CatArgs {
     /// The trace.
     file: PathBuf,
@@ -300,6 +360,10 @@ struct CatArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace bench big.rpl
+  rtemu trace bench big.rpl --cold --json
+  rtemu trace bench big.rpl --cold --underrun pass --pace 1000000 --limit 10000000")]
 struct BenchArgs {
     /// The trace to stream (make it larger than the page cache for a true cold figure).
     file: PathBuf,
@@ -365,12 +429,13 @@ fn create(path: &Path) -> anyhow::Result<File> {
     File::create(path).with_context(|| format!("creating {}", path.display()))
 }
 
-/// Writes `count` records from `next` to the output, returning the writer's record count.
+/// Writes `count` records from `next` to the output, returning the form written and the
+/// writer's record count.
 fn write_generated(
     out: &OutputArgs,
     header: &Header,
     mut next: impl FnMut() -> Action,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(Format, u64)> {
     let format = output_format(&out.output, out.format)?;
     let mut w = RecordWriter::new(create(&out.output)?, format, header)
         .with_context(|| format!("writing {}", out.output.display()))?;
@@ -378,8 +443,45 @@ fn write_generated(
         w.write(next())
             .with_context(|| format!("writing {}", out.output.display()))?;
     }
+    let records = w.records_written();
     w.finish()
         .with_context(|| format!("writing {}", out.output.display()))?;
+    Ok((format, records))
+}
+
+/// The `--json` summary of `rtemu trace gen`.
+#[derive(Debug, serde::Serialize)]
+struct GenSummary<'a> {
+    /// The generator: fgn, onoff or iid.
+    kind: &'static str,
+    /// Records written.
+    records: u64,
+    output: String,
+    /// The output's form: raw, framed or text.
+    format: &'static str,
+    seed: u64,
+    /// The generator's parameters as it used them (durations in ns).
+    parameters: serde_json::Value,
+    /// What the generator reports about its run (clamped delays, dropped probes, …).
+    outcome: serde_json::Value,
+    /// The command line that regenerates the trace (also in a framed output's header).
+    provenance: &'a str,
+}
+
+/// Prints what `rtemu trace gen` wrote: the JSON summary, or `note` on stderr.
+fn report_generated(
+    out: &OutputArgs,
+    summary: &GenSummary,
+    note: std::fmt::Arguments,
+) -> anyhow::Result<()> {
+    if out.json {
+        print_json(summary)?;
+    } else {
+        eprintln!(
+            "rtemu: wrote {} records to {} ({note})",
+            summary.records, summary.output
+        );
+    }
     Ok(())
 }
 
@@ -402,16 +504,29 @@ fn gen_fgn(a: &FgnArgs) -> anyhow::Result<()> {
             a.out.seed
         ),
     };
-    write_generated(&a.out, &header, || Action::Pass {
+    let (format, records) = write_generated(&a.out, &header, || Action::Pass {
         delay_ns: delays.next_delay_ns(),
     })?;
-    eprintln!(
-        "rtemu: wrote {} records to {} ({} negative delays clamped to 0)",
-        a.out.count,
-        a.out.output.display(),
-        delays.clamped()
-    );
-    Ok(())
+    let clamped = delays.clamped();
+    report_generated(
+        &a.out,
+        &GenSummary {
+            kind: "fgn",
+            records,
+            output: a.out.output.display().to_string(),
+            format: format.name(),
+            seed: a.out.seed,
+            parameters: serde_json::json!({
+                "hurst": a.hurst,
+                "mean_ns": mean,
+                "std_ns": std,
+                "block": block,
+            }),
+            outcome: serde_json::json!({ "clamped_negative_delays": clamped }),
+            provenance: &header.provenance,
+        },
+        format_args!("{clamped} negative delays clamped to 0"),
+    )
 }
 
 fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
@@ -438,16 +553,41 @@ fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
             a.probe, a.interval, a.base, a.out.count, a.out.seed
         ),
     };
-    write_generated(&a.out, &header, || g.next_action())?;
-    eprintln!(
-        "rtemu: wrote {} records to {} (offered load {:.3}, target H {:.2}, {} probes dropped)",
-        a.out.count,
-        a.out.output.display(),
-        cfg.load(),
-        cfg.hurst(),
-        g.dropped()
-    );
-    Ok(())
+    let (format, records) = write_generated(&a.out, &header, || g.next_action())?;
+    report_generated(
+        &a.out,
+        &GenSummary {
+            kind: "onoff",
+            records,
+            output: a.out.output.display().to_string(),
+            format: format.name(),
+            seed: a.out.seed,
+            parameters: serde_json::json!({
+                "sources": cfg.sources,
+                "alpha": cfg.alpha,
+                "mean_on_ns": cfg.mean_on_ns,
+                "mean_off_ns": cfg.mean_off_ns,
+                "source_rate_bps": cfg.source_rate_bps,
+                "link_rate_bps": cfg.link_rate_bps,
+                "buffer_bytes": cfg.buffer_bytes,
+                "probe_bytes": cfg.probe_bytes,
+                "interval_ns": cfg.interval_ns,
+                "base_delay_ns": cfg.base_delay_ns,
+            }),
+            outcome: serde_json::json!({
+                "offered_load": cfg.load(),
+                "target_hurst": cfg.hurst(),
+                "probes_dropped": g.dropped(),
+            }),
+            provenance: &header.provenance,
+        },
+        format_args!(
+            "offered load {:.3}, target H {:.2}, {} probes dropped",
+            cfg.load(),
+            cfg.hurst(),
+            g.dropped()
+        ),
+    )
 }
 
 fn gen_iid(a: &IidArgs) -> anyhow::Result<()> {
@@ -474,14 +614,34 @@ fn gen_iid(a: &IidArgs) -> anyhow::Result<()> {
         )
         .to_lowercase(),
     };
-    write_generated(&a.out, &header, || g.next_action())?;
-    eprintln!(
-        "rtemu: wrote {} records to {} ({} negative delays clamped to 0)",
-        a.out.count,
-        a.out.output.display(),
-        g.clamped()
-    );
-    Ok(())
+    let (format, records) = write_generated(&a.out, &header, || g.next_action())?;
+    let gilbert_elliott = a.ge_p.map(|p| {
+        serde_json::json!({
+            "p": p,
+            "r": a.ge_r,
+            "loss_good": a.ge_loss_good,
+            "loss_bad": a.ge_loss_bad,
+        })
+    });
+    report_generated(
+        &a.out,
+        &GenSummary {
+            kind: "iid",
+            records,
+            output: a.out.output.display().to_string(),
+            format: format.name(),
+            seed: a.out.seed,
+            parameters: serde_json::json!({
+                "dist": format!("{:?}", a.dist).to_lowercase(),
+                "mean_ns": mean,
+                "std_ns": std,
+                "gilbert_elliott": gilbert_elliott,
+            }),
+            outcome: serde_json::json!({ "clamped_negative_delays": g.clamped() }),
+            provenance: &header.provenance,
+        },
+        format_args!("{} negative delays clamped to 0", g.clamped()),
+    )
 }
 
 fn open(path: &Path, format: Option<Format>) -> anyhow::Result<RecordReader<File>> {
@@ -506,8 +666,9 @@ fn for_each(
 }
 
 fn stats(a: &StatsArgs) -> anyhow::Result<()> {
-    if a.kind != TraceKind::Actions {
-        return stats_other(a);
+    let kind = stats_kind(a)?;
+    if kind != TraceKind::Actions {
+        return stats_other(a, kind);
     }
     let mut r = open(&a.file, a.format)?;
     let mut b = StatsBuilder::new(a.max_series);
@@ -519,13 +680,10 @@ fn stats(a: &StatsArgs) -> anyhow::Result<()> {
     if s.records == 0 {
         bail!("{}: the trace holds no records", a.file.display());
     }
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &s)?;
-        writeln!(out)?;
+        print_json(&s)?;
     } else {
-        print_stats(&mut out, &a.file, r.format(), &s)?;
+        print_stats(&mut io::stdout().lock(), &a.file, r.format(), &s)?;
     }
     Ok(())
 }
@@ -596,6 +754,49 @@ fn print_stats(
     Ok(())
 }
 
+/// The `--json` summary of `rtemu trace convert`.
+#[derive(Debug, serde::Serialize)]
+struct ConvertSummary {
+    input: String,
+    /// The input's form: raw, framed or text for a trace, `series` with --series-pps,
+    /// `capture` with --receiver.
+    input_format: String,
+    output: String,
+    /// The output's form: raw, framed or text.
+    output_format: &'static str,
+    /// Time unit of a framed output's header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unit: Option<String>,
+    /// Records written.
+    records: u64,
+    /// With --series-pps: the packet rate and the interpolation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    series: Option<serde_json::Value>,
+    /// With --receiver: the receiver capture and what matching the two captures found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    captures: Option<serde_json::Value>,
+}
+
+impl ConvertSummary {
+    fn new(a: &ConvertArgs, input_format: &str, to: Format, unit: TimeUnit, records: u64) -> Self {
+        ConvertSummary {
+            input: a.input.display().to_string(),
+            input_format: input_format.to_owned(),
+            output: a.output.display().to_string(),
+            output_format: to.name(),
+            unit: (to == Format::Framed).then(|| unit.to_string()),
+            records,
+            series: None,
+            captures: None,
+        }
+    }
+
+    /// Prints the summary as JSON on stdout.
+    fn print(&self) -> anyhow::Result<()> {
+        print_json(self)
+    }
+}
+
 fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
     let to = output_format(&a.output, a.to)?;
     let unit = match a.unit.as_deref() {
@@ -635,6 +836,14 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
         }
         let n = w.records_written();
         w.finish().with_context(|| format!("writing {out}"))?;
+        if a.json {
+            let mut summary = ConvertSummary::new(a, "series", to, header.unit, n);
+            summary.series = Some(serde_json::json!({
+                "packets_per_second": pps,
+                "interpolation": format!("{:?}", a.interp).to_lowercase(),
+            }));
+            return summary.print();
+        }
         eprintln!("rtemu: wrote {n} records to {out} ({} form)", to.name());
         return Ok(());
     }
@@ -653,6 +862,9 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
     })?;
     let n = w.records_written();
     w.finish().with_context(|| format!("writing {out}"))?;
+    if a.json {
+        return ConvertSummary::new(a, r.format().name(), to, header.unit, n).print();
+    }
     eprintln!("rtemu: converted {n} records to {out} ({} form)", to.name());
     Ok(())
 }
@@ -706,7 +918,21 @@ fn convert_captures(
     if let Some(e) = write_error {
         return Err(e).with_context(|| format!("writing {out}"));
     }
+    let n = w.records_written();
     w.finish().with_context(|| format!("writing {out}"))?;
+    if a.json {
+        let mut summary = ConvertSummary::new(a, "capture", to, unit, n);
+        summary.captures = Some(serde_json::json!({
+            "receiver": receiver.display().to_string(),
+            "sent": stats.sent,
+            "delivered": stats.delivered,
+            "dropped": stats.dropped,
+            "duplicates": stats.duplicates,
+            "unmatched": stats.unmatched,
+            "negative_delays": stats.negative_delays,
+        }));
+        return summary.print();
+    }
     eprintln!(
         "rtemu: {} packets sent: {} delivered, {} dropped, {} extra copies; {} receiver frames matched nothing; \
          {} copies seen before they were sent (delay 0); wrote {out} ({} form)",
@@ -798,9 +1024,7 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         });
     }
     if a.json {
-        serde_json::to_writer_pretty(io::stdout().lock(), &passes)?;
-        println!();
-        return Ok(());
+        return print_json(&passes);
     }
     println!(
         "{}: {} bytes; prefetch blocks of {} records x {}; under-run policy {}; pace {}",
