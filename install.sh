@@ -3,7 +3,7 @@
 # System packages: iproute2 (netem's distribution tables, `ip netns`), a C toolchain for
 # the build, pkg-config, and the programs the root tests and `rtemu demo` run inside lab
 # nodes: ping, traceroute, iperf3 and BIRD 2 (the OSPF example), and Graphviz (`rtemu graph
-# --format svg`). Rust must be installed.
+# --format svg`). Rust comes from rustup when cargo is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -17,9 +17,20 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
 fi
 
+# Rust: rtemu needs 1.85 or newer, more than Debian's own package offers, so it comes from
+# rustup (the official installer) when cargo is missing.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "install.sh: cargo not found: install Rust with rustup (https://rustup.rs), then run this again" >&2
-  exit 1
+  if ! command -v curl >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl ca-certificates
+  fi
+  echo "install.sh: cargo not found: installing Rust with rustup (https://rustup.rs)" >&2
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+  export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
 cargo build --release --workspace
