@@ -45,8 +45,8 @@ enum Command {
     Shell(cmd::topo::ShellArgs),
     Graph(cmd::topo::GraphArgs),
     Capture(cmd::topo::CaptureArgs),
-    Stats(cmd::engine::StatsArgs),
-    Link(cmd::engine::LinkArgs),
+    Stats(cmd::link::StatsArgs),
+    Link(cmd::link::LinkArgs),
     #[command(hide = true)]
     Engine(cmd::engine::EngineArgs),
 }
@@ -66,8 +66,8 @@ fn main() -> ExitCode {
         Command::Shell(args) => cmd::topo::run_shell(args),
         Command::Graph(args) => cmd::topo::run_graph(args),
         Command::Capture(args) => cmd::topo::run_capture(args),
-        Command::Stats(args) => cmd::engine::run_stats(args),
-        Command::Link(args) => cmd::engine::run_link(args),
+        Command::Stats(args) => cmd::link::run_stats(args),
+        Command::Link(args) => cmd::link::run_link(args),
         Command::Engine(args) => cmd::engine::run(args),
     };
     match result {

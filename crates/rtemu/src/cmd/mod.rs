@@ -6,6 +6,7 @@ pub mod bench_topo;
 pub mod demo;
 pub mod engine;
 pub mod lab;
+pub mod link;
 pub mod sim;
 pub mod topo;
 pub mod trace;

@@ -11,7 +11,7 @@ use rtemu_topo::state::State;
 use rtemu_topo::topology::{valid_name, MAX_LAB_NAME};
 use rtemu_topo::Topology;
 
-use super::engine;
+use super::{engine, link};
 
 /// Bring a lab up from a topology file.
 #[derive(Debug, Args)]
@@ -239,10 +239,10 @@ pub fn take_down(name: &str, fidelity: Option<&std::path::Path>) -> Result<bool>
     let mut saved = Ok(());
     if let Some(report) = engine::stop(name) {
         println!("engine of lab {name}: final report");
-        engine::print_directions(&report, false);
-        engine::print_directions(&report, true);
+        link::print_directions(&report, false);
+        link::print_directions(&report, true);
         if let Some(path) = fidelity {
-            saved = engine::save_report(&report, path);
+            saved = link::save_report(&report, path);
         }
     }
     let removed = lab::down(name)?;

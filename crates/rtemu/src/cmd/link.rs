@@ -1,0 +1,259 @@
+//! `rtemu stats` and `rtemu link`: reading and steering a running lab's impaired links through
+//! its engine's control socket, and the tables that show what the engine did.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use rtemu_model::netem;
+use serde_json::Value;
+
+use super::engine::{ask, impaired, stats};
+
+/// Show the counters and release fidelity of a lab's impaired links.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu stats
+  sudo rtemu stats shaped --fidelity
+  sudo rtemu stats shaped --json --watch 1")]
+pub struct StatsArgs {
+    /// The lab (may be left out when exactly one runs).
+    pub lab: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show the release-error percentiles instead of the counters.
+    #[arg(long)]
+    pub fidelity: bool,
+    /// Print again every this many seconds, until Ctrl-C.
+    #[arg(long, value_name = "SECONDS")]
+    pub watch: Option<f64>,
+}
+
+/// `rtemu stats`.
+pub fn run_stats(args: &StatsArgs) -> Result<()> {
+    let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
+    if impaired(&state).is_empty() {
+        bail!(
+            "lab `{}` has no impaired links: ideal links are plain veth pairs, counted by the \
+             kernel (`rtemu exec NODE -- ip -s link`)",
+            state.lab
+        );
+    }
+    let every = match args.watch {
+        None => None,
+        Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
+            Some(Duration::from_secs_f64(s))
+        }
+        Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
+    };
+    loop {
+        let stats = stats(&state.lab)?;
+        if args.json {
+            println!("{stats:#}");
+        } else {
+            print_directions(&stats, args.fidelity);
+        }
+        match every {
+            Some(d) => std::thread::sleep(d),
+            None => return Ok(()),
+        }
+    }
+}
+
+fn us(ns: &Value) -> String {
+    format!("{:.1}", ns.as_u64().unwrap_or(0) as f64 / 1e3)
+}
+
+/// A JSON number as text (`Value`'s own `Display` ignores widths).
+fn n(v: &Value) -> String {
+    v.as_u64().map_or_else(|| "-".to_owned(), |n| n.to_string())
+}
+
+/// Prints the directions of a stats or final report as a table.
+pub fn print_directions(report: &Value, fidelity: bool) {
+    let empty = Vec::new();
+    let ds = report["directions"].as_array().unwrap_or(&empty);
+    if fidelity {
+        println!(
+            "{:<16} {:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10}",
+            "link",
+            "direction",
+            "copies",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "late",
+            "woke p50"
+        );
+    } else {
+        println!(
+            "{:<16} {:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  dropped",
+            "link", "direction", "received", "delivered", "dups", "queued", "kernel"
+        );
+    }
+    for d in ds {
+        let way = format!(
+            "{} → {}",
+            d["from"].as_str().unwrap_or("?"),
+            d["to"].as_str().unwrap_or("?")
+        );
+        let link = d["link"].as_str().unwrap_or("?");
+        if fidelity {
+            let f = &d["fidelity"];
+            let r = &f["released"];
+            println!(
+                "{link:<16} {way:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10}",
+                n(&f["count"]),
+                us(&r["p50_ns"]),
+                us(&r["p99_ns"]),
+                us(&r["p999_ns"]),
+                us(&r["max_ns"]),
+                n(&f["late"]),
+                us(&f["started"]["p50_ns"]),
+            );
+        } else {
+            let mut drops: Vec<String> = d["dropped"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                        .map(|(k, v)| format!("{k} {}", n(v)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if d["trace_underruns"].as_u64().unwrap_or(0) > 0 {
+                drops.push(format!(
+                    "(trace under-runs {}: passed undelayed)",
+                    n(&d["trace_underruns"])
+                ));
+            }
+            println!(
+                "{link:<16} {way:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  {}",
+                n(&d["received"]),
+                n(&d["delivered"]),
+                n(&d["duplicates"]),
+                n(&d["in_flight"]),
+                n(&d["kernel_drops"]),
+                if drops.is_empty() {
+                    "none".to_owned()
+                } else {
+                    drops.join(", ")
+                }
+            );
+        }
+    }
+    if fidelity {
+        let late = ds
+            .first()
+            .map(|d| us(&d["fidelity"]["late_after_ns"]))
+            .unwrap_or_default();
+        println!(
+            "release error: when the send returned − the intended time (µs); late: over {late} µs; \
+             woke: when the send started"
+        );
+    }
+}
+
+/// Change an impaired link while traffic flows.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu link set uplink delay 50ms loss 1%
+  sudo rtemu link down uplink")]
+pub struct LinkArgs {
+    #[command(subcommand)]
+    pub action: LinkAction,
+}
+
+/// Which way `link set` changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DirArg {
+    /// From the link's first endpoint to its second.
+    #[value(name = "a-b")]
+    AB,
+    /// From the second to the first.
+    #[value(name = "b-a")]
+    BA,
+    /// Both ways.
+    Both,
+}
+
+/// What `rtemu link` does.
+#[derive(Debug, Subcommand)]
+pub enum LinkAction {
+    /// Replace a link's netem parameters without stopping traffic (queued packets keep their
+    /// release times; the new model decides from the next packet on).
+    #[command(after_help = "Examples:
+  sudo rtemu link set uplink delay 50ms 5ms distribution normal
+  sudo rtemu link set --lab shaped uplink --dir b-a rate 1mbit limit 50")]
+    Set {
+        /// The lab (may be left out when exactly one runs).
+        #[arg(long)]
+        lab: Option<String>,
+        /// The link.
+        link: String,
+        /// Which way.
+        #[arg(long, value_enum, default_value = "both")]
+        dir: DirArg,
+        /// netem parameters, e.g. `delay 50ms loss 1%`.
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        netem: Vec<String>,
+    },
+    /// Cut a link: it carries nothing (failure injection).
+    #[command(after_help = "Examples:
+  sudo rtemu link down uplink
+  sudo rtemu link down --lab shaped uplink")]
+    Down {
+        /// The lab (may be left out when exactly one runs).
+        #[arg(long)]
+        lab: Option<String>,
+        /// The link.
+        link: String,
+    },
+    /// Restore a cut link.
+    #[command(after_help = "Examples:
+  sudo rtemu link up uplink
+  sudo rtemu link up --lab shaped uplink")]
+    Up {
+        /// The lab (may be left out when exactly one runs).
+        #[arg(long)]
+        lab: Option<String>,
+        /// The link.
+        link: String,
+    },
+}
+
+/// `rtemu link`.
+pub fn run_link(args: &LinkArgs) -> Result<()> {
+    let (lab, request) = match &args.action {
+        LinkAction::Set {
+            lab,
+            link,
+            dir,
+            netem: words,
+        } => {
+            let text = words.join(" ");
+            // Checked here too, so a mistake is reported with its column before it travels.
+            netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
+            let dir = match dir {
+                DirArg::AB => "a-b",
+                DirArg::BA => "b-a",
+                DirArg::Both => "both",
+            };
+            (lab, format!("set {link} {dir} {text}"))
+        }
+        LinkAction::Down { lab, link } => (lab, format!("down {link}")),
+        LinkAction::Up { lab, link } => (lab, format!("up {link}")),
+    };
+    let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
+    ask(&state.lab, &request, Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// Writes a final report (as `stop` returns it) to `path` as JSON.
+pub fn save_report(report: &Value, path: &Path) -> Result<()> {
+    std::fs::write(path, format!("{report:#}\n"))
+        .with_context(|| format!("writing {}", path.display()))
+}
