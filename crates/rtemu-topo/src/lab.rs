@@ -29,6 +29,7 @@ use rtnetlink::{
     Handle, LinkBridge, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
 };
 
+use crate::cgroup;
 use crate::routing::{plan, NodePlan};
 use crate::state::{lab_dir, Detached, Handover, State};
 use crate::sys;
@@ -65,9 +66,10 @@ pub enum LabError {
     /// A host interface named in the file does not exist.
     #[error("host interface `{0}` does not exist (`ip link` lists the host's interfaces)")]
     NoHostInterface(String),
-    /// A CPU limit was asked for; rtemu does not apply them yet.
+    /// A CPU limit was asked for on a machine without a cgroup CPU controller.
     #[error(
-        "node `{0}` has `cpu` set: per-node CPU limits are not implemented yet; remove the line"
+        "node `{0}` has `cpu` set, but this machine has no cgroup cpu controller (cgroup v2 `cpu` \
+         or v1 `cpu` under /sys/fs/cgroup) to enforce it; remove the line"
     )]
     CpuLimit(String),
     /// A system call or file operation failed.
@@ -121,9 +123,14 @@ pub fn ownership_mark(lab: &str) -> String {
 
 /// Brings `topo` up. On error, everything made so far is removed again.
 pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
-    if let Some(node) = topo.nodes.iter().find(|n| n.cpu.is_some()) {
-        return Err(LabError::CpuLimit(node.name.clone()));
-    }
+    let limited: Vec<&crate::topology::Node> =
+        topo.nodes.iter().filter(|n| n.cpu.is_some()).collect();
+    let cpu = match limited.first() {
+        None => None,
+        Some(node) => {
+            Some(cgroup::Controller::find().ok_or_else(|| LabError::CpuLimit(node.name.clone()))?)
+        }
+    };
     raise_open_files();
     if lab_dir(&topo.lab).exists() {
         return Err(LabError::Exists(topo.lab.clone()));
@@ -165,12 +172,20 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
         namespaces,
         nodes,
         handovers,
+        cgroups: cpu
+            .iter()
+            .flat_map(|c| {
+                limited
+                    .iter()
+                    .map(|n| (n.name.clone(), c.dir(&node_netns(&topo.lab, &n.name))))
+            })
+            .collect(),
         complete: false,
         topology: topo.clone(),
     };
     // Recorded before anything exists, so `down` can reap whatever the next steps make.
     state.save().map_err(io_err("writing the lab state"))?;
-    match build(topo, &state) {
+    match build(topo, &state, cpu.as_ref()) {
         Ok(()) => {
             state.complete = true;
             state.save().map_err(io_err("writing the lab state"))?;
@@ -225,6 +240,9 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
             }
             _ => {}
         }
+    }
+    for (_, cg) in state.iter().flat_map(|s| &s.cgroups) {
+        cgroup::remove(cg).map_err(io_err(format!("removing the cgroup {}", cg.display())))?;
     }
     std::fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
     Ok(true)
@@ -369,15 +387,30 @@ pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Comman
     };
     let mut cmd = Command::new(argv.first().map_or("sh", String::as_str));
     cmd.args(argv.iter().skip(1));
+    if let Some((_, cg)) = state.cgroups.iter().find(|(n, _)| n == node) {
+        sys::join_cgroup_on_exec(&mut cmd, &cgroup::procs_file(cg))
+            .map_err(io_err(format!("joining {}", cg.display())))?;
+    }
     sys::enter_netns_on_exec(&mut cmd, ns).map_err(io_err(format!("entering {ns}")))?;
     Ok(cmd)
 }
 
 /// Everything after the state file: namespaces, sysctls, links, addresses, routes,
 /// neighbours, hosts files and start-up commands.
-fn build(topo: &Topology, state: &State) -> Result<(), LabError> {
+fn build(topo: &Topology, state: &State, cpu: Option<&cgroup::Controller>) -> Result<(), LabError> {
     for ns in &state.namespaces {
         sys::create_netns(ns).map_err(io_err(format!("creating namespace {ns}")))?;
+    }
+    if let Some(c) = cpu {
+        for (node, dir) in &state.cgroups {
+            let cores = topo.nodes[topo.node_index(node).expect("a node of the lab")]
+                .cpu
+                .expect("only limited nodes have cgroups");
+            c.create(dir, cores).map_err(io_err(format!(
+                "making the CPU-limit cgroup {}",
+                dir.display()
+            )))?;
+        }
     }
     if let Some(ns) = state
         .namespaces

@@ -8,7 +8,8 @@
 //! * [`graph`]: the topology as Graphviz DOT or Mermaid text, or as SVG through Graphviz;
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
 //!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`);
-//! * [`capture`] and [`pcapng`]: packets of several node interfaces into one file.
+//! * [`capture`] and [`pcapng`]: packets of several node interfaces into one file;
+//! * [`cgroup`]: per-node CPU limits.
 //!
 //! [`spec`], [`topology`] and [`routing`] are pure: no root, no I/O beyond reading the file;
 //! so are [`graph`]'s DOT and Mermaid forms (its SVG runs Graphviz's `dot`).
@@ -16,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod cgroup;
 pub mod error;
 pub mod graph;
 pub mod lab;

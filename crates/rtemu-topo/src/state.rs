@@ -35,6 +35,10 @@ pub struct State {
     /// back even after a crash.
     #[serde(default)]
     pub handovers: Vec<Handover>,
+    /// Node name → its CPU-limit cgroup, for nodes with a `cpu` limit, recorded before the
+    /// cgroup is made.
+    #[serde(default)]
+    pub cgroups: Vec<(String, PathBuf)>,
     /// Whether `up` finished.
     pub complete: bool,
     /// The validated topology, for `ls` and `graph`.

@@ -118,6 +118,32 @@ pub fn in_netns<T: Send + 'static>(
 /// Makes `cmd` run inside the named namespace, with the namespace's own `/sys` and
 /// `/etc/netns/NAME/hosts` (when present) in place of `/etc/hosts`, as `ip netns exec` does.
 ///
+/// Makes the child of `cmd` join the cgroup whose `cgroup.procs` is `procs` between `fork` and
+/// `exec`, so it and everything it starts are limited from their first instruction.
+pub fn join_cgroup_on_exec(cmd: &mut Command, procs: &Path) -> io::Result<()> {
+    let procs = CString::new(procs.as_os_str().as_encoded_bytes())?;
+    // SAFETY: the closure runs in the forked child before exec; it only makes system calls
+    // (open, write, close) on a C string created before the fork and a static buffer, and
+    // allocates nothing, so it is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // "0": the writing process itself.
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = io::Error::last_os_error();
+            libc::close(fd);
+            if written != 1 {
+                return Err(err);
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
 /// The child enters the namespace between `fork` and `exec`: it joins the network namespace,
 /// takes a private mount namespace (so its mounts are its own and vanish with it), mounts a
 /// fresh sysfs and the hosts file. Only system calls run there, on strings prepared beforehand.
