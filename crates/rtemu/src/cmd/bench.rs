@@ -56,6 +56,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub seconds: u32,
 
+    /// engine: only these parts (repeatable; default: all).
+    #[arg(long = "part", value_name = "PART", value_parser = ["per-hop", "rate", "load", "throughput"])]
+    pub parts: Vec<String>,
+
     /// engine: how the engine waits (default: as `rtemu up`).
     #[arg(long, value_name = "STRATEGY")]
     pub engine_wait: Option<rtemu_clock::WaitStrategy>,
@@ -200,6 +204,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             pings: args.pings,
             seconds: args.seconds,
             wait: args.engine_wait,
+            parts: args.parts.clone(),
         });
     }
     anyhow::ensure!(

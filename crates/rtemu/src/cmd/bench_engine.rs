@@ -8,6 +8,9 @@
 //! * **CPU against offered load** (RplTrc's Table II): iperf3 UDP at 1k–200k packets/s through
 //!   `delay 1ms`: received packets/s, the engine process's CPU, its release-error percentiles,
 //!   late copies and drops.
+//! * **Throughput**: iperf3 UDP as fast as it sends, through the kernel's own forwarding (a
+//!   direct veth, a router namespace) and through the engine (`delay 0ms`, `delay 10ms`), for
+//!   64- and 1400-byte datagrams, in one run.
 //! * **Rate accuracy** (the timing paper's Figure 1): iperf3 UDP through a `rate R` link at
 //!   1.25 × R offered, for R from 64 kbit/s to 1 Gbit/s (one lab, the rate changed with
 //!   `link set` between points), against the payload rate R implies for 1400-byte datagrams.
@@ -51,6 +54,14 @@ pub struct Options {
     pub seconds: u32,
     /// The engine's wait strategy (default: the machine's, as for `up`).
     pub wait: Option<WaitStrategy>,
+    /// The parts to run (`per-hop`, `rate`, `load`, `throughput`); empty: all.
+    pub parts: Vec<String>,
+}
+
+impl Options {
+    fn runs(&self, part: &str) -> bool {
+        self.parts.is_empty() || self.parts.iter().any(|p| p == part)
+    }
 }
 
 fn chain_topology(lab: &str, hops: usize, impaired: bool) -> Result<Topology> {
@@ -221,36 +232,11 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
         let set = format!("set ab both rate {} limit {limit}", rate_text(rate));
         engine::ask(&state.lab, &set, Duration::from_secs(5))?;
         // A port per row: the last row's server may still be receiving its backlog.
-        let port = (5201 + row).to_string();
-        let server = run_in(state, "b", &["iperf3", "-s", "-D", "-1", "-p", &port])?;
-        if !server.status.success() {
-            bail!("iperf3 -s: {}", String::from_utf8_lossy(&server.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(300));
+        let port = IPERF_PORT + row as u16;
+        udp_server(state, "b", port)?;
         let before = engine::stats(&state.lab)?;
-        let offered = rate + rate / 4;
-        let client = run_in(
-            state,
-            "a",
-            &[
-                "iperf3",
-                "-c",
-                "b",
-                "-p",
-                &port,
-                "-u",
-                "-b",
-                &offered.to_string(),
-                "-l",
-                &PAYLOAD.to_string(),
-                "-t",
-                &opts.seconds.to_string(),
-                "-J",
-            ],
-        )?;
+        let json = udp_client(state, "b", port, rate + rate / 4, PAYLOAD, opts.seconds)?;
         let after = engine::stats(&state.lab)?;
-        let json: Value = serde_json::from_slice(&client.stdout)
-            .with_context(|| format!("iperf3 -c: {}", String::from_utf8_lossy(&client.stderr)))?;
         let sum = &json["end"]["sum"];
         // iperf3's receiver-side rate is over the sender's interval; its bytes over the
         // same seconds are what arrived.
@@ -296,6 +282,9 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
     }
     Ok(())
 }
+
+/// iperf3's port (rows that may overlap use the ones above it).
+const IPERF_PORT: u16 = 5201;
 
 /// Offered loads of the CPU benchmark, packets per second.
 const LOADS: [u64; 5] = [1_000, 10_000, 50_000, 100_000, 200_000];
@@ -395,36 +384,15 @@ fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> R
 /// One load row: iperf3 at `pps`; returns the receiver's packets per second, the engine's CPU
 /// % over the run, and the a→b direction's stats at the end.
 fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Value)> {
-    let server = run_in(state, "b", &["iperf3", "-s", "-D", "-1"])?;
-    if !server.status.success() {
-        bail!("iperf3 -s: {}", String::from_utf8_lossy(&server.stderr));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    udp_server(state, "b", IPERF_PORT)?;
     let before = engine::stats(&state.lab)?;
     let started = std::time::Instant::now();
-    let client = run_in(
-        state,
-        "a",
-        &[
-            "iperf3",
-            "-c",
-            "b",
-            "-u",
-            "-b",
-            &(pps * SMALL_PAYLOAD * 8).to_string(),
-            "-l",
-            &SMALL_PAYLOAD.to_string(),
-            "-t",
-            &opts.seconds.to_string(),
-            "-J",
-        ],
-    )?;
+    let bps = pps * SMALL_PAYLOAD * 8;
+    let json = udp_client(state, "b", IPERF_PORT, bps, SMALL_PAYLOAD, opts.seconds)?;
     let after = engine::stats(&state.lab)?;
     let wall_ns = started.elapsed().as_nanos() as f64;
     let cpu_ns = after["process_cpu_ns"].as_f64().unwrap_or(f64::NAN)
         - before["process_cpu_ns"].as_f64().unwrap_or(f64::NAN);
-    let json: Value = serde_json::from_slice(&client.stdout)
-        .with_context(|| format!("iperf3 -c: {}", String::from_utf8_lossy(&client.stderr)))?;
     let packets = json["end"]["sum"]["packets"].as_f64().unwrap_or(f64::NAN);
     let lost = json["end"]["sum"]["lost_packets"]
         .as_f64()
@@ -435,6 +403,125 @@ fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Value)
         .and_then(|ds| ds.iter().find(|d| d["from"] == "a").cloned())
         .context("no a→b direction in the engine's stats")?;
     Ok(((packets - lost) / seconds, cpu_ns / wall_ns * 100.0, d))
+}
+
+/// The paths of the throughput comparison: a label, the chain's link lines, and the node the
+/// traffic ends at.
+const PATHS: [(&str, &str, &str); 4] = [
+    (
+        "kernel: direct veth",
+        "[[links]]\nendpoints = [\"a\", \"b\"]\n",
+        "b",
+    ),
+    (
+        "kernel: router namespace",
+        "[[links]]\nendpoints = [\"a\", \"r\"]\n[[links]]\nendpoints = [\"r\", \"b\"]\n",
+        "b",
+    ),
+    (
+        "engine: `delay 0ms`",
+        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 0ms\"\n",
+        "b",
+    ),
+    (
+        "engine: `delay 10ms`",
+        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 10ms\"\n",
+        "b",
+    ),
+];
+
+/// Packets per second through the kernel's own forwarding and through the engine, side by
+/// side: iperf3 UDP offered as fast as it can send, for each frame size.
+fn throughput(opts: &Options, out: &mut impl Write) -> Result<()> {
+    writeln!(
+        out,
+        "\n### Throughput: iperf3 UDP as fast as it sends, {} s per row, kernel forwarding beside the engine\n",
+        opts.seconds
+    )?;
+    writeln!(
+        out,
+        "| path | payload B | sent pps | received pps | received Mbit/s (payload) | lost % |"
+    )?;
+    writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |")?;
+    for payload in [SMALL_PAYLOAD, PAYLOAD] {
+        for (label, links, to) in PATHS {
+            let name = "btput";
+            remove(name);
+            let src = format!(
+                "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.r]\n[nodes.b]\n{links}"
+            );
+            let state = bring_up(
+                &Topology::parse("tput.toml", &src)?,
+                "tput",
+                opts.wait,
+                None,
+            )?;
+            let row = udp_server(&state, to, IPERF_PORT)
+                .and_then(|()| udp_client(&state, to, IPERF_PORT, 0, payload, opts.seconds));
+            remove(name);
+            let json = row?;
+            let sum = &json["end"]["sum"];
+            let f = |k: &str| sum[k].as_f64().unwrap_or(f64::NAN);
+            let seconds = f("seconds");
+            let sent = f("packets") / seconds;
+            let received = (f("packets") - f("lost_packets")) / seconds;
+            writeln!(
+                out,
+                "| {label} | {payload} | {sent:.0} | {received:.0} | {:.1} | {:.1} |",
+                received * payload as f64 * 8.0 / 1e6,
+                f("lost_percent"),
+            )?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts a one-shot iperf3 server in node `node` on `port`, and gives it time to listen.
+fn udp_server(state: &State, node: &str, port: u16) -> Result<()> {
+    let server = run_in(
+        state,
+        node,
+        &["iperf3", "-s", "-D", "-1", "-p", &port.to_string()],
+    )?;
+    if !server.status.success() {
+        bail!("iperf3 -s: {}", String::from_utf8_lossy(&server.stderr));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(())
+}
+
+/// Runs iperf3 UDP from node `a` to node `to` on `port` at `bps` (0: as fast as it can) with
+/// `payload` bytes per datagram, and returns its JSON report.
+fn udp_client(
+    state: &State,
+    to: &str,
+    port: u16,
+    bps: u64,
+    payload: u64,
+    seconds: u32,
+) -> Result<Value> {
+    let client = run_in(
+        state,
+        "a",
+        &[
+            "iperf3",
+            "-c",
+            to,
+            "-p",
+            &port.to_string(),
+            "-u",
+            "-b",
+            &bps.to_string(),
+            "-l",
+            &payload.to_string(),
+            "-t",
+            &seconds.to_string(),
+            "-J",
+        ],
+    )?;
+    serde_json::from_slice(&client.stdout)
+        .with_context(|| format!("iperf3 -c: {}", String::from_utf8_lossy(&client.stderr)))
 }
 
 /// Runs `rtemu bench engine`.
@@ -448,7 +535,17 @@ pub fn run(opts: &Options) -> Result<()> {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         opts.pings
     )?;
-    per_hop(opts, &mut out)?;
-    rate_accuracy(opts, &mut out)?;
-    load(opts, &mut out)
+    if opts.runs("per-hop") {
+        per_hop(opts, &mut out)?;
+    }
+    if opts.runs("rate") {
+        rate_accuracy(opts, &mut out)?;
+    }
+    if opts.runs("load") {
+        load(opts, &mut out)?;
+    }
+    if opts.runs("throughput") {
+        throughput(opts, &mut out)?;
+    }
+    Ok(())
 }
