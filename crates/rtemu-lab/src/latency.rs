@@ -11,13 +11,20 @@
 //!   real-time budget); the time from the deadline to the high thread running (what
 //!   cyclictest measures, with a competitor on the CPU);
 //! * IPC: a low-priority thread posts a semaphore a high-priority thread waits on
-//!   (ptsematest-style); the time from the post to the waiter running.
+//!   (ptsematest-style); the time from the post to the waiter running;
+//! * IPC through a mutex (`ipc-mutex`, ptsematest's own hand-off): the low-priority thread holds
+//!   a pthread mutex the high-priority thread blocks on, and passes it the token by unlocking;
+//!   the time from the unlock to the waiter holding the mutex. Under `SCHED_FIFO` on one CPU the
+//!   waiter is always blocked by then; under `SCHED_OTHER` it may not be yet, and the sample is
+//!   then an uncontended lock.
 //!
-//! The priority-inversion test has a low-priority thread hold a pthread mutex, a medium one
-//! spin, and a high one ask for the mutex. With `PTHREAD_PRIO_INHERIT` the holder is boosted and
-//! the high thread gets the mutex after the holder's short critical section; without it the
-//! medium thread keeps the holder off the CPU until the watchdog (the medium thread's own time
-//! bound) ends the inversion.
+//! The priority-inversion test has a low-priority thread hold a lock, a medium one spin, and a
+//! high one ask for the lock. With a `PTHREAD_PRIO_INHERIT` mutex the holder is boosted and
+//! the high thread gets the mutex after the holder's short critical section; with a plain mutex
+//! the medium thread keeps the holder off the CPU until the watchdog (the medium thread's own
+//! time bound) ends the inversion; with a spin lock the high thread spins too, keeping even
+//! the medium thread off the CPU, until the same watchdog (checked by the spinning waiter)
+//! ends it.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -29,7 +36,7 @@ use rtemu_clock::{Instant, WaitStrategy, Waiter};
 use serde::Serialize;
 
 use crate::stats::Distribution;
-use crate::sync::{yield_now, PthreadMutex, Semaphore};
+use crate::sync::{yield_now, PthreadMutex, Semaphore, SpinLock};
 
 /// The `SCHED_FIFO` priorities of the tests: low enough to leave room above for the kernel's
 /// own real-time threads (migration, watchdog at 99).
@@ -285,16 +292,165 @@ pub fn ipc(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyErro
     Ok(join(receiver, "ipc")??)
 }
 
+/// A low-priority thread passes a token to a high-priority one through a pthread mutex
+/// (ptsematest-style); returns the hand-off latencies.
+pub fn ipc_mutex(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyError> {
+    let token = Arc::new(PthreadMutex::new(false)?);
+    // The sender holds the token and tells the receiver to ask for it; the receiver says it
+    // is asking, and when it got the token and gave it back.
+    let go = Arc::new(Semaphore::new()?);
+    let done = Arc::new(Semaphore::new()?);
+    let asking = Arc::new(AtomicBool::new(false));
+    let stamp = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(2));
+    let (cpu, iterations) = (config.cpu, config.iterations);
+    let end = Instant::now() + config.time_limit_ns;
+    let receiver = {
+        let (token, go, done, asking, stamp, barrier) = (
+            Arc::clone(&token),
+            Arc::clone(&go),
+            Arc::clone(&done),
+            Arc::clone(&asking),
+            Arc::clone(&stamp),
+            Arc::clone(&barrier),
+        );
+        std::thread::spawn(move || {
+            let setup = enter(cpu, class.policy(HIGH));
+            let mut samples = Vec::with_capacity(iterations);
+            let mut failed = None;
+            barrier.wait();
+            for _ in 0..iterations {
+                go.wait();
+                asking.store(true, Ordering::Release);
+                // Whatever happens, answer: the sender waits for it.
+                match token.lock() {
+                    Ok(guard) => {
+                        let got = Instant::now();
+                        drop(guard);
+                        let released = Instant::from_nanos(stamp.load(Ordering::Acquire));
+                        samples.push(got.signed_nanos_since(released));
+                    }
+                    Err(e) => failed = Some(e),
+                }
+                done.post();
+            }
+            setup?;
+            failed.map_or(Ok(samples), |e| Err(LatencyError::Sync(e)))
+        })
+    };
+    let sender = std::thread::spawn(move || -> Result<(), LatencyError> {
+        let setup = enter(cpu, class.policy(LOW));
+        let mut failed = None;
+        barrier.wait();
+        for _ in 0..iterations {
+            let guard = token.lock();
+            go.post();
+            // Under SCHED_FIFO the receiver ran at the post and is blocked on the token now;
+            // under SCHED_OTHER give it the CPU until it asks (bounded, never a hang).
+            while !asking.swap(false, Ordering::AcqRel) && Instant::now() < end {
+                yield_now();
+            }
+            yield_now();
+            stamp.store(Instant::now().as_nanos(), Ordering::Release);
+            match guard {
+                Ok(guard) => drop(guard),
+                Err(e) => failed = Some(e),
+            }
+            done.wait();
+        }
+        setup?;
+        failed.map_or(Ok(()), |e| Err(LatencyError::Sync(e)))
+    });
+    join(sender, "ipc-mutex")??;
+    join(receiver, "ipc-mutex")?
+}
+
+/// The lock of the priority-inversion test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum InversionLock {
+    /// A pthread mutex with `PTHREAD_PRIO_INHERIT`: the holder is boosted, no inversion.
+    #[serde(rename = "PTHREAD_PRIO_INHERIT")]
+    Inherit,
+    /// A pthread mutex with `PTHREAD_PRIO_NONE`: the inversion lasts until the watchdog.
+    #[serde(rename = "PTHREAD_PRIO_NONE")]
+    Plain,
+    /// A spin lock: the waiter spins, nothing boosts the holder; the inversion lasts until
+    /// the watchdog.
+    #[serde(rename = "spin")]
+    Spin,
+}
+
+impl InversionLock {
+    /// Every lock, in the order the report shows them.
+    pub const ALL: [InversionLock; 3] = [
+        InversionLock::Inherit,
+        InversionLock::Plain,
+        InversionLock::Spin,
+    ];
+
+    /// The report's name of the lock.
+    pub fn name(self) -> &'static str {
+        match self {
+            InversionLock::Inherit => "PTHREAD_PRIO_INHERIT",
+            InversionLock::Plain => "PTHREAD_PRIO_NONE",
+            InversionLock::Spin => "spin lock",
+        }
+    }
+}
+
+/// The lock under test, made.
+enum Lock {
+    Mutex(PthreadMutex),
+    Spin(SpinLock),
+}
+
+impl Lock {
+    fn new(kind: InversionLock) -> std::io::Result<Lock> {
+        Ok(match kind {
+            InversionLock::Inherit => Lock::Mutex(PthreadMutex::new(true)?),
+            InversionLock::Plain => Lock::Mutex(PthreadMutex::new(false)?),
+            InversionLock::Spin => Lock::Spin(SpinLock::new()),
+        })
+    }
+
+    /// Runs `body` holding the lock. A mutex blocks until it is free; a spin lock spins, and
+    /// gives up (`None`) once `give_up` says so.
+    fn with<T>(
+        &self,
+        give_up: impl Fn() -> bool,
+        body: impl FnOnce() -> T,
+    ) -> std::io::Result<Option<T>> {
+        match self {
+            Lock::Mutex(mutex) => {
+                let _guard = mutex.lock()?;
+                Ok(Some(body()))
+            }
+            Lock::Spin(spin) => loop {
+                if let Some(_guard) = spin.try_lock() {
+                    return Ok(Some(body()));
+                }
+                if give_up() {
+                    return Ok(None);
+                }
+                std::hint::spin_loop();
+            },
+        }
+    }
+}
+
 /// The outcome of one priority-inversion run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct InversionResult {
-    /// Whether the mutex used `PTHREAD_PRIO_INHERIT`.
+    /// The lock the threads contended for.
+    pub lock: InversionLock,
+    /// Whether the lock was a mutex with `PTHREAD_PRIO_INHERIT`.
     pub priority_inheritance: bool,
     /// How long the high-priority thread waited for the mutex, ns.
     pub high_wait_ns: u64,
     /// The medium thread's bound, ns.
     pub watchdog_ns: u64,
-    /// Whether the watchdog had to end the medium thread: the inversion happened.
+    /// Whether the watchdog had to end the inversion (the medium thread, or the spinning high
+    /// thread): the inversion happened.
     pub watchdog_fired: bool,
 }
 
@@ -308,14 +464,30 @@ fn wait_for(flag: &AtomicBool, until: Instant) -> bool {
     true
 }
 
-/// Runs the priority-inversion scenario once on `cpu` under `SCHED_FIFO`. Needs
-/// `SCHED_FIFO` and a second CPU for the calling thread, which starts the others.
+/// Runs the priority-inversion scenario once on `cpu` under `SCHED_FIFO` with a pthread mutex,
+/// `PTHREAD_PRIO_INHERIT` when `inherit`. Needs `SCHED_FIFO` and a second CPU for the calling
+/// thread, which starts the others.
 pub fn priority_inversion(
     inherit: bool,
     cpu: usize,
     watchdog_ns: u64,
 ) -> Result<InversionResult, LatencyError> {
-    let mutex = Arc::new(PthreadMutex::new(inherit)?);
+    let lock = if inherit {
+        InversionLock::Inherit
+    } else {
+        InversionLock::Plain
+    };
+    priority_inversion_with(lock, cpu, watchdog_ns)
+}
+
+/// Runs the priority-inversion scenario once on `cpu` under `SCHED_FIFO` with `lock`; see
+/// [`priority_inversion`].
+pub fn priority_inversion_with(
+    kind: InversionLock,
+    cpu: usize,
+    watchdog_ns: u64,
+) -> Result<InversionResult, LatencyError> {
+    let mutex = Arc::new(Lock::new(kind)?);
     let locked = Arc::new(AtomicBool::new(false));
     let medium_running = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -330,17 +502,24 @@ pub fn priority_inversion(
         );
         std::thread::spawn(move || -> Result<(), LatencyError> {
             enter(cpu, Policy::Fifo(LOW))?;
-            let _guard = mutex.lock()?;
-            locked.store(true, Ordering::Release);
-            // Hold the lock until the medium thread is on the CPU, so the inversion can form.
-            while !medium_running.load(Ordering::Acquire) && Instant::now() < bound {
-                std::hint::spin_loop();
-            }
-            // The critical section: CPU time, so preemption lengthens it in wall time only.
-            let done = thread_cpu_time_ns() + CRITICAL_SECTION_NS;
-            while thread_cpu_time_ns() < done && Instant::now() < bound {
-                std::hint::spin_loop();
-            }
+            // Uncontended: nobody else asks before `locked` is set.
+            mutex.with(
+                || false,
+                || {
+                    locked.store(true, Ordering::Release);
+                    // Hold the lock until the medium thread is on the CPU, so the inversion
+                    // can form.
+                    while !medium_running.load(Ordering::Acquire) && Instant::now() < bound {
+                        std::hint::spin_loop();
+                    }
+                    // The critical section: CPU time, so preemption lengthens it in wall time
+                    // only.
+                    let done = thread_cpu_time_ns() + CRITICAL_SECTION_NS;
+                    while thread_cpu_time_ns() < done && Instant::now() < bound {
+                        std::hint::spin_loop();
+                    }
+                },
+            )?;
             Ok(())
         })
     };
@@ -373,32 +552,39 @@ pub fn priority_inversion(
     wait_for(&medium_running, bound);
     let high = {
         let (mutex, stop) = (Arc::clone(&mutex), Arc::clone(&stop));
-        std::thread::spawn(move || -> Result<u64, LatencyError> {
+        std::thread::spawn(move || -> Result<(u64, bool), LatencyError> {
             enter(cpu, Policy::Fifo(HIGH))?;
             let asked = Instant::now();
             asked_at.store(asked.as_nanos(), Ordering::Release);
-            let guard = mutex.lock();
+            // A spinning waiter keeps the medium thread off the CPU as well, so it applies
+            // the watchdog itself.
+            let give_up = || {
+                let now = Instant::now();
+                now >= asked + watchdog_ns || now >= bound
+            };
+            let got = mutex.with(give_up, || ());
             let waited = Instant::now().nanos_since(asked);
-            drop(guard);
             stop.store(true, Ordering::Release);
-            Ok(waited)
+            Ok((waited, got?.is_none()))
         })
     };
-    let high_wait_ns = join(high, "priority-inversion")?;
+    let high = join(high, "priority-inversion")?;
     // Whatever happened, release the medium thread before joining it.
     stop.store(true, Ordering::Release);
-    let watchdog_fired = join(medium, "priority-inversion")??;
+    let medium_fired = join(medium, "priority-inversion")??;
     join(low, "priority-inversion")??;
+    let (high_wait_ns, high_gave_up) = high?;
     Ok(InversionResult {
-        priority_inheritance: inherit,
-        high_wait_ns: high_wait_ns?,
+        lock: kind,
+        priority_inheritance: kind == InversionLock::Inherit,
+        high_wait_ns,
         watchdog_ns,
-        watchdog_fired,
+        watchdog_fired: medium_fired || high_gave_up,
     })
 }
 
 /// The latency tests by name, in the order they run.
-pub const TESTS: [&str; 3] = ["task-switch", "preemption", "ipc"];
+pub const TESTS: [&str; 4] = ["task-switch", "preemption", "ipc", "ipc-mutex"];
 
 /// Runs every test under each class in `classes`, calling `before_each` between tests (for a
 /// progress display: never during a measurement).
@@ -414,7 +600,8 @@ pub fn run(
             let samples = match test {
                 "task-switch" => task_switch(config, class)?,
                 "preemption" => preemption(config, class)?,
-                _ => ipc(config, class)?,
+                "ipc" => ipc(config, class)?,
+                _ => ipc_mutex(config, class)?,
             };
             rows.push(LatencyRow::from_samples(test, class, &samples));
         }

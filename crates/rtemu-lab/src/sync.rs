@@ -1,5 +1,5 @@
 //! The POSIX synchronisation objects the latency tests hand off through: a pthread mutex whose
-//! protocol is chosen (priority inheritance or none) and a semaphore. The only `unsafe` in this
+//! protocol is chosen (priority inheritance or none), a semaphore, and a spin lock. The only `unsafe` in this
 //! crate, one libc call per block.
 //!
 //! Rust's `std::sync::Mutex` has no priority inheritance, which is exactly what the
@@ -8,6 +8,7 @@
 
 use std::cell::UnsafeCell;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn check(err: libc::c_int) -> io::Result<()> {
     if err == 0 {
@@ -125,6 +126,50 @@ impl Drop for Semaphore {
     }
 }
 
+/// A test-and-set spin lock, what `pthread_spin_lock` is: a waiter burns its CPU instead of
+/// sleeping, and there is no priority inheritance to boost the holder.
+#[derive(Debug, Default)]
+pub struct SpinLock {
+    held: AtomicBool,
+}
+
+impl SpinLock {
+    /// An unlocked spin lock.
+    pub fn new() -> SpinLock {
+        SpinLock::default()
+    }
+
+    /// Takes the lock if it is free; the guard releases it when dropped.
+    pub fn try_lock(&self) -> Option<SpinGuard<'_>> {
+        self.held
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| SpinGuard { lock: self })
+    }
+
+    /// Spins until the lock is free, then takes it.
+    pub fn lock(&self) -> SpinGuard<'_> {
+        loop {
+            if let Some(guard) = self.try_lock() {
+                return guard;
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// A held [`SpinLock`].
+#[derive(Debug)]
+pub struct SpinGuard<'a> {
+    lock: &'a SpinLock,
+}
+
+impl Drop for SpinGuard<'_> {
+    fn drop(&mut self) {
+        self.lock.held.store(false, Ordering::Release);
+    }
+}
+
 /// Gives up the CPU to another runnable thread of the same priority.
 pub fn yield_now() {
     // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
@@ -157,6 +202,30 @@ mod tests {
             threads.into_iter().for_each(|t| t.join().unwrap());
             assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), 20_000);
         }
+    }
+
+    #[test]
+    fn spin_lock_excludes() {
+        let lock = Arc::new(SpinLock::new());
+        let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (lock, counter) = (Arc::clone(&lock), Arc::clone(&counter));
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        let _guard = lock.lock();
+                        let v = counter.load(std::sync::atomic::Ordering::Relaxed);
+                        counter.store(v + 1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), 20_000);
+        let held = lock.try_lock().unwrap();
+        assert!(lock.try_lock().is_none());
+        drop(held);
+        assert!(lock.try_lock().is_some());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The RTOS paper's scalable tire: a pure mass–spring–damper model, stepped by explicit Euler.
+//! The RTOS paper's scalable tire: a pure mass–spring–damper model, stepped by semi-implicit
+//! (symplectic) Euler, the explicit method that is stable at the paper's 10 ms step.
 //!
 //! `4·k` point masses sit on a circle. Each is joined by a spring–damper to its two neighbours
 //! on the circumference and to its mirror node in the opposite quadrant (the diametrically
@@ -51,7 +52,7 @@ pub struct TireParams {
 }
 
 impl TireParams {
-    /// A 0.3 m, 10 kg tire dropped from 0.2 m, stepped at 100 Hz. Explicit Euler is stable
+    /// A 0.3 m, 10 kg tire dropped from 0.2 m, stepped at 100 Hz. Semi-implicit Euler is stable
     /// while the fastest mode keeps `√(6K/M)·dt ≈ 1.1` and `6C/M·dt = 1.5` below 2 (a node
     /// has three links, each pulling at most twice as hard in the worst mode); `C` gives each
     /// spring a damping ratio of about 0.28 so the tire settles within the paper's 60 s. It

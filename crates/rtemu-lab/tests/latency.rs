@@ -6,7 +6,10 @@ use std::io::Write as _;
 use std::sync::Mutex;
 
 use rtemu_clock::rt;
-use rtemu_lab::latency::{ipc, preemption, priority_inversion, task_switch, Class, LatencyConfig};
+use rtemu_lab::latency::{
+    ipc, ipc_mutex, preemption, priority_inversion, priority_inversion_with, task_switch, Class,
+    InversionLock, LatencyConfig,
+};
 
 /// Serialises the tests of this binary: each one owns the CPU it pins to.
 static CPU: Mutex<()> = Mutex::new(());
@@ -52,6 +55,7 @@ fn scheduling_tests_collect_positive_latencies_under_sched_other() {
         ("task-switch", task_switch(&config, Class::Other).unwrap()),
         ("preemption", preemption(&config, Class::Other).unwrap()),
         ("ipc", ipc(&config, Class::Other).unwrap()),
+        ("ipc-mutex", ipc_mutex(&config, Class::Other).unwrap()),
     ] {
         assert!(samples.len() >= 100, "{name}: {} samples", samples.len());
         assert!(samples.iter().all(|&s| s >= 0), "{name} went back in time");
@@ -69,6 +73,7 @@ fn scheduling_tests_run_under_sched_fifo() {
         ("task-switch", task_switch(&config, Class::Fifo).unwrap()),
         ("preemption", preemption(&config, Class::Fifo).unwrap()),
         ("ipc", ipc(&config, Class::Fifo).unwrap()),
+        ("ipc-mutex", ipc_mutex(&config, Class::Fifo).unwrap()),
     ] {
         assert!(samples.len() >= 100, "{name}: {} samples", samples.len());
         assert!(samples.iter().all(|&s| s >= 0), "{name} went back in time");
@@ -102,4 +107,30 @@ fn priority_inheritance_prevents_the_inversion_and_plain_mutexes_show_it() {
     let plain = priority_inversion(false, cpu, watchdog).unwrap();
     assert!(plain.watchdog_fired, "{plain:?}");
     assert!(plain.high_wait_ns >= watchdog, "{plain:?}");
+}
+
+/// A spin lock has no priority inheritance and its waiter spins: under SCHED_FIFO on one CPU the
+/// high thread spins while the low holder never runs, until the watchdog (applied by the
+/// spinning waiter itself, started when it asks) ends it. The test is bounded by that watchdog;
+/// RT throttling only hands the CPU to SCHED_OTHER threads, never to the holder.
+#[test]
+fn spin_locks_show_the_inversion_until_the_watchdog_ends_it() {
+    if !fifo_available("spin_locks_show_the_inversion") {
+        return;
+    }
+    let cpus = rt::affinity().unwrap();
+    if cpus.len() < 2 {
+        skip(format_args!(
+            "spin-lock inversion: needs two CPUs, has {cpus:?}"
+        ));
+        return;
+    }
+    let _cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let watchdog = 200_000_000;
+    let spin =
+        priority_inversion_with(InversionLock::Spin, *cpus.last().unwrap(), watchdog).unwrap();
+    assert_eq!(spin.lock, InversionLock::Spin);
+    assert!(!spin.priority_inheritance, "{spin:?}");
+    assert!(spin.watchdog_fired, "{spin:?}");
+    assert!(spin.high_wait_ns >= watchdog, "{spin:?}");
 }

@@ -17,7 +17,7 @@ use rtemu_clock::WaitStrategy;
 use rtemu_lab::deadline::{self, DeadlineConfig, DeadlineResult, Mode};
 use rtemu_lab::doctor::{self, Facts};
 use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
-use rtemu_lab::latency::{self, Class, InversionResult, LatencyConfig, LatencyRow};
+use rtemu_lab::latency::{self, Class, InversionLock, InversionResult, LatencyConfig, LatencyRow};
 use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
 use rtemu_lab::rtt::{self, Echo, RttConfig, SizeResult};
 use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
@@ -180,6 +180,7 @@ struct LinerateArgs {
 #[command(after_help = "Examples:
   rtemu lab latency
   rtemu lab latency --iterations 10000 --period 500us --json
+  rtemu lab latency --csv latency.csv
   sudo rtemu lab latency --cpu 1 --load --watchdog 100ms")]
 struct LatencyArgs {
     /// The CPU every test thread is pinned to (default: the last one allowed).
@@ -209,6 +210,9 @@ struct LatencyArgs {
     /// Print the report as JSON (times in integer ns) instead of tables.
     #[arg(long)]
     json: bool,
+    /// Write one row per test and class (and per priority-inversion run) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -271,6 +275,7 @@ struct DeadlineArgs {
 #[command(after_help = "Examples:
   rtemu lab doctor
   rtemu lab doctor --duration 2s --json
+  rtemu lab doctor --csv doctor.csv
   sudo rtemu lab doctor --duration 10s")]
 struct DoctorArgs {
     /// Length of the sleep test.
@@ -279,6 +284,9 @@ struct DoctorArgs {
     /// Print the verdict as JSON (times in integer ns).
     #[arg(long)]
     json: bool,
+    /// Write the facts and the sleep test's figures as one CSV row to this file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -286,11 +294,23 @@ struct DoctorArgs {
   rtemu lab rtt
   rtemu lab rtt --min-size 64 --max-size 1024 --step 64 --count 1000 --json --plot rtt.svg
   rtemu lab echo --listen 0.0.0.0:7777 --duration 10m     # on the far host, then here:
-  rtemu lab rtt --to 192.0.2.10:7777 --half-rtt --csv rtt.csv")]
+  rtemu lab rtt --to 192.0.2.10:7777 --half-rtt --csv rtt.csv
+  sudo rtemu lab rtt --lab demo --from a --to b --count 1000")]
 struct RttArgs {
-    /// The echo server (`rtemu lab echo`); default: one started on 127.0.0.1 for the run.
-    #[arg(long, value_name = "ADDR:PORT")]
-    to: Option<std::net::SocketAddr>,
+    /// The echo server (`rtemu lab echo`), ADDR:PORT; with --from, the lab node to start one
+    /// in. Default: one started on 127.0.0.1 for the run.
+    #[arg(long, value_name = "ADDR:PORT|NODE")]
+    to: Option<String>,
+    /// Run the sweep inside this node of a running lab, against an echo server started in the
+    /// --to node for the run.
+    #[arg(long, value_name = "NODE", requires = "to")]
+    from: Option<String>,
+    /// The lab of --from and --to (default: the only one running).
+    #[arg(long, value_name = "LAB", requires = "from")]
+    lab: Option<String>,
+    /// The UDP port of the echo server started with --from.
+    #[arg(long, default_value_t = 7777, requires = "from")]
+    port: u16,
     /// Smallest UDP payload, bytes (12–1472).
     #[arg(long, default_value_t = 16)]
     min_size: usize,
@@ -775,7 +795,7 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
         );
         &[Class::Other]
     };
-    let bar = progress(classes.len() * latency::TESTS.len() + 2);
+    let bar = progress(classes.len() * latency::TESTS.len() + InversionLock::ALL.len());
     let rows = latency::run(&config, classes, &mut |test, class| {
         bar.set_message(format!("{test} {class:?}"));
         bar.inc(1);
@@ -784,15 +804,54 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
     if fifo && allowed.len() < 2 {
         skipped.push("priority inversion needs a second CPU to start its threads: skipped".into());
     } else if fifo {
-        for inherit in [true, false] {
-            bar.set_message(format!("priority inversion, inherit {inherit}"));
+        for lock in InversionLock::ALL {
+            bar.set_message(format!("priority inversion, {}", lock.name()));
             bar.inc(1);
-            inversion.push(latency::priority_inversion(inherit, cpu, args.watchdog)?);
+            inversion.push(latency::priority_inversion_with(lock, cpu, args.watchdog)?);
         }
     }
     bar.finish_and_clear();
     drop(load);
     drop(setup);
+    if let Some(path) = &args.csv {
+        write_csv(path, |out| {
+            writeln!(
+                out,
+                "test,class,n,min_ns,mean_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,max_ns,watchdog_fired"
+            )?;
+            for r in &rows {
+                let d = &r.latency_ns;
+                let class = match r.class {
+                    Class::Other => "SCHED_OTHER",
+                    Class::Fifo => "SCHED_FIFO",
+                };
+                writeln!(
+                    out,
+                    "{},{class},{},{},{:.0},{},{},{},{},{},",
+                    r.test,
+                    d.n,
+                    d.min_ns,
+                    r.mean_ns,
+                    d.p50_ns,
+                    d.p90_ns,
+                    d.p99_ns,
+                    d.p99_9_ns,
+                    d.max_ns
+                )?;
+            }
+            // One run each: the high thread's wait is every column's value.
+            for r in &inversion {
+                let w = r.high_wait_ns;
+                writeln!(
+                    out,
+                    "priority-inversion:{},SCHED_FIFO,1,{w},{w},{w},{w},{w},{w},{w},{}",
+                    inversion_lock(r).replace(' ', "-"),
+                    r.watchdog_fired
+                )?;
+            }
+            Ok(())
+        })?;
+    }
     let mut out = io::stdout().lock();
     if args.json {
         let report = LatencyReport {
@@ -851,15 +910,20 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
             format_duration_ns(args.watchdog)
         )?;
         for r in &inversion {
-            let protocol = if r.priority_inheritance {
-                "PTHREAD_PRIO_INHERIT"
-            } else {
-                "PTHREAD_PRIO_NONE"
-            };
-            let verdict = if r.watchdog_fired {
-                "INVERSION: the medium thread starved the lock holder until the watchdog ended it"
-            } else {
-                "no inversion: the holder was boosted and released the lock"
+            let protocol = inversion_lock(r);
+            let verdict = match (r.watchdog_fired, r.lock) {
+                (true, InversionLock::Spin) => {
+                    "INVERSION: the spinning waiter kept the lock holder off the CPU until the \
+                     watchdog ended it"
+                }
+                (true, _) => {
+                    "INVERSION: the medium thread starved the lock holder until the watchdog \
+                     ended it"
+                }
+                (false, InversionLock::Inherit) => {
+                    "no inversion: the holder was boosted and released the lock"
+                }
+                (false, _) => "no inversion: the holder released the lock in time",
             };
             writeln!(
                 out,
@@ -872,6 +936,11 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
         writeln!(out, "skipped     {line}")?;
     }
     Ok(())
+}
+
+/// The lock of a priority-inversion run, as the report names it.
+fn inversion_lock(r: &InversionResult) -> &'static str {
+    r.lock.name()
 }
 
 #[derive(Serialize)]
@@ -1046,6 +1115,7 @@ fn run_deadline(args: &DeadlineArgs) -> anyhow::Result<()> {
 
 #[derive(Serialize)]
 struct DoctorReport<'a> {
+    header: &'a Header,
     facts: &'a Facts,
     sleep_test: &'a MethodResult,
     advice: &'a [String],
@@ -1058,9 +1128,45 @@ fn run_doctor(args: &DoctorArgs) -> anyhow::Result<()> {
     let test = doctor::sleep_test(args.duration, facts.fifo_permitted)?;
     bar.finish_and_clear();
     let advice = doctor::advise(&facts);
+    // The verdict is about the machine as it is: the header shows this process unchanged.
+    let header = Header::probe(&RtSetup::default(), 0);
+    if let Some(path) = &args.csv {
+        write_csv(path, |out| {
+            writeln!(
+                out,
+                "preemption,clocksource,hz,timer_slack_ns,rt_runtime_us,isolated_cpus,virtualization,\
+                 fifo_permitted,mlock_permitted,method,completed,min_ns,p50_ns,p90_ns,p99_ns,\
+                 p99_9_ns,max_ns"
+            )?;
+            let text = |v: Option<String>| v.unwrap_or_default().replace(',', ";");
+            let d = &test.error_ns;
+            writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                facts.preemption.replace(',', ";"),
+                text(facts.clocksource.clone()),
+                text(facts.hz.map(|hz| hz.to_string())),
+                text(facts.timer_slack_ns.map(|ns| ns.to_string())),
+                text(facts.rt_runtime_us.map(|us| us.to_string())),
+                text(facts.isolated_cpus.clone()),
+                text(facts.virtualization.clone()),
+                facts.fifo_permitted,
+                facts.mlock_permitted,
+                test.method,
+                test.completed,
+                d.min_ns,
+                d.p50_ns,
+                d.p90_ns,
+                d.p99_ns,
+                d.p99_9_ns,
+                d.max_ns
+            )
+        })?;
+    }
     let mut out = io::stdout().lock();
     if args.json {
         let report = DoctorReport {
+            header: &header,
             facts: &facts,
             sleep_test: &test,
             advice: &advice,
@@ -1071,7 +1177,14 @@ fn run_doctor(args: &DoctorArgs) -> anyhow::Result<()> {
     }
     let yes = |b: bool| if b { "yes" } else { "no" };
     let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_owned());
-    writeln!(out, "rtemu lab doctor")?;
+    print_header(
+        &mut out,
+        &format!(
+            "rtemu lab doctor: a {} sleep test, then the verdict",
+            format_duration_ns(args.duration)
+        ),
+        &header,
+    )?;
     writeln!(out, "preemption     {}", facts.preemption)?;
     writeln!(
         out,
@@ -1160,13 +1273,24 @@ struct RttReport<'a> {
 }
 
 fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
+    if let Some(from) = &args.from {
+        return lab_rtt::run(args, from);
+    }
+    let to: Option<std::net::SocketAddr> = args
+        .to
+        .as_deref()
+        .map(|to| {
+            to.parse().with_context(|| {
+                format!("--to {to}: expected ADDR:PORT (a node name needs --from)")
+            })
+        })
+        .transpose()?;
     // The local echo lives for the run at most; ten minutes bounds a forgotten one.
-    let local = match args.to {
+    let local = match to {
         Some(_) => None,
         None => Some(Echo::start("127.0.0.1:0".parse()?, 600_000_000_000)?),
     };
-    let target = args
-        .to
+    let target = to
         .or(local.as_ref().map(Echo::addr))
         .context("no echo server")?;
     let config = RttConfig {
@@ -1325,6 +1449,158 @@ fn write_csv(
     body(&mut out)
         .and_then(|()| out.flush())
         .with_context(|| format!("writing {}", path.display()))
+}
+
+/// `rtemu lab rtt --lab LAB --from A --to B`: the sweep between two nodes of a running lab.
+mod lab_rtt {
+    use std::ffi::OsString;
+    use std::io::{BufRead as _, BufReader};
+    use std::net::{IpAddr, SocketAddr};
+    use std::process::{Child, Stdio};
+
+    use anyhow::Context as _;
+    use rtemu_topo::lab;
+    use rtemu_topo::topology::Topology;
+
+    use super::RttArgs;
+
+    /// The address `to` is reached at from `from`: its first address on a link or LAN both are
+    /// on (IPv4 before IPv6), else its first address at all. `None` when a node is unknown or
+    /// `to` has no address.
+    pub fn peer_address(topo: &Topology, from: &str, to: &str) -> Option<IpAddr> {
+        let index = |name: &str| topo.nodes.iter().position(|n| n.name == name);
+        let (a, b) = (index(from)?, index(to)?);
+        let first = |m: &rtemu_topo::topology::Attachment| {
+            m.ipv4
+                .map(|n| IpAddr::V4(n.addr()))
+                .or(m.ipv6.map(|n| IpAddr::V6(n.addr())))
+        };
+        let shared = topo
+            .segments
+            .iter()
+            .filter(|seg| seg.members.iter().any(|m| m.node == a))
+            .flat_map(|seg| seg.members.iter().filter(|m| m.node == b))
+            .find_map(first);
+        shared
+            .or_else(|| {
+                topo.segments
+                    .iter()
+                    .flat_map(|seg| seg.members.iter().filter(|m| m.node == b))
+                    .find_map(first)
+            })
+            .or_else(|| topo.nodes[b].loopback.first().map(|n| n.addr()))
+    }
+
+    /// This command's arguments without `--lab`, `--from`, `--to` and `--port` (and their
+    /// values), for the sweep run inside the `--from` node.
+    pub fn forwarded_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+        const DROP: [&str; 4] = ["--lab", "--from", "--to", "--port"];
+        let mut out = Vec::new();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let text = arg.to_string_lossy();
+            if DROP.contains(&text.as_ref()) {
+                args.next();
+            } else if !DROP
+                .iter()
+                .any(|flag| text.starts_with(&format!("{flag}=")))
+            {
+                out.push(arg);
+            }
+        }
+        out
+    }
+
+    /// The echo server in the `--to` node: killed and reaped when dropped, whatever happened.
+    struct EchoServer(Child);
+
+    impl Drop for EchoServer {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    pub fn run(args: &RttArgs, from: &str) -> anyhow::Result<()> {
+        let to = args.to.as_deref().context("--from needs --to NODE")?;
+        let state = lab::resolve_lab(args.lab.as_deref())?;
+        let addr = peer_address(&state.topology, from, to).with_context(|| {
+            format!(
+                "lab `{}`: no address of node `{to}` (or no node `{from}` or `{to}`)",
+                state.lab
+            )
+        })?;
+        let target = SocketAddr::new(addr, args.port);
+        // Refuse bad sizes here, before anything starts in the lab.
+        rtemu_lab::rtt::RttConfig {
+            target,
+            min_size: args.min_size,
+            max_size: args.max_size,
+            step: args.step,
+            count: args.count as usize,
+            warmup: args.warmup as usize,
+            timeout_ns: args.timeout,
+        }
+        .sizes()?;
+        let exe = std::env::current_exe().context("finding this program")?;
+        let exe = exe.to_string_lossy().into_owned();
+        // The echo server's own bound: the longest the sweep can take, plus a minute. It is
+        // killed as soon as the sweep ends; the bound covers this process being killed.
+        let sizes = (args.max_size.saturating_sub(args.min_size) / args.step.max(1) + 1) as u64;
+        let bound_ns = sizes
+            .saturating_mul(args.count + args.warmup)
+            .saturating_mul(args.timeout)
+            .saturating_add(60_000_000_000);
+        let echo_argv = [
+            exe.clone(),
+            "lab".into(),
+            "echo".into(),
+            "--listen".into(),
+            target.to_string(),
+            "--duration".into(),
+            format!("{bound_ns}ns"),
+        ];
+        let mut cmd = lab::node_command(&state, to, &echo_argv)?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut echo = EchoServer(
+            cmd.spawn()
+                .with_context(|| format!("starting `rtemu lab echo` in node `{to}`"))?,
+        );
+        // It says so once it listens; an error or an early exit closes the pipe instead.
+        let mut first = String::new();
+        let stderr = echo.0.stderr.take().context("the echo server's stderr")?;
+        BufReader::new(stderr)
+            .read_line(&mut first)
+            .context("reading the echo server's output")?;
+        if !first.contains("echoing") {
+            anyhow::bail!(
+                "`rtemu lab echo` in node `{to}` did not start: {}",
+                first.trim()
+            );
+        }
+        eprintln!(
+            "rtemu lab rtt: lab `{}`, from node `{from}` to node `{to}` at {target}",
+            state.lab
+        );
+        let mut argv = vec![exe];
+        argv.extend(
+            forwarded_args(std::env::args_os().skip(1))
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned()),
+        );
+        argv.extend(["--to".to_owned(), target.to_string()]);
+        let status = lab::node_command(&state, from, &argv)?
+            .status()
+            .with_context(|| format!("running the sweep in node `{from}`"))?;
+        drop(echo);
+        anyhow::ensure!(
+            status.success(),
+            "the sweep in node `{from}` failed: {status}"
+        );
+        Ok(())
+    }
 }
 
 /// SVG figures of the lab's results.
@@ -1667,5 +1943,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("no known unit"), "{err}");
+    }
+
+    #[test]
+    fn lab_rtt_finds_the_peer_on_a_shared_segment_first() {
+        const SRC: &str = r#"
+lab = "t"
+ip = "ipv4"
+[nodes.a]
+[nodes.b]
+[nodes.c]
+[[links]]
+endpoints = ["b", "c"]
+ipv4 = "10.0.0.0/30"
+[[links]]
+endpoints = ["a", "b"]
+ipv4 = "10.0.1.0/30"
+"#;
+        let topo = rtemu_topo::Topology::parse("t.toml", SRC).unwrap();
+        // Whether `addr` lies in the /30 `net` of this file.
+        let on = |net: &str, addr: std::net::IpAddr| match addr {
+            std::net::IpAddr::V4(v4) => {
+                let [a, b, c, d] = v4.octets();
+                net == format!("{a}.{b}.{c}.0/30") && d < 4
+            }
+            std::net::IpAddr::V6(_) => false,
+        };
+        let b = lab_rtt::peer_address(&topo, "a", "b").unwrap();
+        assert!(on("10.0.1.0/30", b), "{b}");
+        // No segment shared with c: its first address at all.
+        let c = lab_rtt::peer_address(&topo, "a", "c").unwrap();
+        assert!(on("10.0.0.0/30", c), "{c}");
+        assert_eq!(lab_rtt::peer_address(&topo, "a", "nobody"), None);
+    }
+
+    #[test]
+    fn lab_rtt_forwards_every_flag_but_the_lab_ones() {
+        let args = [
+            "lab", "rtt", "--lab", "t", "--from=a", "--to", "b", "--port", "9", "--count", "5",
+            "--json",
+        ]
+        .map(std::ffi::OsString::from);
+        let out: Vec<_> = lab_rtt::forwarded_args(args)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        assert_eq!(out, ["lab", "rtt", "--count", "5", "--json"]);
+        let command = parse(&["rtt", "--lab", "t", "--from", "a", "--to", "b"]).unwrap();
+        assert!(matches!(command, LabCommand::Rtt(a) if a.from.as_deref() == Some("a")));
+        assert!(parse(&["rtt", "--from", "a"]).is_err());
     }
 }
