@@ -14,6 +14,14 @@ use crate::error::{syntax, ErrorKind, TraceError};
 
 const NS_PER_MS: u64 = 1_000_000;
 
+/// The largest time a line may hold, in ms (about 292 years): its time in ns, and the period's,
+/// then fit in 63 bits, so that cursor arithmetic cannot overflow.
+pub const MAX_TIME_MS: u64 = (i64::MAX as u64) / NS_PER_MS;
+
+fn too_late(t: u64) -> String {
+    format!("time {t} ms is too late: at most {MAX_TIME_MS} ms (about 292 years)")
+}
+
 /// A loaded delivery-opportunity trace: a pure lookup structure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opportunities {
@@ -38,6 +46,9 @@ impl Opportunities {
                 ),
             ));
         }
+        if let Some(i) = times_ms.iter().position(|&t| t > MAX_TIME_MS) {
+            return Err(syntax(i as u64 + 1, 1, too_late(times_ms[i])));
+        }
         if last == 0 {
             return Err(syntax(
                 times_ms.len() as u64,
@@ -53,6 +64,8 @@ impl Opportunities {
         let mut times = Vec::new();
         let mut line_no = 0;
         let mut prev = 0;
+        // The line of the last time read (the period).
+        let mut last_line = 0;
         for line in text.lines() {
             line_no += 1;
             let line = line.map_err(|e| match e.kind() {
@@ -64,14 +77,24 @@ impl Opportunities {
             if value.is_empty() {
                 continue;
             }
-            let column = body.find(value).unwrap_or(0) as u64 + 1;
-            let t: u64 = value.parse().map_err(|_| {
-                syntax(
-                    line_no,
-                    column,
-                    format!("expected a time in ms (a non-negative integer), found {value:?}"),
-                )
-            })?;
+            // In characters, as every column in an error.
+            let leading = body.len() - body.trim_start().len();
+            let column = body[..leading].chars().count() as u64 + 1;
+            let t: u64 = value
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| value.parse().ok())
+                .flatten()
+                .ok_or_else(|| {
+                    syntax(
+                        line_no,
+                        column,
+                        format!("expected a time in ms (a non-negative integer), found {value:?}"),
+                    )
+                })?;
+            if t > MAX_TIME_MS {
+                return Err(syntax(line_no, column, too_late(t)));
+            }
             if t < prev {
                 return Err(syntax(
                     line_no,
@@ -82,12 +105,13 @@ impl Opportunities {
                 ));
             }
             prev = t;
+            last_line = line_no;
             times.push(t);
         }
         match times.last() {
             None => Err(ErrorKind::Empty.into()),
             Some(0) => Err(syntax(
-                line_no,
+                last_line,
                 1,
                 "the last time is the trace's period and must be positive",
             )),
@@ -219,5 +243,22 @@ mod tests {
         let e = Opportunities::parse(&b"# nothing\n"[..]).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Empty));
         assert!(Opportunities::new(vec![2, 1]).is_err());
+        // Columns count characters, not bytes; `+7` is not a Mahimahi time.
+        let e = Opportunities::parse("1\n\u{3000}+7\n".as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("line 2, column 2: expected a time"), "{e}");
+        // The period's error names the line that holds it, not a later comment.
+        let e = Opportunities::parse(&b"0\n0\n# end\n"[..])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("line 2, column 1:"), "{e}");
+        // A time whose ns would overflow is refused, not wrapped.
+        let e = Opportunities::parse(&b"18446744073709551\n"[..])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too late"), "{e}");
+        assert!(Opportunities::parse(format!("{MAX_TIME_MS}\n").as_bytes()).is_ok());
+        assert!(Opportunities::new(vec![1, MAX_TIME_MS + 1]).is_err());
     }
 }

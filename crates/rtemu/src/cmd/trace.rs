@@ -12,6 +12,7 @@ use rtemu_sim::capture_pair::actions_from_captures;
 use rtemu_sim::source::FrameSource;
 use rtemu_trace::duration::{format_duration, parse_duration_ns};
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
+use rtemu_trace::flow::FlowPattern;
 use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
 use rtemu_trace::mahimahi::Opportunities;
 use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
@@ -63,7 +64,8 @@ enum TraceCommand {
 #[command(after_help = "Examples:
   rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 --seed 7 -o fgn.rpl
   rtemu trace gen onoff --sources 50 --alpha 1.4 --count 1000000 -o onoff.rplx
-  rtemu trace gen iid --dist pareto --mean 5ms --std 2ms --count 100000 -o iid.rpl --json")]
+  rtemu trace gen iid --dist pareto --mean 5ms --std 2ms --count 100000 -o iid.rpl --json
+  rtemu trace gen fgn --count 100000 --flow 'dst=10.0.0.0/8 proto=udp' --provenance 'lab path A' -o a.rplx")]
 struct GenArgs {
     #[command(subcommand)]
     kind: GenKind,
@@ -129,6 +131,55 @@ struct OutputArgs {
     /// instead of the one-line note on stderr.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    header: HeaderArgs,
+}
+
+/// What a framed output's header says beyond the records.
+#[derive(Debug, Clone, clap::Args)]
+struct HeaderArgs {
+    /// The flow this trace applies to, stored in the framed header (framed form only), e.g.
+    /// 'dst=10.0.0.0/8 dport=443 proto=tcp'; see docs/formats.md for the syntax.
+    #[arg(long, value_name = "PATTERN")]
+    flow: Option<FlowPattern>,
+    /// Free text put first in the framed header's provenance, before what rtemu writes there
+    /// itself (the command line, or the input's provenance) (framed form only).
+    #[arg(long, value_name = "TEXT")]
+    provenance: Option<String>,
+}
+
+impl HeaderArgs {
+    /// Puts the flow and provenance into `header`, or fails if they were given for an output
+    /// whose form has no header.
+    fn apply(&self, header: &mut Header, format: Format, output: &Path) -> anyhow::Result<()> {
+        let given: Vec<&str> = [
+            self.flow.is_some().then_some("--flow"),
+            self.provenance.is_some().then_some("--provenance"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if format != Format::Framed && !given.is_empty() {
+            bail!(
+                "{} can only be stored in the header of the framed form, but {} is written in the {} form: \
+                 name it .rplx or add --format framed",
+                given.join(" and "),
+                output.display(),
+                format.name()
+            );
+        }
+        if let Some(flow) = self.flow {
+            header.flow = Some(flow);
+        }
+        if let Some(text) = &self.provenance {
+            header.provenance = if header.provenance.is_empty() {
+                text.clone()
+            } else {
+                format!("{text}; {}", header.provenance)
+            };
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -314,7 +365,8 @@ fn stats_other(a: &StatsArgs, kind: TraceKind) -> anyhow::Result<()> {
   rtemu trace convert fgn.rpl fgn.txt
   rtemu trace convert fgn.txt fgn.rplx --unit ns --json
   rtemu trace convert probe.txt probe.rpl --series-pps 1000 --interp linear
-  rtemu trace convert sent.pcap path.txt --receiver received.pcap --json")]
+  rtemu trace convert sent.pcap path.txt --receiver received.pcap --json
+  rtemu trace convert path.txt path.rplx --flow 'src=192.0.2.0/24 proto=udp' --provenance 'lab path A'")]
 struct ConvertArgs {
     /// Input trace.
     input: PathBuf,
@@ -345,6 +397,8 @@ struct ConvertArgs {
     /// instead of the one-line note on stderr.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    header: HeaderArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -404,9 +458,9 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<()> {
             GenKind::Onoff(a) => gen_onoff(a),
             GenKind::Iid(a) => gen_iid(a),
         },
-        TraceCommand::Stats(a) => stats(a),
+        TraceCommand::Stats(a) => stats(a, &mut io::stdout().lock()),
         TraceCommand::Convert(a) => convert(a),
-        TraceCommand::Cat(a) => cat(a),
+        TraceCommand::Cat(a) => cat(a, &mut BufWriter::new(io::stdout().lock())),
         TraceCommand::Bench(a) => bench(a),
     }
 }
@@ -433,10 +487,11 @@ fn create(path: &Path) -> anyhow::Result<File> {
 /// writer's record count.
 fn write_generated(
     out: &OutputArgs,
-    header: &Header,
+    header: &mut Header,
     mut next: impl FnMut() -> Action,
 ) -> anyhow::Result<(Format, u64)> {
     let format = output_format(&out.output, out.format)?;
+    out.header.apply(header, format, &out.output)?;
     let mut w = RecordWriter::new(create(&out.output)?, format, header)
         .with_context(|| format!("writing {}", out.output.display()))?;
     for _ in 0..out.count {
@@ -464,8 +519,12 @@ struct GenSummary<'a> {
     parameters: serde_json::Value,
     /// What the generator reports about its run (clamped delays, dropped probes, …).
     outcome: serde_json::Value,
-    /// The command line that regenerates the trace (also in a framed output's header).
+    /// The command line that regenerates the trace, after the text of `--provenance` if given
+    /// (also in a framed output's header).
     provenance: &'a str,
+    /// The flow pattern of a framed output's header (`--flow`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flow: Option<String>,
 }
 
 /// Prints what `rtemu trace gen` wrote: the JSON summary, or `note` on stderr.
@@ -492,7 +551,7 @@ fn gen_fgn(a: &FgnArgs) -> anyhow::Result<()> {
     let block = a.block.min(a.out.count.max(2).next_power_of_two() as usize);
     let fgn = Fgn::new(a.hurst, block, a.out.seed).context("--hurst/--block")?;
     let mut delays = FgnDelays::new(fgn, mean as f64, std as f64, 1_000)?;
-    let header = Header {
+    let mut header = Header {
         unit: TimeUnit::Us,
         flow: None,
         provenance: format!(
@@ -504,7 +563,7 @@ fn gen_fgn(a: &FgnArgs) -> anyhow::Result<()> {
             a.out.seed
         ),
     };
-    let (format, records) = write_generated(&a.out, &header, || Action::Pass {
+    let (format, records) = write_generated(&a.out, &mut header, || Action::Pass {
         delay_ns: delays.next_delay_ns(),
     })?;
     let clamped = delays.clamped();
@@ -524,6 +583,7 @@ fn gen_fgn(a: &FgnArgs) -> anyhow::Result<()> {
             }),
             outcome: serde_json::json!({ "clamped_negative_delays": clamped }),
             provenance: &header.provenance,
+            flow: header.flow.map(|f| f.to_string()),
         },
         format_args!("{clamped} negative delays clamped to 0"),
     )
@@ -544,7 +604,7 @@ fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
         resolution_ns: 1_000,
     };
     let mut g = OnOffDelays::new(cfg, a.out.seed)?;
-    let header = Header {
+    let mut header = Header {
         unit: TimeUnit::Us,
         flow: None,
         provenance: format!(
@@ -553,7 +613,7 @@ fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
             a.probe, a.interval, a.base, a.out.count, a.out.seed
         ),
     };
-    let (format, records) = write_generated(&a.out, &header, || g.next_action())?;
+    let (format, records) = write_generated(&a.out, &mut header, || g.next_action())?;
     report_generated(
         &a.out,
         &GenSummary {
@@ -580,6 +640,7 @@ fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
                 "probes_dropped": g.dropped(),
             }),
             provenance: &header.provenance,
+            flow: header.flow.map(|f| f.to_string()),
         },
         format_args!(
             "offered load {:.3}, target H {:.2}, {} probes dropped",
@@ -605,7 +666,7 @@ fn gen_iid(a: &IidArgs) -> anyhow::Result<()> {
         ),
         None => String::new(),
     };
-    let header = Header {
+    let mut header = Header {
         unit: TimeUnit::Us,
         flow: None,
         provenance: format!(
@@ -614,7 +675,7 @@ fn gen_iid(a: &IidArgs) -> anyhow::Result<()> {
         )
         .to_lowercase(),
     };
-    let (format, records) = write_generated(&a.out, &header, || g.next_action())?;
+    let (format, records) = write_generated(&a.out, &mut header, || g.next_action())?;
     let gilbert_elliott = a.ge_p.map(|p| {
         serde_json::json!({
             "p": p,
@@ -639,6 +700,7 @@ fn gen_iid(a: &IidArgs) -> anyhow::Result<()> {
             }),
             outcome: serde_json::json!({ "clamped_negative_delays": g.clamped() }),
             provenance: &header.provenance,
+            flow: header.flow.map(|f| f.to_string()),
         },
         format_args!("{} negative delays clamped to 0", g.clamped()),
     )
@@ -665,7 +727,8 @@ fn for_each(
     }
 }
 
-fn stats(a: &StatsArgs) -> anyhow::Result<()> {
+/// `rtemu trace stats`; an action trace's statistics go to `out`.
+fn stats(a: &StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let kind = stats_kind(a)?;
     if kind != TraceKind::Actions {
         return stats_other(a, kind);
@@ -681,11 +744,38 @@ fn stats(a: &StatsArgs) -> anyhow::Result<()> {
         bail!("{}: the trace holds no records", a.file.display());
     }
     if a.json {
-        print_json(&s)?;
+        // The statistics, and what the framed header says (null for other forms).
+        let mut v = serde_json::to_value(&s)?;
+        if let serde_json::Value::Object(fields) = &mut v {
+            fields.insert("format".into(), r.format().name().into());
+            fields.insert(
+                "header".into(),
+                r.header().map_or(serde_json::Value::Null, |h| {
+                    serde_json::json!({
+                        "unit": h.unit.to_string(),
+                        "flow": h.flow.map(|f| f.to_string()),
+                        "provenance": h.provenance,
+                    })
+                }),
+            );
+        }
+        let text = serde_json::to_string_pretty(&v)?;
+        writeln!(out, "{text}")?;
     } else {
-        print_stats(&mut io::stdout().lock(), &a.file, r.format(), &s)?;
+        print_stats(out, &a.file, r.format(), r.header(), &s)?;
     }
     Ok(())
+}
+
+/// Writes `text` with each line after the first indented by `indent` spaces.
+fn write_indented(out: &mut impl Write, text: &str, indent: usize) -> io::Result<()> {
+    for (i, line) in text.lines().enumerate() {
+        if i > 0 {
+            write!(out, "\n{:indent$}", "")?;
+        }
+        write!(out, "{line}")?;
+    }
+    writeln!(out)
 }
 
 fn ms(ns: f64) -> String {
@@ -696,9 +786,19 @@ fn print_stats(
     out: &mut impl Write,
     path: &Path,
     format: Format,
+    header: Option<&Header>,
     s: &TraceStats,
 ) -> io::Result<()> {
     writeln!(out, "{} ({} form)", path.display(), format.name())?;
+    if let Some(h) = header {
+        match h.flow {
+            Some(f) => writeln!(out, "flow        {f}")?,
+            None => writeln!(out, "flow        none (the trace names no flow)")?,
+        }
+        write!(out, "provenance  ")?;
+        write_indented(out, &h.provenance, 12)?;
+        writeln!(out, "unit        {}", h.unit)?;
+    }
     writeln!(
         out,
         "records     {}   pass {}   drop {} ({:.4} %)   dup {} ({:.4} %)",
@@ -767,6 +867,12 @@ struct ConvertSummary {
     /// Time unit of a framed output's header.
     #[serde(skip_serializing_if = "Option::is_none")]
     unit: Option<String>,
+    /// Flow pattern of a framed output's header (`--flow`, or the input's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flow: Option<String>,
+    /// Provenance of a framed output's header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<String>,
     /// Records written.
     records: u64,
     /// With --series-pps: the packet rate and the interpolation.
@@ -778,13 +884,16 @@ struct ConvertSummary {
 }
 
 impl ConvertSummary {
-    fn new(a: &ConvertArgs, input_format: &str, to: Format, unit: TimeUnit, records: u64) -> Self {
+    fn new(a: &ConvertArgs, input_format: &str, to: Format, header: &Header, records: u64) -> Self {
+        let framed = to == Format::Framed;
         ConvertSummary {
             input: a.input.display().to_string(),
             input_format: input_format.to_owned(),
             output: a.output.display().to_string(),
             output_format: to.name(),
-            unit: (to == Format::Framed).then(|| unit.to_string()),
+            unit: framed.then(|| header.unit.to_string()),
+            flow: header.flow.filter(|_| framed).map(|f| f.to_string()),
+            provenance: framed.then(|| header.provenance.clone()),
             records,
             series: None,
             captures: None,
@@ -815,7 +924,7 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
             bail!("--series-pps must be at least 1");
         }
         let series = DelaySeries::load(&a.input, a.interp)?;
-        let header = Header {
+        let mut header = Header {
             unit: unit.unwrap_or(TimeUnit::Us),
             flow: None,
             provenance: format!(
@@ -824,6 +933,7 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
                 a.interp
             ),
         };
+        a.header.apply(&mut header, to, &a.output)?;
         // Round to what the output form holds exactly: µs for raw, the unit for framed.
         let resolution = match to {
             Format::Raw => TimeUnit::Us.ns(),
@@ -837,7 +947,7 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
         let n = w.records_written();
         w.finish().with_context(|| format!("writing {out}"))?;
         if a.json {
-            let mut summary = ConvertSummary::new(a, "series", to, header.unit, n);
+            let mut summary = ConvertSummary::new(a, "series", to, &header, n);
             summary.series = Some(serde_json::json!({
                 "packets_per_second": pps,
                 "interpolation": format!("{:?}", a.interp).to_lowercase(),
@@ -855,6 +965,13 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
     if header.provenance.is_empty() {
         header.provenance = format!("converted from {}", a.input.display());
     }
+    if let (Some(flow), false) = (header.flow, to == Format::Framed) {
+        eprintln!(
+            "rtemu: note: the flow of {} ({flow}) is not kept: only the framed form stores one",
+            a.input.display()
+        );
+    }
+    a.header.apply(&mut header, to, &a.output)?;
     let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
     for_each(&mut r, |x| {
         w.write(x).with_context(|| format!("writing {out}"))?;
@@ -863,7 +980,7 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
     let n = w.records_written();
     w.finish().with_context(|| format!("writing {out}"))?;
     if a.json {
-        return ConvertSummary::new(a, r.format().name(), to, header.unit, n).print();
+        return ConvertSummary::new(a, r.format().name(), to, &header, n).print();
     }
     eprintln!("rtemu: converted {n} records to {out} ({} form)", to.name());
     Ok(())
@@ -877,7 +994,7 @@ fn convert_captures(
     unit: TimeUnit,
 ) -> anyhow::Result<()> {
     let out = a.output.display().to_string();
-    let header = Header {
+    let mut header = Header {
         unit,
         flow: None,
         provenance: format!(
@@ -886,6 +1003,7 @@ fn convert_captures(
             receiver.display()
         ),
     };
+    a.header.apply(&mut header, to, &a.output)?;
     // Round to what the output form holds exactly: µs for raw, the unit for framed.
     let r = match to {
         Format::Raw => TimeUnit::Us.ns(),
@@ -921,7 +1039,7 @@ fn convert_captures(
     let n = w.records_written();
     w.finish().with_context(|| format!("writing {out}"))?;
     if a.json {
-        let mut summary = ConvertSummary::new(a, "capture", to, unit, n);
+        let mut summary = ConvertSummary::new(a, "capture", to, &header, n);
         summary.captures = Some(serde_json::json!({
             "receiver": receiver.display().to_string(),
             "sent": stats.sent,
@@ -947,12 +1065,23 @@ fn convert_captures(
     Ok(())
 }
 
-fn cat(a: &CatArgs) -> anyhow::Result<()> {
+/// `rtemu trace cat`: the text form on `out`. A framed header's flow, provenance and unit come
+/// first as `#` comments, so the output is still a text trace.
+fn cat(a: &CatArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let mut r = open(&a.file, a.format)?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    if let Some(h) = r.header() {
+        match h.flow {
+            Some(f) => writeln!(out, "# flow: {f}")?,
+            None => writeln!(out, "# flow: none")?,
+        }
+        for (i, line) in h.provenance.lines().enumerate() {
+            let label = if i == 0 { "provenance:" } else { "           " };
+            writeln!(out, "# {label} {line}")?;
+        }
+        writeln!(out, "# unit: {}", h.unit)?;
+    }
     for_each(&mut r, |x| {
-        rtemu_trace::text::write_action(&mut out, x)?;
+        rtemu_trace::text::write_action(&mut *out, x)?;
         Ok(())
     })?;
     out.flush()?;
@@ -1177,6 +1306,147 @@ mod tests {
         assert!(format!("{e:#}").contains("outside (0, 1)"), "{e:#}");
         let e = rtemu_trace(&["convert", &bad, &d.path("x.dat")]).unwrap_err();
         assert!(format!("{e:#}").contains("--format"), "{e:#}");
+    }
+
+    /// Runs `rtemu trace stats|cat ARGS`, returning what it writes.
+    fn output_of(args: &[&str]) -> String {
+        let cli =
+            Cli::try_parse_from(std::iter::once("trace").chain(args.iter().copied())).unwrap();
+        let mut out = Vec::new();
+        match &cli.trace.command {
+            TraceCommand::Stats(a) => stats(a, &mut out).unwrap(),
+            TraceCommand::Cat(a) => cat(a, &mut out).unwrap(),
+            c => panic!("not stats or cat: {c:?}"),
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    fn header_of(path: &str) -> Header {
+        RecordReader::open(Path::new(path), None)
+            .unwrap()
+            .header()
+            .cloned()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_flow_and_provenance_go_into_the_framed_header_and_come_back_out() {
+        let d = Scratch::new("flow");
+        let a = d.path("a.rplx");
+        rtemu_trace(&[
+            "gen",
+            "fgn",
+            "--count",
+            "300",
+            "--seed",
+            "3",
+            "--flow",
+            "dst=10.1.2.3/16  proto=UDP",
+            "--provenance",
+            "lab path A",
+            "-o",
+            &a,
+        ])
+        .unwrap();
+        let flow = "dst=10.1.0.0/16 proto=udp";
+        let h = header_of(&a);
+        assert_eq!(h.flow, Some(flow.parse().unwrap()));
+        assert!(
+            h.provenance
+                .starts_with("lab path A; rtemu trace gen fgn --hurst 0.8"),
+            "{}",
+            h.provenance
+        );
+        // `stats` shows them, as text and as JSON.
+        let text = output_of(&["stats", &a]);
+        assert!(text.contains(&format!("\nflow        {flow}\n")), "{text}");
+        assert!(
+            text.contains("\nprovenance  lab path A; rtemu trace gen fgn"),
+            "{text}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&output_of(&["stats", &a, "--json"])).unwrap();
+        assert_eq!(v["records"], 300);
+        assert_eq!(v["format"], "framed");
+        assert_eq!(v["header"]["flow"], flow);
+        assert_eq!(v["header"]["unit"], "us");
+        assert_eq!(v["header"]["provenance"], h.provenance.as_str());
+        // `cat` shows them as comments, so its output is still a text trace of the records.
+        let cat = output_of(&["cat", &a]);
+        assert!(
+            cat.starts_with(&format!(
+                "# flow: {flow}\n# provenance: {}\n# unit: us\npass ",
+                h.provenance
+            )),
+            "{cat}"
+        );
+        let txt = d.path("a.txt");
+        std::fs::write(&txt, &cat).unwrap();
+        assert_eq!(records(&txt), records(&a));
+        // `convert` keeps the input's flow, or sets a new one, and puts provenance first.
+        let (b, c) = (d.path("b.rplx"), d.path("c.rplx"));
+        rtemu_trace(&["convert", &a, &b, "--unit", "ns"]).unwrap();
+        assert_eq!(header_of(&b).flow, h.flow);
+        assert_eq!(header_of(&b).provenance, h.provenance);
+        rtemu_trace(&[
+            "convert",
+            &b,
+            &c,
+            "--flow",
+            "sport=5000-5999",
+            "--provenance",
+            "copy",
+        ])
+        .unwrap();
+        let hc = header_of(&c);
+        assert_eq!(hc.flow, Some("sport=5000-5999".parse().unwrap()));
+        assert_eq!(hc.provenance, format!("copy; {}", h.provenance));
+        assert_eq!(records(&c), records(&a));
+        // A series converted to a framed trace takes a flow too.
+        let series = d.path("probe.series");
+        std::fs::write(&series, "0 10\n1 12\n").unwrap();
+        let s = d.path("s.rplx");
+        rtemu_trace(&[
+            "convert",
+            &series,
+            &s,
+            "--series-pps",
+            "10",
+            "--flow",
+            "proto=tcp",
+        ])
+        .unwrap();
+        assert_eq!(header_of(&s).flow, Some("proto=tcp".parse().unwrap()));
+        // Raw and text forms have no header: asking for one is an error, and nothing is written.
+        let raw = d.path("x.rpl");
+        let e = rtemu_trace(&[
+            "gen",
+            "iid",
+            "--count",
+            "5",
+            "--flow",
+            "proto=udp",
+            "-o",
+            &raw,
+        ])
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("--flow can only be stored in the header of the framed form")
+                && e.contains("raw form"),
+            "{e}"
+        );
+        assert!(!Path::new(&raw).exists());
+        let e = rtemu_trace(&["convert", &a, &d.path("y.txt"), "--provenance", "p"]).unwrap_err();
+        assert!(format!("{e:#}").contains("--provenance can only"), "{e:#}");
+        // A bad pattern is refused with the column of the bad field.
+        let e = rtemu_trace(&["gen", "fgn", "--flow", "proto=udp port=1", "-o", &a]).unwrap_err();
+        assert!(format!("{e:#}").contains("column 11"), "{e:#}");
+        // Other forms show no header.
+        let plain = d.path("plain.rpl");
+        rtemu_trace(&["convert", &a, &plain]).unwrap();
+        assert!(!output_of(&["stats", &plain]).contains("\nflow "));
+        assert!(!output_of(&["cat", &plain]).starts_with('#'));
     }
 
     #[test]
