@@ -534,3 +534,37 @@ fn trace_stats_reads_the_kind_from_the_content_and_names_a_line_that_fits_none()
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("line 2, column 1"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_framed_trace_with_a_flow_in_its_header_drives_only_that_flow() {
+    let dir = Scratch::new("header-flow");
+    for (dport, delayed) in [("9", true), ("5004", false)] {
+        let trace = dir.path(&format!("t{dport}.rplx"));
+        let pattern = format!("proto=udp dport={dport}");
+        let gen = rtemu(&[
+            "trace", "gen", "fgn", "--hurst", "0.8", "--mean", "20ms", "--std", "1ms", "--count",
+            "100", "--seed", "3", "--flow", &pattern, "-o", &trace,
+        ]);
+        assert!(gen.status.success(), "{}", stderr(&gen));
+        // The generator's datagrams go to UDP port 9.
+        let o = rtemu(&[
+            "sim",
+            "--traffic",
+            "cbr 100pps 100B 1s",
+            "--trace",
+            &trace,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let mean = j["summary"]["delay"]["mean_ns"].as_f64().unwrap();
+        if delayed {
+            assert!(
+                (15e6..25e6).contains(&mean),
+                "dport 9 took the trace: {mean} ns"
+            );
+        } else {
+            assert_eq!(mean, 0.0, "a trace for dport 5004 delayed dport 9");
+        }
+    }
+}

@@ -296,6 +296,8 @@ pub(crate) fn build_model<'a>(
     let mut default = None;
     for (i, t) in traces.iter().enumerate() {
         let what = || format!("trace {}", t.path.display());
+        // The flow a framed trace's header names, if any.
+        let mut header_flow = None;
         let feed: Box<dyn TraceFeed + Send + 'a> = match t.kind {
             TraceKind::Series => Box::new(SeriesFeed::new(
                 DelaySeries::load(&t.path, opts.interpolation).with_context(what)?,
@@ -321,19 +323,23 @@ pub(crate) fn build_model<'a>(
                 // Records are ready before the first packet: no under-run while the reader's
                 // first read is in flight.
                 trace.prime().with_context(what)?;
+                header_flow = trace.header().and_then(|h| h.flow);
                 Box::new(ActionFeed::new(trace))
             }
         };
+        // A pattern given with the trace wins; else a framed trace's own flow makes it a
+        // per-flow trace, as if given with --flow-trace.
+        let pattern = t.pattern.or(header_flow);
         // Each trace's own stages (rate, corruption) draw from a stream of their own.
         // A per-flow trace takes the link's rate, corruption and order; the rest of the model is
         // for the packets no trace claims. A trace for the whole link must not be contradicted.
-        let stages = match t.pattern {
+        let stages = match pattern {
             Some(_) => untraced_stages(cfg),
             None => cfg.clone(),
         };
         let model =
             TraceModel::new(feed, &stages, opts.seed, label + 1 + i as u64).with_context(what)?;
-        match &t.pattern {
+        match &pattern {
             Some(p) => flows.push(*p, Box::new(model) as Box<dyn Model + Send + 'a>),
             None => default = Some(Box::new(model) as Box<dyn Model + Send + 'a>),
         }
