@@ -568,3 +568,36 @@ fn a_framed_trace_with_a_flow_in_its_header_drives_only_that_flow() {
         }
     }
 }
+
+#[test]
+fn trace_gen_netem_records_the_models_delays_losses_and_duplicates() {
+    let dir = Scratch::new("gen-netem");
+    let out = dir.path("pn.rpl");
+    let gen = rtemu(&[
+        "trace",
+        "gen",
+        "netem",
+        "--model",
+        "delay 20ms 5ms distribution paretonormal loss 10% duplicate 5%",
+        "--count",
+        "20000",
+        "-o",
+        &out,
+        "--json",
+    ]);
+    assert!(gen.status.success(), "{}", stderr(&gen));
+    let g: serde_json::Value = serde_json::from_str(&stdout(&gen)).unwrap();
+    assert_eq!(g["records"], 20000);
+    let o = rtemu(&["trace", "stats", &out, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    // The model's marginals come back from the trace: a paretonormal delay of mean 20 ms,
+    // 10 % of packets lost, about 5 % duplicated.
+    let mean = s["delay"]["mean_ns"].as_f64().unwrap();
+    assert!((19e6..21e6).contains(&mean), "mean delay {mean} ns");
+    let drops = s["drops"].as_f64().unwrap() / g["outcome"]["packets"].as_f64().unwrap();
+    assert!((0.08..0.12).contains(&drops), "drop fraction {drops}");
+    assert_eq!(s["drops"], g["outcome"]["dropped"]);
+    assert_eq!(s["dups"], g["outcome"]["duplicated"]);
+    assert!(s["dups"].as_u64().unwrap() > 500, "{s}");
+}
