@@ -156,8 +156,9 @@ pub struct Counters {
 }
 
 enum Msg {
-    /// A full (or, before the end, partly full) block, and the loop count at its last record.
-    Block(Vec<Action>, u64),
+    /// A full (or, before the end, partly full) block, and the trace's length in records once
+    /// the reader has reached its end.
+    Block(Vec<Action>, Option<u64>),
     End,
     Failed(TraceError),
 }
@@ -179,6 +180,9 @@ pub struct Prefetcher {
     underrun: UnderrunPolicy,
     end: EndPolicy,
     counters: Counters,
+    /// Records in one pass of the trace, known once the reader first reached its end; loops
+    /// are counted from it, so the count follows what was consumed, not what was read ahead.
+    trace_len: Option<u64>,
     header: Option<Header>,
     /// An error met in the middle of a cascade, returned by the next call.
     pending_error: Option<TraceError>,
@@ -246,6 +250,7 @@ impl Prefetcher {
             underrun: config.underrun,
             end: config.end,
             counters: Counters::default(),
+            trace_len: None,
             header,
             pending_error: None,
             thread: Some(thread),
@@ -319,7 +324,7 @@ impl Prefetcher {
     /// Installs a message from the reader: true if it was a block.
     fn accept(&mut self, msg: Option<Msg>) -> Result<bool, TraceError> {
         match msg {
-            Some(Msg::Block(block, loops)) => {
+            Some(Msg::Block(block, trace_len)) => {
                 let used = std::mem::replace(&mut self.cur, block);
                 if used.capacity() > 0 {
                     // Room is guaranteed: the channel holds as many blocks as exist. If the
@@ -327,7 +332,7 @@ impl Prefetcher {
                     let _ = self.empty.try_send(used);
                 }
                 self.pos = 0;
-                self.counters.loops = loops;
+                self.trace_len = self.trace_len.or(trace_len);
                 Ok(true)
             }
             Some(Msg::End) | None => {
@@ -376,7 +381,12 @@ impl Prefetcher {
 
     /// What the consumer has seen so far.
     pub fn counters(&self) -> Counters {
-        self.counters
+        let mut c = self.counters;
+        // Record r (from 1) of a trace of n records is in pass (r − 1) / n.
+        c.loops = self
+            .trace_len
+            .map_or(0, |n| c.records.saturating_sub(1) / n.max(1));
+        c
     }
 
     /// The framed form's header, if the trace has one.
@@ -408,7 +418,7 @@ fn produce<R: Read + Seek>(
     block_records: usize,
     end: EndPolicy,
 ) -> Result<(), TraceError> {
-    let mut loops = 0;
+    let mut trace_len = None;
     let mut pass_records: u64 = 0;
     loop {
         let Ok(mut block) = empty.recv() else {
@@ -422,7 +432,7 @@ fn produce<R: Read + Seek>(
                 Ok(n) => n,
                 Err(e) => {
                     // The good records before the error are still delivered.
-                    let _ = full.send(Msg::Block(block, loops));
+                    let _ = full.send(Msg::Block(block, trace_len));
                     return Err(e);
                 }
             };
@@ -438,10 +448,10 @@ fn produce<R: Read + Seek>(
                 break;
             }
             reader.rewind()?;
-            loops += 1;
+            trace_len = trace_len.or(Some(pass_records));
             pass_records = 0;
         }
-        if (!block.is_empty() || !at_end) && full.send(Msg::Block(block, loops)).is_err() {
+        if (!block.is_empty() || !at_end) && full.send(Msg::Block(block, trace_len)).is_err() {
             return Ok(());
         }
         if at_end {
