@@ -366,18 +366,12 @@ fn a_foreign_namespace_of_the_labs_name_is_refused_and_left_alone() {
 }
 
 #[test]
-fn cpu_limits_and_existing_labs_are_refused_before_anything_is_made() {
+fn an_existing_lab_is_refused_before_anything_is_made() {
     if !root_or_skip("refusals") {
         return;
     }
     let name = unique_lab("r");
     let _guard = Guard(name.clone());
-    let src = format!("lab = \"{name}\"\n[nodes.a]\ncpu = 0.5\n");
-    let topo = Topology::parse("r.toml", &src).unwrap();
-    let err = lab::up(&topo, "r.toml").unwrap_err().to_string();
-    assert!(err.contains("CPU limits are not implemented"), "{err}");
-    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
-
     let topo = chain(&name, 2);
     lab::up(&topo, "chain.toml").unwrap();
     let err = lab::up(&topo, "chain.toml").unwrap_err().to_string();
@@ -889,5 +883,73 @@ fn a_detached_command_runs_in_its_node_with_a_log_and_ends_at_down() {
     }
     // The record and the logs went with the state directory.
     assert!(!sleeper.log.exists());
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
+
+/// A TCP listener for `perl` (perl-base, in every Debian): accepts one connection on port 5201
+/// of the address in its argument, reads it to the end and prints the number of bytes.
+const COUNT_BYTES: &str = r#"use IO::Socket::IP;
+my $s = IO::Socket::IP->new(LocalHost => $ARGV[0], LocalPort => 5201, Listen => 1, ReuseAddr => 1)
+    or die "listen: $@";
+my $c = $s->accept or die "accept: $!";
+my ($n, $r, $b) = (0);
+$n += $r while ($r = sysread($c, $b, 65536)) > 0;
+print "$n\n";"#;
+
+#[test]
+fn tcp_crosses_three_routers_and_three_lans_from_tindy1_to_tpx30() {
+    if !root_or_skip("tcp_east_west_north") {
+        return;
+    }
+    let name = unique_lab("tcp");
+    let topo = example(&name);
+    let _guard = Guard(name.clone());
+    lab::up(&topo, "east-west-north.toml").unwrap();
+    let state = lab::resolve_lab(Some(&name)).unwrap();
+    // 400 000 bytes from tindy1 over west-side, west, west-north, north, north-east, east and
+    // east-side, in both families: bash's /dev/tcp sends, a listener in tpx30 counts. Every
+    // step is bounded by `timeout`; `down` (or the guard) ends whatever is left.
+    for (listen, target) in [("0.0.0.0", "192.168.3.2"), ("::", "fd00:3:4::2")] {
+        let argv: Vec<String> = ["timeout", "20", "perl", "-e", COUNT_BYTES, listen]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let listener = lab::node_command(&state, "tpx30", &argv)
+            .unwrap()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Waits (5 s at most) until it listens.
+        let start = std::time::Instant::now();
+        loop {
+            let out = run_in(&name, "tpx30", &["ss", "-Hltn", "sport = :5201"]);
+            if String::from_utf8_lossy(&out.stdout).contains("5201") {
+                break;
+            }
+            assert!(start.elapsed().as_secs() < 5, "nothing listens in tpx30");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let send = format!("head -c 400000 /dev/zero > /dev/tcp/{target}/5201");
+        let out = run_in(&name, "tindy1", &["timeout", "20", "bash", "-c", &send]);
+        assert!(
+            out.status.success(),
+            "sending to {target}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = listener.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "listening on {listen}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "400000\n",
+            "bytes received from tindy1 at {target}"
+        );
+    }
+    assert!(lab::down(&name).unwrap());
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 }

@@ -1,11 +1,16 @@
-//! `rtemu bench topo`: how long `rtemu up` and `rtemu down` take for generated chains and
-//! stars of 10, 100 and 1000 nodes, beside the same namespaces and veth pairs made with one
-//! `ip` command per object in a shell loop, in the same run. Measured and printed as a Markdown
-//! table, never asserted. Needs root.
+//! `rtemu bench topo`: how long `rtemu up` and `rtemu down` take, and how much memory they
+//! peak at, for generated chains, stars, grids and random graphs of 10, 100 and 1000 nodes,
+//! beside the same namespaces and veth pairs made with one `ip` command per object in a shell
+//! script, in the same run. Measured and printed as a Markdown table, never asserted. Needs root.
+//!
+//! The peak memory is the maximum resident set size of the `rtemu up` and `rtemu down` child
+//! processes as GNU time (`/usr/bin/time -f %M`, Debian package `time`) reports it from
+//! `wait4`; without it the columns stay empty.
 //!
 //! Every step runs as a child process with a time limit (killed past it); every lab and every
 //! baseline namespace is removed again, after an error, a time-out or a Ctrl-C too.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,12 +25,42 @@ use serde::Serialize;
 /// Node counts of the generated topologies.
 const SIZES: [usize; 3] = [10, 100, 1000];
 
-/// The generated shapes: a chain (node i to node i + 1) and a star (node 0 to every other).
+/// The generated shapes: a chain (node i to node i + 1), a star (node 0 to every other), a
+/// grid (rows of `ceil(sqrt(n))` nodes, each linked to its right and lower neighbour; the last
+/// row may be short) and a random connected graph (a random spanning tree plus random extra
+/// links up to 1.5 links per node, from a fixed seed, so every run builds the same graph).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 enum Shape {
     Chain,
     Star,
+    Grid,
+    Random,
+}
+
+/// Every shape, in the order measured.
+const SHAPES: [Shape; 4] = [Shape::Chain, Shape::Star, Shape::Grid, Shape::Random];
+
+/// The random graph's seed.
+const SEED: u64 = 0x7274_656d_7521_0001;
+
+/// xorshift64 (Marsaglia): enough randomness for a benchmark graph, no dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number below `n` (`n > 0`); the modulo bias is irrelevant here.
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
 }
 
 impl Shape {
@@ -33,17 +68,47 @@ impl Shape {
         match self {
             Shape::Chain => "chain",
             Shape::Star => "star",
+            Shape::Grid => "grid",
+            Shape::Random => "random",
         }
     }
 
     /// The links of `nodes` nodes, as pairs of node numbers.
     fn links(self, nodes: usize) -> Vec<(usize, usize)> {
-        (1..nodes)
-            .map(|i| match self {
-                Shape::Chain => (i - 1, i),
-                Shape::Star => (0, i),
-            })
-            .collect()
+        match self {
+            Shape::Chain => (1..nodes).map(|i| (i - 1, i)).collect(),
+            Shape::Star => (1..nodes).map(|i| (0, i)).collect(),
+            Shape::Grid => {
+                let cols = (1..=nodes).find(|c| c * c >= nodes).unwrap_or(1);
+                let mut links = Vec::new();
+                for i in 0..nodes {
+                    if (i + 1) % cols != 0 && i + 1 < nodes {
+                        links.push((i, i + 1));
+                    }
+                    if i + cols < nodes {
+                        links.push((i, i + cols));
+                    }
+                }
+                links
+            }
+            Shape::Random => {
+                let mut rng = XorShift(SEED);
+                // A spanning tree: node i joins a random earlier node, so the graph is connected.
+                let mut links: Vec<(usize, usize)> =
+                    (1..nodes).map(|i| (rng.below(i), i)).collect();
+                let mut seen: HashSet<(usize, usize)> = links.iter().copied().collect();
+                let max = nodes * nodes.saturating_sub(1) / 2;
+                let want = (nodes * 3 / 2).min(max);
+                while links.len() < want {
+                    let (a, b) = (rng.below(nodes), rng.below(nodes));
+                    let pair = (a.min(b), a.max(b));
+                    if a != b && seen.insert(pair) {
+                        links.push(pair);
+                    }
+                }
+                links
+            }
+        }
     }
 }
 
@@ -65,31 +130,31 @@ fn limit(nodes: usize) -> Duration {
 /// (`routing = "none"`) and dynamic neighbours, so rtemu makes the baseline's namespaces and
 /// veth pairs plus what a lab needs to be usable (addresses, interfaces up, sysctls, hosts
 /// files, the state file).
-fn topology(lab: &str, shape: Shape, nodes: usize) -> String {
+fn topology(lab: &str, shape: Shape, nodes: usize, links: &[(usize, usize)]) -> String {
     let mut src =
         format!("# rtemu bench topo: {shape:?}, {nodes} nodes\nlab = \"{lab}\"\nrouting = \"none\"\nip = \"ipv4\"\n");
     for i in 0..nodes {
         src.push_str(&format!("[nodes.n{i}]\n"));
     }
-    for (a, b) in shape.links(nodes) {
+    for (a, b) in links {
         src.push_str(&format!("[[links]]\nendpoints = [\"n{a}\", \"n{b}\"]\n"));
     }
     src
 }
 
-/// The baseline as a shell script: `ip netns add` per node, then `ip link add … netns …` per
-/// link, each veth end created directly in its namespace (as rtemu does).
-fn baseline_script(prefix: &str, shape: Shape, nodes: usize) -> String {
+/// The baseline as a shell script: `ip netns add` per node (a loop), then one
+/// `ip link add … netns …` line per link, each veth end created directly in its namespace (as
+/// rtemu does).
+fn baseline_script(prefix: &str, nodes: usize, links: &[(usize, usize)]) -> String {
     let last = nodes - 1;
-    let peer = match shape {
-        Shape::Chain => "$((i - 1))",
-        Shape::Star => "0",
-    };
-    format!(
-        "set -e\n\
-         for i in $(seq 0 {last}); do ip netns add {prefix}$i; done\n\
-         for i in $(seq 1 {last}); do ip link add l${{i}}a netns {prefix}{peer} type veth peer name l${{i}}b netns {prefix}$i; done\n"
-    )
+    let mut script =
+        format!("set -e\nfor i in $(seq 0 {last}); do ip netns add {prefix}$i; done\n");
+    for (k, (a, b)) in links.iter().enumerate() {
+        script.push_str(&format!(
+            "ip link add l{k}a netns {prefix}{a} type veth peer name l{k}b netns {prefix}{b}\n"
+        ));
+    }
+    script
 }
 
 /// The baseline's namespaces left on the host (`/run/netns/<prefix>…`).
@@ -134,8 +199,8 @@ impl Stop {
 }
 
 /// Runs `cmd` in its own process group (a Ctrl-C reaches only the benchmark, which then ends
-/// it) and returns its wall time in seconds; kills it past `limit` or at a stop. Its output
-/// goes to `log`, whose end a failure quotes.
+/// it) and returns its wall time in seconds; kills the group past `limit` or at a stop. Its
+/// output goes to `log`, whose end a failure quotes.
 fn timed(mut cmd: Command, what: &str, log: &Path, limit: Duration, stop: &Stop) -> Result<f64> {
     let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let err = out.try_clone().context("opening the log")?;
@@ -159,6 +224,12 @@ fn timed(mut cmd: Command, what: &str, log: &Path, limit: Duration, stop: &Stop)
         }
         let late = start.elapsed() > limit;
         if late || stop.0.load(Ordering::Relaxed) {
+            // The whole group: under GNU time the child is `time`, rtemu its child.
+            let _ = Command::new("sh")
+                .args(["-c", &format!("kill -9 -{}", child.id())])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
             let _ = child.kill();
             let _ = child.wait();
             if late {
@@ -214,8 +285,75 @@ struct Row {
     runs: usize,
     rtemu_up_s: f64,
     rtemu_down_s: f64,
+    /// The largest peak resident set size of `rtemu up` over the runs, MiB (None without GNU
+    /// time).
+    rtemu_up_peak_mib: Option<f64>,
+    /// The same of `rtemu down`.
+    rtemu_down_peak_mib: Option<f64>,
     ip_baseline_s: f64,
     ip_cleanup_s: f64,
+}
+
+/// GNU time, when installed: it reports a child's peak resident set size (`%M`, KiB, from
+/// `wait4`'s `ru_maxrss`), which this process cannot read without a `libc` dependency.
+const GNU_TIME: &str = "/usr/bin/time";
+
+fn have_gnu_time() -> bool {
+    Command::new(GNU_TIME)
+        .args(["-f", "%M", "-o", "/dev/null", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs rtemu with `args` under [`timed`], under GNU time when `rss` names the file it writes
+/// the peak to; returns the wall time and the peak in MiB.
+fn rtemu_step(
+    args: &[&std::ffi::OsStr],
+    what: &str,
+    log: &Path,
+    rss: Option<&Path>,
+    limit: Duration,
+    stop: &Stop,
+) -> Result<(f64, Option<f64>)> {
+    let exe = std::env::current_exe().context("finding the rtemu executable")?;
+    let mut cmd = match rss {
+        Some(file) => {
+            let _ = std::fs::remove_file(file);
+            let mut cmd = Command::new(GNU_TIME);
+            cmd.args(["-f", "%M", "-o"]).arg(file).arg(&exe);
+            cmd
+        }
+        None => Command::new(&exe),
+    };
+    cmd.args(args);
+    let secs = timed(cmd, what, log, limit, stop)?;
+    let peak = match rss {
+        Some(file) => Some(
+            parse_peak_kib(&std::fs::read_to_string(file).unwrap_or_default()).with_context(
+                || format!("reading the peak memory of {what} from {}", file.display()),
+            )? as f64
+                / 1024.0,
+        ),
+        None => None,
+    };
+    Ok((secs, peak))
+}
+
+/// The `%M` of GNU time's output file: the last line, KiB.
+fn parse_peak_kib(text: &str) -> Result<u64> {
+    let line = text.lines().last().unwrap_or("").trim();
+    line.parse()
+        .with_context(|| format!("`{line}` is not a number of KiB"))
+}
+
+fn peak(xs: &[Option<f64>]) -> Option<f64> {
+    xs.iter()
+        .copied()
+        .collect::<Option<Vec<f64>>>()?
+        .into_iter()
+        .reduce(f64::max)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -235,15 +373,14 @@ fn settle(nodes: usize, stop: &Stop) -> Result<()> {
 }
 
 /// One shape and size: `runs` rounds of rtemu up, rtemu down, baseline, baseline clean-up.
-fn measure(shape: Shape, nodes: usize, dir: &Path, stop: &Stop) -> Result<Row> {
-    let exe = std::env::current_exe().context("finding the rtemu executable")?;
+fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> Result<Row> {
     let id = std::process::id() % 1000;
     let tag = shape
         .name()
         .chars()
         .next()
         .expect("shape names are not empty");
-    // At most 12 characters: "bt" + c|s + up to 4 digits + "-" + up to 3 digits.
+    // At most 12 characters: "bt" + c|s|g|r + up to 4 digits + "-" + up to 3 digits.
     let lab_name = format!("bt{tag}{nodes}-{id}");
     // Checked before any guard exists: a guard would remove someone else's lab of that name.
     if rtemu_topo::state::lab_dir(&lab_name).exists() {
@@ -251,13 +388,20 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, stop: &Stop) -> Result<Row> {
     }
     let prefix = format!("rtbb{}-{tag}{nodes}-", std::process::id());
     let file = dir.join(format!("{lab_name}.toml"));
-    std::fs::write(&file, topology(&lab_name, shape, nodes))
+    let links = shape.links(nodes);
+    std::fs::write(&file, topology(&lab_name, shape, nodes, &links))
         .with_context(|| format!("writing {}", file.display()))?;
-    let script = baseline_script(&prefix, shape, nodes);
+    // A file, not `sh -c`: a script of 2000 links is past the kernel's 128 KiB per argument.
+    let script = dir.join(format!("{lab_name}.ip.sh"));
+    std::fs::write(&script, baseline_script(&prefix, nodes, &links))
+        .with_context(|| format!("writing {}", script.display()))?;
     let cleanup = baseline_cleanup_script(&prefix);
     let limit = limit(nodes);
     let log = |step: &str| dir.join(format!("{lab_name}.{step}.log"));
+    let rss = |step: &str| time.then(|| dir.join(format!("{lab_name}.{step}.rss")));
+    let (up_rss, down_rss) = (rss("up"), rss("down"));
     let (mut up, mut down, mut ip_up, mut ip_down) = (vec![], vec![], vec![], vec![]);
+    let (mut up_peak, mut down_peak) = (vec![], vec![]);
     for run in 1..=runs(nodes) {
         stop.check()?;
         eprintln!(
@@ -267,18 +411,32 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, stop: &Stop) -> Result<Row> {
         );
         {
             let _lab = LabGuard(lab_name.clone());
-            let mut cmd = Command::new(&exe);
-            cmd.arg("up").arg(&file);
-            up.push(timed(cmd, "rtemu up", &log("up"), limit, stop)?);
-            let mut cmd = Command::new(&exe);
-            cmd.args(["down", &lab_name]);
-            down.push(timed(cmd, "rtemu down", &log("down"), limit, stop)?);
+            let (secs, mib) = rtemu_step(
+                &["up".as_ref(), file.as_os_str()],
+                "rtemu up",
+                &log("up"),
+                up_rss.as_deref(),
+                limit,
+                stop,
+            )?;
+            up.push(secs);
+            up_peak.push(mib);
+            let (secs, mib) = rtemu_step(
+                &["down".as_ref(), lab_name.as_ref()],
+                "rtemu down",
+                &log("down"),
+                down_rss.as_deref(),
+                limit,
+                stop,
+            )?;
+            down.push(secs);
+            down_peak.push(mib);
         }
         settle(nodes, stop)?;
         {
             let _ns = BaselineGuard(prefix.clone());
             let mut cmd = Command::new("sh");
-            cmd.args(["-c", &script]);
+            cmd.arg(&script);
             ip_up.push(timed(cmd, "the ip baseline", &log("ip"), limit, stop)?);
             let made = baseline_namespaces(&prefix).len();
             if made != nodes {
@@ -299,10 +457,12 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, stop: &Stop) -> Result<Row> {
     Ok(Row {
         shape,
         nodes,
-        links: nodes - 1,
+        links: links.len(),
         runs: runs(nodes),
         rtemu_up_s: median(up),
         rtemu_down_s: median(down),
+        rtemu_up_peak_mib: peak(&up_peak),
+        rtemu_down_peak_mib: peak(&down_peak),
         ip_baseline_s: median(ip_up),
         ip_cleanup_s: median(ip_down),
     })
@@ -321,15 +481,22 @@ pub fn run(json: bool) -> Result<()> {
             bail!("rtemu bench topo needs `{program}` (Debian packages iproute2, coreutils)");
         }
     }
+    let time = have_gnu_time();
+    if !time {
+        eprintln!(
+            "rtemu bench topo: {GNU_TIME} (GNU time, Debian package `time`) is missing: \
+             no peak memory"
+        );
+    }
     let stop = Stop::install()?;
     let dir = std::env::temp_dir().join(format!("rtemu-bench-topo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _dir = DirGuard(dir.clone());
     let mut rows = Vec::new();
     for nodes in SIZES {
-        for shape in [Shape::Chain, Shape::Star] {
+        for shape in SHAPES {
             rows.push(
-                measure(shape, nodes, &dir, &stop)
+                measure(shape, nodes, &dir, time, &stop)
                     .with_context(|| format!("{} of {nodes} nodes", shape.name()))?,
             );
         }
@@ -342,27 +509,31 @@ pub fn run(json: bool) -> Result<()> {
     }
     writeln!(
         out,
-        "rtemu bench topo: wall time of `rtemu up` and `rtemu down` (child processes), beside \
-         `ip netns add` per node and `ip link add … netns … type veth peer … netns …` per link \
-         in a shell loop; median of 3 runs (1 run of 1000 nodes)\n"
+        "rtemu bench topo: wall time of `rtemu up` and `rtemu down` (child processes) and their \
+         peak resident set size (GNU time's %M, the largest of the runs), beside `ip netns add` \
+         per node and `ip link add … netns … type veth peer … netns …` per link in a shell \
+         script; median of 3 runs (1 run of 1000 nodes)\n"
     )?;
     writeln!(
         out,
-        "| shape | nodes | links | rtemu up s | rtemu down s | ip baseline s | ratio (up / ip) | ip cleanup s |"
+        "| shape | nodes | links | rtemu up s | rtemu down s | up peak MiB | down peak MiB | ip baseline s | ratio (up / ip) | ip cleanup s |"
     )?;
     writeln!(
         out,
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )?;
+    let mib = |m: Option<f64>| m.map_or_else(|| "–".to_owned(), |m| format!("{m:.1}"));
     for r in &rows {
         writeln!(
             out,
-            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3} |",
+            "| {} | {} | {} | {:.3} | {:.3} | {} | {} | {:.3} | {:.2} | {:.3} |",
             r.shape.name(),
             r.nodes,
             r.links,
             r.rtemu_up_s,
             r.rtemu_down_s,
+            mib(r.rtemu_up_peak_mib),
+            mib(r.rtemu_down_peak_mib),
             r.ip_baseline_s,
             r.rtemu_up_s / r.ip_baseline_s,
             r.ip_cleanup_s
@@ -377,27 +548,95 @@ mod tests {
 
     #[test]
     fn generated_topologies_are_valid_with_the_expected_links() {
-        for shape in [Shape::Chain, Shape::Star] {
+        for shape in SHAPES {
             for nodes in SIZES {
                 let lab = format!("bt{}{nodes}-999", shape.name().chars().next().unwrap());
                 assert!(lab.len() <= rtemu_topo::topology::MAX_LAB_NAME, "{lab}");
+                let links = shape.links(nodes);
                 let topo =
-                    rtemu_topo::Topology::parse("b.toml", &topology(&lab, shape, nodes)).unwrap();
+                    rtemu_topo::Topology::parse("b.toml", &topology(&lab, shape, nodes, &links))
+                        .unwrap();
                 assert_eq!(topo.nodes.len(), nodes);
-                assert_eq!(topo.segments.len(), nodes - 1);
+                assert_eq!(topo.segments.len(), links.len());
             }
         }
         assert_eq!(Shape::Star.links(4), [(0, 1), (0, 2), (0, 3)]);
         assert_eq!(Shape::Chain.links(3), [(0, 1), (1, 2)]);
+        // ceil(sqrt(10)) = 4 columns: 0 1 2 3 / 4 5 6 7 / 8 9.
+        assert_eq!(
+            Shape::Grid.links(10),
+            [
+                (0, 1),
+                (0, 4),
+                (1, 2),
+                (1, 5),
+                (2, 3),
+                (2, 6),
+                (3, 7),
+                (4, 5),
+                (4, 8),
+                (5, 6),
+                (5, 9),
+                (6, 7),
+                (8, 9)
+            ]
+        );
+        assert_eq!(Shape::Grid.links(100).len(), 180);
+        assert_eq!(Shape::Grid.links(1000).len(), 1936);
+    }
+
+    #[test]
+    fn the_random_graph_is_connected_simple_and_the_same_every_time() {
+        for nodes in SIZES {
+            let links = Shape::Random.links(nodes);
+            assert_eq!(links.len(), nodes * 3 / 2);
+            assert_eq!(links, Shape::Random.links(nodes));
+            let distinct: HashSet<(usize, usize)> =
+                links.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+            assert_eq!(distinct.len(), links.len(), "no link twice");
+            assert!(links.iter().all(|&(a, b)| a != b && a < nodes && b < nodes));
+            // Connected: a flood from node 0 reaches every node.
+            let mut reached = vec![false; nodes];
+            reached[0] = true;
+            let mut todo = vec![0];
+            while let Some(n) = todo.pop() {
+                for &(a, b) in &links {
+                    for (x, y) in [(a, b), (b, a)] {
+                        if x == n && !reached[y] {
+                            reached[y] = true;
+                            todo.push(y);
+                        }
+                    }
+                }
+            }
+            assert!(reached.iter().all(|&r| r), "{nodes} nodes");
+        }
     }
 
     #[test]
     fn the_baseline_script_names_every_namespace_with_its_prefix() {
-        let s = baseline_script("p-", Shape::Star, 10);
+        let s = baseline_script("p-", 10, &Shape::Star.links(10));
         assert!(
-            s.contains("seq 0 9") && s.contains("netns p-0 type veth"),
+            s.contains("seq 0 9")
+                && s.contains("ip link add l0a netns p-0 type veth peer name l0b netns p-1\n"),
             "{s}"
         );
+        assert_eq!(
+            s.lines().filter(|l| l.starts_with("ip link add")).count(),
+            9
+        );
         assert!(baseline_cleanup_script("p-").contains("/run/netns/p-*"));
+    }
+
+    #[test]
+    fn the_peak_is_the_last_line_of_gnu_times_file() {
+        assert_eq!(parse_peak_kib("1572\n").unwrap(), 1572);
+        assert_eq!(
+            parse_peak_kib("Command exited with non-zero status 1\n2048\n").unwrap(),
+            2048
+        );
+        assert!(parse_peak_kib("").is_err());
+        assert_eq!(peak(&[Some(1.0), Some(3.0), Some(2.0)]), Some(3.0));
+        assert_eq!(peak(&[Some(1.0), None]), None);
     }
 }
