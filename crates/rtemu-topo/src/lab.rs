@@ -33,7 +33,7 @@ use crate::cgroup;
 use crate::routing::{plan, NodePlan};
 use crate::state::{lab_dir, Detached, Handover, State};
 use crate::sys;
-use crate::topology::{ExternalMode, Mac, SegmentKind, Topology};
+use crate::topology::{Attachment, ExternalMode, Mac, SegmentKind, Topology};
 
 /// Errors of the lab lifecycle.
 #[derive(Debug, thiserror::Error)]
@@ -500,6 +500,28 @@ struct End<'a> {
     mtu: Option<u32>,
 }
 
+impl<'a> End<'a> {
+    /// A node's end of a segment: the file's interface name and MAC, in the node's namespace.
+    fn node(m: &'a Attachment, node_fds: &'a [OwnedFd], mtu: Option<u32>) -> End<'a> {
+        End {
+            name: &m.ifname,
+            netns: &node_fds[m.node],
+            mac: Some(m.mac),
+            mtu,
+        }
+    }
+
+    /// An end in the lab's namespace (a bridge port or an engine end), named by rtemu.
+    fn lab(name: &'a str, netns: &'a OwnedFd, mtu: Option<u32>) -> End<'a> {
+        End {
+            name,
+            netns,
+            mac: None,
+            mtu,
+        }
+    }
+}
+
 /// Creates a veth pair with each end directly in its namespace, from the host's netlink socket.
 async fn veth(host: &Handle, a: End<'_>, b: End<'_>) -> Result<(), rtnetlink::Error> {
     let mut peer = LinkUnspec::new_with_name(b.name).setns_by_fd(b.netns.as_raw_fd());
@@ -595,48 +617,25 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
                     .as_ref()
                     .expect("a lab with impaired links has a lab namespace");
                 for (m, end) in seg.members.iter().zip(engine_ends(si)) {
-                    veth(
-                        &host,
-                        End {
-                            name: &m.ifname,
-                            netns: &node_fds[m.node],
-                            mac: Some(m.mac),
-                            mtu: seg.mtu,
-                        },
-                        End {
-                            name: &end,
-                            netns: fd,
-                            mac: None,
-                            mtu: seg.mtu,
-                        },
-                    )
-                    .await
-                    .map_err(nl_err(format!(
-                        "joining `{}` to the engine of link `{}`",
-                        topo.nodes[m.node].name, seg.name
-                    )))?;
+                    let node = End::node(m, &node_fds, seg.mtu);
+                    veth(&host, node, End::lab(&end, fd, seg.mtu))
+                        .await
+                        .map_err(nl_err(format!(
+                            "joining `{}` to the engine of link `{}`",
+                            topo.nodes[m.node].name, seg.name
+                        )))?;
                 }
                 engine_links.push(si);
             }
             SegmentKind::Link { impairment: None } => {
                 let (a, b) = (&seg.members[0], &seg.members[1]);
-                veth(
-                    &host,
-                    End {
-                        name: &a.ifname,
-                        netns: &node_fds[a.node],
-                        mac: Some(a.mac),
-                        mtu: seg.mtu,
-                    },
-                    End {
-                        name: &b.ifname,
-                        netns: &node_fds[b.node],
-                        mac: Some(b.mac),
-                        mtu: seg.mtu,
-                    },
-                )
-                .await
-                .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
+                let ends = (
+                    End::node(a, &node_fds, seg.mtu),
+                    End::node(b, &node_fds, seg.mtu),
+                );
+                veth(&host, ends.0, ends.1)
+                    .await
+                    .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
             }
             SegmentKind::Lan => {
                 let (fd, handle) = lab_side
@@ -655,26 +654,13 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
                     .map_err(nl_err(format!("creating the bridge of LAN `{}`", seg.name)))?;
                 for (mi, m) in seg.members.iter().enumerate() {
                     let port = format!("s{si}p{mi}");
-                    veth(
-                        &host,
-                        End {
-                            name: &m.ifname,
-                            netns: &node_fds[m.node],
-                            mac: Some(m.mac),
-                            mtu: seg.mtu,
-                        },
-                        End {
-                            name: &port,
-                            netns: fd,
-                            mac: None,
-                            mtu: seg.mtu,
-                        },
-                    )
-                    .await
-                    .map_err(nl_err(format!(
-                        "joining `{}` to LAN `{}`",
-                        topo.nodes[m.node].name, seg.name
-                    )))?;
+                    let node = End::node(m, &node_fds, seg.mtu);
+                    veth(&host, node, End::lab(&port, fd, seg.mtu))
+                        .await
+                        .map_err(nl_err(format!(
+                            "joining `{}` to LAN `{}`",
+                            topo.nodes[m.node].name, seg.name
+                        )))?;
                 }
                 bridges.push((si, bridge));
             }
