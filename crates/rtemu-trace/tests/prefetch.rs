@@ -92,7 +92,11 @@ fn loop_restarts_from_the_first_record() {
     assert_eq!(c.loops, 3, "{c:?}");
     p.next_action().unwrap();
     p.next_action().unwrap();
-    assert_eq!(p.counters().loops, 3, "records 11 and 12 are still in the third loop");
+    assert_eq!(
+        p.counters().loops,
+        3,
+        "records 11 and 12 are still in the third loop"
+    );
     p.next_action().unwrap();
     assert_eq!(p.counters().loops, 4);
 }
