@@ -224,6 +224,10 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
     let bad = lab.link("set", &["ab", "loss", "120%"]);
     assert!(!bad.status.success());
     assert!(text(&bad).contains("loss"), "{}", text(&bad));
+    // A rate queue longer than the direction's buffers is refused, not silently cut short.
+    let long = lab.link("set", &["ab", "rate", "1mbit", "limit", "100000"]);
+    assert!(!long.status.success());
+    assert!(text(&long).contains("buffers"), "{}", text(&long));
 
     let report = lab.dir.join("fidelity.json");
     let down = rtemu(&["down", &lab.name, "--fidelity", report.to_str().unwrap()]);

@@ -184,6 +184,12 @@ fn per_hop(opts: &Options, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
+/// The rate rows' queue at `rate`: about 100 ms of full-size frames (at least 5), so a row's
+/// backlog drains before the next one starts.
+fn queue_limit(rate: u64) -> u64 {
+    (rate / 10 / ((PAYLOAD + 8 + 20 + 14) * 8)).max(5)
+}
+
 fn rate_text(bps: u64) -> String {
     match bps {
         b if b >= 1_000_000_000 && b % 1_000_000_000 == 0 => format!("{}gbit", b / 1_000_000_000),
@@ -195,9 +201,14 @@ fn rate_text(bps: u64) -> String {
 fn rate_accuracy(opts: &Options, out: &mut impl Write) -> Result<()> {
     let name = "brate";
     remove(name);
+    // The link starts with the fastest rate and its queue, so `up` gives each direction
+    // buffers for the longest queue a row sets.
+    let fastest = RATES[RATES.len() - 1];
     let src = format!(
         "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.b]\n\
-         [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"rate 64kbit\"\n"
+         [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"rate {} limit {}\"\n",
+        rate_text(fastest),
+        queue_limit(fastest)
     );
     let state = bring_up(
         &Topology::parse("rate.toml", &src)?,
@@ -226,9 +237,7 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
     )?;
     let frame = PAYLOAD + 8 + 20 + 14;
     for (row, rate) in RATES.into_iter().enumerate() {
-        // A queue of about 100 ms (at least 5 frames), so a row's backlog drains before the
-        // next one starts.
-        let limit = (rate / 10 / (frame * 8)).max(5);
+        let limit = queue_limit(rate);
         let set = format!("set ab both rate {} limit {limit}", rate_text(rate));
         engine::ask(&state.lab, &set, Duration::from_secs(5))?;
         // A port per row: the last row's server may still be receiving its backlog.

@@ -229,9 +229,32 @@ fn resolution(imp: &Impairment, cfg: &LinkConfig) -> Resolution {
     }
 }
 
-/// A new model for one direction, ready to swap in.
-fn swap(imp: &Impairment, netem_text: &str, link: &str, way: Way) -> Result<Swap> {
+/// Each direction's number of frame buffers, by link name and way.
+type Pools = std::collections::HashMap<(String, Way), usize>;
+
+/// The frames a rate queue of `cfg` may hold at once (none without a rate).
+fn queue_frames(cfg: &LinkConfig) -> usize {
+    if cfg.rate.is_some() {
+        cfg.limit as usize
+    } else {
+        0
+    }
+}
+
+/// A new model for one direction, ready to swap in. A rate queue longer than the direction's
+/// `pool` of buffers is refused: its frames would be dropped as `pool-exhausted`, not by the
+/// queue the user asked for.
+fn swap(imp: &Impairment, netem_text: &str, link: &str, way: Way, pool: usize) -> Result<Swap> {
     let (model, cfg) = direction_model(imp, Some(netem_text), way, label(link, way))?;
+    if queue_frames(&cfg) > pool {
+        bail!(
+            "link {link} ({}): a queue of {} frames needs as many buffers, and this direction \
+             has {pool}, sized when the lab came up; give the link that limit in the topology \
+             file (a `schedule` entry is enough) so `up` sizes its buffers for it",
+            way.as_str(),
+            cfg.limit
+        );
+    }
     Ok(Swap {
         model,
         resolution: resolution(imp, &cfg),
@@ -245,12 +268,23 @@ fn direction_config(imp: &Impairment, link: &str, way: Way, mtu: u32) -> Result<
     } else {
         cfg.delay.0 + 4 * cfg.jitter.0
     };
+    // The longest rate queue this direction will have, its schedule included.
+    let mut queue = queue_frames(&cfg);
+    for change in imp
+        .schedule
+        .iter()
+        .filter(|c| c.ways.includes(way == Way::BToA))
+    {
+        let later =
+            netem::parse(&change.netem).with_context(|| format!("netem {:?}", change.netem))?;
+        queue = queue.max(queue_frames(&later));
+    }
     Ok(DirectionConfig {
         model,
         resolution: resolution(imp, &cfg),
         // The delay's in-flight frames plus a full rate queue; at least MIN_POOL, so a model
-        // swapped in later (`link set`, a schedule) with a longer delay still finds buffers.
-        pool_frames: (rtemu_engine::pool::frames_for(SIZING_PPS, horizon, 64) + cfg.limit as usize)
+        // swapped in later (`link set`) with a longer delay still finds buffers.
+        pool_frames: (rtemu_engine::pool::frames_for(SIZING_PPS, horizon, 64) + queue)
             .clamp(MIN_POOL, MAX_POOL),
         slot_size: mtu as usize + 18,
         late_after_ns: LATE_AFTER_NS,
@@ -286,16 +320,22 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         .ok_or_else(|| anyhow!("no lab `{}` is running", args.lab))?;
     netns::enter(&netns::named(&lab_netns(&state.lab)))?;
     let mut links = Vec::new();
+    // Each direction's buffers, which bound the rate queue a later model may have.
+    let mut pools = Pools::new();
     for (si, seg, imp) in impaired(&state) {
         let (a, b, mtu) = open_link(&state, si, seg)?;
+        let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu)
+            .with_context(|| format!("link `{}`", seg.name))?;
+        let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu)
+            .with_context(|| format!("link `{}`", seg.name))?;
+        pools.insert((seg.name.clone(), Way::AToB), a_to_b.pool_frames);
+        pools.insert((seg.name.clone(), Way::BToA), b_to_a.pool_frames);
         links.push(LinkSpec {
             name: seg.name.clone(),
             a,
             b,
-            a_to_b: direction_config(imp, &seg.name, Way::AToB, mtu)
-                .with_context(|| format!("link `{}`", seg.name))?,
-            b_to_a: direction_config(imp, &seg.name, Way::BToA, mtu)
-                .with_context(|| format!("link `{}`", seg.name))?,
+            a_to_b,
+            b_to_a,
         });
     }
     // Every scheduled model is built now, so a bad one fails `up`, not the run.
@@ -304,7 +344,8 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         for change in &imp.schedule {
             for way in [Way::AToB, Way::BToA] {
                 if change.ways.includes(way == Way::BToA) {
-                    let swap = swap(imp, &change.netem, &seg.name, way)
+                    let pool = pools[&(seg.name.clone(), way)];
+                    let swap = swap(imp, &change.netem, &seg.name, way, pool)
                         .with_context(|| format!("link `{}`: schedule", seg.name))?;
                     steps.push((change.at_ns, seg.name.clone(), way, swap));
                 }
@@ -348,7 +389,7 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     server.serve(
         Duration::from_millis(20),
         || term.load(Ordering::Relaxed),
-        |req| match handle.as_ref().map(|h| serve(&state, h, req)) {
+        |req| match handle.as_ref().map(|h| serve(&state, &pools, h, req)) {
             Some(Ok(Some(reply))) => (reply.to_string(), After::Continue),
             Some(Ok(None)) => {
                 let report = finish(&state, handle.take().expect("running"));
@@ -399,7 +440,7 @@ fn run_schedule(
 }
 
 /// Answers one control request; `Ok(None)` for `stop`.
-fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
+fn serve(state: &State, pools: &Pools, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
     let mut words = req.split_whitespace();
     let verb = words.next().unwrap_or("");
     Ok(Some(match verb {
@@ -430,8 +471,11 @@ fn serve(state: &State, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
                 other => bail!("direction `{other}`: give a-b, b-a or both"),
             };
             for &way in ways {
-                h.steerer()
-                    .set_model(link, way, swap(imp, &text, &seg.name, way)?)?;
+                h.steerer().set_model(
+                    link,
+                    way,
+                    swap(imp, &text, &seg.name, way, pools[&(seg.name.clone(), way)])?,
+                )?;
             }
             json!({ "ok": true })
         }
