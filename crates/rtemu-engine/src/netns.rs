@@ -45,13 +45,7 @@ pub fn named(name: &str) -> std::path::PathBuf {
 /// begin there too. A process whose main thread does this is listed among the namespace's
 /// processes (`/proc/PID/ns/net`), which is how a lab's teardown finds its engine.
 pub fn enter(path: &Path) -> Result<(), NetnsError> {
-    let shown = path.display().to_string();
-    let ns: OwnedFd = File::open(path)
-        .map_err(|source| NetnsError::Open {
-            path: shown.clone(),
-            source,
-        })?
-        .into();
+    let (ns, shown) = open(path)?;
     sys::enter_netns(&ns).map_err(|source| NetnsError::Enter {
         path: shown,
         source,
@@ -64,13 +58,7 @@ pub fn run_in<T: Send + 'static>(
     path: &Path,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, NetnsError> {
-    let shown = path.display().to_string();
-    let ns: OwnedFd = File::open(path)
-        .map_err(|source| NetnsError::Open {
-            path: shown.clone(),
-            source,
-        })?
-        .into();
+    let (ns, shown) = open(path)?;
     let thread = std::thread::spawn(move || {
         sys::enter_netns(&ns)?;
         Ok::<T, io::Error>(f())
@@ -82,5 +70,17 @@ pub fn run_in<T: Send + 'static>(
             source,
         }),
         Err(_) => Err(NetnsError::Panicked(shown)),
+    }
+}
+
+/// The namespace file at `path`, and the path as errors show it.
+fn open(path: &Path) -> Result<(OwnedFd, String), NetnsError> {
+    let shown = path.display().to_string();
+    match File::open(path) {
+        Ok(f) => Ok((f.into(), shown)),
+        Err(source) => Err(NetnsError::Open {
+            path: shown,
+            source,
+        }),
     }
 }
