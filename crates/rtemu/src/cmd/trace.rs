@@ -539,7 +539,7 @@ fn write_generated(
 /// The `--json` summary of `rtemu trace gen`.
 #[derive(Debug, serde::Serialize)]
 struct GenSummary<'a> {
-    /// The generator: fgn, onoff or iid.
+    /// The generator: fgn, onoff, iid or netem.
     kind: &'static str,
     /// Records written.
     records: u64,
@@ -559,14 +559,30 @@ struct GenSummary<'a> {
     flow: Option<String>,
 }
 
-/// Prints what `rtemu trace gen` wrote: the JSON summary, or `note` on stderr.
+/// Prints what `rtemu trace gen` wrote (`written`: the output's form and its records): the
+/// JSON summary, or `note` on stderr.
 fn report_generated(
     out: &OutputArgs,
-    summary: &GenSummary,
+    written: (Format, u64),
+    header: &Header,
+    kind: &'static str,
+    parameters: serde_json::Value,
+    outcome: serde_json::Value,
     note: std::fmt::Arguments,
 ) -> anyhow::Result<()> {
+    let summary = GenSummary {
+        kind,
+        records: written.1,
+        output: out.output.display().to_string(),
+        format: written.0.name(),
+        seed: out.seed,
+        parameters,
+        outcome,
+        provenance: &header.provenance,
+        flow: header.flow.map(|f| f.to_string()),
+    };
     if out.json {
-        print_json(summary)?;
+        print_json(&summary)?;
     } else {
         eprintln!(
             "rtemu: wrote {} records to {} ({note})",
@@ -601,22 +617,16 @@ fn gen_fgn(a: &FgnArgs) -> anyhow::Result<()> {
     let clamped = delays.clamped();
     report_generated(
         &a.out,
-        &GenSummary {
-            kind: "fgn",
-            records,
-            output: a.out.output.display().to_string(),
-            format: format.name(),
-            seed: a.out.seed,
-            parameters: serde_json::json!({
-                "hurst": a.hurst,
-                "mean_ns": mean,
-                "std_ns": std,
-                "block": block,
-            }),
-            outcome: serde_json::json!({ "clamped_negative_delays": clamped }),
-            provenance: &header.provenance,
-            flow: header.flow.map(|f| f.to_string()),
-        },
+        (format, records),
+        &header,
+        "fgn",
+        serde_json::json!({
+            "hurst": a.hurst,
+            "mean_ns": mean,
+            "std_ns": std,
+            "block": block,
+        }),
+        serde_json::json!({ "clamped_negative_delays": clamped }),
         format_args!("{clamped} negative delays clamped to 0"),
     )
 }
@@ -648,32 +658,26 @@ fn gen_onoff(a: &OnOffArgs) -> anyhow::Result<()> {
     let (format, records) = write_generated(&a.out, &mut header, || g.next_action())?;
     report_generated(
         &a.out,
-        &GenSummary {
-            kind: "onoff",
-            records,
-            output: a.out.output.display().to_string(),
-            format: format.name(),
-            seed: a.out.seed,
-            parameters: serde_json::json!({
-                "sources": cfg.sources,
-                "alpha": cfg.alpha,
-                "mean_on_ns": cfg.mean_on_ns,
-                "mean_off_ns": cfg.mean_off_ns,
-                "source_rate_bps": cfg.source_rate_bps,
-                "link_rate_bps": cfg.link_rate_bps,
-                "buffer_bytes": cfg.buffer_bytes,
-                "probe_bytes": cfg.probe_bytes,
-                "interval_ns": cfg.interval_ns,
-                "base_delay_ns": cfg.base_delay_ns,
-            }),
-            outcome: serde_json::json!({
-                "offered_load": cfg.load(),
-                "target_hurst": cfg.hurst(),
-                "probes_dropped": g.dropped(),
-            }),
-            provenance: &header.provenance,
-            flow: header.flow.map(|f| f.to_string()),
-        },
+        (format, records),
+        &header,
+        "onoff",
+        serde_json::json!({
+            "sources": cfg.sources,
+            "alpha": cfg.alpha,
+            "mean_on_ns": cfg.mean_on_ns,
+            "mean_off_ns": cfg.mean_off_ns,
+            "source_rate_bps": cfg.source_rate_bps,
+            "link_rate_bps": cfg.link_rate_bps,
+            "buffer_bytes": cfg.buffer_bytes,
+            "probe_bytes": cfg.probe_bytes,
+            "interval_ns": cfg.interval_ns,
+            "base_delay_ns": cfg.base_delay_ns,
+        }),
+        serde_json::json!({
+            "offered_load": cfg.load(),
+            "target_hurst": cfg.hurst(),
+            "probes_dropped": g.dropped(),
+        }),
         format_args!(
             "offered load {:.3}, target H {:.2}, {} probes dropped",
             cfg.load(),
@@ -718,22 +722,16 @@ fn gen_iid(a: &IidArgs) -> anyhow::Result<()> {
     });
     report_generated(
         &a.out,
-        &GenSummary {
-            kind: "iid",
-            records,
-            output: a.out.output.display().to_string(),
-            format: format.name(),
-            seed: a.out.seed,
-            parameters: serde_json::json!({
-                "dist": format!("{:?}", a.dist).to_lowercase(),
-                "mean_ns": mean,
-                "std_ns": std,
-                "gilbert_elliott": gilbert_elliott,
-            }),
-            outcome: serde_json::json!({ "clamped_negative_delays": g.clamped() }),
-            provenance: &header.provenance,
-            flow: header.flow.map(|f| f.to_string()),
-        },
+        (format, records),
+        &header,
+        "iid",
+        serde_json::json!({
+            "dist": format!("{:?}", a.dist).to_lowercase(),
+            "mean_ns": mean,
+            "std_ns": std,
+            "gilbert_elliott": gilbert_elliott,
+        }),
+        serde_json::json!({ "clamped_negative_delays": g.clamped() }),
         format_args!("{} negative delays clamped to 0", g.clamped()),
     )
 }
@@ -795,25 +793,19 @@ fn gen_netem(a: &NetemGenArgs) -> anyhow::Result<()> {
     let (format, records) = write_generated(&a.out, &mut header, next)?;
     report_generated(
         &a.out,
-        &GenSummary {
-            kind: "netem",
-            records,
-            output: a.out.output.display().to_string(),
-            format: format.name(),
-            seed: a.out.seed,
-            parameters: serde_json::json!({
-                "model": a.model,
-                "pps": a.pps,
-                "size": a.size,
-            }),
-            outcome: serde_json::json!({
-                "packets": packets,
-                "dropped": dropped,
-                "duplicated": duplicated,
-            }),
-            provenance: &header.provenance,
-            flow: header.flow.map(|f| f.to_string()),
-        },
+        (format, records),
+        &header,
+        "netem",
+        serde_json::json!({
+            "model": a.model,
+            "pps": a.pps,
+            "size": a.size,
+        }),
+        serde_json::json!({
+            "packets": packets,
+            "dropped": dropped,
+            "duplicated": duplicated,
+        }),
         format_args!("{packets} packets, {dropped} dropped, {duplicated} duplicated"),
     )
 }
