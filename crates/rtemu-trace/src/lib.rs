@@ -71,6 +71,7 @@ pub mod iid;
 pub mod mahimahi;
 pub mod onoff;
 pub mod prefetch;
+pub mod readahead;
 pub mod reader;
 pub mod series;
 pub mod stats;

@@ -1,18 +1,10 @@
-//! A prefetching trace reader: a thread reads ahead into a ring of preallocated blocks so that
-//! the consumer (the packet path) never waits on the disk.
-//!
-//! # How it works
-//!
-//! `blocks` vectors of `block_records` actions are allocated once. The reader thread takes an
-//! empty block from one bounded channel, fills it from a [`RecordReader`] and sends it on a
-//! second bounded channel; the consumer hands each block back when it has used it up. The
-//! consumer's [`Prefetcher::next_action`] reads from the block it holds: no allocation, no lock, no
-//! syscall. Only when a block is used up does it touch the channels, once per `block_records`
-//! records, and then without waiting (`try_recv`), except under [`UnderrunPolicy::Wait`].
+//! A prefetching reader of action traces: the records of a [`RecordReader`] read ahead on
+//! their own thread (see [`crate::readahead`]), with the policies a link needs when a record is
+//! missing or the trace ends.
 //!
 //! # Under-runs
 //!
-//! If the consumer finds no full block ready, the reader has fallen behind: an **under-run**.
+//! If the consumer finds no record ready, the reader has fallen behind: an **under-run**.
 //! It is counted ([`Counters::underruns`]) and the packet gets an action chosen by the
 //! [`UnderrunPolicy`]; the trace itself is not advanced, so when data arrives it resumes where
 //! it was. A substituted action for a copy of a duplicated packet (an under-run in the middle
@@ -29,12 +21,11 @@ use std::fmt;
 use std::io::{Read, Seek};
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
-use std::thread::JoinHandle;
 
 use crate::action::{assemble_fate, Action, Fate};
-use crate::error::{ErrorKind, TraceError};
+use crate::error::TraceError;
 use crate::format::{Format, Header};
+use crate::readahead::{Pull, ReadAhead, Ring};
 use crate::reader::RecordReader;
 
 /// What a packet gets when no prefetched record is ready.
@@ -155,45 +146,24 @@ pub struct Counters {
     pub loops: u64,
 }
 
-enum Msg {
-    /// A full (or, before the end, partly full) block, and the trace's length in records once
-    /// the reader has reached its end.
-    Block(Vec<Action>, Option<u64>),
-    End,
-    Failed(TraceError),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Streaming,
-    Ended,
-}
-
 /// The consumer side of a prefetching reader. See the [module docs](self).
 pub struct Prefetcher {
-    cur: Vec<Action>,
-    pos: usize,
-    full: Receiver<Msg>,
-    empty: SyncSender<Vec<Action>>,
-    state: State,
+    ahead: ReadAhead<Action>,
     last: Action,
     underrun: UnderrunPolicy,
     end: EndPolicy,
-    counters: Counters,
-    /// Records in one pass of the trace, known once the reader first reached its end; loops
-    /// are counted from it, so the count follows what was consumed, not what was read ahead.
-    trace_len: Option<u64>,
+    underruns: u64,
+    after_end: u64,
     header: Option<Header>,
     /// An error met in the middle of a cascade, returned by the next call.
     pending_error: Option<TraceError>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl fmt::Debug for Prefetcher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Prefetcher")
-            .field("state", &self.state)
-            .field("counters", &self.counters)
+            .field("ahead", &self.ahead)
+            .field("counters", &self.counters())
             .finish_non_exhaustive()
     }
 }
@@ -219,41 +189,21 @@ impl Prefetcher {
         config: PrefetchConfig,
         annotate: impl Fn(TraceError) -> TraceError + Send + 'static,
     ) -> Result<Prefetcher, TraceError> {
-        let blocks = config.blocks.max(2);
-        let block_records = config.block_records.max(1);
-        let (full_tx, full) = sync_channel(blocks + 2);
-        let (empty, empty_rx) = sync_channel(blocks);
-        for _ in 0..blocks {
-            empty
-                .send(Vec::with_capacity(block_records))
-                .expect("the receiver is alive and the channel has room for every block");
-        }
         let header = reader.header().cloned();
-        let end = config.end;
-        let thread = std::thread::Builder::new()
-            .name("rtemu-trace-prefetch".into())
-            .spawn(move || {
-                let msg = match produce(reader, &full_tx, &empty_rx, block_records, end) {
-                    Ok(()) => Msg::End,
-                    Err(e) => Msg::Failed(annotate(e)),
-                };
-                // The consumer may have gone; nothing is left to tell then.
-                let _ = full_tx.send(msg);
-            })?;
+        let ring = Ring {
+            block_items: config.block_records,
+            blocks: config.blocks,
+            looping: config.end == EndPolicy::Loop,
+        };
         Ok(Prefetcher {
-            cur: Vec::new(),
-            pos: 0,
-            full,
-            empty,
-            state: State::Streaming,
+            ahead: ReadAhead::spawn(reader, ring, annotate)?,
             last: Action::Pass { delay_ns: 0 },
             underrun: config.underrun,
             end: config.end,
-            counters: Counters::default(),
-            trace_len: None,
+            underruns: 0,
+            after_end: 0,
             header,
             pending_error: None,
-            thread: Some(thread),
         })
     }
 
@@ -262,13 +212,20 @@ impl Prefetcher {
     /// as ended.
     #[inline]
     pub fn next_action(&mut self) -> Result<Option<Action>, TraceError> {
-        if let Some(&a) = self.cur.get(self.pos) {
-            self.pos += 1;
-            self.counters.records += 1;
-            self.last = a;
-            return Ok(Some(a));
+        match self.ahead.pull(self.underrun == UnderrunPolicy::Wait)? {
+            Pull::Item(a) => {
+                self.last = a;
+                Ok(Some(a))
+            }
+            Pull::NotReady => {
+                self.underruns += 1;
+                Ok(Some(self.substitute()))
+            }
+            Pull::Ended => match self.pending_error.take() {
+                Some(e) => Err(e),
+                None => Ok(self.after_end()),
+            },
         }
-        self.next_slow()
     }
 
     /// The next packet's whole fate: its action and those of its copies (see
@@ -294,68 +251,12 @@ impl Prefetcher {
         }
     }
 
-    #[cold]
-    fn next_slow(&mut self) -> Result<Option<Action>, TraceError> {
-        if self.state == State::Ended {
-            if let Some(e) = self.pending_error.take() {
-                return Err(e);
-            }
-            return Ok(self.after_end());
-        }
-        let msg = if self.underrun == UnderrunPolicy::Wait {
-            self.full.recv().ok()
-        } else {
-            match self.full.try_recv() {
-                Ok(m) => Some(m),
-                Err(TryRecvError::Empty) => {
-                    self.counters.underruns += 1;
-                    return Ok(Some(self.substitute()));
-                }
-                Err(TryRecvError::Disconnected) => None,
-            }
-        };
-        match self.accept(msg) {
-            Ok(true) => self.next_action(),
-            Ok(false) => Ok(self.after_end()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Installs a message from the reader: true if it was a block.
-    fn accept(&mut self, msg: Option<Msg>) -> Result<bool, TraceError> {
-        match msg {
-            Some(Msg::Block(block, trace_len)) => {
-                let used = std::mem::replace(&mut self.cur, block);
-                if used.capacity() > 0 {
-                    // Room is guaranteed: the channel holds as many blocks as exist. If the
-                    // reader has gone, the block is simply dropped.
-                    let _ = self.empty.try_send(used);
-                }
-                self.pos = 0;
-                self.trace_len = self.trace_len.or(trace_len);
-                Ok(true)
-            }
-            Some(Msg::End) | None => {
-                self.state = State::Ended;
-                Ok(false)
-            }
-            Some(Msg::Failed(e)) => {
-                self.state = State::Ended;
-                Err(e)
-            }
-        }
-    }
-
     /// Waits until records are ready (or the trace has ended), so that a consumer starting
     /// right after [`Prefetcher::open`] does not under-run while the reader's first read is in
     /// flight. Call it once before the packet path starts; afterwards the reader stays ahead
     /// as long as the disk is faster than the link.
     pub fn prime(&mut self) -> Result<(), TraceError> {
-        while self.pos == self.cur.len() && self.state == State::Streaming {
-            let msg = self.full.recv().ok();
-            self.accept(msg)?;
-        }
-        Ok(())
+        self.ahead.prime()
     }
 
     fn substitute(&self) -> Action {
@@ -373,7 +274,7 @@ impl Prefetcher {
         match self.end {
             EndPolicy::Stop | EndPolicy::Loop => None,
             EndPolicy::Pass => {
-                self.counters.after_end += 1;
+                self.after_end += 1;
                 Some(Action::Pass { delay_ns: 0 })
             }
         }
@@ -381,81 +282,16 @@ impl Prefetcher {
 
     /// What the consumer has seen so far.
     pub fn counters(&self) -> Counters {
-        let mut c = self.counters;
-        // Record r (from 1) of a trace of n records is in pass (r − 1) / n.
-        c.loops = self
-            .trace_len
-            .map_or(0, |n| c.records.saturating_sub(1) / n.max(1));
-        c
+        Counters {
+            records: self.ahead.taken(),
+            underruns: self.underruns,
+            after_end: self.after_end,
+            loops: self.ahead.loops(),
+        }
     }
 
     /// The framed form's header, if the trace has one.
     pub fn header(&self) -> Option<&Header> {
         self.header.as_ref()
-    }
-}
-
-impl Drop for Prefetcher {
-    fn drop(&mut self) {
-        // Closing both channels wakes the reader wherever it waits; then it is joined, so no
-        // thread outlives its prefetcher.
-        let (closed_tx, _) = sync_channel(0);
-        drop(std::mem::replace(&mut self.empty, closed_tx));
-        let (_, closed_rx) = sync_channel(0);
-        drop(std::mem::replace(&mut self.full, closed_rx));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The reader thread: fills blocks until the end (or an error), looping if asked. Returns
-/// `Ok` at the end of the trace or when the consumer has gone.
-fn produce<R: Read + Seek>(
-    mut reader: RecordReader<R>,
-    full: &SyncSender<Msg>,
-    empty: &Receiver<Vec<Action>>,
-    block_records: usize,
-    end: EndPolicy,
-) -> Result<(), TraceError> {
-    let mut trace_len = None;
-    let mut pass_records: u64 = 0;
-    loop {
-        let Ok(mut block) = empty.recv() else {
-            return Ok(());
-        };
-        block.clear();
-        let mut at_end = false;
-        while block.len() < block_records {
-            let room = block_records - block.len();
-            let n = match reader.read_block(&mut block, room) {
-                Ok(n) => n,
-                Err(e) => {
-                    // The good records before the error are still delivered.
-                    let _ = full.send(Msg::Block(block, trace_len));
-                    return Err(e);
-                }
-            };
-            pass_records += n as u64;
-            if n > 0 {
-                continue;
-            }
-            if pass_records == 0 {
-                return Err(TraceError::new(ErrorKind::Empty));
-            }
-            if end != EndPolicy::Loop {
-                at_end = true;
-                break;
-            }
-            reader.rewind()?;
-            trace_len = trace_len.or(Some(pass_records));
-            pass_records = 0;
-        }
-        if (!block.is_empty() || !at_end) && full.send(Msg::Block(block, trace_len)).is_err() {
-            return Ok(());
-        }
-        if at_end {
-            return Ok(());
-        }
     }
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::action::{decode_word, Action, TimeUnit};
 use crate::error::{syntax, ErrorKind, TraceError};
 use crate::format::{Format, Header};
+use crate::readahead::BlockSource;
 use crate::text;
 
 /// Default read buffer: large enough that a read syscall moves 1 MiB.
@@ -243,6 +244,19 @@ impl<R: Read + Seek> RecordReader<R> {
         self.carry_len = 0;
         self.line_no = 0;
         Ok(())
+    }
+}
+
+/// The reader under a [`crate::prefetch::Prefetcher`].
+impl<R: Read + Seek + Send + 'static> BlockSource for RecordReader<R> {
+    type Item = Action;
+
+    fn read_block(&mut self, out: &mut Vec<Action>, max: usize) -> Result<usize, TraceError> {
+        RecordReader::read_block(self, out, max)
+    }
+
+    fn rewind(&mut self) -> Result<(), TraceError> {
+        RecordReader::rewind(self)
     }
 }
 
