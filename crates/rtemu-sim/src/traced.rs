@@ -7,9 +7,10 @@
 use rtemu_model::trace::{FeedCounters, TraceFeed, Verdict};
 use rtemu_model::{DropReason, Exhaustion, Fate, FlowKey, Model, PacketMeta};
 use rtemu_trace::flow::{FiveTuple, FlowTable};
-use rtemu_trace::mahimahi::{Cursor, Opportunities};
-use rtemu_trace::prefetch::Prefetcher;
-use rtemu_trace::series::DelaySeries;
+use rtemu_trace::mahimahi::OpportunityStream;
+use rtemu_trace::prefetch::{Prefetcher, UnderrunPolicy};
+use rtemu_trace::series::SeriesStream;
+use rtemu_trace::TraceError;
 
 /// Bytes one delivery opportunity carries, as in Mahimahi (`PACKET_SIZE`: an MTU of 1500 plus
 /// 4 bytes of framing).
@@ -74,19 +75,31 @@ impl TraceFeed for ActionFeed {
     }
 }
 
-/// A delay/loss time series, looked up at each packet's arrival.
+/// What a feed answers for a packet when its stream has nothing ready (an under-run): the
+/// [`UnderrunPolicy`], with `hold-last` giving the previous verdict's delay.
+fn substitute(policy: UnderrunPolicy, last_delay_ns: u64) -> Verdict {
+    match policy {
+        UnderrunPolicy::Pass | UnderrunPolicy::Wait => Verdict::pass(0),
+        UnderrunPolicy::Drop => Verdict::Drop(DropReason::TraceUnderrun),
+        UnderrunPolicy::HoldLast => Verdict::pass(last_delay_ns),
+    }
+}
+
+/// A delay/loss time series, streamed, looked up at each packet's arrival.
 #[derive(Debug)]
 pub struct SeriesFeed {
-    series: DelaySeries,
+    series: SeriesStream,
     start: Option<u64>,
+    ended: Option<Exhaustion>,
 }
 
 impl SeriesFeed {
     /// Feeds lookups of `series`.
-    pub fn new(series: DelaySeries) -> Self {
+    pub fn new(series: SeriesStream) -> Self {
         SeriesFeed {
             series,
             start: None,
+            ended: None,
         }
     }
 }
@@ -94,66 +107,129 @@ impl SeriesFeed {
 impl TraceFeed for SeriesFeed {
     fn verdict(&mut self, pkt: &PacketMeta) -> Verdict {
         let start = *self.start.get_or_insert(pkt.arrival_ns);
-        let at = self.series.at(pkt.arrival_ns - start);
-        if at.lost {
-            Verdict::Drop(DropReason::Trace)
-        } else {
-            Verdict::pass(at.delay_ns)
+        let underruns = self.series.underruns();
+        match self.series.at(pkt.arrival_ns - start) {
+            Ok(at) if at.lost => Verdict::Drop(if self.series.underruns() > underruns {
+                DropReason::TraceUnderrun
+            } else {
+                DropReason::Trace
+            }),
+            Ok(at) => Verdict::pass(at.delay_ns),
+            Err(e) => {
+                self.ended = Some(Exhaustion::Failed(e.to_string()));
+                Verdict::Drop(DropReason::Trace)
+            }
         }
+    }
+
+    fn exhausted(&self) -> Option<&Exhaustion> {
+        self.ended.as_ref()
+    }
+
+    fn counters(&self) -> Option<FeedCounters> {
+        Some(FeedCounters {
+            records: self.series.samples_read(),
+            underruns: self.series.underruns(),
+            ..FeedCounters::default()
+        })
     }
 }
 
-/// A Mahimahi delivery-opportunity trace: packets wait in an unbounded FIFO and leave at the
-/// opportunity that carries their last byte, each opportunity carrying
+/// A Mahimahi delivery-opportunity trace, streamed: packets wait in an unbounded FIFO and
+/// leave at the opportunity that carries their last byte, each opportunity carrying
 /// [`OPPORTUNITY_BYTES`] (a packet may span several, as in Mahimahi).
 #[derive(Debug)]
-pub struct OpportunityFeed<'a> {
-    trace: &'a Opportunities,
-    /// The opportunity being used, once traffic started.
-    cursor: Option<Cursor<'a>>,
+pub struct OpportunityFeed {
+    trace: OpportunityStream,
+    underrun: UnderrunPolicy,
+    /// The first arrival, once traffic started: trace time 0.
+    start: Option<u64>,
     /// Bytes still free in the current opportunity.
     bytes_left: u32,
-    start: u64,
+    last_delay_ns: u64,
+    underruns: u64,
+    ended: Option<Exhaustion>,
 }
 
-impl<'a> OpportunityFeed<'a> {
-    /// Feeds departures from `trace`.
-    pub fn new(trace: &'a Opportunities) -> Self {
+impl OpportunityFeed {
+    /// Feeds departures from `trace`; `underrun` answers a packet whose opportunity is not
+    /// read yet.
+    pub fn new(trace: OpportunityStream, underrun: UnderrunPolicy) -> Self {
         OpportunityFeed {
             trace,
-            cursor: None,
+            underrun,
+            start: None,
             bytes_left: 0,
-            start: 0,
+            last_delay_ns: 0,
+            underruns: 0,
+            ended: None,
+        }
+    }
+
+    /// Moves the trace on; `None` (counted) if the stream had nothing ready.
+    fn moved(&mut self, moved: Result<bool, TraceError>) -> Option<Verdict> {
+        match moved {
+            Ok(true) => None,
+            Ok(false) => {
+                self.underruns += 1;
+                Some(substitute(self.underrun, self.last_delay_ns))
+            }
+            Err(e) => {
+                self.ended = Some(Exhaustion::Failed(e.to_string()));
+                Some(Verdict::Drop(DropReason::Trace))
+            }
         }
     }
 }
 
-impl TraceFeed for OpportunityFeed<'_> {
+impl TraceFeed for OpportunityFeed {
     fn verdict(&mut self, pkt: &PacketMeta) -> Verdict {
-        let cursor = self.cursor.get_or_insert_with(|| {
-            self.start = pkt.arrival_ns;
+        if self.ended.is_some() {
+            return Verdict::Drop(DropReason::Trace);
+        }
+        let start = *self.start.get_or_insert_with(|| {
             self.bytes_left = OPPORTUNITY_BYTES;
-            self.trace.cursor_at(0)
+            pkt.arrival_ns
         });
-        let t = pkt.arrival_ns - self.start;
-        // An opportunity that passed while the queue was empty is lost, unused.
-        if cursor.time_ns() < t {
-            *cursor = self.trace.cursor_at(t);
+        let t = pkt.arrival_ns - start;
+        // Opportunities that passed while the queue was empty are lost, unused.
+        if self.trace.time_ns() < t {
+            let moved = self.trace.skip_to(t);
+            if let Some(v) = self.moved(moved) {
+                return v;
+            }
             self.bytes_left = OPPORTUNITY_BYTES;
         }
         let mut remaining = pkt.len.max(1);
         loop {
             if self.bytes_left == 0 {
-                cursor.advance();
+                let moved = self.trace.advance();
+                if let Some(v) = self.moved(moved) {
+                    return v;
+                }
                 self.bytes_left = OPPORTUNITY_BYTES;
             }
             let take = remaining.min(self.bytes_left);
             remaining -= take;
             self.bytes_left -= take;
             if remaining == 0 {
-                return Verdict::pass(cursor.time_ns() - t);
+                self.last_delay_ns = self.trace.time_ns() - t;
+                return Verdict::pass(self.last_delay_ns);
             }
         }
+    }
+
+    fn exhausted(&self) -> Option<&Exhaustion> {
+        self.ended.as_ref()
+    }
+
+    fn counters(&self) -> Option<FeedCounters> {
+        Some(FeedCounters {
+            records: self.trace.records(),
+            underruns: self.underruns,
+            loops: self.trace.loops(),
+            after_end: 0,
+        })
     }
 }
 
@@ -169,22 +245,19 @@ fn five_tuple(k: &FlowKey) -> FiveTuple {
 }
 
 /// A link whose packets go to the first model whose flow pattern matches, or to a default.
-pub struct PerFlow<'a> {
-    flows: FlowTable<Box<dyn Model + Send + 'a>>,
-    default: Box<dyn Model + Send + 'a>,
+pub struct PerFlow {
+    flows: FlowTable<Box<dyn Model + Send>>,
+    default: Box<dyn Model + Send>,
 }
 
-impl<'a> PerFlow<'a> {
+impl PerFlow {
     /// Classifies into `flows` in order, else `default`.
-    pub fn new(
-        flows: FlowTable<Box<dyn Model + Send + 'a>>,
-        default: Box<dyn Model + Send + 'a>,
-    ) -> Self {
+    pub fn new(flows: FlowTable<Box<dyn Model + Send>>, default: Box<dyn Model + Send>) -> Self {
         PerFlow { flows, default }
     }
 }
 
-impl Model for PerFlow<'_> {
+impl Model for PerFlow {
     fn decide(&mut self, pkt: &PacketMeta) -> Fate {
         let t = five_tuple(&pkt.flow);
         match self.flows.classify_mut(&t) {
@@ -225,8 +298,11 @@ mod tests {
     use crate::traffic::{TrafficGen, TrafficSpec};
     use rtemu_model::trace::TraceModel;
     use rtemu_trace::format::Format;
+    use rtemu_trace::mahimahi::OpportunityReader;
     use rtemu_trace::prefetch::PrefetchConfig;
     use rtemu_trace::reader::RecordReader;
+    use rtemu_trace::series::SeriesReader;
+    use std::io::Cursor;
 
     fn pkt(seq: u64, t: u64, len: u32) -> PacketMeta {
         PacketMeta {
@@ -247,8 +323,13 @@ mod tests {
     #[test]
     fn opportunities_carry_1504_bytes_each_and_idle_ones_are_lost() {
         // Opportunities at 0, 1, 1, 5 ms; the trace loops every 5 ms.
-        let trace = Opportunities::parse("0\n1\n1\n5\n".as_bytes()).unwrap();
-        let mut f = OpportunityFeed::new(&trace);
+        let trace = OpportunityStream::spawn(
+            OpportunityReader::new(Cursor::new(b"0\n1\n1\n5\n".to_vec())),
+            true,
+            |e| e,
+        )
+        .unwrap();
+        let mut f = OpportunityFeed::new(trace, UnderrunPolicy::Wait);
         let ms = 1_000_000;
         // 1000 + 1000 bytes at t=0: the first leaves at 0, the second needs the next one (1 ms).
         assert_eq!(delay(f.verdict(&pkt(0, 0, 1000))), 0);
@@ -340,8 +421,13 @@ mod tests {
 
     #[test]
     fn a_series_is_looked_up_from_the_first_arrival() {
-        let series =
-            DelaySeries::parse("0 10\n1 20 1\n2 30\n".as_bytes(), Default::default()).unwrap();
+        let series = SeriesStream::spawn(
+            SeriesReader::new(Cursor::new(b"0 10\n1 20 1\n2 30\n".to_vec())),
+            Default::default(),
+            UnderrunPolicy::Wait,
+            |e| e,
+        )
+        .unwrap();
         let mut f = SeriesFeed::new(series);
         let s = 1_000_000_000;
         assert_eq!(delay(f.verdict(&pkt(0, 5 * s, 100))), 10_000_000);

@@ -5,15 +5,17 @@
 //! * **Records** ([`action`]): [`Action`] (drop, pass after a delay, duplicate), the 32-bit
 //!   RplTrc word that encodes it, and [`Fate`], a packet's original plus its cascade of copies.
 //! * **Forms** ([`format`], [`text`]): raw `.rpl`, framed `.rplx` with a header, and text.
-//! * **Streams** ([`reader`], [`writer`], [`prefetch`]): block readers whose output does not
-//!   depend on buffer size, and a prefetching reader on its own thread whose consumer side
-//!   neither allocates nor locks per record, with under-run and end-of-trace policies.
+//! * **Streams** ([`reader`], [`writer`], [`readahead`], [`prefetch`]): block readers whose
+//!   output does not depend on buffer size, a read-ahead ring on its own thread whose consumer
+//!   side neither allocates nor locks per record, and the action trace's under-run and
+//!   end-of-trace policies on top.
 //! * **Other trace kinds** ([`mahimahi`], [`series`]): delivery-opportunity traces and
-//!   delay/loss time series, each a reader plus a pure lookup structure.
+//!   delay/loss time series, each a line reader plus a stream that reads it ahead through the
+//!   same ring ([`readahead`]) as action records.
 //! * **Generators and statistics** ([`fgn`], [`onoff`], [`stats`]).
 //! * **Flows** ([`flow`]): the pattern that binds a trace to a flow, and its matcher.
 //!
-//! Everything except [`reader`], [`writer`], [`prefetch`] and [`cache`] is pure: no clock, no
+//! Everything except the readers and streams, [`writer`] and [`cache`] is pure: no clock, no
 //! I/O. Time is always passed in, in nanoseconds.
 //!
 //! # Driving a link from a trace
@@ -53,9 +55,10 @@
 //! # Ok::<(), rtemu_trace::TraceError>(())
 //! ```
 //!
-//! Other kinds are pure lookups, loaded once: [`series::DelaySeries`] (`cursor().at(t_ns)`
-//! gives delay and loss), [`mahimahi::Opportunities`] (`cursor_at(t_ns)` walks the delivery
-//! opportunities). A link with several traces tries each [`FlowPattern::matches`] on the
+//! The other kinds stream the same way, in constant memory whatever their length:
+//! [`series::SeriesStream`] (`at(t_ns)` gives delay and loss at non-decreasing times) and
+//! [`mahimahi::OpportunityStream`] (`skip_to(t_ns)` and `advance()` walk the delivery
+//! opportunities, looping). A link with several traces tries each [`FlowPattern::matches`] on the
 //! packet's [`FiveTuple`] in order; a packet that matches none uses the default model.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -68,6 +71,7 @@ pub mod fgn;
 pub mod flow;
 pub mod format;
 pub mod iid;
+mod lines;
 pub mod mahimahi;
 pub mod onoff;
 pub mod prefetch;

@@ -22,13 +22,27 @@
 //!
 //! Loss is always step-wise: the packet is lost if sample `i` is lost. Before the first sample
 //! the first applies; after the last, the last holds.
+//!
+//! # Streaming
+//!
+//! A series of any length is read in constant memory: [`SeriesReader`] parses it a line at a
+//! time, and [`SeriesStream`] reads it ahead on its own thread (the ring of
+//! [`crate::readahead`]) while the packet path looks up arrival times, which only go forward,
+//! holding just the samples around the current time. If the next sample is not read yet when
+//! a packet needs it, that is an under-run, counted and answered by the
+//! [`UnderrunPolicy`]: `pass` (no delay, not lost), `drop` (lost), `hold-last` (the current
+//! sample's step value) or `wait` (the simulator's: block until it is read).
 
-use std::io::BufRead;
+use std::fs::File;
+use std::io::{Read, Seek};
 use std::path::Path;
 
 use crate::action::Action;
 use crate::duration::parse_duration_ns;
 use crate::error::{syntax, ErrorKind, TraceError};
+use crate::lines::Lines;
+use crate::prefetch::UnderrunPolicy;
+use crate::readahead::{BlockSource, Pull, ReadAhead, Ring};
 
 /// How to find the delay between two samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -72,225 +86,362 @@ pub struct Lookup {
     pub lost: bool,
 }
 
-/// A delay/loss series: a pure lookup structure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DelaySeries {
-    samples: Vec<Sample>,
-    interpolation: Interpolation,
+/// Parses one line of the text form; `None` for a blank or comment line. `prev` is the time of
+/// the sample before, which this one must come after.
+fn parse_sample(line: &str, line_no: u64, prev: Option<u64>) -> Result<Option<Sample>, TraceError> {
+    let body = line.split('#').next().unwrap_or("");
+    let mut fields = body
+        .split(char::is_whitespace)
+        .filter(|f| !f.is_empty())
+        .map(|f| (f.as_ptr() as usize - body.as_ptr() as usize, f));
+    let Some((tcol, time)) = fields.next() else {
+        return Ok(None);
+    };
+    let col = |byte: usize| body[..byte].chars().count() as u64 + 1;
+    let (dcol, delay) = fields.next().ok_or_else(|| {
+        syntax(
+            line_no,
+            col(tcol + time.len()),
+            "expected `time delay [lost]`",
+        )
+    })?;
+    let time_ns =
+        parse_duration_ns(time, Some(1_000_000_000)).map_err(|m| syntax(line_no, col(tcol), m))?;
+    let delay_ns =
+        parse_duration_ns(delay, Some(1_000_000)).map_err(|m| syntax(line_no, col(dcol), m))?;
+    let lost = match fields.next() {
+        None => false,
+        Some((_, "0" | "ok")) => false,
+        Some((_, "1" | "lost")) => true,
+        Some((c, other)) => {
+            return Err(syntax(
+                line_no,
+                col(c),
+                format!("expected 0, 1, ok or lost, found {other:?}"),
+            ))
+        }
+    };
+    if let Some((c, extra)) = fields.next() {
+        return Err(syntax(
+            line_no,
+            col(c),
+            format!("unexpected {extra:?} after the sample"),
+        ));
+    }
+    if let Some(prev) = prev.filter(|&p| time_ns <= p) {
+        return Err(syntax(
+            line_no,
+            col(tcol),
+            format!(
+                "time {time} does not come after the previous sample's ({prev} ns); the series goes backwards"
+            ),
+        ));
+    }
+    Ok(Some(Sample {
+        time_ns,
+        delay_ns,
+        lost,
+    }))
 }
 
-impl DelaySeries {
-    /// A series from samples whose times increase strictly.
-    pub fn new(samples: Vec<Sample>, interpolation: Interpolation) -> Result<Self, TraceError> {
-        if samples.is_empty() {
+/// Reads the samples of a series's text form one at a time, checking that times increase.
+/// Errors give the line and column (and the file, when opened from one).
+#[derive(Debug)]
+pub struct SeriesReader<R> {
+    lines: Lines<R>,
+    prev: Option<u64>,
+}
+
+impl SeriesReader<File> {
+    /// Opens a series file.
+    pub fn open(path: &Path) -> Result<Self, TraceError> {
+        Ok(SeriesReader {
+            lines: Lines::open(path)?,
+            prev: None,
+        })
+    }
+}
+
+impl<R: Read> SeriesReader<R> {
+    /// Reads the series in `src`.
+    pub fn new(src: R) -> Self {
+        SeriesReader {
+            lines: Lines::new(src),
+            prev: None,
+        }
+    }
+
+    /// The next sample, or `None` at the end of the text.
+    pub fn next_sample(&mut self) -> Result<Option<Sample>, TraceError> {
+        loop {
+            let parsed = match self.lines.next_line()? {
+                None => return Ok(None),
+                Some((line_no, line)) => parse_sample(line, line_no, self.prev),
+            };
+            match parsed {
+                Ok(Some(s)) => {
+                    self.prev = Some(s.time_ns);
+                    return Ok(Some(s));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(self.lines.named(e)),
+            }
+        }
+    }
+}
+
+impl<R: Read + Seek + Send + 'static> BlockSource for SeriesReader<R> {
+    type Item = Sample;
+
+    fn read_block(&mut self, out: &mut Vec<Sample>, max: usize) -> Result<usize, TraceError> {
+        let mut n = 0;
+        while n < max {
+            let Some(s) = self.next_sample()? else {
+                break;
+            };
+            out.push(s);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn rewind(&mut self) -> Result<(), TraceError> {
+        self.lines.rewind()?;
+        self.prev = None;
+        Ok(())
+    }
+}
+
+/// Every sample of a series's text form, in memory: for tools and tests that need the whole
+/// series at once. An empty series is an error.
+pub fn read_all(src: impl Read) -> Result<Vec<Sample>, TraceError> {
+    let mut r = SeriesReader::new(src);
+    let mut out = Vec::new();
+    while let Some(s) = r.next_sample()? {
+        out.push(s);
+    }
+    if out.is_empty() {
+        return Err(ErrorKind::Empty.into());
+    }
+    Ok(out)
+}
+
+/// What the series says at `t_ns`, given the sample `cur` in force then (the last at or before
+/// `t_ns`, or the first if `t_ns` is earlier) and the sample after it, if any.
+#[inline]
+pub fn interpolate(cur: Sample, next: Option<Sample>, t_ns: u64, how: Interpolation) -> Lookup {
+    let delay_ns = match (how, next) {
+        (Interpolation::Linear, Some(n)) if t_ns > cur.time_ns => {
+            let span = u128::from(n.time_ns - cur.time_ns);
+            let dt = u128::from(t_ns.min(n.time_ns) - cur.time_ns);
+            if n.delay_ns >= cur.delay_ns {
+                cur.delay_ns + (u128::from(n.delay_ns - cur.delay_ns) * dt / span) as u64
+            } else {
+                cur.delay_ns - (u128::from(cur.delay_ns - n.delay_ns) * dt).div_ceil(span) as u64
+            }
+        }
+        _ => cur.delay_ns,
+    };
+    Lookup {
+        delay_ns,
+        lost: cur.lost,
+    }
+}
+
+/// Samples per block of a [`SeriesStream`]'s ring: 24 bytes each, so 384 KiB in all.
+const STREAM_RING: Ring = Ring {
+    block_items: 4096,
+    blocks: 4,
+    looping: false,
+};
+
+/// The sample after the current one, as far as the stream knows.
+#[derive(Debug, Clone, Copy)]
+enum Upcoming {
+    Sample(Sample),
+    /// Not taken from the ring yet.
+    Unknown,
+    /// The current sample is the last.
+    End,
+}
+
+/// A series streamed from a file: lookups at non-decreasing times in constant memory. See the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct SeriesStream {
+    ahead: ReadAhead<Sample>,
+    cur: Sample,
+    next: Upcoming,
+    interpolation: Interpolation,
+    underrun: UnderrunPolicy,
+    underruns: u64,
+}
+
+impl SeriesStream {
+    /// Opens a series file and starts reading it ahead; returns once its first sample is read
+    /// (an empty or unreadable series fails here, naming the file).
+    pub fn open(
+        path: &Path,
+        interpolation: Interpolation,
+        underrun: UnderrunPolicy,
+    ) -> Result<SeriesStream, TraceError> {
+        let reader = SeriesReader::open(path)?;
+        let path = path.to_owned();
+        Self::spawn(reader, interpolation, underrun, move |e| e.with_path(&path))
+    }
+
+    /// Starts reading `reader` ahead; `annotate` is applied to the reader thread's errors.
+    pub fn spawn<R: Read + Seek + Send + 'static>(
+        reader: SeriesReader<R>,
+        interpolation: Interpolation,
+        underrun: UnderrunPolicy,
+        annotate: impl Fn(TraceError) -> TraceError + Send + 'static,
+    ) -> Result<SeriesStream, TraceError> {
+        let mut ahead = ReadAhead::spawn(reader, STREAM_RING, annotate)?;
+        let Pull::Item(first) = ahead.pull(true)? else {
             return Err(ErrorKind::Empty.into());
-        }
-        if let Some(i) = samples
-            .windows(2)
-            .position(|w| w[1].time_ns <= w[0].time_ns)
-        {
-            return Err(syntax(
-                i as u64 + 2,
-                1,
-                format!(
-                    "time {} ns does not come after the previous {} ns; times must increase",
-                    samples[i + 1].time_ns,
-                    samples[i].time_ns
-                ),
-            ));
-        }
-        Ok(DelaySeries {
-            samples,
+        };
+        Ok(SeriesStream {
+            ahead,
+            cur: first,
+            next: Upcoming::Unknown,
             interpolation,
+            underrun,
+            underruns: 0,
         })
     }
 
-    /// Parses the text form. Errors give the line and column.
-    pub fn parse(text: impl BufRead, interpolation: Interpolation) -> Result<Self, TraceError> {
-        let mut samples: Vec<Sample> = Vec::new();
-        let mut line_no = 0;
-        for line in text.lines() {
-            line_no += 1;
-            let line = line.map_err(|e| match e.kind() {
-                std::io::ErrorKind::InvalidData => syntax(line_no, 1, "the line is not UTF-8 text"),
-                _ => e.into(),
-            })?;
-            let body = line.split('#').next().unwrap_or("");
-            let mut fields = body
-                .split(char::is_whitespace)
-                .filter(|f| !f.is_empty())
-                .map(|f| (f.as_ptr() as usize - body.as_ptr() as usize, f));
-            let Some((tcol, time)) = fields.next() else {
-                continue;
-            };
-            let col = |byte: usize| body[..byte].chars().count() as u64 + 1;
-            let (dcol, delay) = fields.next().ok_or_else(|| {
-                syntax(
-                    line_no,
-                    col(tcol + time.len()),
-                    "expected `time delay [lost]`",
-                )
-            })?;
-            let time_ns = parse_duration_ns(time, Some(1_000_000_000))
-                .map_err(|m| syntax(line_no, col(tcol), m))?;
-            let delay_ns = parse_duration_ns(delay, Some(1_000_000))
-                .map_err(|m| syntax(line_no, col(dcol), m))?;
-            let lost = match fields.next() {
-                None => false,
-                Some((_, "0" | "ok")) => false,
-                Some((_, "1" | "lost")) => true,
-                Some((c, other)) => {
-                    return Err(syntax(
-                        line_no,
-                        col(c),
-                        format!("expected 0, 1, ok or lost, found {other:?}"),
-                    ))
-                }
-            };
-            if let Some((c, extra)) = fields.next() {
-                return Err(syntax(
-                    line_no,
-                    col(c),
-                    format!("unexpected {extra:?} after the sample"),
-                ));
-            }
-            if let Some(prev) = samples.last() {
-                if time_ns <= prev.time_ns {
-                    return Err(syntax(
-                        line_no,
-                        col(tcol),
-                        format!(
-                            "time {time} does not come after the previous sample's ({} ns); the series goes backwards",
-                            prev.time_ns
-                        ),
-                    ));
-                }
-            }
-            samples.push(Sample {
-                time_ns,
-                delay_ns,
-                lost,
-            });
-        }
-        DelaySeries::new(samples, interpolation)
-    }
-
-    /// Loads a series file; errors name it.
-    pub fn load(path: &Path, interpolation: Interpolation) -> Result<Self, TraceError> {
-        let file = std::fs::File::open(path).map_err(|e| TraceError::from(e).with_path(path))?;
-        Self::parse(std::io::BufReader::new(file), interpolation).map_err(|e| e.with_path(path))
-    }
-
-    /// The samples.
-    pub fn samples(&self) -> &[Sample] {
-        &self.samples
-    }
-
-    /// What the series says at `t_ns`. O(log n); for increasing times use [`SeriesCursor`].
-    pub fn at(&self, t_ns: u64) -> Lookup {
-        let i = self
-            .samples
-            .partition_point(|s| s.time_ns <= t_ns)
-            .saturating_sub(1);
-        self.lookup(i, t_ns)
-    }
-
-    /// A cursor for lookups at non-decreasing times, O(1) amortised each.
-    pub fn cursor(&self) -> SeriesCursor<'_> {
-        SeriesCursor {
-            series: self,
-            index: 0,
-        }
-    }
-
+    /// What the series says at `t_ns`. Times must not go back: an earlier time than the last
+    /// call's is answered as if it were that time's interval. A read error is returned once;
+    /// afterwards the last sample read holds.
     #[inline]
-    fn lookup(&self, i: usize, t_ns: u64) -> Lookup {
-        let s = self.samples[i];
-        let delay_ns = match (self.interpolation, self.samples.get(i + 1)) {
-            (Interpolation::Linear, Some(n)) if t_ns > s.time_ns => {
-                let span = u128::from(n.time_ns - s.time_ns);
-                let dt = u128::from(t_ns.min(n.time_ns) - s.time_ns);
-                if n.delay_ns >= s.delay_ns {
-                    s.delay_ns + (u128::from(n.delay_ns - s.delay_ns) * dt / span) as u64
-                } else {
-                    s.delay_ns - (u128::from(s.delay_ns - n.delay_ns) * dt).div_ceil(span) as u64
-                }
+    pub fn at(&mut self, t_ns: u64) -> Result<Lookup, TraceError> {
+        loop {
+            if let Upcoming::Unknown = self.next {
+                self.next = match self.ahead.pull(self.underrun == UnderrunPolicy::Wait)? {
+                    Pull::Item(s) => Upcoming::Sample(s),
+                    Pull::NotReady => {
+                        self.underruns += 1;
+                        return Ok(self.substitute());
+                    }
+                    Pull::Ended => Upcoming::End,
+                };
             }
-            _ => s.delay_ns,
-        };
-        Lookup {
-            delay_ns,
-            lost: s.lost,
+            match self.next {
+                Upcoming::Sample(n) if n.time_ns <= t_ns => {
+                    self.cur = n;
+                    self.next = Upcoming::Unknown;
+                }
+                _ => break,
+            }
         }
+        let next = match self.next {
+            Upcoming::Sample(n) => Some(n),
+            _ => None,
+        };
+        Ok(interpolate(self.cur, next, t_ns, self.interpolation))
+    }
+
+    /// Whether `t_ns` lies after the series's last sample (known only once a lookup at `t_ns`
+    /// reached it).
+    pub fn past_end(&self, t_ns: u64) -> bool {
+        matches!(self.next, Upcoming::End) && t_ns > self.cur.time_ns
+    }
+
+    fn substitute(&self) -> Lookup {
+        match self.underrun {
+            UnderrunPolicy::Pass | UnderrunPolicy::Wait => Lookup {
+                delay_ns: 0,
+                lost: false,
+            },
+            UnderrunPolicy::Drop => Lookup {
+                delay_ns: 0,
+                lost: true,
+            },
+            UnderrunPolicy::HoldLast => interpolate(self.cur, None, 0, Interpolation::Step),
+        }
+    }
+
+    /// Samples taken from the file so far.
+    pub fn samples_read(&self) -> u64 {
+        self.ahead.taken()
+    }
+
+    /// Lookups answered by the under-run policy.
+    pub fn underruns(&self) -> u64 {
+        self.underruns
     }
 }
 
 /// The per-packet action trace a series implies for packets sent at `rate_pps` from time 0
 /// through the last sample's time: packet `k` arrives at `⌊k·10⁹/rate⌋` ns and gets `drop` if
-/// lost there, else `pass` with the delay rounded to a multiple of `resolution_ns`.
+/// lost there, else `pass` with the delay rounded to a multiple of `resolution_ns`. Streams: the
+/// series should wait for its reader ([`UnderrunPolicy::Wait`]), so that no record is a
+/// substitute.
 pub fn actions_at_rate(
-    series: &DelaySeries,
+    series: SeriesStream,
     rate_pps: u64,
     resolution_ns: u64,
-) -> impl Iterator<Item = Action> + '_ {
+) -> impl Iterator<Item = Result<Action, TraceError>> {
     let rate = u128::from(rate_pps.max(1));
-    let last = u128::from(series.samples[series.samples.len() - 1].time_ns);
-    let packets = last * rate / 1_000_000_000 + 1;
     let r = resolution_ns.max(1);
-    let mut cursor = series.cursor();
-    (0..packets).map(move |k| {
-        let t = (k * 1_000_000_000 / rate) as u64;
-        let l = cursor.at(t);
-        if l.lost {
+    let mut series = series;
+    let mut k: u128 = 0;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let t = u64::try_from(k * 1_000_000_000 / rate).unwrap_or(u64::MAX);
+        let l = match series.at(t) {
+            Ok(l) => l,
+            Err(e) => {
+                done = true;
+                return Some(Err(e));
+            }
+        };
+        if series.past_end(t) || t == u64::MAX {
+            done = true;
+            return None;
+        }
+        k += 1;
+        Some(Ok(if l.lost {
             Action::Drop
         } else {
             Action::Pass {
                 delay_ns: (l.delay_ns + r / 2) / r * r,
             }
-        }
+        }))
     })
-}
-
-/// Lookups at non-decreasing times, walking the series forward. `Copy`, no allocation.
-#[derive(Debug, Clone, Copy)]
-pub struct SeriesCursor<'a> {
-    series: &'a DelaySeries,
-    index: usize,
-}
-
-impl SeriesCursor<'_> {
-    /// What the series says at `t_ns`, which must not be before the previous call's time (an
-    /// earlier time gets the answer for the previous time's interval, never a panic).
-    #[inline]
-    pub fn at(&mut self, t_ns: u64) -> Lookup {
-        let s = &self.series.samples;
-        while self.index + 1 < s.len() && s[self.index + 1].time_ns <= t_ns {
-            self.index += 1;
-        }
-        self.series.lookup(self.index, t_ns)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::io::Cursor;
 
     const MS: u64 = 1_000_000;
+    const TEXT: &str = "# probe log\n0 10\n0.5 20 0\n1.0s 5ms lost\n2 8\n";
 
-    fn series(interp: Interpolation) -> DelaySeries {
-        DelaySeries::parse(
-            &b"# probe log\n0 10\n0.5 20 0\n1.0s 5ms lost\n2 8\n"[..],
-            interp,
-        )
-        .unwrap()
+    fn stream(text: &str, interp: Interpolation) -> SeriesStream {
+        let r = SeriesReader::new(Cursor::new(text.as_bytes().to_vec()));
+        SeriesStream::spawn(r, interp, UnderrunPolicy::Wait, |e| e).unwrap()
+    }
+
+    /// The lookup at `t` by search over every sample: what the stream must agree with.
+    fn reference(samples: &[Sample], t: u64, interp: Interpolation) -> Lookup {
+        let i = samples
+            .partition_point(|s| s.time_ns <= t)
+            .saturating_sub(1);
+        interpolate(samples[i], samples.get(i + 1).copied(), t, interp)
     }
 
     #[test]
     fn step_lookup_holds_each_sample() {
-        let s = series(Interpolation::Step);
-        let at = |t| {
-            let l = s.at(t);
+        let mut s = stream(TEXT, Interpolation::Step);
+        let mut at = |t| {
+            let l = s.at(t).unwrap();
             (l.delay_ns / MS, l.lost)
         };
         assert_eq!(at(0), (10, false));
@@ -299,46 +450,58 @@ mod tests {
         assert_eq!(at(1_500 * MS), (5, true));
         assert_eq!(at(2_000 * MS), (8, false));
         assert_eq!(at(9_000 * MS), (8, false));
+        assert!(s.past_end(9_000 * MS) && !s.past_end(2_000 * MS));
+        assert_eq!((s.samples_read(), s.underruns()), (4, 0));
     }
 
     #[test]
     fn linear_lookup_interpolates_delay_not_loss() {
-        let s = series(Interpolation::Linear);
-        assert_eq!(s.at(250 * MS).delay_ns, 15 * MS);
+        let mut s = stream(TEXT, Interpolation::Linear);
+        assert_eq!(s.at(250 * MS).unwrap().delay_ns, 15 * MS);
         // From 20 ms at 0.5 s down to 5 ms at 1 s.
-        assert_eq!(s.at(750 * MS).delay_ns, 12_500_000);
-        assert!(!s.at(999 * MS).lost);
-        let l = s.at(1_500 * MS);
+        assert_eq!(s.at(750 * MS).unwrap().delay_ns, 12_500_000);
+        assert!(!s.at(999 * MS).unwrap().lost);
+        let l = s.at(1_500 * MS).unwrap();
         assert_eq!((l.delay_ns, l.lost), (6_500_000, true));
-        assert_eq!(s.at(5_000 * MS).delay_ns, 8 * MS);
+        assert_eq!(s.at(5_000 * MS).unwrap().delay_ns, 8 * MS);
     }
 
     #[test]
     fn bad_series_say_where() {
-        let e = DelaySeries::parse(&b"0 1\n1 2\n0.5 3\n"[..], Interpolation::Step)
-            .unwrap_err()
-            .to_string();
+        let err = |text: &str| read_all(text.as_bytes()).unwrap_err();
+        let e = err("0 1\n1 2\n0.5 3\n").to_string();
         assert!(
             e.starts_with("line 3, column 1:") && e.contains("goes backwards"),
             "{e}"
         );
-        let e = DelaySeries::parse(&b"0 1 maybe\n"[..], Interpolation::Step)
-            .unwrap_err()
-            .to_string();
+        let e = err("0 1 maybe\n").to_string();
         assert!(e.starts_with("line 1, column 5:"), "{e}");
-        let e = DelaySeries::parse(&b"0\n"[..], Interpolation::Step)
-            .unwrap_err()
-            .to_string();
+        let e = err("0\n").to_string();
         assert!(e.contains("expected `time delay [lost]`"), "{e}");
-        let e = DelaySeries::parse(&b"\n"[..], Interpolation::Step).unwrap_err();
+        assert!(matches!(err("\n").kind(), ErrorKind::Empty));
+        let r = SeriesReader::new(Cursor::new(b"# nothing\n".to_vec()));
+        let e =
+            SeriesStream::spawn(r, Interpolation::Step, UnderrunPolicy::Wait, |e| e).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Empty));
+    }
+
+    #[test]
+    fn an_error_past_the_start_reaches_the_lookup_once() {
+        let mut s = stream("0 1\n1 2\n0.5 3\n", Interpolation::Step);
+        assert_eq!(s.at(0).unwrap().delay_ns, MS);
+        let e = s.at(2_000 * MS).unwrap_err().to_string();
+        assert!(e.starts_with("line 3, column 1:"), "{e}");
+        // The samples read before the error hold.
+        assert_eq!(s.at(3_000 * MS).unwrap().delay_ns, 2 * MS);
     }
 
     #[test]
     fn a_series_becomes_an_action_trace_at_a_packet_rate() {
         // 4 packets per second over 0..=2 s: arrivals at 0, 0.25, …, 2.0 s.
-        let s = series(Interpolation::Step);
-        let got: Vec<Action> = actions_at_rate(&s, 4, 1_000_000).collect();
+        let s = stream(TEXT, Interpolation::Step);
+        let got: Vec<Action> = actions_at_rate(s, 4, 1_000_000)
+            .collect::<Result<_, _>>()
+            .unwrap();
         let pass = |ms: u64| Action::Pass { delay_ns: ms * MS };
         assert_eq!(
             got,
@@ -358,27 +521,30 @@ mod tests {
 
     proptest! {
         #[test]
-        fn cursor_agrees_with_random_access(
+        fn the_stream_agrees_with_a_search_over_every_sample(
             deltas in proptest::collection::vec((1u64..1_000_000, 0u64..1_000_000_000, any::<bool>()), 1..50),
             probes in proptest::collection::vec(0u64..60_000_000, 1..100),
             linear in any::<bool>(),
         ) {
             let mut t = 0;
-            let samples = deltas.iter().map(|&(dt, delay_ns, lost)| {
+            let samples: Vec<Sample> = deltas.iter().map(|&(dt, delay_ns, lost)| {
                 t += dt;
                 Sample { time_ns: t, delay_ns, lost }
             }).collect();
+            let text: String = samples
+                .iter()
+                .map(|s| format!("{}ns {}ns {}\n", s.time_ns, s.delay_ns, u8::from(s.lost)))
+                .collect();
             let interp = if linear { Interpolation::Linear } else { Interpolation::Step };
-            let s = DelaySeries::new(samples, interp).unwrap();
+            let mut stream = stream(&text, interp);
             let mut probes = probes;
             probes.sort_unstable();
-            let mut c = s.cursor();
+            let lo = samples.iter().map(|x| x.delay_ns).min().unwrap();
+            let hi = samples.iter().map(|x| x.delay_ns).max().unwrap();
             for p in probes {
-                let l = c.at(p);
-                prop_assert_eq!(l, s.at(p));
+                let l = stream.at(p).unwrap();
+                prop_assert_eq!(l, reference(&samples, p, interp));
                 // Interpolated delays lie between the smallest and largest sample delays.
-                let lo = s.samples().iter().map(|x| x.delay_ns).min().unwrap();
-                let hi = s.samples().iter().map(|x| x.delay_ns).max().unwrap();
                 prop_assert!(lo <= l.delay_ns && l.delay_ns <= hi);
             }
         }

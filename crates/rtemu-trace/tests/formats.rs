@@ -299,23 +299,17 @@ impl Drop for Scratch {
 
 #[test]
 fn every_kind_is_detected_in_a_file_without_a_telling_name() {
-    use rtemu_trace::mahimahi::Opportunities;
-    use rtemu_trace::series::DelaySeries;
+    use rtemu_trace::{mahimahi, series};
 
     let mahimahi: String = (1..=100).map(|t| format!("{t}\n")).collect();
     let f = Scratch::new("mm", mahimahi.as_bytes());
     assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Mahimahi);
-    assert_eq!(Opportunities::load(&f.0).unwrap().len(), 100);
+    let read = |f: &Scratch| std::fs::File::open(&f.0).unwrap();
+    assert_eq!(mahimahi::read_all(read(&f)).unwrap().len(), 100);
 
     let f = Scratch::new("p.txt", b"# probe\n0 10\n0.5 20ms 0\n1s 5 lost\n");
     assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Series);
-    assert_eq!(
-        DelaySeries::load(&f.0, Default::default())
-            .unwrap()
-            .samples()
-            .len(),
-        3
-    );
+    assert_eq!(series::read_all(read(&f)).unwrap().len(), 3);
 
     let f = Scratch::new("actions", b"pass 1234us\ndrop\ndup 100us\npass 200us\n");
     assert_eq!(

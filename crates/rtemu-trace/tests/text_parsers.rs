@@ -7,9 +7,10 @@
 use proptest::prelude::*;
 use rtemu_trace::duration::format_duration;
 use rtemu_trace::flow::{IpNet, PortRange};
-use rtemu_trace::mahimahi::Opportunities;
-use rtemu_trace::series::{DelaySeries, Interpolation, Sample};
-use rtemu_trace::{ErrorKind, FlowPattern, TraceError};
+use rtemu_trace::mahimahi::{self, OpportunityReader, OpportunityStream};
+use rtemu_trace::series::{self, Interpolation, Sample, SeriesReader, SeriesStream};
+use rtemu_trace::{ErrorKind, FlowPattern, TraceError, UnderrunPolicy};
+use std::io::Cursor;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const CASES: u32 = 256;
@@ -56,6 +57,12 @@ fn check_error_place(bytes: &[u8], e: &TraceError) -> Result<(), TestCaseError> 
 
 // ---------------------------------------------------------------------------------------------
 // Delay/loss time series
+
+/// `text` streamed as a series, waiting for its reader.
+fn series_stream(text: &[u8], interp: Interpolation) -> SeriesStream {
+    let r = SeriesReader::new(Cursor::new(text.to_vec()));
+    SeriesStream::spawn(r, interp, UnderrunPolicy::Wait, |e| e).unwrap()
+}
 
 /// Writes a time in ns in one of several equivalent ways (bare numbers are seconds).
 fn write_time(ns: u64, style: u8) -> String {
@@ -161,16 +168,19 @@ proptest! {
 
     #[test]
     fn series_from_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-        for interp in [Interpolation::Step, Interpolation::Linear] {
-            match DelaySeries::parse(&bytes[..], interp) {
-                Ok(s) => {
-                    prop_assert!(!s.samples().is_empty());
-                    prop_assert!(s.samples().len() <= lines_of(&bytes).len());
-                    let _ = s.at(0);
-                    let _ = s.at(u64::MAX);
+        match series::read_all(&bytes[..]) {
+            Ok(samples) => {
+                prop_assert!(samples.len() <= lines_of(&bytes).len());
+                for interp in [Interpolation::Step, Interpolation::Linear] {
+                    let mut s = series_stream(&bytes, interp);
+                    let first = s.at(0).unwrap();
+                    prop_assert_eq!((first.delay_ns, first.lost), (samples[0].delay_ns, samples[0].lost));
+                    let last = s.at(u64::MAX).unwrap();
+                    let want = samples[samples.len() - 1];
+                    prop_assert_eq!((last.delay_ns, last.lost), (want.delay_ns, want.lost));
                 }
-                Err(e) => check_error_place(&bytes, &e)?,
             }
+            Err(e) => check_error_place(&bytes, &e)?,
         }
     }
 
@@ -179,13 +189,13 @@ proptest! {
         text in "([ \t\u{3000}é]{0,2}(([0-9]{1,3}|\\.|ns|us|µs|ms|s|ok|lost|0|1|#|x|é)[ \t\u{3000}]{0,2}){0,4}\r?\n){0,8}([0-9 .a-z#µ\u{3000}]){0,10}"
     ) {
         let bytes = text.as_bytes();
-        match DelaySeries::parse(bytes, Interpolation::Linear) {
-            Ok(s) => {
-                let times: Vec<u64> = s.samples().iter().map(|x| x.time_ns).collect();
-                prop_assert!(times.windows(2).all(|w| w[0] < w[1]));
-                let mut c = s.cursor();
-                for &t in &times {
-                    prop_assert_eq!(c.at(t), s.at(t));
+        match series::read_all(bytes) {
+            Ok(samples) => {
+                prop_assert!(samples.windows(2).all(|w| w[0].time_ns < w[1].time_ns));
+                let mut s = series_stream(bytes, Interpolation::Linear);
+                for x in &samples {
+                    let l = s.at(x.time_ns).unwrap();
+                    prop_assert_eq!((l.delay_ns, l.lost), (x.delay_ns, x.lost));
                 }
             }
             Err(e) => check_error_place(bytes, &e)?,
@@ -195,33 +205,36 @@ proptest! {
     #[test]
     fn generated_series_load_with_the_values_written((samples, styles) in series_samples()) {
         let text = write_series(&samples, &styles);
-        let step = DelaySeries::parse(text.as_bytes(), Interpolation::Step)
+        let read = series::read_all(text.as_bytes())
             .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-        prop_assert_eq!(step.samples(), &samples[..]);
-        let linear = DelaySeries::parse(text.as_bytes(), Interpolation::Linear).unwrap();
-        let (mut cs, mut cl) = (step.cursor(), linear.cursor());
+        prop_assert_eq!(&read, &samples);
+        let mut step = series_stream(text.as_bytes(), Interpolation::Step);
+        let mut linear = series_stream(text.as_bytes(), Interpolation::Linear);
+        // Before the first sample the first applies.
+        let (first, last) = (samples[0], samples[samples.len() - 1]);
+        prop_assert_eq!(step.at(0).unwrap().delay_ns, first.delay_ns);
+        prop_assert_eq!(linear.at(0).unwrap().delay_ns, first.delay_ns);
         for (i, s) in samples.iter().enumerate() {
             // At a sample's time both interpolations give the sample.
-            for (series, cursor) in [(&step, &mut cs), (&linear, &mut cl)] {
-                let l = series.at(s.time_ns);
+            for stream in [&mut step, &mut linear] {
+                let l = stream.at(s.time_ns).unwrap();
                 prop_assert_eq!((l.delay_ns, l.lost), (s.delay_ns, s.lost), "sample {}", i);
-                prop_assert_eq!(cursor.at(s.time_ns), l);
             }
             // Just before the next sample, step still holds this one; linear lies between them.
             if let Some(n) = samples.get(i + 1) {
                 let before = n.time_ns - 1;
-                let l = step.at(before);
+                let l = step.at(before).unwrap();
                 prop_assert_eq!((l.delay_ns, l.lost), (s.delay_ns, s.lost));
-                let l = linear.at(before);
+                let l = linear.at(before).unwrap();
                 prop_assert!(l.delay_ns >= s.delay_ns.min(n.delay_ns));
                 prop_assert!(l.delay_ns <= s.delay_ns.max(n.delay_ns));
                 prop_assert_eq!(l.lost, s.lost);
             }
         }
-        // Before the first sample the first applies; after the last, the last holds.
-        let (first, last) = (samples[0], samples[samples.len() - 1]);
-        prop_assert_eq!(step.at(0).delay_ns, first.delay_ns);
-        prop_assert_eq!(linear.at(last.time_ns + 12_345).delay_ns, last.delay_ns);
+        // After the last, the last holds.
+        prop_assert_eq!(linear.at(last.time_ns + 12_345).unwrap().delay_ns, last.delay_ns);
+        prop_assert!(linear.past_end(last.time_ns + 12_345));
+        prop_assert_eq!(linear.samples_read(), samples.len() as u64);
     }
 
     #[test]
@@ -236,7 +249,7 @@ proptest! {
         samples[i].time_ns = b;
         samples[i + 1].time_ns = a;
         let text = write_series(&samples, &styles);
-        let e = DelaySeries::parse(text.as_bytes(), Interpolation::Step).unwrap_err();
+        let e = series::read_all(text.as_bytes()).unwrap_err();
         // The bad line is the one holding sample i + 1 (with sample i's new time, it repeats or
         // goes back).
         let bad_line = text
@@ -260,6 +273,12 @@ proptest! {
 
 // ---------------------------------------------------------------------------------------------
 // Mahimahi delivery-opportunity traces
+
+/// `text` streamed as a delivery-opportunity trace, waiting for its reader.
+fn mahimahi_stream(text: &[u8]) -> OpportunityStream {
+    let r = OpportunityReader::new(Cursor::new(text.to_vec()));
+    OpportunityStream::spawn(r, true, |e| e).unwrap()
+}
 
 /// Non-decreasing opportunity times in ms whose last is positive, with a layout for each line.
 fn mahimahi_times() -> impl Strategy<Value = (Vec<u64>, Vec<u8>)> {
@@ -306,12 +325,13 @@ proptest! {
 
     #[test]
     fn mahimahi_from_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-        match Opportunities::parse(&bytes[..]) {
-            Ok(t) => {
-                prop_assert!(t.len() <= lines_of(&bytes).len() && t.period_ns() > 0);
-                let mut c = t.cursor_at(0);
-                c.advance();
-                let _ = c.time_ns();
+        match mahimahi::read_all(&bytes[..]) {
+            Ok(times) => {
+                prop_assert!(times.len() <= lines_of(&bytes).len());
+                prop_assert!(times[times.len() - 1] > 0);
+                let mut s = mahimahi_stream(&bytes);
+                prop_assert_eq!(s.time_ns(), times[0] * 1_000_000);
+                prop_assert!(s.advance().unwrap());
             }
             Err(e) => check_error_place(&bytes, &e)?,
         }
@@ -322,10 +342,10 @@ proptest! {
         text in "([ \t\u{3000}é]{0,2}([0-9]{1,4}|99999999999999999999|18446744073709551|9223372036854|-1|\\+5|x|é|)[ \t\u{3000}]{0,2}(#[0-9 ]{0,3})?\r?\n){0,8}([0-9 x#\u{3000}]){0,6}"
     ) {
         let bytes = text.as_bytes();
-        match Opportunities::parse(bytes) {
-            Ok(t) => {
-                prop_assert!(t.period_ns() > 0);
-                prop_assert!(t.len() <= lines_of(bytes).len());
+        match mahimahi::read_all(bytes) {
+            Ok(times) => {
+                prop_assert!(times[times.len() - 1] > 0);
+                prop_assert!(times.len() <= lines_of(bytes).len());
             }
             Err(e) => check_error_place(bytes, &e)?,
         }
@@ -337,27 +357,32 @@ proptest! {
         extensions in any::<bool>(),
     ) {
         let text = write_mahimahi(&times, &layouts, extensions);
-        let t = Opportunities::parse(text.as_bytes())
+        let read = mahimahi::read_all(text.as_bytes())
             .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(&read, &times);
         let period_ms = *times.last().unwrap();
-        prop_assert_eq!(t.len(), times.len());
-        prop_assert_eq!(t.period_ns(), period_ms * 1_000_000);
         // Walking from 0 gives every line's time, then again shifted by the period.
-        let mut c = t.cursor_at(0);
-        for cycle in 0..2 {
+        let mut s = mahimahi_stream(text.as_bytes());
+        for cycle in 0..3 {
             for &ms in &times {
-                prop_assert_eq!(c.time_ns(), (cycle * period_ms + ms) * 1_000_000);
-                c.advance();
+                prop_assert_eq!(s.time_ns(), (cycle * period_ms + ms) * 1_000_000);
+                prop_assert!(s.advance().unwrap());
             }
         }
-        // A cursor placed at an opportunity's time starts at the first opportunity then.
+        // Skipping to an opportunity's time, in any later cycle, lands on the first
+        // opportunity then.
         for (i, &ms) in times.iter().enumerate() {
             let first = times.iter().position(|&x| x == ms).unwrap();
             if first == i && ms < period_ms {
-                prop_assert_eq!(t.cursor_at(ms * 1_000_000).time_ns(), ms * 1_000_000);
+                let mut s = mahimahi_stream(text.as_bytes());
+                for cycle in [0, 1, 5, 1_000] {
+                    let t = (cycle * period_ms + ms) * 1_000_000;
+                    prop_assert!(s.skip_to(t).unwrap());
+                    prop_assert_eq!(s.time_ns(), t);
+                }
             }
         }
-        let bps = t.mean_rate_bps(1500);
+        let bps = mahimahi::mean_rate_bps(times.len() as u64, period_ms, 1500);
         let want = times.len() as f64 * 1500.0 * 8.0 / (period_ms as f64 * 1e-3);
         prop_assert!((bps - want).abs() <= want * 1e-9);
     }
@@ -372,7 +397,7 @@ proptest! {
         let i = times.windows(2).position(|w| w[1] > w[0]).unwrap() + 1;
         times.swap(i - 1, i);
         let text = write_mahimahi(&times, &layouts, extensions);
-        let e = Opportunities::parse(text.as_bytes()).unwrap_err();
+        let e = mahimahi::read_all(text.as_bytes()).unwrap_err();
         let bad_line = text
             .split('\n')
             .enumerate()

@@ -25,7 +25,6 @@ use rtemu_model::{netem, LinkConfig};
 use rtemu_topo::lab::{engine_ends, lab_netns, node_netns};
 use rtemu_topo::state::{lab_dir, State};
 use rtemu_topo::topology::{Impairment, Segment};
-use rtemu_trace::mahimahi::Opportunities;
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
 use serde_json::{json, Value};
@@ -199,15 +198,6 @@ fn direction_model(
             }
         })
         .collect();
-    let opportunities: Vec<Opportunities> = traces
-        .iter()
-        .filter(|t| t.kind == TraceKind::Mahimahi)
-        .map(|t| {
-            Opportunities::load(&t.path).with_context(|| format!("trace {}", t.path.display()))
-        })
-        .collect::<Result<_>>()?;
-    // The engine keeps a link's models until it exits: the loaded trace lives as long.
-    let opportunities: &'static [Opportunities] = Box::leak(opportunities.into_boxed_slice());
     let opts = TraceOptions {
         seed: DEFAULT_SEED,
         // Real time cannot wait for the disk: a missing record passes, counted.
@@ -215,7 +205,7 @@ fn direction_model(
         end: EndPolicy::Loop,
         interpolation: Interpolation::Step,
     };
-    let model = build_model(&opts, &cfg, &traces, opportunities, label)?;
+    let model = build_model(&opts, &cfg, &traces, label)?;
     Ok((model, cfg))
 }
 

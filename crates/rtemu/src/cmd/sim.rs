@@ -17,9 +17,9 @@ use rtemu_sim::traced::{ActionFeed, OpportunityFeed, PerFlow, SeriesFeed};
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
 use rtemu_trace::flow::{FlowPattern, FlowTable};
 use rtemu_trace::format::{Content, Format};
-use rtemu_trace::mahimahi::Opportunities;
+use rtemu_trace::mahimahi::OpportunityStream;
 use rtemu_trace::prefetch::{EndPolicy, PrefetchConfig, Prefetcher, UnderrunPolicy};
-use rtemu_trace::series::{DelaySeries, Interpolation};
+use rtemu_trace::series::{Interpolation, SeriesStream};
 use serde::Serialize;
 
 /// The model used when `--model` is not given: a 10 Mbit/s path with 20 ms of normally
@@ -110,8 +110,8 @@ pub struct SimArgs {
     #[arg(long, value_enum, default_value_t = TraceKind::Auto)]
     pub trace_kind: TraceKind,
 
-    /// When an action trace has no record ready: `wait` (the simulator's default, so results
-    /// never depend on the disk), `pass`, `drop` or `hold-last`.
+    /// When a trace has no record ready: `wait` (the simulator's default, so results never
+    /// depend on the disk), `pass`, `drop` or `hold-last`.
     #[arg(long, default_value = "wait")]
     pub underrun: UnderrunPolicy,
 
@@ -281,31 +281,29 @@ fn trace_args(args: &SimArgs) -> anyhow::Result<Vec<TraceArg>> {
 }
 
 /// The link's model: the netem model, or trace-driven models (per flow, and for the rest).
-/// Delivery-opportunity traces are borrowed from `opportunities`, loaded beforehand in the
-/// order of `traces`. `label` sets the link direction's streams apart (see
+/// Every trace streams from its file on a reader thread of its own. `label` sets the link direction's streams apart (see
 /// [`rtemu_model::rng`]): each trace draws from `label + 1 + i`.
-pub(crate) fn build_model<'a>(
+pub(crate) fn build_model(
     opts: &TraceOptions,
     cfg: &LinkConfig,
     traces: &[TraceArg],
-    opportunities: &'a [Opportunities],
     label: u64,
-) -> anyhow::Result<Box<dyn Model + Send + 'a>> {
-    let mut opportunities = opportunities.iter();
+) -> anyhow::Result<Box<dyn Model + Send>> {
     let mut flows = FlowTable::new();
     let mut default = None;
     for (i, t) in traces.iter().enumerate() {
         let what = || format!("trace {}", t.path.display());
         // The flow a framed trace's header names, if any.
         let mut header_flow = None;
-        let feed: Box<dyn TraceFeed + Send + 'a> = match t.kind {
+        let feed: Box<dyn TraceFeed + Send> = match t.kind {
             TraceKind::Series => Box::new(SeriesFeed::new(
-                DelaySeries::load(&t.path, opts.interpolation).with_context(what)?,
+                SeriesStream::open(&t.path, opts.interpolation, opts.underrun)
+                    .with_context(what)?,
             )),
             TraceKind::Mahimahi => Box::new(OpportunityFeed::new(
-                opportunities
-                    .next()
-                    .context("delivery-opportunity traces are loaded first")?,
+                OpportunityStream::open(&t.path, opts.underrun == UnderrunPolicy::Wait)
+                    .with_context(what)?,
+                opts.underrun,
             )),
             kind => {
                 let format = match kind {
@@ -340,8 +338,8 @@ pub(crate) fn build_model<'a>(
         let model =
             TraceModel::new(feed, &stages, opts.seed, label + 1 + i as u64).with_context(what)?;
         match &pattern {
-            Some(p) => flows.push(*p, Box::new(model) as Box<dyn Model + Send + 'a>),
-            None => default = Some(Box::new(model) as Box<dyn Model + Send + 'a>),
+            Some(p) => flows.push(*p, Box::new(model) as Box<dyn Model + Send>),
+            None => default = Some(Box::new(model) as Box<dyn Model + Send>),
         }
     }
     let default = match default {
@@ -361,13 +359,6 @@ pub(crate) fn build_model<'a>(
 pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     let cfg = link_config(args)?;
     let traces = trace_args(args)?;
-    let opportunities = traces
-        .iter()
-        .filter(|t| t.kind == TraceKind::Mahimahi)
-        .map(|t| {
-            Opportunities::load(&t.path).with_context(|| format!("trace {}", t.path.display()))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
     let opts = TraceOptions {
         seed: args.seed,
         underrun: args.underrun,
@@ -377,7 +368,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     let label = args.link.as_deref().map_or(0, |link| {
         rtemu_model::rng::link_label(link, args.dir == "b-a")
     });
-    let mut model = build_model(&opts, &cfg, &traces, &opportunities, label)?;
+    let mut model = build_model(&opts, &cfg, &traces, label)?;
 
     let (mut source, input): (Box<dyn FrameSource>, String) = match &args.input {
         Some(path) => (

@@ -14,13 +14,13 @@ use rtemu_trace::duration::{format_duration, parse_duration_ns};
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
 use rtemu_trace::flow::FlowPattern;
 use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
-use rtemu_trace::mahimahi::Opportunities;
+use rtemu_trace::mahimahi::{self, OpportunityReader};
 use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
-use rtemu_trace::series::{actions_at_rate, DelaySeries, Interpolation};
+use rtemu_trace::series::{actions_at_rate, Interpolation, SeriesReader, SeriesStream};
 use rtemu_trace::stats::{StatsBuilder, TraceStats, DEFAULT_MAX_SERIES};
 use rtemu_trace::{
-    Action, EndPolicy, Format, Header, PrefetchConfig, Prefetcher, RecordReader, RecordWriter,
-    TimeUnit, UnderrunPolicy,
+    Action, EndPolicy, ErrorKind, Format, Header, PrefetchConfig, Prefetcher, RecordReader,
+    RecordWriter, TimeUnit, TraceError, UnderrunPolicy,
 };
 
 /// Generate, inspect, convert and benchmark per-packet action traces.
@@ -302,14 +302,14 @@ enum TraceKind {
 
 #[derive(Debug, serde::Serialize)]
 struct MahimahiSummary {
-    opportunities: usize,
+    opportunities: u64,
     period_ms: f64,
     mean_rate_mbps_at_1500_bytes: f64,
 }
 
 #[derive(Debug, serde::Serialize)]
 struct SeriesSummary {
-    samples: usize,
+    samples: u64,
     duration_s: f64,
     lost_fraction: f64,
     delay_mean_ms: f64,
@@ -352,34 +352,59 @@ fn stats_kind(a: &StatsArgs) -> anyhow::Result<TraceKind> {
     })
 }
 
+/// Statistics of a delivery-opportunity trace or a delay series, read in one pass in constant
+/// memory.
 fn stats_other(a: &StatsArgs, kind: TraceKind) -> anyhow::Result<()> {
     if kind == TraceKind::Mahimahi {
-        let t = Opportunities::load(&a.file)?;
+        let mut r = OpportunityReader::open(&a.file)?;
+        let (mut opportunities, mut period_ms) = (0u64, 0);
+        while let Some(t) = r.next_time()? {
+            opportunities += 1;
+            period_ms = t;
+        }
+        if opportunities == 0 {
+            return Err(TraceError::new(ErrorKind::Empty).with_path(&a.file).into());
+        }
         return print_summary(
             a.json,
             &MahimahiSummary {
-                opportunities: t.len(),
-                period_ms: t.period_ns() as f64 / 1e6,
-                mean_rate_mbps_at_1500_bytes: t.mean_rate_bps(1500) / 1e6,
+                opportunities,
+                period_ms: period_ms as f64,
+                mean_rate_mbps_at_1500_bytes: mahimahi::mean_rate_bps(
+                    opportunities,
+                    period_ms,
+                    1500,
+                ) / 1e6,
             },
         );
     }
-    let s = DelaySeries::load(&a.file, Interpolation::Step)?;
-    let x = s.samples();
-    let n = x.len() as f64;
+    let mut r = SeriesReader::open(&a.file)?;
+    let Some(first) = r.next_sample()? else {
+        return Err(TraceError::new(ErrorKind::Empty).with_path(&a.file).into());
+    };
     let ms = |ns: u64| ns as f64 / 1e6;
+    let (mut n, mut lost, mut sum_ms) = (0u64, 0u64, 0.0);
+    let (mut min_ms, mut max_ms) = (f64::INFINITY, 0.0f64);
+    let mut last = first;
+    let mut sample = Some(first);
+    while let Some(x) = sample {
+        n += 1;
+        lost += u64::from(x.lost);
+        sum_ms += ms(x.delay_ns);
+        min_ms = min_ms.min(ms(x.delay_ns));
+        max_ms = max_ms.max(ms(x.delay_ns));
+        last = x;
+        sample = r.next_sample()?;
+    }
     print_summary(
         a.json,
         &SeriesSummary {
-            samples: x.len(),
-            duration_s: (x[x.len() - 1].time_ns - x[0].time_ns) as f64 / 1e9,
-            lost_fraction: x.iter().filter(|s| s.lost).count() as f64 / n,
-            delay_mean_ms: x.iter().map(|s| ms(s.delay_ns)).sum::<f64>() / n,
-            delay_min_ms: x
-                .iter()
-                .map(|s| ms(s.delay_ns))
-                .fold(f64::INFINITY, f64::min),
-            delay_max_ms: x.iter().map(|s| ms(s.delay_ns)).fold(0.0, f64::max),
+            samples: n,
+            duration_s: (last.time_ns - first.time_ns) as f64 / 1e9,
+            lost_fraction: lost as f64 / n as f64,
+            delay_mean_ms: sum_ms / n as f64,
+            delay_min_ms: min_ms,
+            delay_max_ms: max_ms,
         },
     )
 }
@@ -1027,7 +1052,8 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
         if pps == 0 {
             bail!("--series-pps must be at least 1");
         }
-        let series = DelaySeries::load(&a.input, a.interp)?;
+        // Waiting for the reader: every record is the series's, none a substitute.
+        let series = SeriesStream::open(&a.input, a.interp, UnderrunPolicy::Wait)?;
         let mut header = Header {
             unit: unit.unwrap_or(TimeUnit::Us),
             flow: None,
@@ -1045,8 +1071,8 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
             Format::Text => 1,
         };
         let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
-        for x in actions_at_rate(&series, pps, resolution) {
-            w.write(x).with_context(|| format!("writing {out}"))?;
+        for x in actions_at_rate(series, pps, resolution) {
+            w.write(x?).with_context(|| format!("writing {out}"))?;
         }
         let n = w.records_written();
         w.finish().with_context(|| format!("writing {out}"))?;
