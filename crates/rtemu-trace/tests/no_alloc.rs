@@ -1,4 +1,5 @@
-//! The consumer side of the prefetcher allocates nothing per record, block swaps included.
+//! The consumer side of every streamed trace (action records, a delay series, a delivery-
+//! opportunity trace) allocates nothing per record, block swaps included.
 //!
 //! A counting global allocator counts the allocations made on the test's own thread while it
 //! is armed; the reader thread is not counted.
@@ -8,6 +9,8 @@ use std::cell::Cell;
 use std::io::Cursor;
 use std::time::{Duration, Instant};
 
+use rtemu_trace::mahimahi::{OpportunityReader, OpportunityStream};
+use rtemu_trace::series::{Interpolation, SeriesReader, SeriesStream};
 use rtemu_trace::{
     Action, EndPolicy, Format, Header, PrefetchConfig, Prefetcher, RecordReader, RecordWriter,
     UnderrunPolicy,
@@ -39,6 +42,62 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
+
+/// Runs `f` with the counting armed; returns its result and the allocations it made.
+fn counted<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    COUNT.with(|c| c.set(0));
+    ARMED.with(|a| a.set(true));
+    let out = f();
+    ARMED.with(|a| a.set(false));
+    (out, COUNT.with(Cell::get))
+}
+
+// The streams below never wait for their reader, as in the real-time engine (a blocking
+// receive may allocate its waiter once per thread): each is given 200 ms to read ahead, and what
+// the test walks fits in its ring, so nothing is ever missing.
+
+#[test]
+fn series_lookups_across_blocks_do_not_allocate() {
+    // 16 000 samples: almost four blocks of the stream's ring, so lookups swap blocks.
+    let text: String = (0..16_000u64)
+        .map(|i| format!("{i}ms {}\n", i % 7))
+        .collect();
+    let r = SeriesReader::new(Cursor::new(text.into_bytes()));
+    let mut s = SeriesStream::spawn(r, Interpolation::Linear, UnderrunPolicy::Pass, |e| e).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (sum, allocations) = counted(|| {
+        (0..16_000u64)
+            .map(|i| s.at(i * 1_000_000).unwrap().delay_ns)
+            .sum::<u64>()
+    });
+    assert_eq!(allocations, 0, "allocations on the lookup path");
+    assert_eq!(s.underruns(), 0);
+    assert_eq!(
+        sum,
+        (0..16_000u64).map(|i| (i % 7) * 1_000_000).sum::<u64>()
+    );
+}
+
+#[test]
+fn walking_opportunities_across_blocks_and_passes_does_not_allocate() {
+    let text: String = (1..=1_000u64).map(|i| format!("{i}\n")).collect();
+    let r = OpportunityReader::new(Cursor::new(text.into_bytes()));
+    let mut s = OpportunityStream::spawn(r, false, |e| e).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (last, allocations) = counted(|| {
+        for _ in 0..2_500 {
+            assert!(s.advance().unwrap(), "under-run");
+        }
+        // An hour later: whole periods skipped by arithmetic.
+        assert!(s.skip_to(3_600_000_000_000).unwrap(), "under-run");
+        s.time_ns()
+    });
+    assert_eq!(allocations, 0, "allocations on the walking path");
+    assert_eq!(last, 3_600_000_000_000);
+    // 3 600 000 ms is the last line (1 000 ms) of pass 3 599.
+    assert_eq!(s.loops(), 3_599);
+    assert!(s.records() < 5_000, "{} lines read", s.records());
+}
 
 #[test]
 fn next_action_and_block_swaps_do_not_allocate() {
