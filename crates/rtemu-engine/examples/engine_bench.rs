@@ -1,9 +1,14 @@
 //! Benchmark of the real-time engine on veth: release error per wait strategy, and packets per
-//! second through one impaired link. Needs root; prints Markdown tables.
+//! second through one impaired link, for each packet I/O layer side by side in one run. Needs
+//! root; prints Markdown tables.
 //!
 //! ```text
-//! cargo run --release -p rtemu-engine --example engine_bench [SECONDS]
+//! cargo run --release -p rtemu-engine --example engine_bench [SECONDS] [--io af-packet|af-xdp|both] [--part precision|throughput]
 //! ```
+//!
+//! `--io` (default `both`) picks the engine's I/O: `AF_PACKET` rings ([`rtemu_engine::afpacket`])
+//! or AF_XDP ([`rtemu_engine::xdp`]); with `both`, every row is measured for each, one after the
+//! other, so the two share the machine's state of the moment. `--part` runs one part only.
 //!
 //! * **Precision**: a generator in namespace A sends UDP at 10 kpps (one datagram every 100 µs,
 //!   or bursts of 10 every 1 ms) through `delay 1ms` to B; the engine's own fidelity record gives the release error
@@ -12,7 +17,7 @@
 //! * **Throughput**: an `AF_PACKET` generator in A sends as fast as one core lets it (64-byte
 //!   and 1400-byte frames, to a MAC address B's kernel drops at once, so B's stack costs
 //!   nothing) through `delay 0ms` and `delay 10ms` with the engine spinning; beside it a bare
-//!   relay over the same rings with no model and no timing queue (the I/O path's limit).
+//!   relay over the same I/O with no model and no timing queue (the I/O path's limit).
 //!
 //! The generator and the engine share the VM's cores: the engine is pinned to the last CPU, the
 //! generator to the first.
@@ -31,6 +36,7 @@ use rtemu_engine::afpacket::AfPacketConfig;
 use rtemu_engine::direction::{DirectionConfig, Resolution};
 use rtemu_engine::engine::{self, DirectionReport, EngineConfig, LinkSpec, RtConfig, Way};
 use rtemu_engine::pool;
+use rtemu_engine::xdp::AfXdpConfig;
 use rtemu_model::{link::NoTables, netem, LinkModel};
 
 fn direction(text: &str, label: u64) -> DirectionConfig {
@@ -52,14 +58,48 @@ fn cpus() -> usize {
     *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
+/// The engine's packet I/O layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Io {
+    AfPacket,
+    AfXdp,
+}
+
+impl Io {
+    fn name(self) -> &'static str {
+        match self {
+            Io::AfPacket => "AF_PACKET",
+            Io::AfXdp => "AF_XDP",
+        }
+    }
+}
+
 struct Run {
     engine: engine::EngineHandle,
     tx: UdpSocket,
     _rx: UdpSocket,
 }
 
-fn start(lab: &Lab, wait: WaitStrategy, a_to_b: &str) -> Run {
-    let (a, b) = lab.engine_ends(AfPacketConfig::default());
+fn start(lab: &Lab, io: Io, wait: WaitStrategy, a_to_b: &str) -> Run {
+    match io {
+        Io::AfPacket => {
+            let (a, b) = lab.engine_ends(AfPacketConfig::default());
+            start_with(lab, wait, a_to_b, a, b)
+        }
+        Io::AfXdp => {
+            let (a, b) = lab.engine_ends_xdp(AfXdpConfig::default());
+            start_with(lab, wait, a_to_b, a, b)
+        }
+    }
+}
+
+fn start_with<P: PacketIo + Send + 'static>(
+    lab: &Lab,
+    wait: WaitStrategy,
+    a_to_b: &str,
+    a: P,
+    b: P,
+) -> Run {
     let link = LinkSpec {
         name: "ab".into(),
         a,
@@ -115,11 +155,11 @@ fn paced(tx: &UdpSocket, burst: u32, period_ns: u64, secs: u64) -> u64 {
     sent
 }
 
-fn precision(secs: u64) {
+fn precision(secs: u64, ios: &[Io]) {
     println!("### Release error, `delay 1ms`, 10 kpps, {secs} s each\n");
     println!("Release error = after the send returned − intended; start error = before the send − intended.\n");
-    println!("| strategy | load | packets | p50 µs | p99 µs | p99.9 µs | max µs | late (>10 µs) | start p50 µs | start p99 µs | engine CPU % |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| I/O | strategy | load | packets | p50 µs | p99 µs | p99.9 µs | max µs | late (>10 µs) | start p50 µs | start p99 µs | engine CPU % |");
+    println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let strategies = [
         WaitStrategy::Spin,
         WaitStrategy::Hybrid { margin_ns: 50_000 },
@@ -132,9 +172,12 @@ fn precision(secs: u64) {
         (1, 100_000, "1 every 100 µs"),
         (10, 1_000_000, "10 every 1 ms"),
     ] {
-        for wait in strategies {
+        for (wait, &io) in strategies
+            .into_iter()
+            .flat_map(|w| ios.iter().map(move |io| (w, io)))
+        {
             let lab = Lab::new();
-            let run = start(&lab, wait, "delay 1ms");
+            let run = start(&lab, io, wait, "delay 1ms");
             let before = a_to_b(run.engine.snapshot());
             paced(&run.tx, burst, period_ns, secs);
             std::thread::sleep(Duration::from_millis(20));
@@ -147,7 +190,8 @@ fn precision(secs: u64) {
             let f = d.fidelity;
             assert!(d.counters.conserved());
             println!(
-                "| {wait} | {load} | {} | {} | {} | {} | {} | {} | {} | {} | {cpu:.0} |",
+                "| {} | {wait} | {load} | {} | {} | {} | {} | {} | {} | {} | {} | {cpu:.0} |",
+                io.name(),
                 f.count - before.fidelity.count,
                 us(f.released.p50_ns),
                 us(f.released.p99_ns),
@@ -179,7 +223,7 @@ fn bare_spin(secs: u64) {
     errors.sort_unstable();
     let q = |q: f64| errors[((errors.len() - 1) as f64 * q) as usize];
     println!(
-        "| bare busy-wait | deadlines every 100 µs | {} | {} | {} | {} | {} | {} | — | — | 100 |",
+        "| — | bare busy-wait | deadlines every 100 µs | {} | {} | {} | {} | {} | {} | — | — | 100 |",
         errors.len(),
         us(q(0.5)),
         us(q(0.99)),
@@ -226,20 +270,25 @@ fn flood(lab: &Lab, frame: &[u8], secs: u64) -> f64 {
     sent as f64 / (Instant::now().nanos_since(t0) as f64 / 1e9)
 }
 
-fn throughput(secs: u64) {
+fn throughput(secs: u64, ios: &[Io]) {
     println!(
         "### Throughput: AF_PACKET generator flat out on CPU 0, relay pinned to CPU {}, {secs} s each\n",
         cpus() - 1
     );
-    println!("| path | frame bytes | offered pps | received pps | delivered pps | dropped | release p50 µs | p99 µs | relay CPU % |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| I/O | path | frame bytes | offered pps | received pps | delivered pps | dropped | kernel drops | release p50 µs | p99 µs | relay CPU % |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let _ = rt::set_affinity(&[0]);
     for wire in [64usize, 1400] {
         let frame = foreign_frame(wire);
-        bare_relay(secs, &frame);
-        for netem in ["delay 0ms", "delay 10ms"] {
+        for &io in ios {
+            bare_relay(secs, &frame, io);
+        }
+        for (netem, &io) in ["delay 0ms", "delay 10ms"]
+            .into_iter()
+            .flat_map(|n| ios.iter().map(move |io| (n, io)))
+        {
             let lab = Lab::new();
-            let run = start(&lab, WaitStrategy::Spin, netem);
+            let run = start(&lab, io, WaitStrategy::Spin, netem);
             let before = a_to_b(run.engine.snapshot()).counters;
             let offered = flood(&lab, &frame, secs);
             let t = secs as f64;
@@ -249,10 +298,12 @@ fn throughput(secs: u64) {
             let d = a_to_b(report.directions);
             assert!(d.counters.conserved());
             println!(
-                "| engine, `{netem}` | {wire} | {offered:.0} | {:.0} | {:.0} | {} | {} | {} | {cpu:.0} |",
+                "| {} | engine, `{netem}` | {wire} | {offered:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {cpu:.0} |",
+                io.name(),
                 (after.received - before.received) as f64 / t,
                 (after.delivered - before.delivered) as f64 / t,
                 after.dropped_total() - before.dropped_total(),
+                d.kernel_drops.map_or("—".to_owned(), |k| k.to_string()),
                 us(d.fidelity.released.p50_ns),
                 us(d.fidelity.released.p99_ns),
             );
@@ -262,11 +313,38 @@ fn throughput(secs: u64) {
     println!();
 }
 
-/// The I/O path's limit: the same rings, each received frame staged at once, no model, no
+/// The I/O path's limit: the same I/O layer, each received frame staged at once, no model, no
 /// pool, no timing queue.
-fn bare_relay(secs: u64, frame: &[u8]) {
+fn bare_relay(secs: u64, frame: &[u8], io: Io) {
     let lab = Lab::new();
-    let (mut a, mut b) = lab.engine_ends(AfPacketConfig::default());
+    let (forwarded, offered, cpu) = match io {
+        Io::AfPacket => {
+            let (a, b) = lab.engine_ends(AfPacketConfig::default());
+            relay(&lab, secs, frame, a, b)
+        }
+        Io::AfXdp => {
+            let (a, b) = lab.engine_ends_xdp(AfXdpConfig::default());
+            relay(&lab, secs, frame, a, b)
+        }
+    };
+    println!(
+        "| {} | bare relay (no model, no queue) | {} | {offered:.0} | — | {:.0} | — | — | — | — | {:.0} |",
+        io.name(),
+        frame.len() + 4,
+        forwarded as f64 / secs as f64,
+        cpu * 100.0
+    );
+}
+
+/// Relays from `a` to `b` on the last CPU while A floods; returns frames forwarded, the
+/// offered rate and the relay's CPU share.
+fn relay<P: PacketIo + Send + 'static>(
+    lab: &Lab,
+    secs: u64,
+    frame: &[u8],
+    mut a: P,
+    mut b: P,
+) -> (u64, f64, f64) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let relay = {
         let stop = std::sync::Arc::clone(&stop);
@@ -292,16 +370,11 @@ fn bare_relay(secs: u64, frame: &[u8]) {
         })
     };
     std::thread::sleep(Duration::from_millis(20));
-    let offered = flood(&lab, frame, secs);
+    let offered = flood(lab, frame, secs);
     std::thread::sleep(Duration::from_millis(20));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (forwarded, cpu) = relay.join().unwrap();
-    println!(
-        "| bare relay (no model, no queue) | {} | {offered:.0} | — | {:.0} | — | — | — | {:.0} |",
-        frame.len() + 4,
-        forwarded as f64 / secs as f64,
-        cpu * 100.0
-    );
+    (forwarded, offered, cpu)
 }
 
 fn main() {
@@ -309,10 +382,32 @@ fn main() {
         return;
     }
     cpus();
-    let secs = std::env::args()
-        .nth(1)
-        .map(|s| s.parse().expect("SECONDS must be a whole number"))
-        .unwrap_or(3);
-    precision(secs);
-    throughput(secs);
+    let mut secs = 3;
+    let mut ios = vec![Io::AfPacket, Io::AfXdp];
+    let mut parts = vec!["precision", "throughput"];
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = match arg.as_str() {
+            "--io" | "--part" => args.next(),
+            _ => None,
+        };
+        match (arg.as_str(), value.as_deref()) {
+            ("--io", Some("af-packet")) => ios = vec![Io::AfPacket],
+            ("--io", Some("af-xdp")) => ios = vec![Io::AfXdp],
+            ("--io", Some("both")) => {}
+            ("--part", Some("precision")) => parts = vec!["precision"],
+            ("--part", Some("throughput")) => parts = vec!["throughput"],
+            (n, None) if n.parse::<u64>().is_ok() => secs = n.parse().unwrap_or(secs),
+            _ => {
+                eprintln!("usage: engine_bench [SECONDS] [--io af-packet|af-xdp|both] [--part precision|throughput]");
+                std::process::exit(2);
+            }
+        }
+    }
+    if parts.contains(&"precision") {
+        precision(secs, &ios);
+    }
+    if parts.contains(&"throughput") {
+        throughput(secs, &ios);
+    }
 }

@@ -1,8 +1,10 @@
 //! Packet I/O behind one small interface: receive a batch, stage frames, send them as a batch.
 //!
 //! The engine never sees a socket: it sees a [`PacketIo`] bound to one interface, so that
-//! `AF_PACKET` rings (this crate's [`crate::afpacket`]) and AF_XDP (not written yet) can be
-//! compared and the faster chosen by measurement. An implementation must not allocate in
+//! `AF_PACKET` rings ([`crate::afpacket`]) and AF_XDP ([`crate::xdp`]) can be compared and the
+//! faster chosen by measurement (`docs/benchmarks.md`: on veth they relay the same packets/s
+//! and `AF_PACKET` has slightly less latency, so a lab's engine uses it unless told
+//! otherwise). An implementation must not allocate in
 //! [`PacketIo::recv_batch`], [`PacketIo::stage`] or [`PacketIo::flush`]: they run on the
 //! packet path.
 

@@ -17,6 +17,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
+use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload};
 
 pub const A_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -42,7 +43,7 @@ fn is_root() -> bool {
 /// Whether the test may run; panics when root is required (`RTEMU_REQUIRE_ROOT=1`) but missing.
 pub fn root_or_skip(test: &str) -> bool {
     let why = if !is_root() {
-        "needs root (creates network namespaces and AF_PACKET sockets)"
+        "needs root (creates network namespaces, AF_PACKET and AF_XDP sockets)"
     } else if Command::new("ip").arg("-V").output().is_err() {
         "needs the `ip` command (iproute2) to create namespaces"
     } else {
@@ -129,6 +130,15 @@ impl Lab {
         .unwrap()
     }
 
+    /// Opens the engine's two ends over AF_XDP.
+    pub fn engine_ends_xdp(&self, config: AfXdpConfig) -> (AfXdp, AfXdp) {
+        netns::run_in(&netns::named(&self.e), move || {
+            (AfXdp::open("ea", &config), AfXdp::open("eb", &config))
+        })
+        .map(|(a, b)| (a.unwrap(), b.unwrap()))
+        .unwrap()
+    }
+
     /// Opens interface `dev` in namespace `ns`.
     pub fn open(&self, ns: &str, dev: &str, ring: AfPacketConfig) -> AfPacket {
         let dev = dev.to_owned();
@@ -142,6 +152,16 @@ impl Lab {
         netns::run_in(&netns::named(ns), move || UdpSocket::bind((addr, port)))
             .unwrap()
             .unwrap()
+    }
+
+    /// What `ip -d link show` says of interface `dev` in namespace `ns` (an attached XDP
+    /// program shows as `prog/xdp`).
+    pub fn link_details(&self, ns: &str, dev: &str) -> String {
+        let out = Command::new("ip")
+            .args(["-n", ns, "-d", "link", "show", "dev", dev])
+            .output()
+            .expect("running ip");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     pub fn path(ns: &str) -> PathBuf {

@@ -4,13 +4,15 @@
 //! * **Per-hop latency** (the vimage paper's Figure 6b): ping round trips along chains of 1–8
 //!   links, every link impaired with `delay 0ms` (each hop through the engine), beside the same
 //!   chains with ideal links (kernel veth pairs). The difference over 2 × hops is what one pass
-//!   through the engine costs.
+//!   through the engine costs; measured for both packet I/O layers, `AF_PACKET` and AF_XDP.
 //! * **CPU against offered load** (RplTrc's Table II): iperf3 UDP at 1k–200k packets/s through
 //!   `delay 1ms`: received packets/s, the engine process's CPU, its release-error percentiles,
 //!   late copies and drops.
 //! * **Throughput**: iperf3 UDP as fast as it sends, through the kernel's own forwarding (a
-//!   direct veth, a router namespace) and through the engine (`delay 0ms`, `delay 10ms`), for
-//!   64- and 1400-byte datagrams, in one run.
+//!   direct veth, a router namespace) and through the engine (`delay 0ms`, `delay 10ms`, each
+//!   over `AF_PACKET` and over AF_XDP), for 64- and 1400-byte datagrams, in one run.
+//!
+//! The load and rate parts run the engine on its default I/O (`AF_PACKET`).
 //! * **Rate accuracy** (the timing paper's Figure 1): iperf3 UDP through a `rate R` link at
 //!   1.25 × R offered, for R from 64 kbit/s to 1 Gbit/s (one lab, the rate changed with
 //!   `link set` between points), against the payload rate R implies for 1400-byte datagrams.
@@ -26,8 +28,8 @@ use rtemu_topo::state::State;
 use rtemu_topo::Topology;
 use serde_json::Value;
 
-use super::engine;
-use super::topo::bring_up;
+use super::engine::{self, IoKind};
+use super::topo::{bring_up, bring_up_io};
 
 /// The chain lengths of the per-hop benchmark.
 const CHAINS: [usize; 4] = [1, 2, 4, 8];
@@ -131,7 +133,53 @@ fn chain_rtts(state: &State, hops: usize, count: u32) -> Result<Vec<f64>> {
     Ok(rtts)
 }
 
-/// One chain: (hops, ideal median µs, impaired median µs, impaired p99 µs, engine p50 µs).
+/// The engine's I/O layers, in the order the tables show them.
+const IOS: [IoKind; 2] = [IoKind::AfPacket, IoKind::AfXdp];
+
+/// Brings a chain up with ideal links (`io` `None`) or impaired ones over `io`, pings along
+/// it, and takes it down; returns the round trips (ms).
+fn chain_run(opts: &Options, hops: usize, io: Option<IoKind>) -> Result<Vec<f64>> {
+    let name = format!(
+        "bh{hops}{}",
+        match io {
+            None => "k",
+            Some(IoKind::AfPacket) => "p",
+            Some(IoKind::AfXdp) => "x",
+        }
+    );
+    remove(&name);
+    let topo = chain_topology(&name, hops, io.is_some())?;
+    let state = bring_up_io(&topo, "chain", opts.wait, None, io)?;
+    let measured = match io {
+        Some(io) => check_io(&name, io).and_then(|()| chain_rtts(&state, hops, opts.pings)),
+        None => chain_rtts(&state, hops, opts.pings),
+    };
+    remove(&name);
+    measured
+}
+
+/// Fails when lab `lab`'s engine does not run on `io` (AF_XDP could not be set up).
+fn check_io(lab: &str, io: IoKind) -> Result<()> {
+    let stats = engine::stats(lab)?;
+    match stats["io"].as_str() {
+        Some(got) if got == io.as_str() => Ok(()),
+        got => bail!(
+            "lab {lab}'s engine runs on {}, not {} (see /run/rtemu/{lab}/engine.log)",
+            got.unwrap_or("?"),
+            io.as_str()
+        ),
+    }
+}
+
+/// The median and 99th percentile of `rtts` (ms), in µs.
+fn p50_p99(mut rtts: Vec<f64>) -> (f64, f64) {
+    rtts.sort_by(f64::total_cmp);
+    let p99 = rtts[(rtts.len() * 99 / 100).min(rtts.len() - 1)];
+    (median(rtts) * 1e3, p99 * 1e3)
+}
+
+/// Per chain: the ideal round trip, and for each I/O layer the engine's round trip and what
+/// one pass through the engine adds.
 fn per_hop(opts: &Options, out: &mut impl Write) -> Result<()> {
     writeln!(
         out,
@@ -139,46 +187,24 @@ fn per_hop(opts: &Options, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "| hops | ideal RTT p50 µs | engine RTT p50 µs | engine RTT p99 µs | added per hop µs | release error p50 µs |"
+        "| hops | ideal RTT p50 µs | AF_PACKET RTT p50 µs | p99 µs | added per hop µs | AF_XDP RTT p50 µs | p99 µs | added per hop µs |"
     )?;
-    writeln!(out, "| ---: | ---: | ---: | ---: | ---: | ---: |")?;
+    writeln!(
+        out,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )?;
     for hops in CHAINS {
-        let mut row = Vec::new();
-        let mut fidelity = None;
-        for impaired in [false, true] {
-            let name = format!("bh{hops}{}", if impaired { "e" } else { "k" });
-            remove(&name);
-            let topo = chain_topology(&name, hops, impaired)?;
-            let state = bring_up(&topo, "chain", opts.wait, None)?;
-            let measured = chain_rtts(&state, hops, opts.pings);
-            if impaired {
-                fidelity = engine::stats(&name).ok();
-            }
-            remove(&name);
-            row.push(measured?);
+        let (ideal, _) = p50_p99(chain_run(opts, hops, None)?);
+        write!(out, "| {hops} | {ideal:.1} |")?;
+        for io in IOS {
+            let (p50, p99) = p50_p99(chain_run(opts, hops, Some(io))?);
+            write!(
+                out,
+                " {p50:.1} | {p99:.1} | {:.1} |",
+                (p50 - ideal) / (2 * hops) as f64
+            )?;
         }
-        let ideal = median(row[0].clone()) * 1e3;
-        let eng = median(row[1].clone()) * 1e3;
-        let mut sorted = row[1].clone();
-        sorted.sort_by(f64::total_cmp);
-        let p99 = sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)] * 1e3;
-        // The median over every direction's release-error median.
-        let release = fidelity
-            .as_ref()
-            .and_then(|s| s["directions"].as_array().cloned())
-            .map(|ds| {
-                median(
-                    ds.iter()
-                        .map(|d| d["fidelity"]["released"]["p50_ns"].as_f64().unwrap_or(0.0) / 1e3)
-                        .collect(),
-                )
-            })
-            .unwrap_or(f64::NAN);
-        writeln!(
-            out,
-            "| {hops} | {ideal:.1} | {eng:.1} | {p99:.1} | {:.1} | {release:.1} |",
-            (eng - ideal) / (2 * hops) as f64
-        )?;
+        writeln!(out)?;
         out.flush()?;
     }
     Ok(())
@@ -414,28 +440,44 @@ fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Value)
     Ok(((packets - lost) / seconds, cpu_ns / wall_ns * 100.0, d))
 }
 
-/// The paths of the throughput comparison: a label, the chain's link lines, and the node the
-/// traffic ends at.
-const PATHS: [(&str, &str, &str); 4] = [
+/// The paths of the throughput comparison: a label, the chain's link lines, the node the
+/// traffic ends at, and the engine's I/O (`None`: no engine on the path).
+const PATHS: [(&str, &str, &str, Option<IoKind>); 6] = [
     (
         "kernel: direct veth",
         "[[links]]\nendpoints = [\"a\", \"b\"]\n",
         "b",
+        None,
     ),
     (
         "kernel: router namespace",
         "[[links]]\nendpoints = [\"a\", \"r\"]\n[[links]]\nendpoints = [\"r\", \"b\"]\n",
         "b",
+        None,
     ),
     (
-        "engine: `delay 0ms`",
+        "engine (AF_PACKET): `delay 0ms`",
         "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 0ms\"\n",
         "b",
+        Some(IoKind::AfPacket),
     ),
     (
-        "engine: `delay 10ms`",
+        "engine (AF_XDP): `delay 0ms`",
+        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 0ms\"\n",
+        "b",
+        Some(IoKind::AfXdp),
+    ),
+    (
+        "engine (AF_PACKET): `delay 10ms`",
         "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 10ms\"\n",
         "b",
+        Some(IoKind::AfPacket),
+    ),
+    (
+        "engine (AF_XDP): `delay 10ms`",
+        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 10ms\"\n",
+        "b",
+        Some(IoKind::AfXdp),
     ),
 ];
 
@@ -453,19 +495,22 @@ fn throughput(opts: &Options, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |")?;
     for payload in [SMALL_PAYLOAD, PAYLOAD] {
-        for (label, links, to) in PATHS {
+        for (label, links, to, io) in PATHS {
             let name = "btput";
             remove(name);
             let src = format!(
                 "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.r]\n[nodes.b]\n{links}"
             );
-            let state = bring_up(
+            let state = bring_up_io(
                 &Topology::parse("tput.toml", &src)?,
                 "tput",
                 opts.wait,
                 None,
+                io,
             )?;
-            let row = udp_server(&state, to, IPERF_PORT)
+            let row = io
+                .map_or(Ok(()), |io| check_io(name, io))
+                .and_then(|()| udp_server(&state, to, IPERF_PORT))
                 .and_then(|()| udp_client(&state, to, IPERF_PORT, 0, payload, opts.seconds));
             remove(name);
             let json = row?;

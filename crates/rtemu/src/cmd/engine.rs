@@ -6,6 +6,14 @@
 //! lab's other processes even when it can no longer answer; asked politely first (`stop` on the
 //! control socket `/run/rtemu/<lab>/control.sock`, mode 0600), it writes the fidelity report to
 //! `/run/rtemu/<lab>/fidelity.json` and answers with it.
+//!
+//! The engine moves frames with `AF_PACKET` rings by default, or with AF_XDP when asked
+//! (`--io af-xdp`, from `rtemu up --engine-io af-xdp`): side by side on veth, AF_XDP was no
+//! faster (the same packets/s, round trips 0–11 % longer) though it lost fewer frames under
+//! load (`docs/benchmarks.md`). Where AF_XDP cannot be set up (an old kernel, a missing
+//! capability, an MTU over 3822 bytes, another XDP program on an end), the engine says why
+//! once, in its log, and uses `AF_PACKET`. The XDP programs are attached through bpf links, so
+//! they leave the interfaces when the process ends, however it ends.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -14,11 +22,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use rtemu_clock::WaitStrategy;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::control::{self, After};
 use rtemu_engine::engine::{DirectionReport, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way};
+use rtemu_engine::io::PacketIo;
+use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload, DirectionConfig, DropKind, Resolution, Swap};
 use rtemu_model::rng::DEFAULT_SEED;
 use rtemu_model::{netem, LinkConfig};
@@ -60,6 +70,63 @@ pub struct EngineArgs {
     /// Pin the release thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Packet I/O (default: af-packet; af-xdp falls back to af-packet where it cannot be set
+    /// up).
+    #[arg(long, value_enum)]
+    pub io: Option<IoKind>,
+}
+
+/// The engine's packet I/O layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoKind {
+    /// `AF_PACKET` sockets with `TPACKET_V2` rings.
+    AfPacket,
+    /// AF_XDP sockets, each fed by an XDP program on its interface.
+    AfXdp,
+}
+
+impl IoKind {
+    /// The I/O a lab's engine uses unless told otherwise: the faster one measured side by side
+    /// on veth (`docs/benchmarks.md`, AF_XDP vs AF_PACKET).
+    pub const DEFAULT: IoKind = IoKind::AfPacket;
+
+    /// What `--io` and reports call it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoKind::AfPacket => "af-packet",
+            IoKind::AfXdp => "af-xdp",
+        }
+    }
+}
+
+/// One I/O layer, as the engine process opens it on an engine end.
+trait OpenIo: PacketIo + Send + Sized + 'static {
+    const KIND: IoKind;
+
+    /// Opens interface `name` (in this thread's namespace) for frames of a link of `mtu`.
+    fn open_end(name: &str, mtu: u32) -> Result<Self>;
+}
+
+impl OpenIo for AfPacket {
+    const KIND: IoKind = IoKind::AfPacket;
+
+    fn open_end(name: &str, mtu: u32) -> Result<Self> {
+        let ring = AfPacketConfig {
+            frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
+            ..AfPacketConfig::default()
+        };
+        AfPacket::open(name, &ring).with_context(|| format!("opening {name}"))
+    }
+}
+
+impl OpenIo for AfXdp {
+    const KIND: IoKind = IoKind::AfXdp;
+
+    fn open_end(name: &str, mtu: u32) -> Result<Self> {
+        let config = AfXdpConfig::for_mtu(mtu)
+            .with_context(|| format!("MTU {mtu} is over what one AF_XDP frame holds"))?;
+        AfXdp::open(name, &config).with_context(|| format!("opening {name}"))
+    }
 }
 
 /// The wait strategy `up` gives the engine when none is asked for: `spin` where the engine can
@@ -103,8 +170,14 @@ pub fn alive(lab: &str) -> bool {
     ask(lab, "ping", Duration::from_secs(1)).is_ok()
 }
 
-/// Starts the engine of lab `state` as a detached process and waits until it answers.
-pub fn start(state: &State, wait: WaitStrategy, cpu: Option<usize>) -> Result<()> {
+/// Starts the engine of lab `state` as a detached process with `io` (default: the engine's)
+/// and waits until it answers.
+pub fn start(
+    state: &State,
+    wait: WaitStrategy,
+    cpu: Option<usize>,
+    io: Option<IoKind>,
+) -> Result<()> {
     let dir = lab_dir(&state.lab);
     let log_path = dir.join("engine.log");
     let log = std::fs::File::create(&log_path)
@@ -114,6 +187,9 @@ pub fn start(state: &State, wait: WaitStrategy, cpu: Option<usize>) -> Result<()
     cmd.args(["engine", &state.lab, "--wait", &wait.to_string()]);
     if let Some(cpu) = cpu {
         cmd.args(["--cpu", &cpu.to_string()]);
+    }
+    if let Some(io) = io {
+        cmd.args(["--io", io.as_str()]);
     }
     cmd.stdin(Stdio::null())
         .stdout(log.try_clone().context("opening the engine log")?)
@@ -282,13 +358,9 @@ fn direction_config(imp: &Impairment, link: &str, way: Way, mtu: u32) -> Result<
 }
 
 /// Opens the engine's two interfaces of one link (in the lab's namespace, which this thread is
-/// in) after switching offloads off on them and on the nodes' ends.
-fn open_link(state: &State, si: usize, seg: &Segment) -> Result<(AfPacket, AfPacket, u32)> {
+/// in) with `Io` after switching offloads off on them and on the nodes' ends.
+fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io, Io, u32)> {
     let mtu = seg.mtu.unwrap_or(1500);
-    let ring = AfPacketConfig {
-        frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
-        ..AfPacketConfig::default()
-    };
     let ends = engine_ends(si);
     for (m, end) in seg.members.iter().zip(&ends) {
         offload::disable(end)?;
@@ -298,22 +370,21 @@ fn open_link(state: &State, si: usize, seg: &Segment) -> Result<(AfPacket, AfPac
             offload::disable(&ifname)
         })??;
     }
-    let a = AfPacket::open(&ends[0], &ring).with_context(|| format!("opening {}", ends[0]))?;
-    let b = AfPacket::open(&ends[1], &ring).with_context(|| format!("opening {}", ends[1]))?;
-    Ok((a, b, mtu))
+    Ok((
+        Io::open_end(&ends[0], mtu)?,
+        Io::open_end(&ends[1], mtu)?,
+        mtu,
+    ))
 }
 
-/// `rtemu engine LAB`: the engine process.
-pub fn run(args: &EngineArgs) -> Result<()> {
-    let state = State::load(&args.lab)
-        .with_context(|| format!("reading the state of lab `{}`", args.lab))?
-        .ok_or_else(|| anyhow!("no lab `{}` is running", args.lab))?;
-    netns::enter(&netns::named(&lab_netns(&state.lab)))?;
+/// Opens every impaired link of `state` with `Io` and starts the engine on them; returns it
+/// with each direction's number of buffers.
+fn spawn_links<Io: OpenIo>(state: &State, config: EngineConfig) -> Result<(EngineHandle, Pools)> {
     let mut links = Vec::new();
     // Each direction's buffers, which bound the rate queue a later model may have.
     let mut pools = Pools::new();
-    for (si, seg, imp) in impaired(&state) {
-        let (a, b, mtu) = open_link(&state, si, seg)?;
+    for (si, seg, imp) in impaired(state) {
+        let (a, b, mtu) = open_link::<Io>(state, si, seg)?;
         let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu)
             .with_context(|| format!("link `{}`", seg.name))?;
         let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu)
@@ -328,6 +399,41 @@ pub fn run(args: &EngineArgs) -> Result<()> {
             b_to_a,
         });
     }
+    Ok((rtemu_engine::spawn(config, links)?, pools))
+}
+
+/// Starts the engine with `io`; AF_XDP that cannot be set up is said once and replaced by
+/// `AF_PACKET`. Returns the engine, its buffers per direction and the I/O it runs on.
+fn spawn_engine(
+    state: &State,
+    config: EngineConfig,
+    io: IoKind,
+) -> Result<(EngineHandle, Pools, IoKind)> {
+    if io == IoKind::AfXdp {
+        match spawn_links::<AfXdp>(state, config.clone()) {
+            Ok((handle, pools)) => return Ok((handle, pools, IoKind::AfXdp)),
+            Err(e) => eprintln!("AF_XDP cannot be set up, using AF_PACKET: {e:#}"),
+        }
+    }
+    let (handle, pools) = spawn_links::<AfPacket>(state, config)?;
+    Ok((handle, pools, AfPacket::KIND))
+}
+
+/// `rtemu engine LAB`: the engine process.
+pub fn run(args: &EngineArgs) -> Result<()> {
+    let state = State::load(&args.lab)
+        .with_context(|| format!("reading the state of lab `{}`", args.lab))?
+        .ok_or_else(|| anyhow!("no lab `{}` is running", args.lab))?;
+    netns::enter(&netns::named(&lab_netns(&state.lab)))?;
+    let config = EngineConfig {
+        wait: args.wait,
+        rt: RtConfig {
+            cpu: args.cpu,
+            ..RtConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let (handle, pools, io) = spawn_engine(&state, config, args.io.unwrap_or(IoKind::DEFAULT))?;
     // Every scheduled model is built now, so a bad one fails `up`, not the run.
     let mut steps = Vec::new();
     for (_, seg, imp) in impaired(&state) {
@@ -343,15 +449,6 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         }
     }
     steps.sort_by_key(|s| s.0);
-    let config = EngineConfig {
-        wait: args.wait,
-        rt: RtConfig {
-            cpu: args.cpu,
-            ..RtConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    let handle = rtemu_engine::spawn(config, links)?;
     // Dropped when this function returns, which ends the schedule.
     let (_schedule_alive, quit) = std::sync::mpsc::channel::<()>();
     if !steps.is_empty() {
@@ -369,17 +466,18 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     let server =
         control::Server::bind(&control_path(&state.lab)).context("creating the control socket")?;
     eprintln!(
-        "engine of lab {} running ({} impaired links, wait {})",
+        "engine of lab {} running ({} impaired links, wait {}, io {})",
         state.lab,
         impaired(&state).len(),
-        args.wait
+        args.wait,
+        io.as_str()
     );
     let mut handle = Some(handle);
     let mut final_report = None;
     server.serve(
         Duration::from_millis(20),
         || term.load(Ordering::Relaxed),
-        |req| match handle.as_ref().map(|h| serve(&state, &pools, h, req)) {
+        |req| match handle.as_ref().map(|h| serve(&state, &pools, io, h, req)) {
             Some(Ok(Some(reply))) => (reply.to_string(), After::Continue),
             Some(Ok(None)) => {
                 let report = finish(&state, handle.take().expect("running"));
@@ -430,13 +528,20 @@ fn run_schedule(
 }
 
 /// Answers one control request; `Ok(None)` for `stop`.
-fn serve(state: &State, pools: &Pools, h: &EngineHandle, req: &str) -> Result<Option<Value>> {
+fn serve(
+    state: &State,
+    pools: &Pools,
+    io: IoKind,
+    h: &EngineHandle,
+    req: &str,
+) -> Result<Option<Value>> {
     let mut words = req.split_whitespace();
     let verb = words.next().unwrap_or("");
     Ok(Some(match verb {
         "ping" => json!({ "ok": true }),
         "stats" => json!({
             "lab": state.lab,
+            "io": io.as_str(),
             "process_cpu_ns": process_cpu_ns(),
             "directions": directions(state, &h.snapshot()),
         }),

@@ -35,6 +35,11 @@ pub struct UpArgs {
     /// Pin the engine's release thread to this CPU.
     #[arg(long, value_name = "CPU")]
     pub engine_cpu: Option<usize>,
+    /// The engine's packet I/O: `af-packet` (the default) or `af-xdp` (fewer frames lost under
+    /// load; no faster on veth, see docs/benchmarks.md). Where AF_XDP cannot be set up, the
+    /// engine says so in its log and uses `af-packet`.
+    #[arg(long, value_name = "IO", value_enum)]
+    pub engine_io: Option<engine::IoKind>,
 }
 
 /// Remove a lab and everything it made.
@@ -170,11 +175,12 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     if args.replace {
         lab::down(&topo.lab)?;
     }
-    bring_up(
+    bring_up_io(
         &topo,
         &args.file.display().to_string(),
         args.engine_wait,
         args.engine_cpu,
+        args.engine_io,
     )
     .map(drop)
 }
@@ -187,12 +193,23 @@ pub fn bring_up(
     wait: Option<rtemu_clock::WaitStrategy>,
     cpu: Option<usize>,
 ) -> Result<State> {
+    bring_up_io(topo, file, wait, cpu, None)
+}
+
+/// As [`bring_up`], with the engine's packet I/O `io` (default: the engine's).
+pub fn bring_up_io(
+    topo: &Topology,
+    file: &str,
+    wait: Option<rtemu_clock::WaitStrategy>,
+    cpu: Option<usize>,
+    io: Option<engine::IoKind>,
+) -> Result<State> {
     let started = std::time::Instant::now();
     let state = lab::up(topo, file)?;
     let impaired = topo.impaired_links().count();
     if impaired > 0 {
         let wait = wait.unwrap_or_else(engine::default_wait);
-        if let Err(e) = engine::start(&state, wait, cpu) {
+        if let Err(e) = engine::start(&state, wait, cpu, io) {
             let _ = lab::down(&state.lab);
             return Err(e.context(format!("starting the engine of lab {}", state.lab)));
         }

@@ -1,0 +1,247 @@
+//! The AF_XDP I/O layer on real veths: frames cross unchanged (a VLAN tag stays inline), frames
+//! lost to a full receive ring are counted, the engine relays and delays UDP over it, and the
+//! XDP program leaves the interface when its owner drops or its process is killed.
+//!
+//! Needs root; skips with the reason otherwise, unless `RTEMU_REQUIRE_ROOT=1`. Each test's
+//! namespaces (and with them the veths) are deleted by a guard, also when an assertion fails.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{root_or_skip, Lab, A_ADDR, B_ADDR};
+use rtemu_clock::{Instant, WaitStrategy};
+use rtemu_engine::afpacket::AfPacketConfig;
+use rtemu_engine::direction::{DirectionConfig, Resolution};
+use rtemu_engine::engine::{self, EngineConfig, LinkSpec, RtConfig, Way};
+use rtemu_engine::io::PacketIo;
+use rtemu_engine::netns;
+use rtemu_engine::xdp::{AfXdp, AfXdpConfig, AttachMode};
+use rtemu_model::{link::NoTables, netem, LinkModel};
+
+/// A frame with a recognisable body, optionally behind an 802.1Q tag.
+fn frame(id: u8, tagged: bool) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 0x99, 2, 0, 0, 0, 0, 0x01];
+    if tagged {
+        f.extend_from_slice(&[0x81, 0x00, 0x20, 0x2a]); // priority 1, VLAN 42
+    }
+    f.extend_from_slice(&0x88b5u16.to_be_bytes()); // local experimental ethertype
+    f.extend((0..60).map(|i| id.wrapping_add(i)));
+    f
+}
+
+/// Receives on `io` until `want` frames came or a second passed; returns them as sent.
+fn collect(io: &mut impl PacketIo, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let end = Instant::now() + 1_000_000_000;
+    while got.len() < want && Instant::now() < end {
+        let n = io.recv_batch(64, |f| {
+            let mut buf = vec![0u8; f.len()];
+            assert_eq!(f.copy_to(&mut buf), Some(f.len()));
+            assert!(!f.is_truncated());
+            got.push(buf);
+        });
+        if n == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    got
+}
+
+#[test]
+fn frames_cross_unchanged_with_their_vlan_tag_inline() {
+    if !root_or_skip("frames_cross_unchanged_with_their_vlan_tag_inline") {
+        return;
+    }
+    let lab = Lab::new();
+    let mut tx = lab.open(&lab.a, "na", AfPacketConfig::default());
+    let (mut rx, mut back) = lab.engine_ends_xdp(AfXdpConfig::default());
+    assert_eq!(
+        rx.attach_mode(),
+        &AttachMode::Native,
+        "veth runs XDP natively"
+    );
+    let sent = vec![frame(1, false), frame(2, true), frame(3, false)];
+    for f in &sent {
+        assert!(tx.stage(f));
+    }
+    tx.flush().unwrap();
+    assert_eq!(collect(&mut rx, sent.len()), sent);
+
+    // And out again: AF_XDP sends them to B's end unchanged.
+    let mut b = lab.open(&lab.b, "nb", AfPacketConfig::default());
+    for f in &sent {
+        assert!(back.stage(f));
+    }
+    back.flush().unwrap();
+    assert_eq!(collect(&mut b, sent.len()), sent);
+}
+
+#[test]
+fn a_full_receive_ring_is_counted_by_the_drop_probe() {
+    if !root_or_skip("a_full_receive_ring_is_counted_by_the_drop_probe") {
+        return;
+    }
+    let lab = Lab::new();
+    let mut tx = lab.open(&lab.a, "na", AfPacketConfig::default());
+    let (mut rx, _) = lab.engine_ends_xdp(AfXdpConfig {
+        rx_frames: 64,
+        tx_frames: 64,
+        ..AfXdpConfig::default()
+    });
+    let mut probe = rx.drop_probe().expect("AF_XDP can count its drops");
+    assert_eq!(probe.take().unwrap(), 0);
+    for round in 0..4u8 {
+        for i in 0..50 {
+            assert!(tx.stage(&frame(round * 50 + i, false)));
+        }
+        tx.flush().unwrap();
+    }
+    // Nothing was read yet: 64 frames fit, the other 136 were dropped by the kernel.
+    std::thread::sleep(Duration::from_millis(50));
+    let dropped = probe.take().unwrap();
+    let received = collect(&mut rx, 200).len() as u64;
+    assert_eq!((received, dropped), (64, 136));
+    assert_eq!(probe.take().unwrap(), 0, "each drop is counted once");
+}
+
+#[test]
+fn more_frames_than_one_kick_sends_leave_in_one_flush() {
+    if !root_or_skip("more_frames_than_one_kick_sends_leave_in_one_flush") {
+        return;
+    }
+    let lab = Lab::new();
+    let mut rx = lab.open(&lab.a, "na", AfPacketConfig::default());
+    let (mut tx, _) = lab.engine_ends_xdp(AfXdpConfig::default());
+    // Copy mode sends 32 frames per kick.
+    let sent: Vec<Vec<u8>> = (0..200).map(|i| frame(i, false)).collect();
+    for f in &sent {
+        assert!(tx.stage(f));
+    }
+    tx.flush().unwrap();
+    assert_eq!(collect(&mut rx, sent.len()), sent);
+}
+
+fn direction(text: &str, label: u64) -> DirectionConfig {
+    let cfg = netem::parse(text).unwrap();
+    DirectionConfig {
+        model: Box::new(LinkModel::new(&cfg, &NoTables, 42, label).unwrap()),
+        resolution: Resolution::Pass {
+            delay_ns: cfg.delay.0,
+        },
+        pool_frames: 1024,
+        slot_size: 1600,
+        late_after_ns: 100_000,
+    }
+}
+
+#[test]
+fn the_engine_delays_udp_over_af_xdp() {
+    if !root_or_skip("the_engine_delays_udp_over_af_xdp") {
+        return;
+    }
+    let lab = Lab::new();
+    let (a, b) = lab.engine_ends_xdp(AfXdpConfig::default());
+    let link = LinkSpec {
+        name: "ab".into(),
+        a,
+        b,
+        a_to_b: direction("delay 10ms", 1),
+        b_to_a: direction("delay 0ms", 2),
+    };
+    let config = EngineConfig {
+        wait: WaitStrategy::Hybrid { margin_ns: 200_000 },
+        poll_interval_ns: 100_000,
+        rt: RtConfig {
+            lock_memory: false,
+            hold_dma_latency: false,
+            ..RtConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let engine = engine::spawn(config, vec![link]).unwrap();
+    let a = lab.udp(&lab.a, A_ADDR, 7000);
+    let b = lab.udp(&lab.b, B_ADDR, 7000);
+    b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 64];
+    for i in 0..8u8 {
+        let sent = Instant::now();
+        a.send_to(&[i; 40], (B_ADDR, 7000)).unwrap();
+        let (n, _) = b.recv_from(&mut buf).unwrap();
+        let one_way = Instant::now().nanos_since(sent);
+        assert_eq!(&buf[..n], &[i; 40]);
+        assert!(one_way >= 10_000_000, "{one_way} ns");
+        b.send_to(&[i; 40], (A_ADDR, 7000)).unwrap();
+        let (n, _) = a.recv_from(&mut buf).unwrap();
+        assert_eq!(n, 40);
+    }
+    let report = engine.stop().unwrap();
+    let ab = report
+        .directions
+        .iter()
+        .find(|d| d.way == Way::AToB)
+        .unwrap();
+    assert!(ab.counters.conserved());
+    // Eight datagrams and the ARP exchange.
+    assert!(ab.counters.delivered >= 8, "{:?}", ab.counters);
+    assert_eq!(ab.kernel_drops, Some(0));
+}
+
+/// Not a test of its own: the process that [`the_program_leaves_the_interface_when_its_process_is_killed`]
+/// starts and kills. It opens AF_XDP on `ea` in the namespace `RTEMU_XDP_CHILD_NS` names, says
+/// `ready`, and waits to be killed (at most 30 s).
+#[test]
+#[ignore = "run by the_program_leaves_the_interface_when_its_process_is_killed"]
+fn child_holding_af_xdp() {
+    let Some(ns) = std::env::var_os("RTEMU_XDP_CHILD_NS") else {
+        return;
+    };
+    let ns = netns::named(&ns.to_string_lossy());
+    let io = netns::run_in(&ns, || AfXdp::open("ea", &AfXdpConfig::default()))
+        .unwrap()
+        .unwrap();
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(30));
+    drop(io);
+}
+
+#[test]
+fn the_program_leaves_the_interface_when_its_process_is_killed() {
+    if !root_or_skip("the_program_leaves_the_interface_when_its_process_is_killed") {
+        return;
+    }
+    let lab = Lab::new();
+    // Dropped: the program goes with its owner.
+    let ends = lab.engine_ends_xdp(AfXdpConfig::default());
+    assert!(lab.link_details(&lab.e, "ea").contains("prog/xdp"));
+    drop(ends);
+    assert!(!lab.link_details(&lab.e, "ea").contains("prog/xdp"));
+
+    // Killed: the kernel closes the link's descriptor, which detaches the program.
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_holding_af_xdp",
+            "--nocapture",
+        ])
+        .env("RTEMU_XDP_CHILD_NS", &lab.e)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l == "ready");
+    let attached = lab.link_details(&lab.e, "ea");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ready, "the child set AF_XDP up");
+    assert!(attached.contains("prog/xdp"), "{attached}");
+    let after = lab.link_details(&lab.e, "ea");
+    assert!(!after.contains("prog/xdp"), "{after}");
+}
