@@ -65,6 +65,11 @@ impl Lab {
 
     /// As [`Lab::up`], with `files` (name, content) written beside the topology file first.
     fn up_with(tag: &str, toml: &str, files: &[(&str, &str)]) -> Lab {
+        Lab::up_args(tag, toml, files, &[])
+    }
+
+    /// As [`Lab::up_with`], with `args` added to `rtemu up`.
+    fn up_args(tag: &str, toml: &str, files: &[(&str, &str)], args: &[&str]) -> Lab {
         let name = format!("e{tag}{}", std::process::id() % 100_000);
         let dir = std::env::temp_dir().join(format!("rtemu-engine-lab-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -74,7 +79,9 @@ impl Lab {
         let file = dir.join("lab.toml");
         std::fs::write(&file, toml.replace("LAB", &name)).unwrap();
         let lab = Lab { name, dir };
-        let out = rtemu(&["up", file.to_str().unwrap()]);
+        let mut up = vec!["up", file.to_str().unwrap()];
+        up.extend_from_slice(args);
+        let out = rtemu(&up);
         assert!(out.status.success(), "up failed: {}", text(&out));
         lab
     }
@@ -245,6 +252,55 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
         ab["fidelity"]["released"]["p50_ns"].as_u64().unwrap() < 100_000_000,
         "{ab}"
     );
+    assert_eq!(lab.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn an_af_xdp_engine_carries_the_links_delay_and_its_programs_leave_with_it() {
+    if !root_or_skip("an_af_xdp_engine_carries_the_links_delay_and_its_programs_leave_with_it") {
+        return;
+    }
+    let lab = Lab::up_args("x", TWO_NODES, &[], &["--engine-io", "af-xdp"]);
+    assert_eq!(lab.stats()["io"], "af-xdp", "the engine fell back");
+    let netns = format!("rtemu-{}", lab.name);
+    let xdp_on = |end: &str| {
+        let o = Command::new("ip")
+            .args(["-n", &netns, "link", "show", end])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).contains("xdp")
+    };
+    assert!(
+        xdp_on("e0a") && xdp_on("e0b"),
+        "no XDP program on the engine ends"
+    );
+    let rtt = lab.ping_min_ms("a", "b", 4).expect("ping across the link");
+    assert!((20.0..500.0).contains(&rtt), "RTT {rtt} ms for 2 × 10 ms");
+    let stats = lab.stats();
+    for from in ["a", "b"] {
+        let d = direction(&stats, from);
+        assert_eq!(d["conserved"], true, "{d}");
+        assert!(d["delivered"].as_u64().unwrap() >= 4, "{d}");
+    }
+    // The programs are tied to the engine: killed, it takes them along, and the link is dead.
+    let pid = lab.engine_pid().expect("the engine runs");
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        !xdp_on("e0a") && !xdp_on("e0b")
+    });
+    assert!(gone, "XDP programs outlived the engine");
+    assert_eq!(
+        lab.ping_min_ms("a", "b", 2),
+        None,
+        "a dead engine's link carried ping"
+    );
+    let down = rtemu(&["down", &lab.name]);
+    assert!(down.status.success(), "{}", text(&down));
     assert_eq!(lab.leftovers(), Vec::<String>::new());
 }
 
