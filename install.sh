@@ -2,13 +2,14 @@
 # Installs what rtemu needs on Debian/Ubuntu and builds it.
 # System packages: iproute2 (netem's distribution tables, `ip netns`), a C toolchain for
 # the build, pkg-config, and the programs the root tests and `rtemu demo` run inside lab
-# nodes: ping, traceroute, iperf3 and BIRD 2 (the OSPF example), and Graphviz (`rtemu graph
-# --format svg`). Rust comes from rustup when cargo is missing.
+# nodes: ping, traceroute, iperf3 and BIRD 2 (the OSPF example), Graphviz (`rtemu graph
+# --format svg`), and a font for the text of `rtemu lab … --plot FILE.png` (DejaVu). Rust
+# comes from rustup when cargo is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need=()
-for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz; do
+for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz fonts-dejavu-core; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -8,14 +8,18 @@
 //! * [`linerate`]: requested vs achieved line rate per wait method and pacer (its Figure 1);
 //! * [`latency`]: task-switch, preemption and IPC latencies under `SCHED_OTHER` and
 //!   `SCHED_FIFO`, and the priority-inversion test (the RTOS paper's Table 1);
-//! * [`rtt`]: UDP round trips per payload size against an echo server (the real-time UDP
-//!   paper's benchmark);
+//! * [`rtt`]: UDP and raw Ethernet round trips per size against an echo server, as the
+//!   application and as the kernel's timestamps see them (the real-time UDP paper's
+//!   benchmark);
 //! * [`deadline`] over [`tire`]: real time vs real fast, the RTOS paper's tire benchmark;
 //! * [`doctor`]: a one-screen verdict with what to change;
 //! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
 //! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header;
 //! * [`sync`]: the pthread mutex (with or without priority inheritance) and semaphore the
-//!   latency tests hand off through, the crate's only `unsafe`.
+//!   latency tests hand off through.
+//!
+//! `unsafe` is allowed in two modules only, one libc call per block: [`sync`], and `rtt::sys`
+//! (packet sockets, `SO_TIMESTAMPING` and its control messages).
 //!
 //! The wait methods are `rtemu-clock`'s, the very code the real-time engine runs, so what the
 //! lab measures is what the engine does.

@@ -1,6 +1,6 @@
 //! The POSIX synchronisation objects the latency tests hand off through: a pthread mutex whose
-//! protocol is chosen (priority inheritance or none), a semaphore, and a spin lock. The only `unsafe` in this
-//! crate, one libc call per block.
+//! protocol is chosen (priority inheritance or none), a semaphore, and a spin lock. One of
+//! the crate's two modules with `unsafe` (the other is `rtt::sys`), one libc call per block.
 //!
 //! Rust's `std::sync::Mutex` has no priority inheritance, which is exactly what the
 //! priority-inversion test needs to compare.

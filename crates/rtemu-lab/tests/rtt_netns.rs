@@ -1,5 +1,5 @@
 //! `rtemu lab rtt` across a pair of network namespaces joined by a veth pair, as between two
-//! nodes of a lab. Needs root: skips with a printed reason without it, unless
+//! nodes of a lab, over UDP and over raw Ethernet. Needs root: skips with a printed reason without it, unless
 //! `RTEMU_REQUIRE_ROOT=1` (CI), where it fails instead. Everything it creates is named
 //! `rtemu-lt<pid>…` and removed when the test ends, whatever happens.
 // The only unsafe: entering a namespace with setns(2), which std does not offer.
@@ -10,7 +10,7 @@ use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::process::Command;
 
-use rtemu_lab::rtt::{self, Echo, RttConfig};
+use rtemu_lab::rtt::{self, Echo, Endpoint, RttConfig, SizeResult};
 
 fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
@@ -28,31 +28,37 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Two namespaces joined by a veth pair, removed on drop.
+/// Two namespaces joined by a veth pair (`va` in `a`, `vb` in `b`), removed on drop.
 struct Pair {
     a: String,
     b: String,
+    va: String,
+    vb: String,
 }
 
 impl Pair {
-    fn create() -> Result<Pair, String> {
+    /// A pair named after this process and `tag` (one letter per test: tests run in
+    /// parallel).
+    fn create(tag: char) -> Result<Pair, String> {
         let pid = std::process::id();
         let pair = Pair {
-            a: format!("rtemu-lt{pid}-a"),
-            b: format!("rtemu-lt{pid}-b"),
+            a: format!("rtemu-lt{pid}{tag}-a"),
+            b: format!("rtemu-lt{pid}{tag}-b"),
+            va: format!("rlt{pid}{tag}a"),
+            vb: format!("rlt{pid}{tag}b"),
         };
         // Created first and removed by Drop, so a failure half-way leaves nothing behind.
         ip(&["netns", "add", &pair.a])?;
         ip(&["netns", "add", &pair.b])?;
-        let (va, vb) = (format!("rlt{pid}a"), format!("rlt{pid}b"));
+        let (va, vb) = (&pair.va, &pair.vb);
         ip(&[
-            "link", "add", &va, "netns", &pair.a, "type", "veth", "peer", "name", &vb, "netns",
+            "link", "add", va, "netns", &pair.a, "type", "veth", "peer", "name", vb, "netns",
             &pair.b,
         ])?;
         // Addresses exist only inside these two namespaces.
         for (ns, dev, addr) in [
-            (&pair.a, &va, "10.254.77.1/30"),
-            (&pair.b, &vb, "10.254.77.2/30"),
+            (&pair.a, va, "10.254.77.1/30"),
+            (&pair.b, vb, "10.254.77.2/30"),
         ] {
             ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
@@ -81,35 +87,68 @@ fn enter(ns: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-#[test]
-fn round_trips_between_two_namespaces() {
+/// Whether the test may run: root, or a printed reason to skip (a failure under
+/// `RTEMU_REQUIRE_ROOT=1`).
+fn root_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        assert!(
-            std::env::var("RTEMU_REQUIRE_ROOT").as_deref() != Ok("1"),
-            "not root but RTEMU_REQUIRE_ROOT=1"
-        );
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED round_trips_between_two_namespaces: creating namespaces needs root"
-        );
-        return;
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
     }
-    let pair = Pair::create().unwrap();
-    let a = pair.a.clone();
-    let echo = std::thread::spawn(move || {
-        enter(&a).unwrap();
-        Echo::start("10.254.77.1:0".parse().unwrap(), 60_000_000_000).unwrap()
+    assert!(
+        std::env::var("RTEMU_REQUIRE_ROOT").as_deref() != Ok("1"),
+        "{test}: not root but RTEMU_REQUIRE_ROOT=1"
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: creating namespaces needs root"
+    );
+    false
+}
+
+/// Runs `f` on a thread inside namespace `ns`.
+fn inside<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let ns = ns.to_owned();
+    std::thread::spawn(move || {
+        enter(&ns).unwrap();
+        f()
     })
     .join()
-    .unwrap();
-    let target = std::net::SocketAddr::new("10.254.77.1".parse().unwrap(), echo.addr().port());
-    let b = pair.b.clone();
-    let results = std::thread::spawn(move || {
-        enter(&b).unwrap();
+    .unwrap()
+}
+
+/// Every probe came back once, and the kernel's round trip, where the veth driver stamped it,
+/// lies within the application's.
+fn check_complete(results: &[SizeResult], count: u64) {
+    assert_eq!(results.len(), 3);
+    for r in results {
+        // A veth pair loses nothing; a reply later than 1 s would show as reordered.
+        assert_eq!(r.lost, 0, "{r:?}");
+        assert_eq!(r.received + r.reordered, count, "{r:?}");
+        assert_eq!(r.duplicates, 0, "{r:?}");
+        assert!(r.rtt_ns.min_ns > 0);
+        let k = r.kernel_rtt_ns.expect("veth takes software stamps");
+        let slack = 1_000 + r.rtt_ns.max_ns / 1_000;
+        assert!(k.n > 0 && k.min_ns > 0, "{r:?}");
+        assert!(k.min_ns <= r.rtt_ns.min_ns + slack, "{r:?}");
+        assert!(k.max_ns <= r.rtt_ns.max_ns + slack, "{r:?}");
+    }
+}
+
+#[test]
+fn round_trips_between_two_namespaces() {
+    if !root_or_skip("round_trips_between_two_namespaces") {
+        return;
+    }
+    let pair = Pair::create('u').unwrap();
+    let echo = inside(&pair.a, || {
+        Echo::udp("10.254.77.1:0".parse().unwrap(), 60_000_000_000).unwrap()
+    });
+    let Endpoint::Udp(target) = echo.local().clone() else {
+        panic!("a UDP echo has a UDP address");
+    };
+    let sweep = inside(&pair.b, move || {
         let config = RttConfig {
-            target,
+            target: Endpoint::Udp(target),
             min_size: 16,
             max_size: 1472,
             step: 728,
@@ -118,17 +157,74 @@ fn round_trips_between_two_namespaces() {
             timeout_ns: 1_000_000_000,
         };
         rtt::run(&config, &mut |_| {}).unwrap()
-    })
-    .join()
-    .unwrap();
-    assert_eq!(results.len(), 3);
-    for r in &results {
-        // A veth pair loses nothing; a reply later than 1 s would show as reordered.
-        assert_eq!(r.lost, 0, "{r:?}");
-        assert_eq!(r.received + r.reordered, 50, "{r:?}");
-        assert_eq!(r.duplicates, 0, "{r:?}");
-        assert!(r.rtt_ns.min_ns > 0);
-    }
+    });
+    check_complete(&sweep.results, 50);
     assert_eq!(echo.stop().unwrap(), 3 * 60);
+    drop(pair);
+}
+
+/// The paper's raw protocol: Ethernet frames of the local experimental EtherType from one
+/// namespace's veth end to the other's, echoed with the addresses swapped.
+#[test]
+fn raw_ethernet_round_trips_between_two_namespaces() {
+    if !root_or_skip("raw_ethernet_round_trips_between_two_namespaces") {
+        return;
+    }
+    let pair = Pair::create('r').unwrap();
+    let va = pair.va.clone();
+    let echo = inside(&pair.a, move || Echo::raw(&va, 60_000_000_000).unwrap());
+    let Endpoint::Raw { mac, .. } = echo.local().clone() else {
+        panic!("a raw echo has an interface and a MAC");
+    };
+    let vb = pair.vb.clone();
+    let (sweep, wrong_interface) = inside(&pair.b, move || {
+        let config = RttConfig {
+            target: Endpoint::Raw { interface: vb, mac },
+            min_size: 60,
+            max_size: 1514,
+            step: 727,
+            count: 50,
+            warmup: 10,
+            timeout_ns: 1_000_000_000,
+        };
+        let sweep = rtt::run(&config, &mut |_| {}).unwrap();
+        // The echo's interface is in the other namespace: not here.
+        let wrong = RttConfig {
+            target: Endpoint::Raw {
+                interface: "rtemu-none0".into(),
+                mac,
+            },
+            ..config
+        };
+        (
+            sweep,
+            rtt::run(&wrong, &mut |_| {}).unwrap_err().to_string(),
+        )
+    });
+    assert_eq!(
+        sweep.results.iter().map(|r| r.size).collect::<Vec<_>>(),
+        [60, 787, 1514]
+    );
+    check_complete(&sweep.results, 50);
+    assert!(
+        wrong_interface.contains("no interface `rtemu-none0`"),
+        "{wrong_interface}"
+    );
+    assert_eq!(echo.stop().unwrap(), 3 * 60);
+    // A probe to a station that is not there is lost, not mistaken for a reply.
+    let vb = pair.vb.clone();
+    let lost = inside(&pair.b, move || {
+        let config = RttConfig {
+            target: Endpoint::Raw { interface: vb, mac },
+            min_size: 60,
+            max_size: 60,
+            step: 1,
+            count: 3,
+            warmup: 0,
+            timeout_ns: 50_000_000,
+        };
+        rtt::run(&config, &mut |_| {}).unwrap()
+    });
+    assert_eq!((lost.results[0].lost, lost.results[0].received), (3, 0));
     drop(pair);
 }

@@ -6,86 +6,15 @@
 //! makes them fail. Each test's lab is removed by a guard even when an assertion fails. Timing
 //! bounds are generous: precision belongs in the benchmarks.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn rtemu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtemu"))
-        .args(args)
-        .output()
-        .expect("rtemu runs")
-}
+use common::{root_or_skip, rtemu, text, Lab};
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn is_root() -> bool {
-    // The effective user id is the second field of `Uid:`.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
-fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
-    );
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping {test}: needs root (network namespaces, AF_PACKET)"
-    );
-    false
-}
-
-/// A lab brought up from `toml` (with `LAB` replaced by a unique name), and taken down at drop.
-struct Lab {
-    name: String,
-    dir: PathBuf,
-}
-
+/// What these tests ask of a running lab.
 impl Lab {
-    fn up(tag: &str, toml: &str) -> Lab {
-        Lab::up_with(tag, toml, &[])
-    }
-
-    /// As [`Lab::up`], with `files` (name, content) written beside the topology file first.
-    fn up_with(tag: &str, toml: &str, files: &[(&str, &str)]) -> Lab {
-        Lab::up_args(tag, toml, files, &[])
-    }
-
-    /// As [`Lab::up_with`], with `args` added to `rtemu up`.
-    fn up_args(tag: &str, toml: &str, files: &[(&str, &str)], args: &[&str]) -> Lab {
-        let name = format!("e{tag}{}", std::process::id() % 100_000);
-        let dir = std::env::temp_dir().join(format!("rtemu-engine-lab-{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for (file, content) in files {
-            std::fs::write(dir.join(file), content).unwrap();
-        }
-        let file = dir.join("lab.toml");
-        std::fs::write(&file, toml.replace("LAB", &name)).unwrap();
-        let lab = Lab { name, dir };
-        let mut up = vec!["up", file.to_str().unwrap()];
-        up.extend_from_slice(args);
-        let out = rtemu(&up);
-        assert!(out.status.success(), "up failed: {}", text(&out));
-        lab
-    }
-
     fn exec(&self, node: &str, argv: &[&str]) -> Output {
         let mut args = vec!["exec", "--lab", &self.name, node, "--"];
         args.extend_from_slice(argv);
@@ -155,13 +84,6 @@ impl Lab {
             left.push(format!("engine pid {pid}"));
         }
         left
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = rtemu(&["down", &self.name]);
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

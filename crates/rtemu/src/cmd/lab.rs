@@ -19,11 +19,13 @@ use rtemu_lab::doctor::{self, Facts};
 use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
 use rtemu_lab::latency::{self, Class, InversionLock, InversionResult, LatencyConfig, LatencyRow};
 use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
-use rtemu_lab::rtt::{self, Echo, RttConfig, SizeResult};
+use rtemu_lab::rtt::{self, Echo, Endpoint, Mac, RttConfig, SizeResult};
 use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
 use rtemu_lab::stats::{Distribution, Histogram};
 use rtemu_lab::tire::{Tire, TireParams};
 use serde::Serialize;
+
+use super::plot;
 
 /// Arguments of `rtemu lab`.
 #[derive(Debug, clap::Args)]
@@ -54,10 +56,11 @@ enum LabCommand {
     Deadline(DeadlineArgs),
     /// A one-screen verdict: what timing this machine can promise, and what to change.
     Doctor(DoctorArgs),
-    /// UDP round trips per payload size against `rtemu lab echo` (the real-time UDP paper's
-    /// benchmark); without --to, against an echo server on loopback.
+    /// UDP or raw Ethernet round trips per size against `rtemu lab echo` (the real-time UDP
+    /// paper's benchmark), with the kernel's view beside the application's; without --to or
+    /// --raw, against an echo server on loopback.
     Rtt(RttArgs),
-    /// A UDP echo server for `rtemu lab rtt`, bounded in time.
+    /// A UDP or raw Ethernet echo server for `rtemu lab rtt`, bounded in time.
     Echo(EchoArgs),
 }
 
@@ -93,10 +96,10 @@ struct OutputArgs {
     /// Write every raw sample to this CSV file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
-    /// Draw the results to this SVG file (sleep: the timing paper's Figure 3; linerate: its
-    /// Figure 1; rtt: round trip vs payload size; deadline: missed deadlines per
-    /// configuration).
-    #[arg(long, value_name = "FILE.svg")]
+    /// Draw the results to this SVG or PNG file, by its extension (sleep: the timing paper's
+    /// Figure 3; linerate: its Figure 1; rtt: round trip vs size; deadline: missed deadlines
+    /// per configuration).
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Option<PathBuf>,
 }
 
@@ -292,14 +295,16 @@ struct DoctorArgs {
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   rtemu lab rtt
-  rtemu lab rtt --min-size 64 --max-size 1024 --step 64 --count 1000 --json --plot rtt.svg
+  rtemu lab rtt --min-size 64 --max-size 1024 --step 64 --count 1000 --json --plot rtt.png
   rtemu lab echo --listen 0.0.0.0:7777 --duration 10m     # on the far host, then here:
   rtemu lab rtt --to 192.0.2.10:7777 --half-rtt --csv rtt.csv
+  sudo rtemu lab echo --raw eth0 --duration 10m           # on the far host, then here:
+  sudo rtemu lab rtt --raw eth0 --peer 02:00:5e:10:00:01 --plot raw.svg
   sudo rtemu lab rtt --lab demo --from a --to b --count 1000")]
 struct RttArgs {
     /// The echo server (`rtemu lab echo`), ADDR:PORT; with --from, the lab node to start one
     /// in. Default: one started on 127.0.0.1 for the run.
-    #[arg(long, value_name = "ADDR:PORT|NODE")]
+    #[arg(long, value_name = "ADDR:PORT|NODE", conflicts_with = "raw")]
     to: Option<String>,
     /// Run the sweep inside this node of a running lab, against an echo server started in the
     /// --to node for the run.
@@ -311,15 +316,23 @@ struct RttArgs {
     /// The UDP port of the echo server started with --from.
     #[arg(long, default_value_t = 7777, requires = "from")]
     port: u16,
-    /// Smallest UDP payload, bytes (12–1472).
-    #[arg(long, default_value_t = 16)]
-    min_size: usize,
-    /// Largest UDP payload, bytes (12–1472).
-    #[arg(long, default_value_t = 1472)]
-    max_size: usize,
-    /// Payload increment, bytes.
-    #[arg(long, default_value_t = 182)]
-    step: usize,
+    /// Raw Ethernet frames (EtherType 0x88b5) on this interface instead of UDP, to the
+    /// `rtemu lab echo --raw` at --peer (needs CAP_NET_RAW).
+    #[arg(long, value_name = "IFACE", requires = "peer")]
+    raw: Option<String>,
+    /// The MAC address of the raw echo's interface (`ip link` on its host shows it).
+    #[arg(long, value_name = "MAC", requires = "raw")]
+    peer: Option<Mac>,
+    /// Smallest size, bytes: UDP payload (12–1472, default 16) or Ethernet frame with --raw
+    /// (60–1514, default 64).
+    #[arg(long)]
+    min_size: Option<usize>,
+    /// Largest size, bytes (default 1472 for UDP, 1514 for raw).
+    #[arg(long)]
+    max_size: Option<usize>,
+    /// Size increment, bytes (default 182 for UDP, 145 for raw: nine and eleven sizes).
+    #[arg(long)]
+    step: Option<usize>,
     /// Measured round trips per size (the paper's NUM_MEASUREMENTS).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     count: u64,
@@ -338,15 +351,40 @@ struct RttArgs {
     output: OutputArgs,
 }
 
+impl RttArgs {
+    /// The sweep towards `target`, sizes defaulting to the protocol's.
+    fn config(&self, target: Endpoint) -> RttConfig {
+        let (min, max, step) = match target {
+            Endpoint::Udp(_) => (16, 1472, 182),
+            Endpoint::Raw { .. } => (64, 1514, 145),
+        };
+        RttConfig {
+            target,
+            min_size: self.min_size.unwrap_or(min),
+            max_size: self.max_size.unwrap_or(max),
+            step: self.step.unwrap_or(step),
+            count: self.count as usize,
+            warmup: self.warmup as usize,
+            timeout_ns: self.timeout,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   rtemu lab echo
   rtemu lab echo --listen 0.0.0.0:7777 --duration 10m     # then, on another host:
-  rtemu lab rtt --to 192.0.2.1:7777")]
+  rtemu lab rtt --to 192.0.2.1:7777
+  sudo rtemu lab echo --raw eth0 --duration 10m           # then, on another host:
+  sudo rtemu lab rtt --raw eth0 --peer MAC-OF-THIS-ETH0")]
 struct EchoArgs {
     /// Address to listen on.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7777")]
     listen: std::net::SocketAddr,
+    /// Echo raw Ethernet frames (EtherType 0x88b5) addressed to this interface, with the
+    /// addresses swapped, instead of UDP (needs CAP_NET_RAW).
+    #[arg(long, value_name = "IFACE", conflicts_with = "listen")]
+    raw: Option<String>,
     /// Stop after this long.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     duration: u64,
@@ -482,7 +520,7 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
         time_limit_ns: args.time_limit,
     };
     if let Some(path) = &args.output.plot {
-        plot::check_svg(path)?;
+        plot::Format::of(path)?;
     }
     let (setup, load, header) = prepare(&args.rt)?;
     let bar = progress(config.methods.len());
@@ -509,7 +547,7 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
         })?;
     }
     if let Some(path) = &args.output.plot {
-        plot::sleep(path, &samples)?;
+        figures::sleep(path, &samples)?;
     }
     if let Some(path) = &args.histogram {
         let histograms: Vec<Histogram> = samples
@@ -649,7 +687,7 @@ fn run_linerate(args: &LinerateArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.output.plot {
-        plot::check_svg(path)?;
+        plot::Format::of(path)?;
     }
     let (setup, load, header) = prepare(&args.rt)?;
     let bar = progress(points.len());
@@ -693,7 +731,7 @@ fn run_linerate(args: &LinerateArgs) -> anyhow::Result<()> {
         })?;
     }
     if let Some(path) = &args.output.plot {
-        plot::linerate(path, &results)?;
+        figures::linerate(path, &results)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
@@ -958,7 +996,7 @@ fn run_deadline(args: &DeadlineArgs) -> anyhow::Result<()> {
         ..RtRequest::default()
     };
     if let Some(path) = &args.output.plot {
-        plot::check_svg(path)?;
+        plot::Format::of(path)?;
     }
     let (setup, _load, header) = prepare_with(&request, None, None)?;
     let mut runs = Vec::new();
@@ -1044,7 +1082,7 @@ fn run_deadline(args: &DeadlineArgs) -> anyhow::Result<()> {
         })?;
     }
     if let Some(path) = &args.output.plot {
-        plot::deadline_sweep(path, &results)?;
+        figures::deadline_sweep(path, &results)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
@@ -1267,8 +1305,11 @@ fn run_doctor(args: &DoctorArgs) -> anyhow::Result<()> {
 #[derive(Serialize)]
 struct RttReport<'a> {
     header: &'a Header,
+    protocol: &'a str,
     target: String,
     half_rtt: bool,
+    /// Why the kernel's columns are empty, when they are.
+    kernel_timestamps: Option<&'a str>,
     results: &'a [SizeResult],
 }
 
@@ -1286,61 +1327,62 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
         })
         .transpose()?;
     // The local echo lives for the run at most; ten minutes bounds a forgotten one.
-    let local = match to {
-        Some(_) => None,
-        None => Some(Echo::start("127.0.0.1:0".parse()?, 600_000_000_000)?),
+    let local = match (&args.raw, to) {
+        (None, None) => Some(Echo::udp("127.0.0.1:0".parse()?, 600_000_000_000)?),
+        _ => None,
     };
-    let target = to
-        .or(local.as_ref().map(Echo::addr))
-        .context("no echo server")?;
-    let config = RttConfig {
-        target,
-        min_size: args.min_size,
-        max_size: args.max_size,
-        step: args.step,
-        count: args.count as usize,
-        warmup: args.warmup as usize,
-        timeout_ns: args.timeout,
+    let target = match (&args.raw, args.peer, to, &local) {
+        (Some(interface), Some(mac), _, _) => Endpoint::Raw {
+            interface: interface.clone(),
+            mac,
+        },
+        (_, _, Some(to), _) => Endpoint::Udp(to),
+        (_, _, _, Some(echo)) => echo.local().clone(),
+        _ => anyhow::bail!("--raw needs --peer MAC"),
     };
+    let config = args.config(target);
     let sizes = config.sizes()?;
     if let Some(path) = &args.output.plot {
-        plot::check_svg(path)?;
+        plot::Format::of(path)?;
     }
     let (setup, load, header) = prepare(&args.rt)?;
     let bar = progress(sizes.len());
-    let mut results = rtt::run(&config, &mut |size| {
+    let sweep = rtt::run(&config, &mut |size| {
         bar.set_message(format!("{size} bytes"));
         bar.inc(1);
-    })?;
+    });
     bar.finish_and_clear();
     drop(load);
     drop(setup);
+    let local_echo = local.is_some();
     drop(local);
+    let mut sweep = sweep?;
+    let protocol = config.target.protocol();
     if args.half_rtt {
-        for r in &mut results {
-            r.mean_ns /= 2.0;
-            let d = &mut r.rtt_ns;
-            for v in [
-                &mut d.min_ns,
-                &mut d.p50_ns,
-                &mut d.p90_ns,
-                &mut d.p99_ns,
-                &mut d.p99_9_ns,
-                &mut d.p99_99_ns,
-                &mut d.max_ns,
-            ] {
-                *v /= 2;
-            }
-        }
+        sweep.results.iter_mut().for_each(SizeResult::halve);
     }
+    let results = &sweep.results;
     if let Some(path) = &args.output.csv {
         write_csv(path, |out| {
-            writeln!(out, "size,sent,received,lost,duplicates,reordered,best_ns,mean_ns,worst_ns,p50_ns,p99_ns,p99_9_ns")?;
-            for r in &results {
+            writeln!(
+                out,
+                "protocol,size,sent,received,lost,duplicates,reordered,best_ns,mean_ns,worst_ns,\
+                 p50_ns,p99_ns,p99_9_ns,kernel_stamped,kernel_best_ns,kernel_mean_ns,\
+                 kernel_worst_ns,kernel_p50_ns,kernel_p99_ns,kernel_p99_9_ns"
+            )?;
+            for r in results {
                 let d = &r.rtt_ns;
+                // Empty kernel fields when the kernel gave no stamps.
+                let kernel = match (&r.kernel_rtt_ns, r.kernel_mean_ns) {
+                    (Some(k), Some(mean)) => format!(
+                        "{},{},{mean:.0},{},{},{},{}",
+                        k.n, k.min_ns, k.max_ns, k.p50_ns, k.p99_ns, k.p99_9_ns
+                    ),
+                    _ => "0,,,,,,".to_owned(),
+                };
                 writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{:.0},{},{},{},{}",
+                    "{protocol},{},{},{},{},{},{},{},{:.0},{},{},{},{},{kernel}",
                     r.size,
                     r.sent,
                     r.received,
@@ -1359,27 +1401,26 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
         })?;
     }
     if let Some(path) = &args.output.plot {
-        plot::rtt(path, &results)?;
+        figures::rtt(path, protocol, results)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
         let report = RttReport {
             header: &header,
-            target: target.to_string(),
+            protocol,
+            target: config.target.to_string(),
             half_rtt: args.half_rtt,
-            results: &results,
+            kernel_timestamps: sweep.kernel_notice.as_deref(),
+            results,
         };
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
         return Ok(());
     }
     let title = format!(
-        "rtemu lab rtt: UDP to {target}{}, {} probes per size after {} discarded, {}",
-        if args.to.is_none() {
-            " (local echo)"
-        } else {
-            ""
-        },
+        "rtemu lab rtt: {}{}, {} probes per size after {} discarded, {}",
+        config.target,
+        if local_echo { " (local echo)" } else { "" },
         args.count,
         args.warmup,
         if args.half_rtt {
@@ -1389,9 +1430,12 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
         }
     );
     print_header(&mut out, &title, &header)?;
+    if let Some(notice) = &sweep.kernel_notice {
+        writeln!(out, "notice      {notice}\n")?;
+    }
     writeln!(
         out,
-        "{:>6} {:>6} {:>6} {:>5} {:>5} {:>5} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9}",
+        "{:>6} {:>6} {:>6} {:>5} {:>5} {:>5} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9} │ {:>9}",
         "size",
         "sent",
         "recv",
@@ -1403,14 +1447,31 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
         "worst",
         "p50",
         "p99",
-        "p99.9"
+        "p99.9",
+        "best",
+        "average",
+        "worst",
+        "own"
     )?;
-    writeln!(out, "{:>6} {:>31} │ {:>63}", "bytes", "", "µs")?;
-    for r in &results {
+    writeln!(
+        out,
+        "{:>6} {:>31} │ {:>63} │ {:>29} │ {:>9}",
+        "bytes", "", "application, µs", "kernel stamps, µs", "app−kern"
+    )?;
+    for r in results {
         let d = &r.rtt_ns;
+        let (k_best, k_mean, k_worst, own) = match (&r.kernel_rtt_ns, r.kernel_mean_ns) {
+            (Some(k), Some(mean)) => (
+                us_i(k.min_ns),
+                us(mean),
+                us_i(k.max_ns),
+                us(r.mean_ns - mean),
+            ),
+            _ => Default::default(),
+        };
         writeln!(
             out,
-            "{:>6} {:>6} {:>6} {:>5} {:>5} {:>5} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9}",
+            "{:>6} {:>6} {:>6} {:>5} {:>5} {:>5} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9} │ {:>9} {:>9} {:>9} │ {:>9}",
             r.size,
             r.sent,
             r.received,
@@ -1423,20 +1484,27 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
             us_i(d.p50_ns),
             us_i(d.p99_ns),
             us_i(d.p99_9_ns),
+            k_best,
+            k_mean,
+            k_worst,
+            own,
         )?;
     }
     Ok(())
 }
 
 fn run_echo(args: &EchoArgs) -> anyhow::Result<()> {
-    let echo = Echo::start(args.listen, args.duration)?;
+    let echo = match &args.raw {
+        Some(interface) => Echo::raw(interface, args.duration)?,
+        None => Echo::udp(args.listen, args.duration)?,
+    };
     eprintln!(
-        "rtemu lab echo: echoing UDP on {} for {}",
-        echo.addr(),
+        "rtemu lab echo: echoing {} for {}",
+        echo.local(),
         format_duration_ns(args.duration)
     );
     let echoed = echo.wait()?;
-    eprintln!("rtemu lab echo: {echoed} datagrams echoed");
+    eprintln!("rtemu lab echo: {echoed} probes echoed");
     Ok(())
 }
 
@@ -1532,21 +1600,14 @@ mod lab_rtt {
         })?;
         let target = SocketAddr::new(addr, args.port);
         // Refuse bad sizes here, before anything starts in the lab.
-        rtemu_lab::rtt::RttConfig {
-            target,
-            min_size: args.min_size,
-            max_size: args.max_size,
-            step: args.step,
-            count: args.count as usize,
-            warmup: args.warmup as usize,
-            timeout_ns: args.timeout,
-        }
-        .sizes()?;
+        let sizes = args
+            .config(rtemu_lab::rtt::Endpoint::Udp(target))
+            .sizes()?
+            .len() as u64;
         let exe = std::env::current_exe().context("finding this program")?;
         let exe = exe.to_string_lossy().into_owned();
         // The echo server's own bound: the longest the sweep can take, plus a minute. It is
         // killed as soon as the sweep ends; the bound covers this process being killed.
-        let sizes = (args.max_size.saturating_sub(args.min_size) / args.step.max(1) + 1) as u64;
         let bound_ns = sizes
             .saturating_mul(args.count + args.warmup)
             .saturating_mul(args.timeout)
@@ -1603,115 +1664,23 @@ mod lab_rtt {
     }
 }
 
-/// SVG figures of the lab's results.
-mod plot {
+/// The lab's figures, built from its results and drawn by [`super::plot`].
+mod figures {
     use std::path::Path;
 
-    use plotters::prelude::*;
     use rtemu_lab::deadline::DeadlineResult;
     use rtemu_lab::linerate::PointResult;
     use rtemu_lab::rtt::SizeResult;
     use rtemu_lab::sleep::SleepSamples;
 
+    use crate::cmd::plot::{Axis, Cell, Chart, HeatMap, Series, Style};
+
     /// Requests shown per method, as in the paper's Figure 3.
     const FIRST_REQUESTS: usize = 100;
-    const SIZE: (u32, u32) = (960, 640);
-
-    /// Refuses anything but an SVG file name, before any measurement runs.
-    pub fn check_svg(path: &Path) -> anyhow::Result<()> {
-        if path.extension().and_then(|e| e.to_str()) != Some("svg") {
-            anyhow::bail!(
-                "--plot {}: only SVG is drawn; give a file name ending in .svg",
-                path.display()
-            );
-        }
-        Ok(())
-    }
-
-    fn err(e: impl std::fmt::Display) -> anyhow::Error {
-        anyhow::anyhow!("drawing the plot: {e}")
-    }
-
-    type Series = (String, Vec<(f64, f64)>);
-
-    /// Draws `series` as points with a legend, over a y = x line when `diagonal`.
-    fn scatter(
-        path: &Path,
-        title: &str,
-        (x_desc, y_desc): (&str, &str),
-        series: &[Series],
-        log: bool,
-        diagonal: bool,
-    ) -> anyhow::Result<()> {
-        check_svg(path)?;
-        let all = series.iter().flat_map(|(_, p)| p.iter().copied());
-        let (mut lo, mut hi) = (f64::INFINITY, 0f64);
-        for (x, y) in all {
-            lo = lo.min(x.min(y));
-            hi = hi.max(x.max(y));
-        }
-        if !hi.is_finite() || hi <= 0.0 {
-            anyhow::bail!("--plot: nothing to draw");
-        }
-        let lo = if log { lo.max(1e-3) / 2.0 } else { 0.0 };
-        let hi = hi * 1.1;
-        let root = SVGBackend::new(path, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut builder = ChartBuilder::on(&root);
-        builder
-            .caption(title, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(70);
-        macro_rules! draw {
-            ($chart:expr) => {{
-                let mut chart = $chart;
-                chart
-                    .configure_mesh()
-                    .x_label_formatter(&|v| format!("{v:.0}"))
-                    .y_label_formatter(&|v| format!("{v:.0}"))
-                    .x_desc(x_desc)
-                    .y_desc(y_desc)
-                    .draw()
-                    .map_err(err)?;
-                if diagonal {
-                    chart
-                        .draw_series(LineSeries::new([(lo, lo), (hi, hi)], &BLACK))
-                        .map_err(err)?
-                        .label("ideal")
-                        .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], BLACK));
-                }
-                for (i, (name, points)) in series.iter().enumerate() {
-                    let color = Palette99::pick(i).to_rgba();
-                    chart
-                        .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                        .map_err(err)?
-                        .label(name.as_str())
-                        .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
-                }
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .draw()
-                    .map_err(err)?;
-            }};
-        }
-        if log {
-            draw!(builder
-                .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
-                .map_err(err)?);
-        } else {
-            draw!(builder.build_cartesian_2d(lo..hi, lo..hi).map_err(err)?);
-        }
-        root.present().map_err(err)
-    }
 
     /// A heat map of missed deadlines: model sizes × (threads, policy), the RTOS paper's
     /// Figures 11–12. Real-time results only.
     pub fn deadline_sweep(path: &Path, results: &[DeadlineResult]) -> anyhow::Result<()> {
-        check_svg(path)?;
         let timed: Vec<&DeadlineResult> = results.iter().filter(|r| r.misses.is_some()).collect();
         let mut rows: Vec<usize> = timed.iter().map(|r| r.nodes).collect();
         rows.sort_unstable();
@@ -1725,84 +1694,56 @@ mod plot {
         if rows.is_empty() {
             anyhow::bail!("--plot: no real-time results to draw");
         }
-        let root = SVGBackend::new(path, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("missed deadlines (% of steps)", ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(80)
-            .build_cartesian_2d(0f64..columns.len() as f64, 0f64..rows.len() as f64)
-            .map_err(err)?;
-        let column_name = |v: &f64| {
-            columns
-                .get(v.floor() as usize)
-                .filter(|_| v.fract() == 0.5)
-                .map_or(String::new(), |(t, p)| format!("{t} thr {p}"))
-        };
-        let row_name = |v: &f64| {
-            rows.get(v.floor() as usize)
-                .filter(|_| v.fract() == 0.5)
-                .map_or(String::new(), |n| format!("{n} nodes"))
-        };
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_labels(2 * columns.len() + 1)
-            .y_labels(2 * rows.len() + 1)
-            .x_label_formatter(&column_name)
-            .y_label_formatter(&row_name)
-            .draw()
-            .map_err(err)?;
-        for r in timed {
-            let x = columns
+        let cells = timed
+            .iter()
+            .map(|r| {
+                let missed = r.misses.map_or(0, |m| m.missed);
+                let share = missed as f64 / r.steps.max(1) as f64;
+                Cell {
+                    column: columns
+                        .iter()
+                        .position(|c| c.0 == r.threads && c.1 == r.policy)
+                        .unwrap_or_default(),
+                    row: rows.iter().position(|&n| n == r.nodes).unwrap_or_default(),
+                    heat: share,
+                    label: format!("{:.1}", 100.0 * share),
+                }
+            })
+            .collect();
+        HeatMap {
+            title: "missed deadlines (% of steps)".into(),
+            columns: columns
                 .iter()
-                .position(|c| c.0 == r.threads && c.1 == r.policy)
-                .unwrap_or_default() as f64;
-            let y = rows.iter().position(|&n| n == r.nodes).unwrap_or_default() as f64;
-            let missed = r.misses.map_or(0, |m| m.missed);
-            let share = missed as f64 / r.steps.max(1) as f64;
-            // Blue when every deadline was met, through yellow, to red when all were missed.
-            let color = if missed == 0 {
-                RGBColor(70, 110, 200)
-            } else {
-                RGBColor(230, (200.0 * (1.0 - share)) as u8, 40)
-            };
-            chart
-                .draw_series([Rectangle::new(
-                    [(x + 0.02, y + 0.02), (x + 0.98, y + 0.98)],
-                    color.filled(),
-                )])
-                .map_err(err)?;
-            chart
-                .draw_series([Text::new(
-                    format!("{:.1}", 100.0 * share),
-                    (x + 0.42, y + 0.55),
-                    ("sans-serif", 16),
-                )])
-                .map_err(err)?;
+                .map(|(t, p)| format!("{t} thr {p}"))
+                .collect(),
+            rows: rows.iter().map(|n| format!("{n} nodes")).collect(),
+            cells,
         }
-        root.present().map_err(err)
+        .draw(path)
     }
 
     /// Requested vs actual sleep of the first requests of each method (Figure 3).
     pub fn sleep(path: &Path, samples: &[SleepSamples]) -> anyhow::Result<()> {
-        let series: Vec<Series> = samples
+        let series = samples
             .iter()
             .map(|s| {
                 let points = s.requested.iter().zip(&s.actual).take(FIRST_REQUESTS);
                 let points = points.map(|(&x, &y)| (x as f64 / 1e3, y as f64 / 1e3));
-                (s.method.to_string(), points.collect())
+                Series {
+                    name: s.method.to_string(),
+                    points: points.collect(),
+                    style: Style::Points,
+                }
             })
             .collect();
-        scatter(
-            path,
-            "requested vs actual sleep, first 100 requests per method",
-            ("requested, µs", "actual, µs"),
-            &series,
-            false,
-            true,
-        )
+        Chart {
+            title: "requested vs actual sleep, first 100 requests per method".into(),
+            x: Axis::linear("requested, µs"),
+            y: Axis::linear("actual, µs"),
+            series,
+            diagonal: true,
+        }
+        .draw(path)
     }
 
     /// Requested vs achieved line rate per method and pacer (Figure 1).
@@ -1811,52 +1752,57 @@ mod plot {
         for r in results {
             let name = format!("{} {}", r.method, r.pacer);
             let point = (r.requested_bps as f64, r.achieved_bps);
-            match series.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, points)) => points.push(point),
-                None => series.push((name, vec![point])),
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push(point),
+                None => series.push(Series {
+                    name,
+                    points: vec![point],
+                    style: Style::Points,
+                }),
             }
         }
-        scatter(
-            path,
-            "requested vs achieved line rate",
-            ("requested, bit/s", "achieved, bit/s"),
-            &series,
-            true,
-            true,
-        )
+        Chart {
+            title: "requested vs achieved line rate".into(),
+            x: Axis::log("requested, bit/s"),
+            y: Axis::log("achieved, bit/s"),
+            series,
+            diagonal: true,
+        }
+        .draw(path)
     }
 
-    /// Best, average and worst round trip vs payload size (the UDP paper's figure).
-    pub fn rtt(path: &Path, results: &[SizeResult]) -> anyhow::Result<()> {
-        let size = |r: &SizeResult| r.size as f64;
-        let series: Vec<Series> = vec![
-            (
-                "best".into(),
-                results
-                    .iter()
-                    .map(|r| (size(r), r.rtt_ns.min_ns as f64 / 1e3))
-                    .collect(),
-            ),
-            (
-                "average".into(),
-                results.iter().map(|r| (size(r), r.mean_ns / 1e3)).collect(),
-            ),
-            (
-                "worst".into(),
-                results
-                    .iter()
-                    .map(|r| (size(r), r.rtt_ns.max_ns as f64 / 1e3))
-                    .collect(),
-            ),
+    /// Best, average and worst round trip vs size (the UDP paper's figures), and the kernel's
+    /// average where it stamped the probes.
+    pub fn rtt(path: &Path, protocol: &str, results: &[SizeResult]) -> anyhow::Result<()> {
+        let curve = |name: &str, y: &dyn Fn(&SizeResult) -> Option<f64>| Series {
+            name: name.into(),
+            points: results
+                .iter()
+                .filter(|r| r.received > 0)
+                .filter_map(|r| Some((r.size as f64, y(r)? / 1e3)))
+                .collect(),
+            style: Style::Lines,
+        };
+        let mut series = vec![
+            curve("best", &|r| Some(r.rtt_ns.min_ns as f64)),
+            curve("average", &|r| Some(r.mean_ns)),
+            curve("worst", &|r| Some(r.rtt_ns.max_ns as f64)),
+            curve("kernel average", &|r| r.kernel_mean_ns),
         ];
-        scatter(
-            path,
-            "UDP round trip vs payload size",
-            ("payload, bytes", "round trip, µs"),
-            &series,
-            false,
-            false,
-        )
+        series.retain(|s| !s.points.is_empty());
+        let (title, size) = match protocol {
+            "raw" => ("raw Ethernet round trip vs frame size", "frame, bytes"),
+            _ => ("UDP round trip vs payload size", "payload, bytes"),
+        };
+        Chart {
+            title: title.into(),
+            x: Axis::linear(size),
+            // Log: the worst case is often orders of magnitude above the best.
+            y: Axis::log("round trip, µs"),
+            series,
+            diagonal: false,
+        }
+        .draw(path)
     }
 }
 
@@ -1943,6 +1889,45 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("no known unit"), "{err}");
+    }
+
+    #[test]
+    fn rtt_raw_needs_a_peer_and_defaults_to_frame_sizes() {
+        let LabCommand::Rtt(args) =
+            parse(&["rtt", "--raw", "eth0", "--peer", "02:00:5e:10:00:01"]).unwrap()
+        else {
+            panic!("not rtt");
+        };
+        let mac: Mac = "02:00:5e:10:00:01".parse().unwrap();
+        let config = args.config(Endpoint::Raw {
+            interface: "eth0".into(),
+            mac,
+        });
+        let sizes = config.sizes().unwrap();
+        assert_eq!((sizes.len(), sizes[0], sizes[10]), (11, 64, 1514));
+        let config = args.config(Endpoint::Udp("127.0.0.1:9".parse().unwrap()));
+        let sizes = config.sizes().unwrap();
+        assert_eq!((sizes.len(), sizes[0], sizes[8]), (9, 16, 1472));
+        for bad in [
+            &["rtt", "--raw", "eth0"][..],
+            &["rtt", "--peer", "02:00:5e:10:00:01"],
+            &[
+                "rtt",
+                "--raw",
+                "eth0",
+                "--peer",
+                "02:00:5e:10:00:01",
+                "--to",
+                "1.2.3.4:5",
+            ],
+            &["echo", "--raw", "eth0", "--listen", "0.0.0.0:7"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        let err = parse(&["rtt", "--raw", "eth0", "--peer", "02:00:5e:10:00"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad MAC address"), "{err}");
     }
 
     #[test]

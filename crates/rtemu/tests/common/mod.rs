@@ -1,0 +1,98 @@
+//! What the root tests of the `rtemu` binary share: running it, skipping without root, and a
+//! lab that is taken down however the test ends.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `rtemu ARGS…` and waits for it.
+pub fn rtemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtemu"))
+        .args(args)
+        .output()
+        .expect("rtemu runs")
+}
+
+/// Standard output then standard error, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn is_root() -> bool {
+    // The effective user id is the second field of `Uid:`.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Whether `test` can run: true as root; otherwise it says why it skips, or fails when
+/// `RTEMU_REQUIRE_ROOT=1` (CI) forbids skipping.
+pub fn root_or_skip(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipping {test}: needs root (network namespaces, AF_PACKET)"
+    );
+    false
+}
+
+/// A lab brought up from a topology (with `LAB` replaced by a unique name), taken down at drop.
+pub struct Lab {
+    /// The lab's name.
+    pub name: String,
+    /// A scratch directory holding its topology file, removed at drop.
+    pub dir: PathBuf,
+}
+
+impl Lab {
+    /// Brings up `toml`; `tag` tells the tests' labs apart.
+    pub fn up(tag: &str, toml: &str) -> Lab {
+        Lab::up_with(tag, toml, &[])
+    }
+
+    /// As [`Lab::up`], with `files` (name, content) written beside the topology file first.
+    pub fn up_with(tag: &str, toml: &str, files: &[(&str, &str)]) -> Lab {
+        Lab::up_args(tag, toml, files, &[])
+    }
+
+    /// As [`Lab::up_with`], with `args` added to `rtemu up`.
+    pub fn up_args(tag: &str, toml: &str, files: &[(&str, &str)], args: &[&str]) -> Lab {
+        let name = format!("e{tag}{}", std::process::id() % 100_000);
+        let dir = std::env::temp_dir().join(format!("rtemu-engine-lab-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, content) in files {
+            std::fs::write(dir.join(file), content).unwrap();
+        }
+        let file = dir.join("lab.toml");
+        std::fs::write(&file, toml.replace("LAB", &name)).unwrap();
+        // The guard exists before `up` runs, so a half-built lab is removed too.
+        let lab = Lab { name, dir };
+        let mut up = vec!["up", file.to_str().unwrap()];
+        up.extend_from_slice(args);
+        let out = rtemu(&up);
+        assert!(out.status.success(), "up failed: {}", text(&out));
+        lab
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = rtemu(&["down", &self.name]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
