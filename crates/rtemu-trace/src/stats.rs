@@ -75,29 +75,43 @@ fn slope(points: &[(f64, f64)]) -> f64 {
 /// grow faster than the fit range helps.
 const MIN_BLOCKS: usize = 64;
 
-/// The aggregated-variance estimate of `H`, or `None` for fewer than 128 samples or a constant
-/// series.
-pub fn aggregated_variance(x: &[f64]) -> Option<HurstEstimate> {
+/// The variance–time points of `x` (the classic self-similarity plot): for each aggregation
+/// level `m` from 4 to `n/64`, the sample variance of the block means of `m` samples. A
+/// short-range dependent series falls with slope −1 on log–log axes, a long-range dependent
+/// one with slope `2H − 2`. Empty for fewer than 128 samples.
+pub fn variance_time(x: &[f64]) -> Vec<(usize, f64)> {
     let n = x.len();
     if n < 128 {
+        return Vec::new();
+    }
+    scales(4, n / MIN_BLOCKS, 8)
+        .into_iter()
+        .map(|m| {
+            let k = n / m;
+            let means: Vec<f64> = x
+                .chunks_exact(m)
+                .map(|c| c.iter().sum::<f64>() / m as f64)
+                .collect();
+            let mean = means.iter().sum::<f64>() / k as f64;
+            let var = means.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
+            (m, var)
+        })
+        .collect()
+}
+
+/// The aggregated-variance estimate of `H`, or `None` for a series too short for two
+/// aggregation levels (256 samples) or a constant one.
+pub fn aggregated_variance(x: &[f64]) -> Option<HurstEstimate> {
+    let n = x.len();
+    let points = variance_time(x);
+    if points.len() < 2 || points.iter().any(|&(_, var)| var <= 0.0) {
         return None;
     }
-    let ms = scales(4, n / MIN_BLOCKS, 8);
     // (ln m, k, sample variance of the k block means)
-    let mut raw = Vec::with_capacity(ms.len());
-    for &m in &ms {
-        let k = n / m;
-        let means: Vec<f64> = x
-            .chunks_exact(m)
-            .map(|c| c.iter().sum::<f64>() / m as f64)
-            .collect();
-        let mean = means.iter().sum::<f64>() / k as f64;
-        let var = means.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
-        if var <= 0.0 {
-            return None;
-        }
-        raw.push(((m as f64).ln(), k as f64, var));
-    }
+    let raw: Vec<(f64, f64, f64)> = points
+        .iter()
+        .map(|&(m, var)| ((m as f64).ln(), (n / m) as f64, var))
+        .collect();
     let fit = |h: f64| {
         let pts: Vec<(f64, f64)> = raw
             .iter()
@@ -116,9 +130,9 @@ pub fn aggregated_variance(x: &[f64]) -> Option<HurstEstimate> {
     Some(HurstEstimate {
         method: "aggregated-variance",
         hurst: h,
-        fit_min: ms[0],
-        fit_max: ms[ms.len() - 1],
-        points: ms.len(),
+        fit_min: points[0].0,
+        fit_max: points[points.len() - 1].0,
+        points: points.len(),
     })
 }
 
@@ -277,6 +291,9 @@ pub struct TraceStats {
     pub autocorrelation: Vec<(usize, f64)>,
     /// Hurst estimates.
     pub hurst: Vec<HurstEstimate>,
+    /// The [`variance_time`] points of the delay series (variance in ns²), what the
+    /// aggregated-variance estimate fits.
+    pub variance_time: Vec<(usize, f64)>,
 }
 
 /// Collects [`TraceStats`] from records one at a time.
@@ -392,6 +409,7 @@ impl StatsBuilder {
             series_len: self.series.len(),
             autocorrelation,
             hurst,
+            variance_time: variance_time(&self.series),
         }
     }
 }
@@ -469,7 +487,44 @@ mod tests {
     fn short_or_constant_series_give_no_estimate() {
         assert_eq!(aggregated_variance(&[1.0; 100]), None);
         assert_eq!(aggregated_variance(&[1.0; 1000]), None);
+        // Past 128 samples, but no variance-time scale (n/64 < 4), or one: no line to fit.
+        let x = fgn(0.7, 256, 3);
+        assert_eq!(
+            (aggregated_variance(&x[..200]), variance_time(&x[..200])),
+            (None, vec![])
+        );
+        assert_eq!(variance_time(&x).len(), 1);
+        assert_eq!(aggregated_variance(&x), None);
+        // At every length near the thresholds, an estimate is a number or absent.
+        let x = fgn(0.7, 1024, 4);
+        for n in 100..=1024 {
+            let estimates = [
+                aggregated_variance(&x[..n]),
+                rescaled_range(&x[..n]),
+                detrended_fluctuation(&x[..n]),
+            ];
+            for e in estimates.into_iter().flatten() {
+                assert!(e.hurst.is_finite() && e.points >= 2, "n {n}: {e:?}");
+            }
+        }
         assert_eq!(autocorrelation(&[2.0; 10], 1), None);
+    }
+
+    #[test]
+    fn variance_time_falls_as_m_to_the_2h_minus_2() {
+        for (h, seed) in [(0.5, 11), (0.8, 12)] {
+            let points = variance_time(&fgn(h, N, seed));
+            assert_eq!(points.first().map(|p| p.0), Some(4));
+            assert_eq!(points.last().map(|p| p.0), Some(N / 64));
+            // The slope between the ends, against the fGn's 2H − 2 (the small bias of the
+            // sample variance at few blocks is what aggregated_variance corrects).
+            let (a, b) = (points[0], points[points.len() - 1]);
+            let slope = (b.1.ln() - a.1.ln()) / ((b.0 as f64).ln() - (a.0 as f64).ln());
+            assert!(
+                (slope - (2.0 * h - 2.0)).abs() < 0.12,
+                "H {h}: slope {slope}"
+            );
+        }
     }
 
     #[test]

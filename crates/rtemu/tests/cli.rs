@@ -536,6 +536,51 @@ fn trace_stats_reads_the_kind_from_the_content_and_names_a_line_that_fits_none()
 }
 
 #[test]
+fn trace_stats_draws_the_variance_time_plot_with_the_fit_it_reports() {
+    let dir = Scratch::new("vtplot");
+    let trace = dir.path("fgn.rpl");
+    let gen = rtemu(&[
+        "trace", "gen", "fgn", "--hurst", "0.8", "--mean", "5ms", "--std", "1ms", "--count",
+        "65536", "--seed", "3", "-o", &trace,
+    ]);
+    assert!(gen.status.success(), "{}", stderr(&gen));
+    let svg = dir.path("vt.svg");
+    let o = rtemu(&["trace", "stats", &trace, "--json", "--plot", &svg]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let h = j["hurst"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["method"] == "aggregated-variance")
+        .unwrap()["hurst"]
+        .as_f64()
+        .unwrap();
+    // The JSON holds the points the plot draws: 4 up to n/64, variance falling with m.
+    let points = j["variance_time"].as_array().unwrap();
+    assert_eq!(points[0][0], 4);
+    assert_eq!(points[points.len() - 1][0], 65536 / 64);
+    let var = |p: &serde_json::Value| p[1].as_f64().unwrap();
+    assert!(var(&points[0]) > var(&points[points.len() - 1]));
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg"), "{drawn}");
+    assert!(drawn.contains("Variance-time plot"), "no title");
+    assert!(
+        drawn.contains(&format!("H = {h:.3}")),
+        "the legend gives the estimate {h:.3}"
+    );
+    // The kind and the extension are checked before anything is read.
+    let mm = dir.path("link.down");
+    std::fs::write(&mm, "1\n2\n").unwrap();
+    let o = rtemu(&["trace", "stats", &mm, "--plot", &svg]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("mahimahi trace"), "{}", stderr(&o));
+    let o = rtemu(&["trace", "stats", &trace, "--plot", &dir.path("vt.pdf")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(".svg or .png"), "{}", stderr(&o));
+}
+
+#[test]
 fn a_framed_trace_with_a_flow_in_its_header_drives_only_that_flow() {
     let dir = Scratch::new("header-flow");
     for (dport, delayed) in [("9", true), ("5004", false)] {

@@ -23,6 +23,8 @@ use rtemu_trace::{
     RecordWriter, TimeUnit, TraceError, UnderrunPolicy,
 };
 
+use super::plot;
+
 /// Generate, inspect, convert and benchmark per-packet action traces.
 ///
 /// Forms: raw RplTrc `.rpl` (headerless, big-endian words, µs), framed `.rplx` (header with
@@ -273,7 +275,8 @@ struct OnOffArgs {
   rtemu trace stats fgn.rpl --json
   rtemu trace stats trace.dat --format raw --max-series 100000
   rtemu trace stats link.down --kind mahimahi
-  rtemu trace stats probe.txt --kind series --json")]
+  rtemu trace stats probe.txt --kind series --json
+  rtemu trace stats fgn.rpl --plot fgn-variance-time.svg")]
 struct StatsArgs {
     /// The trace.
     file: PathBuf,
@@ -290,6 +293,10 @@ struct StatsArgs {
     /// (delay/loss time series). Default: read from the file (name, then content).
     #[arg(long)]
     kind: Option<TraceKind>,
+    /// Draw the delays' variance-time plot (action traces), with the aggregated-variance fit
+    /// and the slope of short-range dependence, to this .svg or .png file.
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
+    plot: Option<PathBuf>,
 }
 
 /// The kinds of trace `stats` reads.
@@ -859,6 +866,16 @@ fn for_each(
 /// `rtemu trace stats`; an action trace's statistics go to `out`.
 fn stats(a: &StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let kind = stats_kind(a)?;
+    if let Some(path) = &a.plot {
+        if kind != TraceKind::Actions {
+            bail!(
+                "--plot draws the delays of an action trace; {} is a {} trace",
+                a.file.display(),
+                format!("{kind:?}").to_lowercase()
+            );
+        }
+        plot::Format::of(path)?;
+    }
     if kind != TraceKind::Actions {
         return stats_other(a, kind);
     }
@@ -871,6 +888,9 @@ fn stats(a: &StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let s = b.finish();
     if s.records == 0 {
         bail!("{}: the trace holds no records", a.file.display());
+    }
+    if let Some(path) = &a.plot {
+        variance_time_chart(&a.file, &s)?.draw(path)?;
     }
     if a.json {
         // The statistics, and what the framed header says (null for other forms).
@@ -894,6 +914,59 @@ fn stats(a: &StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
         print_stats(out, &a.file, r.format(), r.header(), &s)?;
     }
     Ok(())
+}
+
+/// The variance-time plot of `s`: the variance of the block means of `m` delays against `m`,
+/// on log-log axes, with the aggregated-variance fit (slope `2H − 2`) and, for comparison, the
+/// slope −1 of a series without long-range dependence, both through the first point.
+fn variance_time_chart(file: &Path, s: &TraceStats) -> anyhow::Result<plot::Chart> {
+    let fit = s.hurst.iter().find(|h| h.method == "aggregated-variance");
+    let (Some(fit), [first, .., last]) = (fit, &s.variance_time[..]) else {
+        bail!(
+            "--plot: {} delays are too few for a variance-time plot (at least 256)",
+            s.series_len
+        );
+    };
+    // Variances in ms².
+    let ms2 = |v: f64| v / 1e12;
+    let line = |slope: f64| {
+        [first.0, last.0]
+            .iter()
+            .map(|&m| {
+                (
+                    m as f64,
+                    ms2(first.1) * (m as f64 / first.0 as f64).powf(slope),
+                )
+            })
+            .collect()
+    };
+    Ok(plot::Chart {
+        title: format!("Variance-time plot: {}", file.display()),
+        x: plot::Axis::log("aggregation level m (delays per block)"),
+        y: plot::Axis::log("variance of the block means (ms²)"),
+        series: vec![
+            plot::Series {
+                name: "measured".into(),
+                points: s
+                    .variance_time
+                    .iter()
+                    .map(|&(m, v)| (m as f64, ms2(v)))
+                    .collect(),
+                style: plot::Style::Points,
+            },
+            plot::Series {
+                name: format!("aggregated-variance fit, H = {:.3}", fit.hurst),
+                points: line(2.0 * fit.hurst - 2.0),
+                style: plot::Style::Lines,
+            },
+            plot::Series {
+                name: "H = 0.5 (slope −1)".into(),
+                points: line(-1.0),
+                style: plot::Style::Lines,
+            },
+        ],
+        diagonal: false,
+    })
 }
 
 /// Writes `text` with each line after the first indented by `indent` spaces.
