@@ -53,10 +53,7 @@ impl TraceFeed for ActionFeed {
                 self.ended = Some(Exhaustion::Ended);
                 Verdict::Drop(DropReason::Trace)
             }
-            Err(e) => {
-                self.ended = Some(Exhaustion::Failed(e.to_string()));
-                Verdict::Drop(DropReason::Trace)
-            }
+            Err(e) => failed(&mut self.ended, e),
         }
     }
 
@@ -73,6 +70,12 @@ impl TraceFeed for ActionFeed {
             after_end: c.after_end,
         })
     }
+}
+
+/// Records that a feed's trace failed with `e` (the run reports it) and drops the packet.
+fn failed(ended: &mut Option<Exhaustion>, e: TraceError) -> Verdict {
+    *ended = Some(Exhaustion::Failed(e.to_string()));
+    Verdict::Drop(DropReason::Trace)
 }
 
 /// What a feed answers for a packet when its stream has nothing ready (an under-run): the
@@ -115,10 +118,7 @@ impl TraceFeed for SeriesFeed {
                 DropReason::Trace
             }),
             Ok(at) => Verdict::pass(at.delay_ns),
-            Err(e) => {
-                self.ended = Some(Exhaustion::Failed(e.to_string()));
-                Verdict::Drop(DropReason::Trace)
-            }
+            Err(e) => failed(&mut self.ended, e),
         }
     }
 
@@ -174,10 +174,7 @@ impl OpportunityFeed {
                 self.underruns += 1;
                 Some(substitute(self.underrun, self.last_delay_ns))
             }
-            Err(e) => {
-                self.ended = Some(Exhaustion::Failed(e.to_string()));
-                Some(Verdict::Drop(DropReason::Trace))
-            }
+            Err(e) => Some(failed(&mut self.ended, e)),
         }
     }
 }

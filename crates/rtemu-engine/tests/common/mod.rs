@@ -15,8 +15,11 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
+use rtemu_clock::Instant;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
+use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload};
 
@@ -175,4 +178,52 @@ impl Drop for Lab {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
+}
+
+/// A frame with a recognisable body, optionally behind an 802.1Q tag.
+pub fn frame(id: u8, tagged: bool) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 0x99, 2, 0, 0, 0, 0, 0x01];
+    if tagged {
+        f.extend_from_slice(&[0x81, 0x00, 0x20, 0x2a]); // priority 1, VLAN 42
+    }
+    f.extend_from_slice(&0x88b5u16.to_be_bytes()); // local experimental ethertype
+    f.extend((0..60).map(|i| id.wrapping_add(i)));
+    f
+}
+
+/// Receives on `io` until `want` frames came or a second passed; returns them as sent.
+pub fn collect(io: &mut impl PacketIo, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let end = Instant::now() + 1_000_000_000;
+    while got.len() < want && Instant::now() < end {
+        let n = io.recv_batch(64, |f| {
+            let mut buf = vec![0u8; f.len()];
+            assert_eq!(f.copy_to(&mut buf), Some(f.len()));
+            assert!(!f.is_truncated());
+            got.push(buf);
+        });
+        if n == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    got
+}
+
+/// Sends 200 frames from `tx` before `rx` reads any, then reads them: returns what `rx`
+/// received and what its drop probe counted, and checks that a second reading of the probe
+/// finds nothing (each drop counted once).
+pub fn overflow(tx: &mut impl PacketIo, rx: &mut impl PacketIo) -> (u64, u64) {
+    let mut probe = rx.drop_probe().expect("the I/O layer counts its drops");
+    assert_eq!(probe.take().unwrap(), 0);
+    for round in 0..4u8 {
+        for i in 0..50 {
+            assert!(tx.stage(&frame(round * 50 + i, false)));
+        }
+        tx.flush().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let dropped = probe.take().unwrap();
+    let received = collect(rx, 200).len() as u64;
+    assert_eq!(probe.take().unwrap(), 0, "each drop is counted once");
+    (received, dropped)
 }
