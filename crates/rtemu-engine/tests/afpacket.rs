@@ -5,7 +5,6 @@
 
 mod common;
 
-
 use common::{collect, frame, overflow, root_or_skip, Lab};
 use rtemu_engine::afpacket::AfPacketConfig;
 use rtemu_engine::io::PacketIo;
