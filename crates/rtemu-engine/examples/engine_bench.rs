@@ -17,7 +17,10 @@
 //! * **Throughput**: an `AF_PACKET` generator in A sends as fast as one core lets it (64-byte
 //!   and 1400-byte frames, to a MAC address B's kernel drops at once, so B's stack costs
 //!   nothing) through `delay 0ms` and `delay 10ms` with the engine spinning; beside it a bare
-//!   relay over the same I/O with no model and no timing queue (the I/O path's limit).
+//!   relay over the same I/O with no model and no timing queue (the I/O path's limit). The
+//!   frames, the flood and the relay are [`rtemu_engine::bench`]'s, as in
+//!   `rtemu bench engine --part throughput`, which sets the kernel's own forwarding beside
+//!   them in labs that `rtemu up` builds.
 //!
 //! The generator and the engine share the VM's cores: the engine is pinned to the last CPU, the
 //! generator to the first.
@@ -25,7 +28,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::net::UdpSocket;
+use std::net::{Ipv4Addr, UdpSocket};
 
 use rtemu_engine::io::PacketIo;
 use std::time::Duration;
@@ -33,6 +36,7 @@ use std::time::Duration;
 use common::{Lab, A_ADDR, B_ADDR};
 use rtemu_clock::{rt, Instant, WaitStrategy, Waiter};
 use rtemu_engine::afpacket::AfPacketConfig;
+use rtemu_engine::bench::{self, UdpFrame};
 use rtemu_engine::direction::{DirectionConfig, Resolution};
 use rtemu_engine::engine::{self, DirectionReport, EngineConfig, LinkSpec, RtConfig, Way};
 use rtemu_engine::pool;
@@ -237,37 +241,23 @@ fn bare_spin(secs: u64) {
 /// A frame from A's side to a MAC address nobody has: B's kernel drops it at once, so the
 /// measurement is the engine's cost, not B's network stack.
 fn foreign_frame(wire: usize) -> Vec<u8> {
-    let mut f = vec![0u8; wire - 4];
-    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x99]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x01]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (f.len() - 14) as u16;
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&A_ADDR.octets());
-    f[30..34].copy_from_slice(&[10, 77, 0, 99]);
-    f[34..36].copy_from_slice(&9000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&9000u16.to_be_bytes());
-    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
-    f
+    let spec = UdpFrame {
+        dst_mac: bench::FOREIGN_MAC,
+        src_mac: [2, 0, 0, 0, 0, 0x01],
+        src: A_ADDR,
+        dst: Ipv4Addr::new(10, 77, 0, 99),
+        port: 9000,
+    };
+    bench::udp_frame(&spec, wire).unwrap()
 }
 
 /// Sends `frame` flat out from A's `na` through the TX ring for `secs`; returns frames sent
 /// per second.
 fn flood(lab: &Lab, frame: &[u8], secs: u64) -> f64 {
     let mut tx = lab.open(&lab.a, "na", AfPacketConfig::default());
-    let t0 = Instant::now();
-    let end = t0 + secs * 1_000_000_000;
-    let mut sent = 0u64;
-    while Instant::now() < end {
-        for _ in 0..64 {
-            sent += tx.stage(frame) as u64;
-        }
-        tx.flush().unwrap();
-    }
-    sent as f64 / (Instant::now().nanos_since(t0) as f64 / 1e9)
+    bench::flood(&mut tx, frame, secs * 1_000_000_000)
+        .unwrap()
+        .sent_per_s()
 }
 
 fn throughput(secs: u64, ios: &[Io]) {
@@ -350,31 +340,15 @@ fn relay<P: PacketIo + Send + 'static>(
         let stop = std::sync::Arc::clone(&stop);
         std::thread::spawn(move || {
             let _ = rt::set_affinity(&[cpus() - 1]);
-            let cpu0 = rtemu_clock::time::thread_cpu_time_ns();
-            let t0 = Instant::now();
-            let mut forwarded = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let n = a.recv_batch(64, |f| {
-                    b.stage(f.data);
-                });
-                if n > 0 {
-                    b.flush().unwrap();
-                    forwarded += n as u64;
-                }
-            }
-            let cpu = rtemu_clock::time::thread_cpu_time_ns() - cpu0;
-            (
-                forwarded,
-                cpu as f64 / Instant::now().nanos_since(t0) as f64,
-            )
+            bench::relay(&mut a, &mut b, &stop).unwrap()
         })
     };
     std::thread::sleep(Duration::from_millis(20));
     let offered = flood(lab, frame, secs);
     std::thread::sleep(Duration::from_millis(20));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (forwarded, cpu) = relay.join().unwrap();
-    (forwarded, offered, cpu)
+    let work = relay.join().unwrap();
+    (work.sent, offered, work.cpu_percent() / 100.0)
 }
 
 fn main() {

@@ -27,7 +27,9 @@
 //!   lock-free ring (intended and actual release time of every copy, summarised as percentiles);
 //! * [`offload`] and [`netns`]: set-up helpers: switching off segmentation and checksum
 //!   offloads, and opening sockets inside a lab's namespace;
-//! * [`control`]: the lab engine's control socket, one request line in, one reply out.
+//! * [`control`]: the lab engine's control socket, one request line in, one reply out;
+//! * [`bench`]: a throughput benchmark's cheap pieces (a transmit-ring flood, a sink read from
+//!   interface counters, a bare relay), shared by `rtemu bench engine` and the example.
 //!
 //! # Example
 //!
@@ -69,8 +71,9 @@
 //! conservation under overload, and the `AF_PACKET` layer itself; `tests/xdp.rs` checks the
 //! AF_XDP layer the same way and the engine over it; without root they print why and pass,
 //! unless `RTEMU_REQUIRE_ROOT=1`. `examples/engine_bench.rs` measures release error per wait
-//! strategy and packets/s against a bare relay, for both I/O layers side by side (figures in
-//! `docs/benchmarks.md`).
+//! strategy and packets/s against a bare relay, for both I/O layers side by side;
+//! `rtemu bench engine --part throughput` sets the same generator and relay beside the kernel's
+//! own forwarding (figures in `docs/benchmarks.md`).
 //!
 //! # In a lab
 //!
@@ -100,6 +103,7 @@
 #![warn(missing_docs)]
 
 pub mod afpacket;
+pub mod bench;
 pub mod control;
 pub mod counters;
 pub mod direction;

@@ -43,7 +43,8 @@ const SIM_CASE: usize = 3;
 pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
     /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
-    /// iperf3, CPU and release error against offered load; needs root) or `topo` (`up` and
+    /// iperf3, CPU and release error against offered load, throughput beside the kernel's own
+    /// forwarding; needs root) or `topo` (`up` and
     /// `down` of 10 to 1000 nodes against plain `ip` commands; needs root).
     #[arg(value_parser = ["sim", "engine", "topo"], default_value = "sim")]
     pub what: String,
@@ -52,7 +53,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 100)]
     pub pings: u32,
 
-    /// engine: seconds of iperf3 per rate.
+    /// engine: seconds per row (each rate, each load, each throughput path).
     #[arg(long, default_value_t = 3)]
     pub seconds: u32,
 

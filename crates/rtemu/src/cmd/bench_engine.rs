@@ -5,26 +5,52 @@
 //!   links, every link impaired with `delay 0ms` (each hop through the engine), beside the same
 //!   chains with ideal links (kernel veth pairs). The difference over 2 × hops is what one pass
 //!   through the engine costs; measured for both packet I/O layers, `AF_PACKET` and AF_XDP.
-//! * **CPU against offered load** (RplTrc's Table II): iperf3 UDP at 1k–200k packets/s through
-//!   `delay 1ms`: received packets/s, the engine process's CPU, its release-error percentiles,
-//!   late copies and drops.
-//! * **Throughput**: iperf3 UDP as fast as it sends, through the kernel's own forwarding (a
-//!   direct veth, a router namespace) and through the engine (`delay 0ms`, `delay 10ms`, each
-//!   over `AF_PACKET` and over AF_XDP), for 64- and 1400-byte datagrams, in one run.
-//!
-//! The load and rate parts run the engine on its default I/O (`AF_PACKET`).
 //! * **Rate accuracy** (the timing paper's Figure 1): iperf3 UDP through a `rate R` link at
 //!   1.25 × R offered, for R from 64 kbit/s to 1 Gbit/s (one lab, the rate changed with
 //!   `link set` between points), against the payload rate R implies for 1400-byte datagrams.
+//! * **CPU against offered load** (RplTrc's Table II): iperf3 UDP at 1k–200k packets/s through
+//!   `delay 1ms`: received packets/s, the engine process's CPU, its release-error percentiles,
+//!   late copies and drops.
+//! * **Throughput** (issue 5's benchmark 2): one cheap generator for every row, an
+//!   `AF_PACKET` transmit-ring flood from node A pinned to CPU 0 for `--seconds`
+//!   ([`rtemu_engine::bench::flood`]), and one cheap sink: the frames carry a MAC address no
+//!   interface has, so B's kernel drops them on sight, and B's interface counters say how many
+//!   arrived. Rows, for 64- and 1400-byte frames: the kernel's own forwarding (a direct veth
+//!   A–B; a router namespace A → R → B, where R forwards to an address in the benchmarking
+//!   range through a static route and a permanent neighbour entry, so without ARP), a bare
+//!   relay over each of the engine's I/O layers (the lab's engine ends, no engine:
+//!   [`rtemu_engine::bench::relay`]) and the lab's engine (`delay 0ms`, `delay 10ms`) over
+//!   each. Columns: offered and delivered packets/s, the engine's or relay's own counts (drops
+//!   by reason, frames lost to a full receive ring) and where the CPU went: the generator's
+//!   thread, the engine process or relay thread (pinned to the last CPU), softirq and busy
+//!   time of all CPUs from `/proc/stat`. A second table gives the issue's goals as ratios.
+//!
+//! The load and rate parts run the engine on its default I/O (`AF_PACKET`); the throughput
+//! part's engine has the wait strategy of every part (`--engine-wait`, else the machine's). On
+//! a kernel without IRQ time accounting, softirq work is charged both to the softirq column and
+//! to the thread it ran in (the generator's sends run the receiving side's stack), so the CPU
+//! columns overlap; the busy column does not.
+//!
+//! Every lab is taken down after its row, also when the row fails (the throughput rows hold a
+//! guard, which covers a panic too), so nothing of a run stays behind but what it printed.
 
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::process::Output;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use rtemu_clock::WaitStrategy;
-use rtemu_topo::lab;
+use rtemu_clock::{rt, WaitStrategy};
+use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
+use rtemu_engine::bench::{self, UdpFrame, Work};
+use rtemu_engine::io::PacketIo;
+use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
+use rtemu_engine::{netns, offload};
+use rtemu_topo::lab::{self, engine_ends, lab_netns, node_netns};
 use rtemu_topo::state::State;
+use rtemu_topo::topology::{Attachment, Mac};
 use rtemu_topo::Topology;
 use serde_json::Value;
 
@@ -52,7 +78,7 @@ const PAYLOAD: u64 = 1400;
 pub struct Options {
     /// Pings per chain.
     pub pings: u32,
-    /// Seconds per rate.
+    /// Seconds per row of the rate, load and throughput parts.
     pub seconds: u32,
     /// The engine's wait strategy (default: the machine's, as for `up`).
     pub wait: Option<WaitStrategy>,
@@ -433,104 +459,582 @@ fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Value)
         .as_f64()
         .unwrap_or(f64::NAN);
     let seconds = json["end"]["sum"]["seconds"].as_f64().unwrap_or(f64::NAN);
-    let d = after["directions"]
-        .as_array()
-        .and_then(|ds| ds.iter().find(|d| d["from"] == "a").cloned())
-        .context("no a→b direction in the engine's stats")?;
+    let d = a_to_b(&after)?.clone();
     Ok(((packets - lost) / seconds, cpu_ns / wall_ns * 100.0, d))
 }
 
-/// The paths of the throughput comparison: a label, the chain's link lines, the node the
-/// traffic ends at, and the engine's I/O (`None`: no engine on the path).
-const PATHS: [(&str, &str, &str, Option<IoKind>); 6] = [
-    (
-        "kernel: direct veth",
-        "[[links]]\nendpoints = [\"a\", \"b\"]\n",
-        "b",
-        None,
-    ),
-    (
-        "kernel: router namespace",
-        "[[links]]\nendpoints = [\"a\", \"r\"]\n[[links]]\nendpoints = [\"r\", \"b\"]\n",
-        "b",
-        None,
-    ),
-    (
-        "engine (AF_PACKET): `delay 0ms`",
-        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 0ms\"\n",
-        "b",
-        Some(IoKind::AfPacket),
-    ),
-    (
-        "engine (AF_XDP): `delay 0ms`",
-        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 0ms\"\n",
-        "b",
-        Some(IoKind::AfXdp),
-    ),
-    (
-        "engine (AF_PACKET): `delay 10ms`",
-        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 10ms\"\n",
-        "b",
-        Some(IoKind::AfPacket),
-    ),
-    (
-        "engine (AF_XDP): `delay 10ms`",
-        "[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 10ms\"\n",
-        "b",
-        Some(IoKind::AfXdp),
-    ),
-];
+/// Frame lengths of the throughput part, bytes on the wire (the FCS included).
+const TPUT_WIRE: [usize; 2] = [64, 1400];
 
-/// Packets per second through the kernel's own forwarding and through the engine, side by
-/// side: iperf3 UDP offered as fast as it can send, for each frame size.
-fn throughput(opts: &Options, out: &mut impl Write) -> Result<()> {
-    writeln!(
-        out,
-        "\n### Throughput: iperf3 UDP as fast as it sends, {} s per row, kernel forwarding beside the engine\n",
-        opts.seconds
-    )?;
-    writeln!(
-        out,
-        "| path | payload B | sent pps | received pps | received Mbit/s (payload) | lost % |"
-    )?;
-    writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |")?;
-    for payload in [SMALL_PAYLOAD, PAYLOAD] {
-        for (label, links, to, io) in PATHS {
-            let name = "btput";
-            remove(name);
-            let src = format!(
-                "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.r]\n[nodes.b]\n{links}"
-            );
-            let state = bring_up_io(
-                &Topology::parse("tput.toml", &src)?,
-                "tput",
-                opts.wait,
-                None,
-                io,
-            )?;
-            let row = io
-                .map_or(Ok(()), |io| check_io(name, io))
-                .and_then(|()| udp_server(&state, to, IPERF_PORT))
-                .and_then(|()| udp_client(&state, to, IPERF_PORT, 0, payload, opts.seconds));
-            remove(name);
-            let json = row?;
-            let sum = &json["end"]["sum"];
-            let f = |k: &str| sum[k].as_f64().unwrap_or(f64::NAN);
-            let seconds = f("seconds");
-            let sent = f("packets") / seconds;
-            let received = (f("packets") - f("lost_packets")) / seconds;
-            writeln!(
-                out,
-                "| {label} | {payload} | {sent:.0} | {received:.0} | {:.1} | {:.1} |",
-                received * payload as f64 * 8.0 / 1e6,
-                f("lost_percent"),
-            )?;
-            out.flush()?;
+/// Where the throughput part's frames are addressed, in RFC 2544's benchmarking range: no node
+/// has it. The router row's router forwards to it (a static route and a permanent neighbour
+/// entry with [`bench::FOREIGN_MAC`]), so its B drops the frames as every other row's B does.
+const SINK_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 99);
+
+/// UDP port of the throughput part's frames (nothing listens: B drops them by MAC first).
+const SINK_PORT: u16 = 9000;
+
+/// How long after a flood its last frames may still be on their way to B (`delay 10ms`, and
+/// the time to release a backlog).
+const DRAIN: Duration = Duration::from_millis(60);
+
+/// The lab name of the throughput part.
+const TPUT_LAB: &str = "btput";
+
+/// One path of the throughput part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// A veth pair from A to B: the kernel's cheapest path between two namespaces.
+    Veth,
+    /// A → R → B over two veth pairs, R forwarding with the kernel's IPv4 stack.
+    Router,
+    /// The engine's two ends joined by [`bench::relay`] over the I/O layer, no engine: the
+    /// limit of that I/O path.
+    Relay(IoKind),
+    /// The lab's engine on the link, with this netem text, over the I/O layer.
+    Engine(IoKind, &'static str),
+}
+
+impl Path {
+    /// The rows of one frame size, in the order the table shows them.
+    const ALL: [Path; 8] = [
+        Path::Veth,
+        Path::Router,
+        Path::Relay(IoKind::AfPacket),
+        Path::Engine(IoKind::AfPacket, "delay 0ms"),
+        Path::Engine(IoKind::AfPacket, "delay 10ms"),
+        Path::Relay(IoKind::AfXdp),
+        Path::Engine(IoKind::AfXdp, "delay 0ms"),
+        Path::Engine(IoKind::AfXdp, "delay 10ms"),
+    ];
+
+    fn label(self) -> String {
+        match self {
+            Path::Veth => "kernel: direct veth".to_owned(),
+            Path::Router => "kernel: router namespace".to_owned(),
+            Path::Relay(io) => format!("bare relay ({})", io_name(io)),
+            Path::Engine(io, netem) => format!("engine ({}): `{netem}`", io_name(io)),
         }
+    }
+
+    /// The lab of this row: nodes A and B, and R between them for the router.
+    fn topology(self) -> Result<Topology> {
+        let impaired = |netem: &str| {
+            format!("[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"{netem}\"\n")
+        };
+        let (r, links) = match self {
+            Path::Veth => ("", "[[links]]\nendpoints = [\"a\", \"b\"]\n".to_owned()),
+            Path::Router => (
+                "[nodes.r]\n",
+                "[[links]]\nendpoints = [\"a\", \"r\"]\n[[links]]\nendpoints = [\"r\", \"b\"]\n"
+                    .to_owned(),
+            ),
+            // The relay needs the engine's two ends, which only an impaired link has.
+            Path::Relay(_) => ("", impaired("delay 0ms")),
+            Path::Engine(_, netem) => ("", impaired(netem)),
+        };
+        Ok(Topology::parse(
+            "tput.toml",
+            &format!(
+                "lab = \"{TPUT_LAB}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n{r}[nodes.b]\n{links}"
+            ),
+        )?)
+    }
+
+    /// The node A's frames reach first.
+    fn after_a(self) -> &'static str {
+        if self == Path::Router {
+            "r"
+        } else {
+            "b"
+        }
+    }
+
+    /// The node B's frames come from.
+    fn before_b(self) -> &'static str {
+        if self == Path::Router {
+            "r"
+        } else {
+            "a"
+        }
+    }
+}
+
+/// How the tables name an I/O layer.
+fn io_name(io: IoKind) -> &'static str {
+    match io {
+        IoKind::AfPacket => "AF_PACKET",
+        IoKind::AfXdp => "AF_XDP",
+    }
+}
+
+/// The CPU the engine and the relay are pinned to: the last (the generator has the first).
+fn last_cpu() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) - 1
+}
+
+/// A lab that is removed (its engine stopped, its namespaces and veths deleted) when dropped,
+/// so a row that fails or panics leaves nothing behind.
+struct LabGuard(State);
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        remove(&self.0.lab);
+    }
+}
+
+/// Brings up the lab of `path`: with its engine pinned to the last CPU for an engine row, with
+/// none for the others.
+fn tput_lab(opts: &Options, path: Path) -> Result<LabGuard> {
+    remove(TPUT_LAB);
+    let topo = path.topology()?;
+    let guard = LabGuard(match path {
+        Path::Engine(io, _) => bring_up_io(&topo, "tput", opts.wait, Some(last_cpu()), Some(io))?,
+        _ => lab::up(&topo, "tput")?,
+    });
+    if let Path::Engine(io, _) = path {
+        check_io(TPUT_LAB, io)?;
+    }
+    Ok(guard)
+}
+
+/// Node `node`'s interface on the link that joins it to `peer`.
+fn interface<'a>(state: &'a State, node: &str, peer: &str) -> Result<&'a Attachment> {
+    let t = &state.topology;
+    let (n, p) = (t.node_index(node), t.node_index(peer));
+    t.segments
+        .iter()
+        .filter(|s| s.members.iter().any(|m| Some(m.node) == p))
+        .flat_map(|s| &s.members)
+        .find(|m| Some(m.node) == n)
+        .with_context(|| format!("no link joins {node} to {peer} in lab {}", state.lab))
+}
+
+/// The frame A floods on `path`: to [`bench::FOREIGN_MAC`] (B drops it at once), or for the
+/// router to R's MAC, which forwards it on to [`SINK_ADDR`].
+fn tput_frame(state: &State, path: Path, wire: usize) -> Result<Vec<u8>> {
+    let a = interface(state, "a", path.after_a())?;
+    let dst_mac = match path {
+        Path::Router => interface(state, "r", "a")?.mac.0,
+        _ => bench::FOREIGN_MAC,
+    };
+    let spec = UdpFrame {
+        dst_mac,
+        src_mac: a.mac.0,
+        src: a.ipv4.context("node a has no IPv4 address")?.addr(),
+        dst: SINK_ADDR,
+        port: SINK_PORT,
+    };
+    Ok(bench::udp_frame(&spec, wire)?)
+}
+
+/// Runs `ip ARGS…` in the host's namespace.
+fn ip(args: &[&str]) -> Result<()> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .context("running ip (iproute2)")?;
+    if !out.status.success() {
+        bail!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
 
+/// Makes R forward [`SINK_ADDR`] onto its link to B, to a MAC no interface has, without a
+/// neighbour lookup on the wire: a /32 route on the link and a permanent neighbour entry.
+fn route_to_sink(state: &State) -> Result<()> {
+    let ns = node_netns(&state.lab, "r");
+    let dev = &interface(state, "r", "b")?.ifname;
+    let sink = SINK_ADDR.to_string();
+    let mac = Mac(bench::FOREIGN_MAC).to_string();
+    ip(&["-n", &ns, "route", "add", &format!("{sink}/32"), "dev", dev])?;
+    ip(&[
+        "-n",
+        &ns,
+        "neigh",
+        "replace",
+        &sink,
+        "lladdr",
+        &mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ])
+}
+
+/// Ticks (USER_HZ) all CPUs spent by state since boot: the first line of `/proc/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CpuTicks {
+    /// user, nice, system, irq and softirq.
+    busy: u64,
+    /// softirq alone, wherever it ran (in a task's context or in ksoftirqd).
+    softirq: u64,
+    /// Every state but guest time, which `user` already holds.
+    total: u64,
+}
+
+impl CpuTicks {
+    /// Parses `/proc/stat`'s `cpu` line: user nice system idle iowait irq softirq steal ….
+    fn parse(stat: &str) -> Option<CpuTicks> {
+        let line = stat.lines().find_map(|l| l.strip_prefix("cpu "))?;
+        let t: Vec<u64> = line
+            .split_whitespace()
+            .take(8)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        (t.len() == 8).then(|| CpuTicks {
+            busy: t[0] + t[1] + t[2] + t[5] + t[6],
+            softirq: t[6],
+            total: t.iter().sum(),
+        })
+    }
+
+    fn read() -> Result<CpuTicks> {
+        let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        CpuTicks::parse(&stat).context("/proc/stat has no `cpu` line of 8 numbers")
+    }
+
+    /// Softirq and busy time from `self` to `later`, each in % of one core, on `cpus` CPUs.
+    fn shares(self, later: CpuTicks, cpus: usize) -> (f64, f64) {
+        let total = later.total.saturating_sub(self.total).max(1) as f64;
+        let percent = |ticks: u64| ticks as f64 * cpus as f64 * 100.0 / total;
+        (
+            percent(later.softirq.saturating_sub(self.softirq)),
+            percent(later.busy.saturating_sub(self.busy)),
+        )
+    }
+}
+
+/// What one flood did, from A, at B, and on the CPUs.
+struct Flooded {
+    /// The generator's frames, time and CPU.
+    generator: Work,
+    /// Frames that reached B's interface from the flood's start until [`DRAIN`] after its end.
+    at_b: u64,
+    /// Softirq time of all CPUs over the flood, % of one core.
+    softirq: f64,
+    /// Busy time of all CPUs over the flood, % of one core.
+    busy: f64,
+}
+
+/// Floods `frame` from A's interface on `path` for `secs` with [`bench::flood`] on CPU 0, and
+/// counts what reached B's interface.
+fn flood_once(state: &State, path: Path, frame: Vec<u8>, secs: u32) -> Result<Flooded> {
+    let b_ns = netns::named(&node_netns(&state.lab, "b"));
+    let b_if = &interface(state, "b", path.before_b())?.ifname;
+    let a_ns = netns::named(&node_netns(&state.lab, "a"));
+    let a_if = interface(state, "a", path.after_a())?.ifname.clone();
+    let before = bench::interface_counters(&b_ns, b_if)?.rx_packets;
+    let cpu0 = CpuTicks::read()?;
+    let generator = netns::run_in(&a_ns, move || -> Result<Work> {
+        rt::set_affinity(&[0]).context("pinning the generator to CPU 0")?;
+        let mut tx = AfPacket::open(&a_if, &AfPacketConfig::default())?;
+        Ok(bench::flood(
+            &mut tx,
+            &frame,
+            u64::from(secs) * 1_000_000_000,
+        )?)
+    })??;
+    let cpu1 = CpuTicks::read()?;
+    std::thread::sleep(DRAIN);
+    let after = bench::interface_counters(&b_ns, b_if)?.rx_packets;
+    let (softirq, busy) = cpu0.shares(cpu1, last_cpu() + 1);
+    Ok(Flooded {
+        generator,
+        at_b: after.saturating_sub(before),
+        softirq,
+        busy,
+    })
+}
+
+/// What the engine or the relay counted over a row.
+struct PathCounts {
+    received: u64,
+    sent: u64,
+    /// Drops by reason (`reason n, …`), or `0`.
+    drops: String,
+    /// Frames lost to a full receive ring before the engine or relay read them.
+    kernel_drops: Option<u64>,
+    /// Its CPU time over the row, % of one core.
+    cpu: f64,
+}
+
+/// One row of the throughput table.
+struct TputRow {
+    flooded: Flooded,
+    /// The engine's or relay's counts; `None` for the kernel's rows.
+    counts: Option<PathCounts>,
+}
+
+impl TputRow {
+    /// Frames per second that reached B.
+    fn delivered_pps(&self) -> f64 {
+        self.flooded.at_b as f64 * 1e9 / self.flooded.generator.elapsed_ns.max(1) as f64
+    }
+}
+
+/// Measures one row: brings its lab up, floods, reads the counters, takes the lab down.
+fn tput_row(opts: &Options, path: Path, wire: usize) -> Result<TputRow> {
+    let lab = tput_lab(opts, path)?;
+    let state = &lab.0;
+    let frame = tput_frame(state, path, wire)?;
+    match path {
+        Path::Veth => kernel_row(state, path, frame, opts.seconds),
+        Path::Router => {
+            route_to_sink(state).and_then(|()| kernel_row(state, path, frame, opts.seconds))
+        }
+        Path::Relay(IoKind::AfPacket) => relay_row(state, path, frame, opts.seconds, |name| {
+            Ok(AfPacket::open(name, &AfPacketConfig::default())?)
+        }),
+        Path::Relay(IoKind::AfXdp) => relay_row(state, path, frame, opts.seconds, |name| {
+            let config =
+                AfXdpConfig::for_mtu(1500).context("no AF_XDP chunk holds a 1500-byte MTU")?;
+            Ok(AfXdp::open(name, &config)?)
+        }),
+        Path::Engine(..) => engine_row(state, path, frame, opts.seconds),
+    }
+}
+
+fn kernel_row(state: &State, path: Path, frame: Vec<u8>, secs: u32) -> Result<TputRow> {
+    Ok(TputRow {
+        flooded: flood_once(state, path, frame, secs)?,
+        counts: None,
+    })
+}
+
+/// Switches offloads off on the impaired link's four ends, as the engine does before it opens
+/// them, so the relay moves the same frames the engine would.
+fn disable_offloads(state: &State) -> Result<()> {
+    let (si, seg, _) = engine::impaired(state)
+        .into_iter()
+        .next()
+        .context("the relay's lab has no impaired link")?;
+    let lab_ns = netns::named(&lab_netns(&state.lab));
+    for (m, end) in seg.members.iter().zip(engine_ends(si)) {
+        netns::run_in(&lab_ns, move || offload::disable(&end))??;
+        let node = &state.topology.nodes[m.node].name;
+        let ifname = m.ifname.clone();
+        netns::run_in(&netns::named(&node_netns(&state.lab, node)), move || {
+            offload::disable(&ifname)
+        })??;
+    }
+    Ok(())
+}
+
+/// Relays the impaired link's engine ends, opened with `open`, on the last CPU while A floods.
+fn relay_row<P: PacketIo + Send + 'static>(
+    state: &State,
+    path: Path,
+    frame: Vec<u8>,
+    secs: u32,
+    open: fn(&str) -> Result<P>,
+) -> Result<TputRow> {
+    disable_offloads(state)?;
+    let [ea, eb] = engine_ends(0);
+    let (mut a, mut b) = netns::run_in(&netns::named(&lab_netns(&state.lab)), move || {
+        Ok::<_, anyhow::Error>((open(&ea)?, open(&eb)?))
+    })??;
+    let mut probe = a.drop_probe();
+    let stop = Arc::new(AtomicBool::new(false));
+    let relay = {
+        let stop = Arc::clone(&stop);
+        let cpu = last_cpu();
+        std::thread::spawn(move || -> Result<Work> {
+            rt::set_affinity(&[cpu]).with_context(|| format!("pinning the relay to CPU {cpu}"))?;
+            Ok(bench::relay(&mut a, &mut b, &stop)?)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    let flooded = flood_once(state, path, frame, secs);
+    // Stopped before any error is returned, so no relay outlives its row.
+    stop.store(true, Ordering::Relaxed);
+    let work = relay
+        .join()
+        .map_err(|_| anyhow::anyhow!("the relay thread panicked"))??;
+    let lost = work.received - work.sent;
+    Ok(TputRow {
+        flooded: flooded?,
+        counts: Some(PathCounts {
+            received: work.received,
+            sent: work.sent,
+            drops: if lost == 0 {
+                "0".to_owned()
+            } else {
+                format!("tx ring full {lost}")
+            },
+            kernel_drops: probe.as_mut().and_then(|p| p.take().ok()),
+            cpu: work.cpu_percent(),
+        }),
+    })
+}
+
+/// The a→b direction in a `stats` reply.
+fn a_to_b(stats: &Value) -> Result<&Value> {
+    stats["directions"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|d| d["from"] == "a"))
+        .context("no a→b direction in the engine's stats")
+}
+
+/// The drops by reason from `before` to `after` (directions), those that happened, or `0`.
+fn drops_between(before: &Value, after: &Value) -> String {
+    let Some(reasons) = after["dropped"].as_object() else {
+        return "?".to_owned();
+    };
+    let happened: Vec<String> = reasons
+        .iter()
+        .filter_map(|(reason, n)| {
+            let n = n
+                .as_u64()?
+                .saturating_sub(before["dropped"][reason].as_u64().unwrap_or(0));
+            (n > 0).then(|| format!("{reason} {n}"))
+        })
+        .collect();
+    if happened.is_empty() {
+        "0".to_owned()
+    } else {
+        happened.join(", ")
+    }
+}
+
+/// Floods through the lab's engine and reads its counters and CPU before and after.
+fn engine_row(state: &State, path: Path, frame: Vec<u8>, secs: u32) -> Result<TputRow> {
+    let before = engine::stats(&state.lab)?;
+    let started = std::time::Instant::now();
+    let flooded = flood_once(state, path, frame, secs)?;
+    let after = engine::stats(&state.lab)?;
+    let wall_ns = started.elapsed().as_nanos() as f64;
+    let (d0, d1) = (a_to_b(&before)?, a_to_b(&after)?);
+    let count = |key: &str| {
+        d1[key]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(d0[key].as_u64().unwrap_or(0))
+    };
+    let cpu_ns = after["process_cpu_ns"].as_f64().unwrap_or(f64::NAN)
+        - before["process_cpu_ns"].as_f64().unwrap_or(f64::NAN);
+    Ok(TputRow {
+        flooded,
+        counts: Some(PathCounts {
+            received: count("received"),
+            sent: count("delivered"),
+            drops: drops_between(d0, d1),
+            kernel_drops: d1["kernel_drops"]
+                .as_u64()
+                .map(|k| k.saturating_sub(d0["kernel_drops"].as_u64().unwrap_or(0))),
+            cpu: cpu_ns / wall_ns * 100.0,
+        }),
+    })
+}
+
+/// Packets per second from one cheap generator through the kernel's own forwarding, a bare
+/// relay over each of the engine's I/O layers and the engine itself, side by side, with where
+/// the CPU went; then the issue's two goals as ratios.
+fn throughput(opts: &Options, out: &mut impl Write) -> Result<()> {
+    writeln!(
+        out,
+        "\n### Throughput: an AF_PACKET flood from A (CPU 0) to a sink B drops at once, {} s per row; engine and relay on CPU {}\n",
+        opts.seconds,
+        last_cpu()
+    )?;
+    writeln!(
+        out,
+        "| path | frame B | offered pps | delivered pps at B | delivered % | engine/relay received pps | engine/relay sent pps | drops | kernel ring drops | generator CPU % | engine/relay CPU % | softirq CPU % | busy CPU % |"
+    )?;
+    writeln!(
+        out,
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+    )?;
+    let mut delivered = Vec::new();
+    let mut failed = 0;
+    for wire in TPUT_WIRE {
+        for path in Path::ALL {
+            match tput_row(opts, path, wire) {
+                Ok(row) => {
+                    writeln!(out, "{}", row_text(path, wire, &row))?;
+                    delivered.push((wire, path, row.delivered_pps()));
+                }
+                Err(e) => {
+                    failed += 1;
+                    writeln!(out, "| {} | {wire} | failed: {e:#} |", path.label())?;
+                }
+            }
+            out.flush()?;
+        }
+    }
+    goals(&delivered, out)?;
+    if failed > 0 {
+        bail!("{failed} throughput rows failed (their lines say why)");
+    }
+    Ok(())
+}
+
+/// One line of the throughput table.
+fn row_text(path: Path, wire: usize, row: &TputRow) -> String {
+    let f = &row.flooded;
+    let secs = f.generator.elapsed_ns.max(1) as f64 / 1e9;
+    let offered = f.generator.sent_per_s();
+    let at_b = row.delivered_pps();
+    let counts = match &row.counts {
+        Some(c) => format!(
+            "{:.0} | {:.0} | {} | {}",
+            c.received as f64 / secs,
+            c.sent as f64 / secs,
+            c.drops,
+            c.kernel_drops.map_or("—".to_owned(), |k| k.to_string()),
+        ),
+        None => "— | — | — | —".to_owned(),
+    };
+    let path_cpu = row
+        .counts
+        .as_ref()
+        .map_or("—".to_owned(), |c| format!("{:.0}", c.cpu));
+    format!(
+        "| {} | {wire} | {offered:.0} | {at_b:.0} | {:.1} | {counts} | {:.0} | {path_cpu} | {:.0} | {:.0} |",
+        path.label(),
+        at_b * 100.0 / offered.max(1.0),
+        f.generator.cpu_percent(),
+        f.softirq,
+        f.busy,
+    )
+}
+
+/// The issue's goals per engine row: delivered packets/s over the bare relay's on the same I/O
+/// (goal ≥ 0.90) and over the router namespace's (goal > 1).
+fn goals(delivered: &[(usize, Path, f64)], out: &mut impl Write) -> Result<()> {
+    let find = |wire: usize, path: Path| {
+        delivered
+            .iter()
+            .find(|(w, p, _)| *w == wire && *p == path)
+            .map(|(_, _, pps)| *pps)
+    };
+    writeln!(
+        out,
+        "\n| engine row | frame B | / bare relay, same I/O (goal ≥ 0.90) | / router namespace (goal > 1) |"
+    )?;
+    writeln!(out, "| --- | ---: | ---: | ---: |")?;
+    for &(wire, path, pps) in delivered {
+        let Path::Engine(io, _) = path else {
+            continue;
+        };
+        let ratio =
+            |base: Option<f64>| base.map_or("—".to_owned(), |b| format!("{:.2}", pps / b));
+        writeln!(
+            out,
+            "| {} | {wire} | {} | {} |",
+            path.label(),
+            ratio(find(wire, Path::Relay(io))),
+            ratio(find(wire, Path::Router)),
+        )?;
+    }
+    Ok(())
+}
 /// Starts a one-shot iperf3 server in node `node` on `port`, and gives it time to listen.
 fn udp_server(state: &State, node: &str, port: u16) -> Result<()> {
     let server = run_in(
@@ -602,4 +1106,96 @@ pub fn run(opts: &Options) -> Result<()> {
         throughput(opts, &mut out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_come_from_the_all_cpu_line() {
+        let stat = "cpu  100 5 50 800 10 2 20 3 7 0\ncpu0 1 1 1 1 1 1 1 1 0 0\nintr 1 2\n";
+        assert_eq!(
+            CpuTicks::parse(stat),
+            Some(CpuTicks {
+                busy: 100 + 5 + 50 + 2 + 20,
+                softirq: 20,
+                total: 100 + 5 + 50 + 800 + 10 + 2 + 20 + 3,
+            })
+        );
+        assert_eq!(CpuTicks::parse("cpu0 1 2 3 4 5 6 7 8\n"), None);
+        assert_eq!(CpuTicks::parse("cpu  1 2 3\n"), None);
+        assert_eq!(CpuTicks::parse("cpu  1 2 x 4 5 6 7 8\n"), None);
+    }
+
+    #[test]
+    fn cpu_shares_are_in_percent_of_one_core() {
+        let before = CpuTicks {
+            busy: 0,
+            softirq: 0,
+            total: 0,
+        };
+        // Two CPUs for one second at 100 ticks/s: 200 ticks, 150 busy, 50 of them softirq.
+        let after = CpuTicks {
+            busy: 150,
+            softirq: 50,
+            total: 200,
+        };
+        assert_eq!(before.shares(after, 2), (50.0, 150.0));
+        // No tick in between: no division by zero.
+        assert_eq!(after.shares(after, 2), (0.0, 0.0));
+    }
+
+    fn up_state(path: Path) -> State {
+        State {
+            lab: TPUT_LAB.to_owned(),
+            file: "tput.toml".to_owned(),
+            namespaces: Vec::new(),
+            nodes: Vec::new(),
+            handovers: Vec::new(),
+            cgroups: Vec::new(),
+            complete: true,
+            topology: path.topology().unwrap(),
+        }
+    }
+
+    #[test]
+    fn every_path_has_its_lab_and_interfaces() {
+        for path in Path::ALL {
+            let state = up_state(path);
+            let impaired = state.topology.impaired_links().count();
+            assert_eq!(
+                impaired,
+                usize::from(matches!(path, Path::Relay(_) | Path::Engine(..))),
+                "{path:?}"
+            );
+            let a = interface(&state, "a", path.after_a()).unwrap();
+            let b = interface(&state, "b", path.before_b()).unwrap();
+            assert_ne!(a.mac, b.mac);
+        }
+        assert!(interface(&up_state(Path::Router), "a", "b").is_err());
+    }
+
+    #[test]
+    fn the_router_row_addresses_r_and_the_others_a_foreign_mac() {
+        let router = up_state(Path::Router);
+        let frame = tput_frame(&router, Path::Router, 64).unwrap();
+        assert_eq!(frame[0..6], interface(&router, "r", "a").unwrap().mac.0);
+        assert_eq!(frame[6..12], interface(&router, "a", "r").unwrap().mac.0);
+        assert_eq!(frame[30..34], SINK_ADDR.octets());
+        let veth = up_state(Path::Veth);
+        let frame = tput_frame(&veth, Path::Veth, 1400).unwrap();
+        assert_eq!(frame[0..6], bench::FOREIGN_MAC);
+        assert_eq!(frame.len(), 1396);
+        assert!(tput_frame(&veth, Path::Veth, 20).is_err());
+    }
+
+    #[test]
+    fn drops_are_listed_by_reason_when_they_happened() {
+        let before = serde_json::json!({ "dropped": { "model": 1, "pool-exhausted": 5 } });
+        let after = serde_json::json!({ "dropped": { "model": 1, "pool-exhausted": 12 } });
+        assert_eq!(drops_between(&before, &after), "pool-exhausted 7");
+        assert_eq!(drops_between(&after, &after), "0");
+        assert_eq!(drops_between(&before, &serde_json::json!({})), "?");
+    }
 }
