@@ -122,6 +122,7 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
         assert_eq!(d["conserved"], true, "{d}");
         assert!(d["delivered"].as_u64().unwrap() >= 4, "{d}");
         assert_eq!(d["fidelity"]["count"], d["delivered"], "{d}");
+        assert_eq!(d["buffers"], 4096, "the default sizing: {d}");
     }
 
     let set = lab.link("set", &["ab", "delay", "40ms"]);
@@ -182,8 +183,20 @@ fn an_af_xdp_engine_carries_the_links_delay_and_its_programs_leave_with_it() {
     if !root_or_skip("an_af_xdp_engine_carries_the_links_delay_and_its_programs_leave_with_it") {
         return;
     }
-    let lab = Lab::up_args("x", TWO_NODES, &[], &["--engine-io", "af-xdp"]);
-    assert_eq!(lab.stats()["io"], "af-xdp", "the engine fell back");
+    let lab = Lab::up_args(
+        "x",
+        TWO_NODES,
+        &[],
+        &["--engine-io", "af-xdp", "--engine-pps", "2000000"],
+    );
+    let stats = lab.stats();
+    assert_eq!(stats["io"], "af-xdp", "the engine fell back");
+    // Buffers for 10 ms at 2 Mpps, twice over, plus a batch; the default (100 kpps) gives 4096.
+    assert_eq!(
+        direction(&stats, "a")["buffers"],
+        2 * 20_000 + 64,
+        "{stats}"
+    );
     let netns = format!("rtemu-{}", lab.name);
     let xdp_on = |end: &str| {
         let o = Command::new("ip")

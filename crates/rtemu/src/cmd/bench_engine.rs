@@ -54,8 +54,8 @@ use rtemu_topo::topology::{Attachment, Mac};
 use rtemu_topo::Topology;
 use serde_json::Value;
 
-use super::engine::{self, IoKind};
-use super::topo::{bring_up, bring_up_io};
+use super::engine::{self, EngineOptions, IoKind};
+use super::topo::bring_up;
 
 /// The chain lengths of the per-hop benchmark.
 const CHAINS: [usize; 4] = [1, 2, 4, 8];
@@ -90,7 +90,20 @@ impl Options {
     fn runs(&self, part: &str) -> bool {
         self.parts.is_empty() || self.parts.iter().any(|p| p == part)
     }
+
+    /// The engine as `up` would start it, with this benchmark's wait strategy.
+    fn engine(&self) -> EngineOptions {
+        EngineOptions {
+            wait: self.wait,
+            ..EngineOptions::default()
+        }
+    }
 }
+
+/// The packet rate the throughput rows' engine buffers are sized for (`up --engine-pps`): the
+/// flood offers up to about 0.6 Mpps here, and 10 ms of it must fit, or the `delay 10ms` rows
+/// measure the default sizing (100 kpps) rather than the engine.
+const TPUT_SIZING_PPS: u64 = 1_000_000;
 
 fn chain_topology(lab: &str, hops: usize, impaired: bool) -> Result<Topology> {
     let mut src = format!("lab = \"{lab}\"\nneighbours = \"static\"\nip = \"ipv4\"\n");
@@ -175,7 +188,12 @@ fn chain_run(opts: &Options, hops: usize, io: Option<IoKind>) -> Result<Vec<f64>
     );
     remove(&name);
     let topo = chain_topology(&name, hops, io.is_some())?;
-    let state = bring_up_io(&topo, "chain", opts.wait, None, io)?;
+    let engine = EngineOptions {
+        wait: opts.wait,
+        io,
+        ..EngineOptions::default()
+    };
+    let state = bring_up(&topo, "chain", &engine)?;
     let measured = match io {
         Some(io) => check_io(&name, io).and_then(|()| chain_rtts(&state, hops, opts.pings)),
         None => chain_rtts(&state, hops, opts.pings),
@@ -262,12 +280,7 @@ fn rate_accuracy(opts: &Options, out: &mut impl Write) -> Result<()> {
         rate_text(fastest),
         queue_limit(fastest)
     );
-    let state = bring_up(
-        &Topology::parse("rate.toml", &src)?,
-        "rate",
-        opts.wait,
-        None,
-    )?;
+    let state = bring_up(&Topology::parse("rate.toml", &src)?, "rate", &opts.engine())?;
     let result = rate_rows(&state, opts, out);
     remove(name);
     result
@@ -405,12 +418,7 @@ fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> R
             "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.b]\n\
              [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\n{imp}\n"
         );
-        let state = bring_up(
-            &Topology::parse("load.toml", &src)?,
-            "load",
-            opts.wait,
-            None,
-        )?;
+        let state = bring_up(&Topology::parse("load.toml", &src)?, "load", &opts.engine())?;
         let row = load_row(&state, opts, pps);
         remove(name);
         let (received_pps, cpu, d) = row?;
@@ -589,7 +597,15 @@ fn tput_lab(opts: &Options, path: Path) -> Result<LabGuard> {
     remove(TPUT_LAB);
     let topo = path.topology()?;
     let guard = LabGuard(match path {
-        Path::Engine(io, _) => bring_up_io(&topo, "tput", opts.wait, Some(last_cpu()), Some(io))?,
+        Path::Engine(io, _) => {
+            let engine = EngineOptions {
+                wait: opts.wait,
+                cpu: Some(last_cpu()),
+                io: Some(io),
+                sizing_pps: Some(TPUT_SIZING_PPS),
+            };
+            bring_up(&topo, "tput", &engine)?
+        }
         _ => lab::up(&topo, "tput")?,
     });
     if let Path::Engine(io, _) = path {

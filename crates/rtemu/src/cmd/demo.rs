@@ -10,6 +10,7 @@ use rtemu_topo::state::State;
 use rtemu_topo::topology::{Impairment, SegmentKind};
 use rtemu_topo::Topology;
 
+use super::engine::EngineOptions;
 use super::topo::{bring_up, take_down};
 
 /// The example network, built into the binary so the demo runs from anywhere.
@@ -96,7 +97,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let topo = topology()?;
     println!("rtemu demo: the vimage paper's network, north–east shaped as `{DEMO_NETEM}`\n");
     println!("  tindy1 ── west ── north ══ east ── tpx30      (══ through rtemu's engine)\n");
-    let state = bring_up(&topo, "examples/east-west-north.toml (demo)", None, None)?;
+    let state = bring_up(
+        &topo,
+        "examples/east-west-north.toml (demo)",
+        &EngineOptions::default(),
+    )?;
     let shown = show(&state, args.count);
     println!();
     let down = take_down(LAB, None);

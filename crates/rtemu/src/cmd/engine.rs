@@ -44,8 +44,9 @@ use super::sim::{build_model, TraceArg, TraceKind, TraceOptions};
 /// A copy released more than this after its intended time counts as late.
 const LATE_AFTER_NS: u64 = 100_000;
 
-/// The packet rate a direction's buffers are sized for (with its longest delay).
-const SIZING_PPS: u64 = 100_000;
+/// The packet rate a direction's buffers are sized for (with its longest delay), unless
+/// `up --engine-pps` says otherwise.
+pub const SIZING_PPS: u64 = 100_000;
 
 /// The fewest frame buffers a direction gets (about 6 MB at a 1500-byte MTU).
 const MIN_POOL: usize = 4096;
@@ -74,6 +75,33 @@ pub struct EngineArgs {
     /// up).
     #[arg(long, value_enum)]
     pub io: Option<IoKind>,
+    /// The packet rate each direction's buffers are sized for.
+    #[arg(long, default_value_t = SIZING_PPS)]
+    pub sizing_pps: u64,
+}
+
+/// How `up` starts a lab's engine; each option left out takes the engine's default.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EngineOptions {
+    /// How the engine of impaired links waits for a release: `spin` (best precision, one core
+    /// busy), `hybrid:MARGIN` (sleep until MARGIN before, then spin) or `sleep`. Default:
+    /// `spin` with 4 or more CPUs, else `hybrid:100us`.
+    #[arg(long = "engine-wait", value_name = "STRATEGY")]
+    pub wait: Option<WaitStrategy>,
+    /// Pin the engine's release thread to this CPU.
+    #[arg(long = "engine-cpu", value_name = "CPU")]
+    pub cpu: Option<usize>,
+    /// The engine's packet I/O: `af-packet` (the default) or `af-xdp` (fewer frames lost under
+    /// load; no faster on veth, see docs/benchmarks.md). Where AF_XDP cannot be set up, the
+    /// engine says so in its log and uses `af-packet`.
+    #[arg(long = "engine-io", value_name = "IO", value_enum)]
+    pub io: Option<IoKind>,
+    /// The packet rate, per direction, that each impaired link's frame buffers are sized for:
+    /// its longest delay × PPS frames in flight, twice over, plus its longest rate queue (at
+    /// least 4096 and at most 65536 buffers of one MTU each, locked in memory). Beyond that
+    /// rate frames are dropped as `pool-exhausted`. Default 100000.
+    #[arg(long = "engine-pps", value_name = "PPS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sizing_pps: Option<u64>,
 }
 
 /// The engine's packet I/O layer.
@@ -170,14 +198,9 @@ pub fn alive(lab: &str) -> bool {
     ask(lab, "ping", Duration::from_secs(1)).is_ok()
 }
 
-/// Starts the engine of lab `state` as a detached process with `io` (default: the engine's)
+/// Starts the engine of lab `state` as a detached process with `opts`, waiting with `wait`,
 /// and waits until it answers.
-pub fn start(
-    state: &State,
-    wait: WaitStrategy,
-    cpu: Option<usize>,
-    io: Option<IoKind>,
-) -> Result<()> {
+pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<()> {
     let dir = lab_dir(&state.lab);
     let log_path = dir.join("engine.log");
     let log = std::fs::File::create(&log_path)
@@ -185,11 +208,14 @@ pub fn start(
     let exe = std::env::current_exe().context("finding the rtemu executable")?;
     let mut cmd = Command::new(exe);
     cmd.args(["engine", &state.lab, "--wait", &wait.to_string()]);
-    if let Some(cpu) = cpu {
+    if let Some(cpu) = opts.cpu {
         cmd.args(["--cpu", &cpu.to_string()]);
     }
-    if let Some(io) = io {
+    if let Some(io) = opts.io {
         cmd.args(["--io", io.as_str()]);
+    }
+    if let Some(pps) = opts.sizing_pps {
+        cmd.args(["--sizing-pps", &pps.to_string()]);
     }
     cmd.stdin(Stdio::null())
         .stdout(log.try_clone().context("opening the engine log")?)
@@ -327,7 +353,14 @@ fn swap(imp: &Impairment, netem_text: &str, link: &str, way: Way, pool: usize) -
     })
 }
 
-fn direction_config(imp: &Impairment, link: &str, way: Way, mtu: u32) -> Result<DirectionConfig> {
+/// One direction's model and buffers: enough for `sizing_pps` packets/s over its longest delay.
+fn direction_config(
+    imp: &Impairment,
+    link: &str,
+    way: Way,
+    mtu: u32,
+    sizing_pps: u64,
+) -> Result<DirectionConfig> {
     let (model, cfg) = direction_model(imp, None, way, label(link, way))?;
     let horizon = if imp.trace.is_some() {
         TRACE_SIZING_DELAY_NS
@@ -350,7 +383,7 @@ fn direction_config(imp: &Impairment, link: &str, way: Way, mtu: u32) -> Result<
         resolution: resolution(imp, &cfg),
         // The delay's in-flight frames plus a full rate queue; at least MIN_POOL, so a model
         // swapped in later (`link set`) with a longer delay still finds buffers.
-        pool_frames: (rtemu_engine::pool::frames_for(SIZING_PPS, horizon, 64) + queue)
+        pool_frames: (rtemu_engine::pool::frames_for(sizing_pps, horizon, 64) + queue)
             .clamp(MIN_POOL, MAX_POOL),
         slot_size: mtu as usize + 18,
         late_after_ns: LATE_AFTER_NS,
@@ -377,17 +410,21 @@ fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io,
     ))
 }
 
-/// Opens every impaired link of `state` with `Io` and starts the engine on them; returns it
-/// with each direction's number of buffers.
-fn spawn_links<Io: OpenIo>(state: &State, config: EngineConfig) -> Result<(EngineHandle, Pools)> {
+/// Opens every impaired link of `state` with `Io` and starts the engine on them, buffers sized
+/// for `sizing_pps`; returns it with each direction's number of buffers.
+fn spawn_links<Io: OpenIo>(
+    state: &State,
+    config: EngineConfig,
+    sizing_pps: u64,
+) -> Result<(EngineHandle, Pools)> {
     let mut links = Vec::new();
     // Each direction's buffers, which bound the rate queue a later model may have.
     let mut pools = Pools::new();
     for (si, seg, imp) in impaired(state) {
         let (a, b, mtu) = open_link::<Io>(state, si, seg)?;
-        let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu)
+        let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu, sizing_pps)
             .with_context(|| format!("link `{}`", seg.name))?;
-        let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu)
+        let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu, sizing_pps)
             .with_context(|| format!("link `{}`", seg.name))?;
         pools.insert((seg.name.clone(), Way::AToB), a_to_b.pool_frames);
         pools.insert((seg.name.clone(), Way::BToA), b_to_a.pool_frames);
@@ -408,14 +445,15 @@ fn spawn_engine(
     state: &State,
     config: EngineConfig,
     io: IoKind,
+    sizing_pps: u64,
 ) -> Result<(EngineHandle, Pools, IoKind)> {
     if io == IoKind::AfXdp {
-        match spawn_links::<AfXdp>(state, config.clone()) {
+        match spawn_links::<AfXdp>(state, config.clone(), sizing_pps) {
             Ok((handle, pools)) => return Ok((handle, pools, IoKind::AfXdp)),
             Err(e) => eprintln!("AF_XDP cannot be set up, using AF_PACKET: {e:#}"),
         }
     }
-    let (handle, pools) = spawn_links::<AfPacket>(state, config)?;
+    let (handle, pools) = spawn_links::<AfPacket>(state, config, sizing_pps)?;
     Ok((handle, pools, AfPacket::KIND))
 }
 
@@ -433,7 +471,8 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         },
         ..EngineConfig::default()
     };
-    let (handle, pools, io) = spawn_engine(&state, config, args.io.unwrap_or(IoKind::DEFAULT))?;
+    let io = args.io.unwrap_or(IoKind::DEFAULT);
+    let (handle, pools, io) = spawn_engine(&state, config, io, args.sizing_pps)?;
     // Every scheduled model is built now, so a bad one fails `up`, not the run.
     let mut steps = Vec::new();
     for (_, seg, imp) in impaired(&state) {
@@ -480,7 +519,7 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         |req| match handle.as_ref().map(|h| serve(&state, &pools, io, h, req)) {
             Some(Ok(Some(reply))) => (reply.to_string(), After::Continue),
             Some(Ok(None)) => {
-                let report = finish(&state, handle.take().expect("running"));
+                let report = finish(&state, &pools, handle.take().expect("running"));
                 let reply = report.to_string();
                 final_report = Some(report);
                 (reply, After::Stop)
@@ -494,7 +533,7 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     )?;
     if let Some(h) = handle.take() {
         // Ended by a signal: the report is written all the same.
-        final_report = Some(finish(&state, h));
+        final_report = Some(finish(&state, &pools, h));
     }
     if let Some(r) = final_report {
         eprintln!("engine of lab {} stopped: {r}", state.lab);
@@ -543,7 +582,7 @@ fn serve(
             "lab": state.lab,
             "io": io.as_str(),
             "process_cpu_ns": process_cpu_ns(),
-            "directions": directions(state, &h.snapshot()),
+            "directions": directions(state, pools, &h.snapshot()),
         }),
         "stop" => return Ok(None),
         "down" | "up" => {
@@ -591,14 +630,14 @@ fn process_cpu_ns() -> Option<u64> {
 }
 
 /// Stops the engine, writes `fidelity.json` into the lab's directory and returns the report.
-fn finish(state: &State, h: EngineHandle) -> Value {
+fn finish(state: &State, pools: &Pools, h: EngineHandle) -> Value {
     let report = match h.stop() {
         Ok(r) => json!({
             "lab": state.lab,
             "notices": r.notices,
             "cpu_ns": r.cpu_ns,
             "wall_ns": r.wall_ns,
-            "directions": directions(state, &r.directions),
+            "directions": directions(state, pools, &r.directions),
         }),
         Err(e) => json!({ "lab": state.lab, "error": e.to_string() }),
     };
@@ -609,8 +648,8 @@ fn finish(state: &State, h: EngineHandle) -> Value {
     report
 }
 
-/// Directions as JSON, with the nodes they run between.
-fn directions(state: &State, ds: &[DirectionReport]) -> Vec<Value> {
+/// Directions as JSON, with the nodes they run between and their frame buffers.
+fn directions(state: &State, pools: &Pools, ds: &[DirectionReport]) -> Vec<Value> {
     ds.iter()
         .map(|d| {
             let seg = state.topology.segments.iter().find(|s| s.name == d.link);
@@ -648,6 +687,7 @@ fn directions(state: &State, ds: &[DirectionReport]) -> Vec<Value> {
                 "kernel_drops": d.kernel_drops,
                 "tx_busy": c.tx_busy,
                 "trace_underruns": c.trace_underruns,
+                "buffers": pools.get(&(d.link.clone(), d.way)),
                 "fidelity": {
                     "count": f.count,
                     "late": f.late,

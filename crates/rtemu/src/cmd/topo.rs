@@ -27,19 +27,8 @@ pub struct UpArgs {
     /// Bring an existing lab of the same name down first.
     #[arg(long)]
     pub replace: bool,
-    /// How the engine of impaired links waits for a release: `spin` (best precision, one core
-    /// busy), `hybrid:MARGIN` (sleep until MARGIN before, then spin) or `sleep`. Default:
-    /// `spin` with 4 or more CPUs, else `hybrid:100us`.
-    #[arg(long, value_name = "STRATEGY")]
-    pub engine_wait: Option<rtemu_clock::WaitStrategy>,
-    /// Pin the engine's release thread to this CPU.
-    #[arg(long, value_name = "CPU")]
-    pub engine_cpu: Option<usize>,
-    /// The engine's packet I/O: `af-packet` (the default) or `af-xdp` (fewer frames lost under
-    /// load; no faster on veth, see docs/benchmarks.md). Where AF_XDP cannot be set up, the
-    /// engine says so in its log and uses `af-packet`.
-    #[arg(long, value_name = "IO", value_enum)]
-    pub engine_io: Option<engine::IoKind>,
+    #[command(flatten)]
+    pub engine: engine::EngineOptions,
 }
 
 /// Remove a lab and everything it made.
@@ -175,41 +164,18 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     if args.replace {
         lab::down(&topo.lab)?;
     }
-    bring_up_io(
-        &topo,
-        &args.file.display().to_string(),
-        args.engine_wait,
-        args.engine_cpu,
-        args.engine_io,
-    )
-    .map(drop)
+    bring_up(&topo, &args.file.display().to_string(), &args.engine).map(drop)
 }
 
-/// Brings `topo` up and, when it has impaired links, starts its engine (with `wait`, or the
-/// machine's default); on failure nothing of the lab stays behind.
-pub fn bring_up(
-    topo: &Topology,
-    file: &str,
-    wait: Option<rtemu_clock::WaitStrategy>,
-    cpu: Option<usize>,
-) -> Result<State> {
-    bring_up_io(topo, file, wait, cpu, None)
-}
-
-/// As [`bring_up`], with the engine's packet I/O `io` (default: the engine's).
-pub fn bring_up_io(
-    topo: &Topology,
-    file: &str,
-    wait: Option<rtemu_clock::WaitStrategy>,
-    cpu: Option<usize>,
-    io: Option<engine::IoKind>,
-) -> Result<State> {
+/// Brings `topo` up and, when it has impaired links, starts its engine with `engine` (the wait
+/// strategy defaulting to the machine's); on failure nothing of the lab stays behind.
+pub fn bring_up(topo: &Topology, file: &str, engine: &engine::EngineOptions) -> Result<State> {
     let started = std::time::Instant::now();
     let state = lab::up(topo, file)?;
     let impaired = topo.impaired_links().count();
     if impaired > 0 {
-        let wait = wait.unwrap_or_else(engine::default_wait);
-        if let Err(e) = engine::start(&state, wait, cpu, io) {
+        let wait = engine.wait.unwrap_or_else(engine::default_wait);
+        if let Err(e) = engine::start(&state, wait, engine) {
             let _ = lab::down(&state.lab);
             return Err(e.context(format!("starting the engine of lab {}", state.lab)));
         }
