@@ -98,6 +98,23 @@ impl Endpoint {
             Endpoint::Raw { .. } => "raw",
         }
     }
+
+    /// The bytes a probe carries on the wire besides its size: UDP's, IP's (v4 or v6) and
+    /// Ethernet's headers for UDP, whose size is the payload; none for raw, whose size is the
+    /// frame.
+    pub fn frame_overhead(&self) -> usize {
+        match self {
+            Endpoint::Udp(addr) => 8 + if addr.is_ipv4() { 20 } else { 40 } + raw::HEADER,
+            Endpoint::Raw { .. } => 0,
+        }
+    }
+
+    /// The Ethernet frame (without its FCS) a probe of `size` is on the wire: the size plus
+    /// [`Endpoint::frame_overhead`], padded to Ethernet's 60 bytes. It puts UDP and raw sizes
+    /// on one axis.
+    pub fn frame_len(&self, size: usize) -> usize {
+        (size + self.frame_overhead()).max(RAW_SIZES.min)
+    }
 }
 
 impl fmt::Display for Endpoint {
@@ -301,6 +318,12 @@ fn decode(buf: &[u8], header: usize) -> Option<u64> {
     (size as usize == buf.len()).then_some(seq)
 }
 
+/// How long a sweep waits after switching kernel stamps on, before its first probe. Linux
+/// turns receive stamping on lazily: the first socket that asks schedules a work item that
+/// enables it (and the last to close one that disables it), so on a busy machine the probes of
+/// a short sweep could all go unstamped before that item runs.
+const STAMPS_SETTLE: Duration = Duration::from_millis(50);
+
 /// Counts what happened to one size's probes.
 #[derive(Default)]
 struct Tally {
@@ -346,6 +369,9 @@ fn sweep(
     let mut seq = 0u64;
     let mut results = Vec::with_capacity(sizes.len());
     let stamps = transport.stamps();
+    if stamps.is_ok() {
+        std::thread::sleep(STAMPS_SETTLE);
+    }
     for &size in sizes {
         before_each(size);
         let mut samples = Vec::with_capacity(config.count);
@@ -540,6 +566,20 @@ impl Drop for Echo {
 mod tests {
     use super::*;
     use std::net::UdpSocket;
+
+    #[test]
+    fn sizes_of_both_protocols_map_to_the_frame_on_the_wire() {
+        let v4 = Endpoint::Udp("192.0.2.1:7".parse().unwrap());
+        let v6 = Endpoint::Udp("[2001:db8::1]:7".parse().unwrap());
+        let raw = Endpoint::Raw {
+            interface: "eth0".into(),
+            mac: "02:00:00:00:00:01".parse().unwrap(),
+        };
+        // A 16-byte UDP payload is a 58-byte frame, padded to 60; 1472 fills a 1514-byte one.
+        assert_eq!((v4.frame_len(16), v4.frame_len(1472)), (60, 1514));
+        assert_eq!((v6.frame_overhead(), v6.frame_len(1452)), (62, 1514));
+        assert_eq!((raw.frame_len(64), raw.frame_len(1514)), (64, 1514));
+    }
 
     fn config(target: SocketAddr) -> RttConfig {
         RttConfig {

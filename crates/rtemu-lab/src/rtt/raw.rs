@@ -18,8 +18,8 @@ use super::{io_err, sys, Echo, Endpoint, Recv, RttError, Transport};
 /// experiments, never carried by a real protocol.
 pub const ETHERTYPE: u16 = 0x88B5;
 
-/// Bytes of the Ethernet header: two addresses and the EtherType.
-const HEADER: usize = 14;
+/// Bytes of the Ethernet header (no VLAN tag): two addresses and the EtherType.
+pub(super) const HEADER: usize = 14;
 
 /// An Ethernet (MAC) address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -19,7 +19,7 @@ use rtemu_lab::doctor::{self, Facts};
 use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
 use rtemu_lab::latency::{self, Class, InversionLock, InversionResult, LatencyConfig, LatencyRow};
 use rtemu_lab::linerate::{self, Pacer, PointConfig, PointResult};
-use rtemu_lab::rtt::{self, Echo, Endpoint, Mac, RttConfig, SizeResult};
+use rtemu_lab::rtt::{self, Echo, Endpoint, Mac, RttConfig, SizeResult, Sweep};
 use rtemu_lab::sleep::{self, MethodResult, SleepConfig, Workload};
 use rtemu_lab::stats::{Distribution, Histogram};
 use rtemu_lab::tire::{Tire, TireParams};
@@ -56,9 +56,9 @@ enum LabCommand {
     Deadline(DeadlineArgs),
     /// A one-screen verdict: what timing this machine can promise, and what to change.
     Doctor(DoctorArgs),
-    /// UDP or raw Ethernet round trips per size against `rtemu lab echo` (the real-time UDP
-    /// paper's benchmark), with the kernel's view beside the application's; without --to or
-    /// --raw, against an echo server on loopback.
+    /// UDP and/or raw Ethernet round trips per size against `rtemu lab echo` (the real-time
+    /// UDP paper's benchmark), with the kernel's view beside the application's; UDP without
+    /// --to runs against an echo server on loopback.
     Rtt(RttArgs),
     /// A UDP or raw Ethernet echo server for `rtemu lab rtt`, bounded in time.
     Echo(EchoArgs),
@@ -292,6 +292,38 @@ struct DoctorArgs {
     csv: Option<PathBuf>,
 }
 
+/// The round trips `rtemu lab rtt` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Protocol {
+    /// UDP datagrams to `rtemu lab echo --listen`.
+    Udp,
+    /// Raw Ethernet frames to `rtemu lab echo --raw`.
+    Raw,
+    /// UDP, then raw Ethernet, reported side by side.
+    Both,
+}
+
+impl Protocol {
+    /// Whether a UDP sweep runs.
+    fn udp(self) -> bool {
+        matches!(self, Protocol::Udp | Protocol::Both)
+    }
+
+    /// Whether a raw Ethernet sweep runs.
+    fn raw(self) -> bool {
+        matches!(self, Protocol::Raw | Protocol::Both)
+    }
+
+    /// As `--protocol` spells it.
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Udp => "udp",
+            Protocol::Raw => "raw",
+            Protocol::Both => "both",
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   rtemu lab rtt
@@ -300,15 +332,21 @@ struct DoctorArgs {
   rtemu lab rtt --to 192.0.2.10:7777 --half-rtt --csv rtt.csv
   sudo rtemu lab echo --raw eth0 --duration 10m           # on the far host, then here:
   sudo rtemu lab rtt --raw eth0 --peer 02:00:5e:10:00:01 --plot raw.svg
-  sudo rtemu lab rtt --lab demo --from a --to b --count 1000")]
+  sudo rtemu lab rtt --protocol both --to 192.0.2.10:7777 --raw eth0 --peer 02:00:5e:10:00:01
+  sudo rtemu lab rtt --lab demo --from a --to b --count 1000
+  sudo rtemu lab rtt --lab demo --from a --to b --protocol both --plot rtt.svg")]
 struct RttArgs {
-    /// The echo server (`rtemu lab echo`), ADDR:PORT; with --from, the lab node to start one
-    /// in. Default: one started on 127.0.0.1 for the run.
-    #[arg(long, value_name = "ADDR:PORT|NODE", conflicts_with = "raw")]
+    /// Which round trips: udp, raw (Ethernet frames), or both, UDP first [default: udp, or
+    /// raw when --raw is given].
+    #[arg(long, value_enum)]
+    protocol: Option<Protocol>,
+    /// The UDP echo server (`rtemu lab echo`), ADDR:PORT; with --from, the lab node to start
+    /// the echo servers in. Default: a UDP echo started on 127.0.0.1 for the run.
+    #[arg(long, value_name = "ADDR:PORT|NODE")]
     to: Option<String>,
-    /// Run the sweep inside this node of a running lab, against an echo server started in the
-    /// --to node for the run.
-    #[arg(long, value_name = "NODE", requires = "to")]
+    /// Run the sweeps inside this node of a running lab, against echo servers started in the
+    /// --to node for the run (raw Ethernet: on the interface facing this node).
+    #[arg(long, value_name = "NODE", requires = "to", conflicts_with = "raw")]
     from: Option<String>,
     /// The lab of --from and --to (default: the only one running).
     #[arg(long, value_name = "LAB", requires = "from")]
@@ -316,15 +354,15 @@ struct RttArgs {
     /// The UDP port of the echo server started with --from.
     #[arg(long, default_value_t = 7777, requires = "from")]
     port: u16,
-    /// Raw Ethernet frames (EtherType 0x88b5) on this interface instead of UDP, to the
+    /// The interface raw Ethernet frames (EtherType 0x88b5) leave on, to the
     /// `rtemu lab echo --raw` at --peer (needs CAP_NET_RAW).
     #[arg(long, value_name = "IFACE", requires = "peer")]
     raw: Option<String>,
     /// The MAC address of the raw echo's interface (`ip link` on its host shows it).
     #[arg(long, value_name = "MAC", requires = "raw")]
     peer: Option<Mac>,
-    /// Smallest size, bytes: UDP payload (12–1472, default 16) or Ethernet frame with --raw
-    /// (60–1514, default 64).
+    /// Smallest size, bytes, in each protocol's own unit: UDP payload (12–1472, default 16)
+    /// or Ethernet frame for raw (60–1514, default 64).
     #[arg(long)]
     min_size: Option<usize>,
     /// Largest size, bytes (default 1472 for UDP, 1514 for raw).
@@ -367,6 +405,38 @@ impl RttArgs {
             warmup: self.warmup as usize,
             timeout_ns: self.timeout,
         }
+    }
+
+    /// The protocols to run, checked against the echo servers named: `--raw IFACE --peer MAC`
+    /// names the raw one, `--to ADDR:PORT` the UDP one (`--from` finds both in a lab), and a
+    /// flag the chosen protocols would not use is refused rather than ignored.
+    fn protocol(&self) -> anyhow::Result<Protocol> {
+        let in_lab = self.from.is_some();
+        let protocol = self.protocol.unwrap_or(match self.raw {
+            Some(_) => Protocol::Raw,
+            None => Protocol::Udp,
+        });
+        if !protocol.raw() && self.raw.is_some() {
+            anyhow::bail!(
+                "--raw names a raw Ethernet echo, which --protocol udp does not measure: add \
+                 --protocol both, or leave out --raw"
+            );
+        }
+        if protocol.raw() && !in_lab && self.raw.is_none() {
+            anyhow::bail!(
+                "--protocol {} needs the raw echo's interface and MAC address: add --raw IFACE \
+                 --peer MAC (--to ADDR:PORT names a UDP echo only); between two nodes of a lab, \
+                 --lab LAB --from A --to B finds them",
+                protocol.name()
+            );
+        }
+        if !protocol.udp() && !in_lab && self.to.is_some() {
+            anyhow::bail!(
+                "--to names a UDP echo, which a raw Ethernet run does not measure: add \
+                 --protocol both, or leave out --to"
+            );
+        }
+        Ok(protocol)
     }
 }
 
@@ -1313,9 +1383,39 @@ struct RttReport<'a> {
     results: &'a [SizeResult],
 }
 
+impl<'a> RttReport<'a> {
+    fn of(header: &'a Header, half_rtt: bool, run: &'a RttRun) -> RttReport<'a> {
+        RttReport {
+            header,
+            protocol: run.config.target.protocol(),
+            target: run.config.target.to_string(),
+            half_rtt,
+            kernel_timestamps: run.sweep.kernel_notice.as_deref(),
+            results: &run.sweep.results,
+        }
+    }
+}
+
+/// Several protocols' reports as one JSON object, each under its protocol's name (`udp`,
+/// `raw`), in the order they ran.
+struct ByProtocol<'a>(Vec<RttReport<'a>>);
+
+impl Serialize for ByProtocol<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|r| (r.protocol, r)))
+    }
+}
+
+/// One protocol's sweep: what was asked and what came back.
+struct RttRun {
+    config: RttConfig,
+    sweep: Sweep,
+}
+
 fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
+    let protocol = args.protocol()?;
     if let Some(from) = &args.from {
-        return lab_rtt::run(args, from);
+        return lab_rtt::run(args, protocol, from);
     }
     let to: Option<std::net::SocketAddr> = args
         .to
@@ -1327,100 +1427,176 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
         })
         .transpose()?;
     // The local echo lives for the run at most; ten minutes bounds a forgotten one.
-    let local = match (&args.raw, to) {
-        (None, None) => Some(Echo::udp("127.0.0.1:0".parse()?, 600_000_000_000)?),
+    let local = match (protocol.udp(), to) {
+        (true, None) => Some(Echo::udp("127.0.0.1:0".parse()?, 600_000_000_000)?),
         _ => None,
     };
-    let target = match (&args.raw, args.peer, to, &local) {
-        (Some(interface), Some(mac), _, _) => Endpoint::Raw {
-            interface: interface.clone(),
-            mac,
-        },
-        (_, _, Some(to), _) => Endpoint::Udp(to),
-        (_, _, _, Some(echo)) => echo.local().clone(),
-        _ => anyhow::bail!("--raw needs --peer MAC"),
-    };
-    let config = args.config(target);
-    let sizes = config.sizes()?;
+    let configs: Vec<RttConfig> = rtt_targets(args, protocol, to, local.as_ref())
+        .into_iter()
+        .map(|target| args.config(target))
+        .collect();
+    let sizes = total_sizes(&configs)?;
     if let Some(path) = &args.output.plot {
         plot::Format::of(path)?;
     }
     let (setup, load, header) = prepare(&args.rt)?;
-    let bar = progress(sizes.len());
-    let sweep = rtt::run(&config, &mut |size| {
-        bar.set_message(format!("{size} bytes"));
-        bar.inc(1);
-    });
-    bar.finish_and_clear();
+    let sweeps = measure_rtt(&configs, sizes);
     drop(load);
     drop(setup);
     let local_echo = local.is_some();
     drop(local);
-    let mut sweep = sweep?;
-    let protocol = config.target.protocol();
+    let mut runs: Vec<RttRun> = configs
+        .into_iter()
+        .zip(sweeps?)
+        .map(|(config, sweep)| RttRun { config, sweep })
+        .collect();
     if args.half_rtt {
-        sweep.results.iter_mut().for_each(SizeResult::halve);
+        for run in &mut runs {
+            run.sweep.results.iter_mut().for_each(SizeResult::halve);
+        }
     }
-    let results = &sweep.results;
     if let Some(path) = &args.output.csv {
-        write_csv(path, |out| {
-            writeln!(
-                out,
-                "protocol,size,sent,received,lost,duplicates,reordered,best_ns,mean_ns,worst_ns,\
-                 p50_ns,p99_ns,p99_9_ns,kernel_stamped,kernel_best_ns,kernel_mean_ns,\
-                 kernel_worst_ns,kernel_p50_ns,kernel_p99_ns,kernel_p99_9_ns"
-            )?;
-            for r in results {
-                let d = &r.rtt_ns;
-                // Empty kernel fields when the kernel gave no stamps.
-                let kernel = match (&r.kernel_rtt_ns, r.kernel_mean_ns) {
-                    (Some(k), Some(mean)) => format!(
-                        "{},{},{mean:.0},{},{},{},{}",
-                        k.n, k.min_ns, k.max_ns, k.p50_ns, k.p99_ns, k.p99_9_ns
-                    ),
-                    _ => "0,,,,,,".to_owned(),
-                };
-                writeln!(
-                    out,
-                    "{protocol},{},{},{},{},{},{},{},{:.0},{},{},{},{},{kernel}",
-                    r.size,
-                    r.sent,
-                    r.received,
-                    r.lost,
-                    r.duplicates,
-                    r.reordered,
-                    d.min_ns,
-                    r.mean_ns,
-                    d.max_ns,
-                    d.p50_ns,
-                    d.p99_ns,
-                    d.p99_9_ns
-                )?;
-            }
-            Ok(())
-        })?;
+        write_csv(path, |out| write_rtt_csv(out, &runs))?;
     }
     if let Some(path) = &args.output.plot {
-        figures::rtt(path, protocol, results)?;
+        figures::rtt(path, &runs)?;
     }
     let mut out = io::stdout().lock();
     if args.output.json {
-        let report = RttReport {
-            header: &header,
-            protocol,
-            target: config.target.to_string(),
-            half_rtt: args.half_rtt,
-            kernel_timestamps: sweep.kernel_notice.as_deref(),
-            results,
-        };
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        let report = |run| RttReport::of(&header, args.half_rtt, run);
+        // One protocol keeps its report's own shape; both nest theirs by protocol.
+        match runs.as_slice() {
+            [run] => serde_json::to_writer_pretty(&mut out, &report(run))?,
+            runs => serde_json::to_writer_pretty(
+                &mut out,
+                &ByProtocol(runs.iter().map(report).collect()),
+            )?,
+        }
         writeln!(out)?;
         return Ok(());
     }
+    print_rtt(&mut out, args, &header, local_echo, &runs)?;
+    Ok(())
+}
+
+/// How many sizes the sweeps measure in all; an error for sizes one protocol cannot sweep.
+fn total_sizes(configs: &[RttConfig]) -> anyhow::Result<usize> {
+    let sizes = configs
+        .iter()
+        .map(|c| c.sizes().map(|s| s.len()))
+        .sum::<Result<usize, _>>();
+    match sizes {
+        Err(e) if configs.len() > 1 => Err(anyhow::Error::new(e).context(
+            "--min-size, --max-size and --step apply to each protocol in its own unit (UDP \
+             payload, Ethernet frame)",
+        )),
+        sizes => Ok(sizes?),
+    }
+}
+
+/// Where the sweeps of `protocol` go, UDP first: `--to`, else the `local` echo; the raw echo at
+/// `--raw`/`--peer`. [`RttArgs::protocol`] made sure the flags each needs are there.
+fn rtt_targets(
+    args: &RttArgs,
+    protocol: Protocol,
+    to: Option<std::net::SocketAddr>,
+    local: Option<&Echo>,
+) -> Vec<Endpoint> {
+    let mut targets = Vec::new();
+    if protocol.udp() {
+        targets.extend(
+            to.map(Endpoint::Udp)
+                .or_else(|| local.map(|echo| echo.local().clone())),
+        );
+    }
+    if protocol.raw() {
+        if let (Some(interface), Some(mac)) = (&args.raw, args.peer) {
+            targets.push(Endpoint::Raw {
+                interface: interface.clone(),
+                mac,
+            });
+        }
+    }
+    targets
+}
+
+/// Runs each sweep in turn behind one progress bar of `sizes` steps.
+fn measure_rtt(configs: &[RttConfig], sizes: usize) -> Result<Vec<Sweep>, rtt::RttError> {
+    let bar = progress(sizes);
+    let sweeps = configs
+        .iter()
+        .map(|config| {
+            let protocol = config.target.protocol();
+            rtt::run(config, &mut |size| {
+                bar.set_message(format!("{protocol} {size} bytes"));
+                bar.inc(1);
+            })
+        })
+        .collect();
+    bar.finish_and_clear();
+    sweeps
+}
+
+/// One row per protocol and size, the protocol first.
+fn write_rtt_csv(out: &mut impl Write, runs: &[RttRun]) -> io::Result<()> {
+    writeln!(
+        out,
+        "protocol,size,sent,received,lost,duplicates,reordered,best_ns,mean_ns,worst_ns,\
+         p50_ns,p99_ns,p99_9_ns,kernel_stamped,kernel_best_ns,kernel_mean_ns,\
+         kernel_worst_ns,kernel_p50_ns,kernel_p99_ns,kernel_p99_9_ns"
+    )?;
+    for run in runs {
+        let protocol = run.config.target.protocol();
+        for r in &run.sweep.results {
+            let d = &r.rtt_ns;
+            // Empty kernel fields when the kernel gave no stamps.
+            let kernel = match (&r.kernel_rtt_ns, r.kernel_mean_ns) {
+                (Some(k), Some(mean)) => format!(
+                    "{},{},{mean:.0},{},{},{},{}",
+                    k.n, k.min_ns, k.max_ns, k.p50_ns, k.p99_ns, k.p99_9_ns
+                ),
+                _ => "0,,,,,,".to_owned(),
+            };
+            writeln!(
+                out,
+                "{protocol},{},{},{},{},{},{},{},{:.0},{},{},{},{},{kernel}",
+                r.size,
+                r.sent,
+                r.received,
+                r.lost,
+                r.duplicates,
+                r.reordered,
+                d.min_ns,
+                r.mean_ns,
+                d.max_ns,
+                d.p50_ns,
+                d.p99_ns,
+                d.p99_9_ns
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The text report: the header once, then a table per protocol (titled by its target when
+/// there are two).
+fn print_rtt(
+    out: &mut impl Write,
+    args: &RttArgs,
+    header: &Header,
+    local_echo: bool,
+    runs: &[RttRun],
+) -> io::Result<()> {
+    let targets: Vec<String> = runs
+        .iter()
+        .map(|run| match (&run.config.target, local_echo) {
+            (Endpoint::Udp(_), true) => format!("{} (local echo)", run.config.target),
+            (target, _) => target.to_string(),
+        })
+        .collect();
     let title = format!(
-        "rtemu lab rtt: {}{}, {} probes per size after {} discarded, {}",
-        config.target,
-        if local_echo { " (local echo)" } else { "" },
+        "rtemu lab rtt: {}, {} probes per size after {} discarded, {}",
+        targets.join(", then "),
         args.count,
         args.warmup,
         if args.half_rtt {
@@ -1429,7 +1605,22 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
             "round trip"
         }
     );
-    print_header(&mut out, &title, &header)?;
+    print_header(out, &title, header)?;
+    for (run, target) in runs.iter().zip(&targets) {
+        if runs.len() > 1 {
+            let what = run.config.target.size_limits().what;
+            writeln!(out, "{target}: size = {what}\n")?;
+        }
+        print_rtt_table(out, &run.sweep)?;
+        if runs.len() > 1 {
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// One sweep's table: the counts, the application's figures and the kernel's.
+fn print_rtt_table(out: &mut impl Write, sweep: &Sweep) -> io::Result<()> {
     if let Some(notice) = &sweep.kernel_notice {
         writeln!(out, "notice      {notice}\n")?;
     }
@@ -1458,7 +1649,7 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
         "{:>6} {:>31} │ {:>63} │ {:>29} │ {:>9}",
         "bytes", "", "application, µs", "kernel stamps, µs", "app−kern"
     )?;
-    for r in results {
+    for r in &sweep.results {
         let d = &r.rtt_ns;
         let (k_best, k_mean, k_worst, own) = match (&r.kernel_rtt_ns, r.kernel_mean_ns) {
             (Some(k), Some(mean)) => (
@@ -1527,10 +1718,12 @@ mod lab_rtt {
     use std::process::{Child, Stdio};
 
     use anyhow::Context as _;
+    use rtemu_lab::rtt::{Endpoint, Mac};
     use rtemu_topo::lab;
+    use rtemu_topo::state::State;
     use rtemu_topo::topology::Topology;
 
-    use super::RttArgs;
+    use super::{Protocol, RttArgs};
 
     /// The address `to` is reached at from `from`: its first address on a link or LAN both are
     /// on (IPv4 before IPv6), else its first address at all. `None` when a node is unknown or
@@ -1559,10 +1752,23 @@ mod lab_rtt {
             .or_else(|| topo.nodes[b].loopback.first().map(|n| n.addr()))
     }
 
-    /// This command's arguments without `--lab`, `--from`, `--to` and `--port` (and their
-    /// values), for the sweep run inside the `--from` node.
+    /// The interfaces of `from` and `to` on the first link or LAN both are on, in that
+    /// order: where raw Ethernet frames leave `from` and arrive at `to` (they cross no
+    /// router). `None` when a node is unknown or the two share no segment.
+    pub fn facing_interfaces(topo: &Topology, from: &str, to: &str) -> Option<(String, String)> {
+        let index = |name: &str| topo.nodes.iter().position(|n| n.name == name);
+        let (a, b) = (index(from)?, index(to)?);
+        topo.segments.iter().find_map(|seg| {
+            let on = |node: usize| seg.members.iter().find(|m| m.node == node);
+            Some((on(a)?.ifname.clone(), on(b)?.ifname.clone()))
+        })
+    }
+
+    /// This command's arguments without `--lab`, `--from`, `--to`, `--port` and `--protocol`
+    /// (and their values), for the sweeps run inside the `--from` node, which are given
+    /// their protocol and echo servers explicitly.
     pub fn forwarded_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
-        const DROP: [&str; 4] = ["--lab", "--from", "--to", "--port"];
+        const DROP: [&str; 5] = ["--lab", "--from", "--to", "--port", "--protocol"];
         let mut out = Vec::new();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -1579,7 +1785,7 @@ mod lab_rtt {
         out
     }
 
-    /// The echo server in the `--to` node: killed and reaped when dropped, whatever happened.
+    /// An echo server in the `--to` node: killed and reaped when dropped, whatever happened.
     struct EchoServer(Child);
 
     impl Drop for EchoServer {
@@ -1589,47 +1795,18 @@ mod lab_rtt {
         }
     }
 
-    pub fn run(args: &RttArgs, from: &str) -> anyhow::Result<()> {
-        let to = args.to.as_deref().context("--from needs --to NODE")?;
-        let state = lab::resolve_lab(args.lab.as_deref())?;
-        let addr = peer_address(&state.topology, from, to).with_context(|| {
-            format!(
-                "lab `{}`: no address of node `{to}` (or no node `{from}` or `{to}`)",
-                state.lab
-            )
-        })?;
-        let target = SocketAddr::new(addr, args.port);
-        // Refuse bad sizes here, before anything starts in the lab.
-        let sizes = args
-            .config(rtemu_lab::rtt::Endpoint::Udp(target))
-            .sizes()?
-            .len() as u64;
-        let exe = std::env::current_exe().context("finding this program")?;
-        let exe = exe.to_string_lossy().into_owned();
-        // The echo server's own bound: the longest the sweep can take, plus a minute. It is
-        // killed as soon as the sweep ends; the bound covers this process being killed.
-        let bound_ns = sizes
-            .saturating_mul(args.count + args.warmup)
-            .saturating_mul(args.timeout)
-            .saturating_add(60_000_000_000);
-        let echo_argv = [
-            exe.clone(),
-            "lab".into(),
-            "echo".into(),
-            "--listen".into(),
-            target.to_string(),
-            "--duration".into(),
-            format!("{bound_ns}ns"),
-        ];
-        let mut cmd = lab::node_command(&state, to, &echo_argv)?;
+    /// Starts the echo server `argv` (`rtemu lab echo …`) in node `node` and waits until it
+    /// serves.
+    fn start_echo(state: &State, node: &str, argv: &[String]) -> anyhow::Result<EchoServer> {
+        let mut cmd = lab::node_command(state, node, argv)?;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut echo = EchoServer(
             cmd.spawn()
-                .with_context(|| format!("starting `rtemu lab echo` in node `{to}`"))?,
+                .with_context(|| format!("starting `rtemu lab echo` in node `{node}`"))?,
         );
-        // It says so once it listens; an error or an early exit closes the pipe instead.
+        // It says so once it serves; an error or an early exit closes the pipe instead.
         let mut first = String::new();
         let stderr = echo.0.stderr.take().context("the echo server's stderr")?;
         BufReader::new(stderr)
@@ -1637,25 +1814,136 @@ mod lab_rtt {
             .context("reading the echo server's output")?;
         if !first.contains("echoing") {
             anyhow::bail!(
-                "`rtemu lab echo` in node `{to}` did not start: {}",
+                "`rtemu lab echo` in node `{node}` did not start: {}",
                 first.trim()
             );
         }
-        eprintln!(
-            "rtemu lab rtt: lab `{}`, from node `{from}` to node `{to}` at {target}",
-            state.lab
-        );
+        Ok(echo)
+    }
+
+    /// The Ethernet address of `interface` in node `node`, read from the node's own sysfs.
+    fn interface_mac(state: &State, node: &str, interface: &str) -> anyhow::Result<Mac> {
+        let path = format!("/sys/class/net/{interface}/address");
+        let what = || format!("reading {path} in node `{node}`");
+        let out = lab::node_command(state, node, &["cat".to_owned(), path.clone()])?
+            .stdin(Stdio::null())
+            .output()
+            .with_context(what)?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "{}: {}",
+                what(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .with_context(what)
+    }
+
+    /// One sweep between the two nodes: where the probes go from `--from`, the arguments of
+    /// the echo server in `--to`, and where it runs, in words.
+    struct Leg {
+        target: Endpoint,
+        echo_args: Vec<String>,
+        description: String,
+    }
+
+    /// The UDP sweep: to `to`'s address towards `from`, at `--port`.
+    fn udp_leg(state: &State, args: &RttArgs, from: &str, to: &str) -> anyhow::Result<Leg> {
+        let addr = peer_address(&state.topology, from, to).with_context(|| {
+            format!(
+                "lab `{}`: no address of node `{to}` (or no node `{from}` or `{to}`)",
+                state.lab
+            )
+        })?;
+        let target = SocketAddr::new(addr, args.port);
+        Ok(Leg {
+            target: Endpoint::Udp(target),
+            echo_args: vec!["--listen".into(), target.to_string()],
+            description: format!("from node `{from}` to node `{to}` at {target}"),
+        })
+    }
+
+    /// The raw Ethernet sweep: from `from`'s interface facing `to` to the MAC address of
+    /// `to`'s interface facing `from`.
+    fn raw_leg(state: &State, from: &str, to: &str) -> anyhow::Result<Leg> {
+        let (near, far) = facing_interfaces(&state.topology, from, to).with_context(|| {
+            format!(
+                "lab `{}`: nodes `{from}` and `{to}` share no link or LAN (or one is not a \
+                 node), and raw Ethernet frames cross no router: pick two nodes on one \
+                 segment, or use --protocol udp",
+                state.lab
+            )
+        })?;
+        let mac = interface_mac(state, to, &far)?;
+        Ok(Leg {
+            description: format!(
+                "raw Ethernet from node `{from}`'s {near} to node `{to}`'s {far} at {mac}"
+            ),
+            echo_args: vec!["--raw".into(), far],
+            target: Endpoint::Raw {
+                interface: near,
+                mac,
+            },
+        })
+    }
+
+    pub fn run(args: &RttArgs, protocol: Protocol, from: &str) -> anyhow::Result<()> {
+        let to = args.to.as_deref().context("--from needs --to NODE")?;
+        let state = lab::resolve_lab(args.lab.as_deref())?;
+        let mut legs = Vec::new();
+        if protocol.udp() {
+            legs.push(udp_leg(&state, args, from, to)?);
+        }
+        if protocol.raw() {
+            legs.push(raw_leg(&state, from, to)?);
+        }
+        // Refuse bad sizes here, before anything starts in the lab.
+        let configs: Vec<_> = legs
+            .iter()
+            .map(|leg| args.config(leg.target.clone()))
+            .collect();
+        let sizes = super::total_sizes(&configs)? as u64;
+        let exe = std::env::current_exe().context("finding this program")?;
+        let exe = exe.to_string_lossy().into_owned();
+        // The echo servers' own bound: the longest the sweeps can take, plus a minute. They
+        // are killed as soon as the sweeps end; the bound covers this process being killed.
+        let bound_ns = sizes
+            .saturating_mul(args.count + args.warmup)
+            .saturating_mul(args.timeout)
+            .saturating_add(60_000_000_000);
+        let mut echoes = Vec::with_capacity(legs.len());
+        for leg in &legs {
+            let mut argv = vec![exe.clone(), "lab".into(), "echo".into()];
+            argv.extend(leg.echo_args.iter().cloned());
+            argv.extend(["--duration".into(), format!("{bound_ns}ns")]);
+            echoes.push(start_echo(&state, to, &argv)?);
+            eprintln!("rtemu lab rtt: lab `{}`, {}", state.lab, leg.description);
+        }
         let mut argv = vec![exe];
         argv.extend(
             forwarded_args(std::env::args_os().skip(1))
                 .into_iter()
                 .map(|a| a.to_string_lossy().into_owned()),
         );
-        argv.extend(["--to".to_owned(), target.to_string()]);
+        argv.extend(["--protocol".to_owned(), protocol.name().to_owned()]);
+        for leg in &legs {
+            match &leg.target {
+                Endpoint::Udp(target) => argv.extend(["--to".to_owned(), target.to_string()]),
+                Endpoint::Raw { interface, mac } => argv.extend([
+                    "--raw".to_owned(),
+                    interface.clone(),
+                    "--peer".to_owned(),
+                    mac.to_string(),
+                ]),
+            }
+        }
         let status = lab::node_command(&state, from, &argv)?
             .status()
             .with_context(|| format!("running the sweep in node `{from}`"))?;
-        drop(echo);
+        drop(echoes);
         anyhow::ensure!(
             status.success(),
             "the sweep in node `{from}` failed: {status}"
@@ -1670,9 +1958,10 @@ mod figures {
 
     use rtemu_lab::deadline::DeadlineResult;
     use rtemu_lab::linerate::PointResult;
-    use rtemu_lab::rtt::SizeResult;
+    use rtemu_lab::rtt::{Endpoint, SizeResult};
     use rtemu_lab::sleep::SleepSamples;
 
+    use super::RttRun;
     use crate::cmd::plot::{Axis, Cell, Chart, HeatMap, Series, Style};
 
     /// Requests shown per method, as in the paper's Figure 3.
@@ -1771,38 +2060,110 @@ mod figures {
         .draw(path)
     }
 
-    /// Best, average and worst round trip vs size (the UDP paper's figures), and the kernel's
-    /// average where it stamped the probes.
-    pub fn rtt(path: &Path, protocol: &str, results: &[SizeResult]) -> anyhow::Result<()> {
-        let curve = |name: &str, y: &dyn Fn(&SizeResult) -> Option<f64>| Series {
-            name: name.into(),
+    /// Best, average and worst round trip vs size (the UDP paper's figures): for one
+    /// protocol against its own size (UDP payload or Ethernet frame) with the kernel's
+    /// average where it stamped the probes; for both against the Ethernet frame that carries
+    /// the probe, so that the two compare size for size.
+    pub fn rtt(path: &Path, runs: &[RttRun]) -> anyhow::Result<()> {
+        let chart = match runs {
+            [run] => one_protocol(run),
+            runs => protocols_compared(runs),
+        };
+        chart.draw(path)
+    }
+
+    /// A curve over the sizes that got replies: `x` and `y` of each, `y` in ns.
+    fn curve(
+        name: String,
+        results: &[SizeResult],
+        x: &dyn Fn(&SizeResult) -> f64,
+        y: &dyn Fn(&SizeResult) -> Option<f64>,
+    ) -> Series {
+        Series {
+            name,
             points: results
                 .iter()
                 .filter(|r| r.received > 0)
-                .filter_map(|r| Some((r.size as f64, y(r)? / 1e3)))
+                .filter_map(|r| Some((x(r), y(r)? / 1e3)))
                 .collect(),
             style: Style::Lines,
-        };
-        let mut series = vec![
-            curve("best", &|r| Some(r.rtt_ns.min_ns as f64)),
-            curve("average", &|r| Some(r.mean_ns)),
-            curve("worst", &|r| Some(r.rtt_ns.max_ns as f64)),
-            curve("kernel average", &|r| r.kernel_mean_ns),
-        ];
+        }
+    }
+
+    /// The paper's three curves, each named `PREFIXbest` and so on.
+    fn three_curves(
+        prefix: &str,
+        results: &[SizeResult],
+        x: &dyn Fn(&SizeResult) -> f64,
+    ) -> Vec<Series> {
+        vec![
+            curve(format!("{prefix}best"), results, x, &|r| {
+                Some(r.rtt_ns.min_ns as f64)
+            }),
+            curve(format!("{prefix}average"), results, x, &|r| Some(r.mean_ns)),
+            curve(format!("{prefix}worst"), results, x, &|r| {
+                Some(r.rtt_ns.max_ns as f64)
+            }),
+        ]
+    }
+
+    /// Log: the worst case is often orders of magnitude above the best.
+    fn rtt_axis() -> Axis {
+        Axis::log("round trip, µs")
+    }
+
+    fn one_protocol(run: &RttRun) -> Chart {
+        let results = &run.sweep.results;
+        let size = |r: &SizeResult| r.size as f64;
+        let mut series = three_curves("", results, &size);
+        series.push(curve("kernel average".into(), results, &size, &|r| {
+            r.kernel_mean_ns
+        }));
         series.retain(|s| !s.points.is_empty());
-        let (title, size) = match protocol {
-            "raw" => ("raw Ethernet round trip vs frame size", "frame, bytes"),
-            _ => ("UDP round trip vs payload size", "payload, bytes"),
+        let (title, size) = match run.config.target {
+            Endpoint::Raw { .. } => ("raw Ethernet round trip vs frame size", "frame, bytes"),
+            Endpoint::Udp(_) => ("UDP round trip vs payload size", "payload, bytes"),
         };
         Chart {
             title: title.into(),
             x: Axis::linear(size),
-            // Log: the worst case is often orders of magnitude above the best.
-            y: Axis::log("round trip, µs"),
+            y: rtt_axis(),
             series,
             diagonal: false,
         }
-        .draw(path)
+    }
+
+    fn protocols_compared(runs: &[RttRun]) -> Chart {
+        let mut series = Vec::new();
+        let mut overheads = Vec::new();
+        for run in runs {
+            let target = &run.config.target;
+            let frame = |r: &SizeResult| target.frame_len(r.size) as f64;
+            let name = match target {
+                Endpoint::Udp(_) => "UDP",
+                Endpoint::Raw { .. } => "raw",
+            };
+            series.extend(three_curves(
+                &format!("{name} "),
+                &run.sweep.results,
+                &frame,
+            ));
+            if let Endpoint::Udp(_) = target {
+                overheads.push(format!("UDP: payload + {}", target.frame_overhead()));
+            }
+        }
+        series.retain(|s| !s.points.is_empty());
+        overheads.push("at least 60".into());
+        Chart {
+            title: "UDP and raw Ethernet round trip vs frame size".into(),
+            x: Axis::linear(format!(
+                "Ethernet frame without FCS, bytes ({})",
+                overheads.join(", ")
+            )),
+            y: rtt_axis(),
+            series,
+            diagonal: false,
+        }
     }
 }
 
@@ -1911,16 +2272,20 @@ mod tests {
         for bad in [
             &["rtt", "--raw", "eth0"][..],
             &["rtt", "--peer", "02:00:5e:10:00:01"],
+            &["rtt", "--protocol", "tcp"],
+            &["echo", "--raw", "eth0", "--listen", "0.0.0.0:7"],
+            // A lab finds the interfaces itself.
             &[
                 "rtt",
+                "--from",
+                "a",
+                "--to",
+                "b",
                 "--raw",
                 "eth0",
                 "--peer",
                 "02:00:5e:10:00:01",
-                "--to",
-                "1.2.3.4:5",
             ],
-            &["echo", "--raw", "eth0", "--listen", "0.0.0.0:7"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
@@ -1928,6 +2293,60 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("bad MAC address"), "{err}");
+    }
+
+    /// The protocols `rtt ARGS` runs, or the error's message.
+    fn protocol(args: &[&str]) -> Result<Protocol, String> {
+        let LabCommand::Rtt(args) = parse(&[&["rtt"][..], args].concat()).unwrap() else {
+            panic!("not rtt");
+        };
+        args.protocol().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn rtt_protocols_default_to_udp_and_need_their_echo() {
+        const RAW: [&str; 4] = ["--raw", "eth0", "--peer", "02:00:5e:10:00:01"];
+        let both_raw = [&["--protocol", "both"][..], &RAW].concat();
+        let both_to = [&both_raw[..], &["--to", "192.0.2.1:7"]].concat();
+        let lab = ["--lab", "t", "--from", "a", "--to", "b"];
+        for (args, expected) in [
+            (&[][..], Protocol::Udp),
+            (&["--to", "192.0.2.1:7"], Protocol::Udp),
+            (&RAW, Protocol::Raw),
+            (&[&["--protocol", "raw"][..], &RAW].concat(), Protocol::Raw),
+            (&both_raw, Protocol::Both),
+            (&both_to, Protocol::Both),
+            (&lab, Protocol::Udp),
+            (&[&lab[..], &["--protocol", "raw"]].concat(), Protocol::Raw),
+            (
+                &[&lab[..], &["--protocol", "both"]].concat(),
+                Protocol::Both,
+            ),
+        ] {
+            assert_eq!(protocol(args), Ok(expected), "{args:?}");
+        }
+        for (args, says) in [
+            (&["--protocol", "raw"][..], "add --raw IFACE --peer MAC"),
+            (
+                &["--protocol", "raw", "--to", "192.0.2.1:7"],
+                "--to ADDR:PORT names a UDP echo only",
+            ),
+            (
+                &["--protocol", "both"],
+                "--lab LAB --from A --to B finds them",
+            ),
+            (
+                &[&RAW[..], &["--to", "192.0.2.1:7"]].concat(),
+                "leave out --to",
+            ),
+            (
+                &[&["--protocol", "udp"][..], &RAW].concat(),
+                "leave out --raw",
+            ),
+        ] {
+            let err = protocol(args).unwrap_err();
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
     }
 
     #[test]
@@ -1960,13 +2379,37 @@ ipv4 = "10.0.1.0/30"
         let c = lab_rtt::peer_address(&topo, "a", "c").unwrap();
         assert!(on("10.0.0.0/30", c), "{c}");
         assert_eq!(lab_rtt::peer_address(&topo, "a", "nobody"), None);
+        // Raw frames need a shared segment: b is a's only neighbour, on b's second interface.
+        assert_eq!(
+            lab_rtt::facing_interfaces(&topo, "a", "b"),
+            Some(("eth0".into(), "eth1".into()))
+        );
+        assert_eq!(
+            lab_rtt::facing_interfaces(&topo, "b", "a"),
+            Some(("eth1".into(), "eth0".into()))
+        );
+        assert_eq!(lab_rtt::facing_interfaces(&topo, "a", "c"), None);
+        assert_eq!(lab_rtt::facing_interfaces(&topo, "a", "nobody"), None);
     }
 
     #[test]
     fn lab_rtt_forwards_every_flag_but_the_lab_ones() {
         let args = [
-            "lab", "rtt", "--lab", "t", "--from=a", "--to", "b", "--port", "9", "--count", "5",
+            "lab",
+            "rtt",
+            "--lab",
+            "t",
+            "--from=a",
+            "--to",
+            "b",
+            "--port",
+            "9",
+            "--count",
+            "5",
+            "--protocol",
+            "both",
             "--json",
+            "--protocol=raw",
         ]
         .map(std::ffi::OsString::from);
         let out: Vec<_> = lab_rtt::forwarded_args(args)
