@@ -12,9 +12,9 @@
 //! * [`io`]: packet I/O behind one small interface, [`io::PacketIo`] (receive a batch, stage
 //!   frames, flush them as one send); [`afpacket`] implements it with `TPACKET_V2` receive and
 //!   transmit rings and `PACKET_QDISC_BYPASS`, [`xdp`] with an AF_XDP socket and an XDP
-//!   program (the `rtemu-xdp` crate); side by side on veth they relay the same packets/s,
-//!   AF_XDP with slightly more latency per hop and fewer frames lost under load
-//!   (`docs/benchmarks.md`);
+//!   program (the `rtemu-xdp` crate); side by side on veth AF_XDP relays slightly fewer
+//!   packets/s (0.87–0.99), with the same latency per hop within the noise and fewer frames
+//!   lost under load (`docs/benchmarks.md`);
 //! * [`pool`] and [`queue`]: the buffers of copies in flight (sized from rate × delay, a full
 //!   pool is the counted drop `pool-exhausted`) and the timing queue ordered by release time
 //!   (a FIFO for in-order copies, a heap for those that overtake, as the simulator's delay line);

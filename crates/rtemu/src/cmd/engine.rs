@@ -9,8 +9,8 @@
 //!
 //! The engine moves frames with `AF_PACKET` rings by default, or with AF_XDP when asked
 //! (`--io af-xdp`, from `rtemu up --engine-io af-xdp`): side by side on veth, AF_XDP was no
-//! faster (the same packets/s, round trips 0–11 % longer) though it lost fewer frames under
-//! load (`docs/benchmarks.md`). Where AF_XDP cannot be set up (an old kernel, a missing
+//! faster (0.87–0.99 of the packets/s, round trips within ±13 %) though it lost fewer frames
+//! under load (`docs/benchmarks.md`). Where AF_XDP cannot be set up (an old kernel, a missing
 //! capability, an MTU over 3822 bytes, another XDP program on an end), the engine says why
 //! once, in its log, and uses `AF_PACKET`. The XDP programs are attached through bpf links, so
 //! they leave the interfaces when the process ends, however it ends.
