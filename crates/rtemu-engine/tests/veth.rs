@@ -12,53 +12,19 @@ use std::time::Duration;
 
 use rtemu_engine::io::PacketIo;
 
-use common::{root_or_skip, Lab, A_ADDR, B_ADDR};
-use rtemu_clock::{Instant, WaitStrategy};
+use common::{config, direction, root_or_skip, start, Lab, A_ADDR, B_ADDR};
+use rtemu_clock::Instant;
 use rtemu_engine::afpacket::AfPacketConfig;
-use rtemu_engine::direction::{DirectionConfig, Resolution};
-use rtemu_engine::engine::{self, EngineConfig, LinkSpec, RtConfig, Way};
+use rtemu_engine::direction::DirectionConfig;
+use rtemu_engine::engine::{self, LinkSpec, Way};
 use rtemu_engine::DropKind;
-use rtemu_model::{link::NoTables, netem, LinkModel};
 
 const DELAY_NS: u64 = 10_000_000;
 
-fn direction(text: &str, label: u64) -> DirectionConfig {
-    let cfg = netem::parse(text).unwrap();
-    DirectionConfig {
-        model: Box::new(LinkModel::new(&cfg, &NoTables, 42, label).unwrap()),
-        resolution: Resolution::Pass {
-            delay_ns: cfg.delay.0,
-        },
-        pool_frames: 1024,
-        slot_size: 1600,
-        late_after_ns: 100_000,
-    }
-}
-
-fn config() -> EngineConfig {
-    EngineConfig {
-        // Gentle on a 2-core CI machine: sleep until 200 µs before a release, then spin.
-        wait: WaitStrategy::Hybrid { margin_ns: 200_000 },
-        poll_interval_ns: 100_000,
-        rt: RtConfig {
-            lock_memory: false,
-            hold_dma_latency: false,
-            ..RtConfig::default()
-        },
-        ..EngineConfig::default()
-    }
-}
-
-fn start(lab: &Lab, a_to_b: &str, b_to_a: &str) -> engine::EngineHandle {
+/// The engine over `AF_PACKET` on the lab's engine ends.
+fn start_afpacket(lab: &Lab, a_to_b: &str, b_to_a: &str) -> engine::EngineHandle {
     let (a, b) = lab.engine_ends(AfPacketConfig::default());
-    let link = LinkSpec {
-        name: "ab".into(),
-        a,
-        b,
-        a_to_b: direction(a_to_b, 1),
-        b_to_a: direction(b_to_a, 2),
-    };
-    engine::spawn(config(), vec![link]).unwrap()
+    start(a, b, a_to_b, b_to_a)
 }
 
 #[test]
@@ -67,7 +33,7 @@ fn udp_datagrams_take_the_configured_delay_one_way_only() {
         return;
     }
     let lab = Lab::new();
-    let engine = start(&lab, "delay 10ms", "delay 0ms");
+    let engine = start_afpacket(&lab, "delay 10ms", "delay 0ms");
     let a = lab.udp(&lab.a, A_ADDR, 7000);
     let b = lab.udp(&lab.b, B_ADDR, 7000);
     b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -127,7 +93,7 @@ fn loss_100_percent_drops_every_datagram_and_counts_it() {
         return;
     }
     let lab = Lab::new();
-    let engine = start(&lab, "loss 100%", "delay 0ms");
+    let engine = start_afpacket(&lab, "loss 100%", "delay 0ms");
     let a = lab.udp(&lab.a, A_ADDR, 7001);
     let b = lab.udp(&lab.b, B_ADDR, 7001);
     for i in 0..20u8 {

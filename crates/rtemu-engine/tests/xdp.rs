@@ -11,15 +11,13 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{collect, frame, overflow, root_or_skip, Lab, A_ADDR, B_ADDR};
-use rtemu_clock::{Instant, WaitStrategy};
+use common::{collect, frame, overflow, root_or_skip, start, Lab, A_ADDR, B_ADDR};
+use rtemu_clock::Instant;
 use rtemu_engine::afpacket::AfPacketConfig;
-use rtemu_engine::direction::{DirectionConfig, Resolution};
-use rtemu_engine::engine::{self, EngineConfig, LinkSpec, RtConfig, Way};
+use rtemu_engine::engine::Way;
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::netns;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig, AttachMode};
-use rtemu_model::{link::NoTables, netem, LinkModel};
 
 #[test]
 fn frames_cross_unchanged_with_their_vlan_tag_inline() {
@@ -83,19 +81,6 @@ fn more_frames_than_one_kick_sends_leave_in_one_flush() {
     assert_eq!(collect(&mut rx, sent.len()), sent);
 }
 
-fn direction(text: &str, label: u64) -> DirectionConfig {
-    let cfg = netem::parse(text).unwrap();
-    DirectionConfig {
-        model: Box::new(LinkModel::new(&cfg, &NoTables, 42, label).unwrap()),
-        resolution: Resolution::Pass {
-            delay_ns: cfg.delay.0,
-        },
-        pool_frames: 1024,
-        slot_size: 1600,
-        late_after_ns: 100_000,
-    }
-}
-
 #[test]
 fn the_engine_delays_udp_over_af_xdp() {
     if !root_or_skip("the_engine_delays_udp_over_af_xdp") {
@@ -103,24 +88,7 @@ fn the_engine_delays_udp_over_af_xdp() {
     }
     let lab = Lab::new();
     let (a, b) = lab.engine_ends_xdp(AfXdpConfig::default());
-    let link = LinkSpec {
-        name: "ab".into(),
-        a,
-        b,
-        a_to_b: direction("delay 10ms", 1),
-        b_to_a: direction("delay 0ms", 2),
-    };
-    let config = EngineConfig {
-        wait: WaitStrategy::Hybrid { margin_ns: 200_000 },
-        poll_interval_ns: 100_000,
-        rt: RtConfig {
-            lock_memory: false,
-            hold_dma_latency: false,
-            ..RtConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    let engine = engine::spawn(config, vec![link]).unwrap();
+    let engine = start(a, b, "delay 10ms", "delay 0ms");
     let a = lab.udp(&lab.a, A_ADDR, 7000);
     let b = lab.udp(&lab.b, B_ADDR, 7000);
     b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();

@@ -18,10 +18,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use rtemu_clock::Instant;
+use rtemu_clock::WaitStrategy;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
+use rtemu_engine::direction::{DirectionConfig, Resolution};
+use rtemu_engine::engine::{self, EngineConfig, EngineHandle, LinkSpec, RtConfig};
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload};
+use rtemu_model::{link::NoTables, netem, LinkModel};
 
 pub const A_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 pub const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
@@ -226,4 +230,51 @@ pub fn overflow(tx: &mut impl PacketIo, rx: &mut impl PacketIo) -> (u64, u64) {
     let received = collect(rx, 200).len() as u64;
     assert_eq!(probe.take().unwrap(), 0, "each drop is counted once");
     (received, dropped)
+}
+
+/// One direction of a test link: the netem model `text`, its stream told apart by `label`.
+pub fn direction(text: &str, label: u64) -> DirectionConfig {
+    let cfg = netem::parse(text).unwrap();
+    DirectionConfig {
+        model: Box::new(LinkModel::new(&cfg, &NoTables, 42, label).unwrap()),
+        resolution: Resolution::Pass {
+            delay_ns: cfg.delay.0,
+        },
+        pool_frames: 1024,
+        slot_size: 1600,
+        late_after_ns: 100_000,
+    }
+}
+
+/// The engine as the tests run it: gentle on a 2-core CI machine (sleep until 200 µs before a
+/// release, then spin), without the privileged real-time set-up.
+pub fn config() -> EngineConfig {
+    EngineConfig {
+        wait: WaitStrategy::Hybrid { margin_ns: 200_000 },
+        poll_interval_ns: 100_000,
+        rt: RtConfig {
+            lock_memory: false,
+            hold_dma_latency: false,
+            ..RtConfig::default()
+        },
+        ..EngineConfig::default()
+    }
+}
+
+/// Starts the engine on one link `ab` between the I/O ends `a` and `b`, with the netem models
+/// `a_to_b` and `b_to_a`.
+pub fn start<Io: PacketIo + Send + 'static>(
+    a: Io,
+    b: Io,
+    a_to_b: &str,
+    b_to_a: &str,
+) -> EngineHandle {
+    let link = LinkSpec {
+        name: "ab".into(),
+        a,
+        b,
+        a_to_b: direction(a_to_b, 1),
+        b_to_a: direction(b_to_a, 2),
+    };
+    engine::spawn(config(), vec![link]).unwrap()
 }
