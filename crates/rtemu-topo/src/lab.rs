@@ -31,7 +31,7 @@ use rtnetlink::{
 
 use crate::cgroup;
 use crate::routing::{plan, NodePlan};
-use crate::state::{lab_dir, Detached, Handover, State};
+use crate::state::{lab_dir, BadLabName, Detached, Handover, LabName, State, StateError};
 use crate::sys;
 use crate::topology::{Attachment, ExternalMode, Mac, SegmentKind, Topology};
 
@@ -72,6 +72,20 @@ pub enum LabError {
          or v1 `cpu` under /sys/fs/cgroup) to enforce it; remove the line"
     )]
     CpuLimit(String),
+    /// A name given is not a valid lab name.
+    #[error(transparent)]
+    BadName(#[from] BadLabName),
+    /// A lab's state directory or file is not trusted, or could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// `down` found objects of the lab's names that do not carry the lab's mark, and left them.
+    #[error("lab `{lab}` is down, but {} of its names did not carry its mark and were left alone: {} (not made by this lab: inspect and remove them by hand)", .left.len(), .left.join(", "))]
+    LeftAlone {
+        /// The lab.
+        lab: LabName,
+        /// What was left, as `kind name (why)`.
+        left: Vec<String>,
+    },
     /// A system call or file operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -116,9 +130,81 @@ pub fn engine_ends(index: usize) -> [String; 2] {
     [format!("e{index}a"), format!("e{index}b")]
 }
 
-/// The ownership mark (interface alias) of every interface rtemu creates in lab `lab`.
+/// The ownership mark (interface alias) of every interface and namespace rtemu creates in lab
+/// `lab`.
 pub fn ownership_mark(lab: &str) -> String {
     format!("rtemu:{lab}")
+}
+
+/// The loopback interface's index, the same in every network namespace (the kernel registers
+/// it first).
+const LOOPBACK_INDEX: u32 = 1;
+
+/// Marks the namespace the calling thread is in with `mark`: its loopback interface gets it as
+/// alias. Called inside a new namespace before it is named ([`sys::create_netns`]), so no
+/// named namespace of a lab is ever unmarked.
+fn mark_this_netns(mark: String) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    runtime.block_on(async move {
+        let (conn, handle, _) = rtnetlink::new_connection()?;
+        tokio::spawn(conn);
+        let msg = LinkUnspec::new_with_index(LOOPBACK_INDEX)
+            .append_extra_attribute(LinkAttribute::IfAlias(mark))
+            .build();
+        handle
+            .link()
+            .set(msg)
+            .execute()
+            .await
+            .map_err(io::Error::other)
+    })
+}
+
+/// What `down` finds under one of a lab's namespace names.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    /// Nothing.
+    Nothing,
+    /// The empty mount point a crash left between creating it and mounting the namespace.
+    Placeholder,
+    /// A namespace with this mark (its loopback's alias).
+    Marked(Option<String>),
+}
+
+/// What is at namespace name `ns`: nothing, a crash's placeholder, or a namespace and its mark.
+fn find_netns(ns: &str) -> io::Result<Found> {
+    use std::os::unix::fs::MetadataExt;
+    let path = sys::netns_path(ns);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Nothing),
+        Err(e) => return Err(e),
+    };
+    let dir = std::fs::metadata(sys::NETNS_DIR)?;
+    // A mounted namespace file lives on nsfs, not on the directory's file system.
+    if meta.is_file() && meta.len() == 0 && meta.dev() == dir.dev() {
+        return Ok(Found::Placeholder);
+    }
+    let alias = sys::in_netns(ns, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?;
+        runtime.block_on(async {
+            let (conn, handle, _) = rtnetlink::new_connection()?;
+            tokio::spawn(conn);
+            let mut links = handle.link().get().match_index(LOOPBACK_INDEX).execute();
+            let lo = links.try_next().await.map_err(io::Error::other)?;
+            Ok(lo.and_then(|m| {
+                m.attributes.into_iter().find_map(|a| match a {
+                    LinkAttribute::IfAlias(alias) => Some(alias),
+                    _ => None,
+                })
+            }))
+        })
+    })?;
+    Ok(Found::Marked(alias))
 }
 
 /// Brings `topo` up. On error, everything made so far is removed again.
@@ -132,7 +218,8 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
         }
     };
     raise_open_files();
-    if lab_dir(&topo.lab).exists() {
+    let lab = LabName::new(&topo.lab)?;
+    if lab_dir(&lab).exists() {
         return Err(LabError::Exists(topo.lab.clone()));
     }
     let has_lans = topo.segments.iter().any(|s| s.kind == SegmentKind::Lan)
@@ -167,7 +254,7 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
         return Err(LabError::ForeignNamespace(ns.clone()));
     }
     let mut state = State {
-        lab: topo.lab.clone(),
+        lab: lab.clone(),
         file: file.to_owned(),
         namespaces,
         nodes,
@@ -184,11 +271,18 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
         topology: topo.clone(),
     };
     // Recorded before anything exists, so `down` can reap whatever the next steps make.
-    state.save().map_err(io_err("writing the lab state"))?;
+    if let Err(e) = state.create() {
+        return Err(match e {
+            StateError::Io { source, .. } if source.kind() == io::ErrorKind::AlreadyExists => {
+                LabError::Exists(topo.lab.clone())
+            }
+            e => e.into(),
+        });
+    }
     match build(topo, &state, cpu.as_ref()) {
         Ok(()) => {
             state.complete = true;
-            state.save().map_err(io_err("writing the lab state"))?;
+            state.save()?;
             Ok(state)
         }
         Err(e) => {
@@ -211,28 +305,49 @@ fn raise_open_files() {
     }
 }
 
-/// Removes lab `lab`: its processes, namespaces, `/etc/netns` entries and state. Returns
-/// whether there was anything to remove.
+/// Removes lab `lab`: its processes, namespaces, `/etc/netns` entries, cgroups and state.
+/// Returns whether there was anything to remove.
+///
+/// Only what the lab's state file names, and only what carries the lab's mark, is touched:
+/// the state file must pass [`State::check`] (a directory without one is refused and left),
+/// a namespace must carry the lab's mark before its processes are killed and it is removed,
+/// and a recorded process must still have its recorded start time.
 pub fn down(lab: &str) -> Result<bool, LabError> {
-    let dir = lab_dir(lab);
-    if !dir.exists() {
+    let lab = LabName::new(lab)?;
+    let Some(state) = State::load(&lab)? else {
         return Ok(false);
-    }
-    let state = State::load(lab).map_err(io_err(format!("reading the state of lab `{lab}`")))?;
-    if let Some(s) = &state {
-        give_back(&s.handovers)?;
-    }
+    };
+    give_back(&state.handovers)?;
     // Best effort: whatever of them is still in the lab's namespaces ends with the rest below.
-    end_detached(lab);
-    for ns in state.iter().flat_map(|s| &s.namespaces) {
-        // Processes keep a namespace alive after its mount is gone: end them first.
-        for pid in sys::netns_pids(ns).map_err(io_err(format!("listing processes in {ns}")))? {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+    end_detached(&state);
+    let mark = ownership_mark(&lab);
+    let mut left = Vec::new();
+    for ns in &state.namespaces {
+        match find_netns(ns).map_err(io_err(format!("examining namespace {ns}")))? {
+            Found::Nothing => {}
+            Found::Placeholder => {
+                sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?
+            }
+            Found::Marked(m) if m.as_deref() == Some(mark.as_str()) => {
+                // Processes keep a namespace alive after its mount is gone: end them first.
+                for pid in
+                    sys::netns_pids(ns).map_err(io_err(format!("listing processes in {ns}")))?
+                {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?;
+            }
+            Found::Marked(m) => {
+                left.push(format!(
+                    "namespace {ns} (marked {:?}, not {mark:?})",
+                    m.unwrap_or_default()
+                ));
+                continue;
+            }
         }
-        sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?;
         let etc = std::path::Path::new("/etc/netns").join(ns);
         match std::fs::remove_dir_all(&etc) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
@@ -241,19 +356,25 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
             _ => {}
         }
     }
-    for (_, cg) in state.iter().flat_map(|s| &s.cgroups) {
+    for (_, cg) in &state.cgroups {
         cgroup::remove(cg).map_err(io_err(format!("removing the cgroup {}", cg.display())))?;
     }
+    let dir = lab_dir(&lab);
     std::fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
+    if !left.is_empty() {
+        return Err(LabError::LeftAlone { lab, left });
+    }
     Ok(true)
 }
 
-/// Ends the process groups of lab `lab`'s detached processes (`exec --detach`) whose leader
+/// Ends the process groups of the lab's detached processes (`exec --detach`) whose leader
 /// still runs, also any that left the node's namespace. A recorded pid is signalled only while
-/// it belongs to the process recorded (same start time), never to a later one that reuses it.
-fn end_detached(lab: &str) {
-    for d in crate::state::detached(lab).unwrap_or_default() {
-        if crate::state::proc_stat(d.pid).is_some_and(|(_, start)| start == d.start_time) {
+/// it belongs to the process recorded (same start time), never to a later one that reuses it,
+/// and only when it was recorded for one of the lab's nodes.
+fn end_detached(state: &State) {
+    for d in crate::state::detached(&state.lab).unwrap_or_default() {
+        let of_the_lab = d.pid > 1 && state.nodes.iter().any(|(n, _)| *n == d.node);
+        if of_the_lab && d.running() {
             let pid = nix::unistd::Pid::from_raw(d.pid);
             let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
@@ -361,18 +482,16 @@ fn give_back(handovers: &[Handover]) -> Result<(), LabError> {
 /// The lab `--lab` names, or the only running lab when it is left out.
 pub fn resolve_lab(lab: Option<&str>) -> Result<State, LabError> {
     let name = match lab {
-        Some(l) => l.to_owned(),
+        Some(l) => LabName::new(l)?,
         None => {
-            let labs = State::labs().map_err(io_err("listing labs"))?;
+            let labs = State::labs()?;
             match labs.as_slice() {
                 [one] => one.clone(),
                 _ => return Err(LabError::WhichLab(labs.len())),
             }
         }
     };
-    State::load(&name)
-        .map_err(io_err(format!("reading the state of lab `{name}`")))?
-        .ok_or(LabError::NoSuchLab(name))
+    State::load(&name)?.ok_or_else(|| LabError::NoSuchLab(name.to_string()))
 }
 
 /// A command that runs `argv` in node `node` of the lab in `state`.
@@ -380,7 +499,7 @@ pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Comman
     let Some((_, ns)) = state.nodes.iter().find(|(n, _)| n == node) else {
         let nodes: Vec<&str> = state.nodes.iter().map(|(n, _)| n.as_str()).collect();
         return Err(LabError::NoSuchNode {
-            lab: state.lab.clone(),
+            lab: state.lab.to_string(),
             node: node.to_owned(),
             nodes: nodes.join(", "),
         });
@@ -399,7 +518,9 @@ pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Comman
 /// neighbours, hosts files and start-up commands.
 fn build(topo: &Topology, state: &State, cpu: Option<&cgroup::Controller>) -> Result<(), LabError> {
     for ns in &state.namespaces {
-        sys::create_netns(ns).map_err(io_err(format!("creating namespace {ns}")))?;
+        let mark = ownership_mark(&state.lab);
+        sys::create_netns(ns, move || mark_this_netns(mark))
+            .map_err(io_err(format!("creating namespace {ns}")))?;
     }
     if let Some(c) = cpu {
         for (node, dir) in &state.cgroups {
@@ -842,7 +963,7 @@ fn write_hosts(topo: &Topology) -> Result<(), LabError> {
 /// state directory, removed at `down`) set. `down` ends them with their namespace.
 fn start_commands(topo: &Topology, state: &State) -> Result<(), LabError> {
     for node in topo.nodes.iter().filter(|n| !n.run.is_empty()) {
-        let log_path = lab_dir(&topo.lab).join(format!("{}.log", node.name));
+        let log_path = lab_dir(&state.lab).join(format!("{}.log", node.name));
         let log = std::fs::File::create(&log_path)
             .map_err(io_err(format!("creating {}", log_path.display())))?;
         for line in &node.run {
@@ -854,7 +975,7 @@ fn start_commands(topo: &Topology, state: &State) -> Result<(), LabError> {
             // routing daemon's configuration and control socket, for instance).
             cmd.env("RTEMU_LAB", &topo.lab)
                 .env("RTEMU_NODE", &node.name)
-                .env("RTEMU_DIR", lab_dir(&topo.lab))
+                .env("RTEMU_DIR", lab_dir(&state.lab))
                 .envs(node.env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(out)

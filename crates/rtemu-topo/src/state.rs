@@ -9,22 +9,113 @@
 //! started ([`Detached`], one JSON object a line, appended as each starts), so `rtemu ls` can
 //! show them and `down` ends them, also one that left its node's namespace.
 
+use std::fmt;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::topology::{valid_ifname, valid_name, MAX_LAB_NAME, MAX_NODE_NAME};
 use crate::Topology;
 
 /// Where lab state directories live (`/run` is a tmpfs: a reboot forgets labs, as it forgets
 /// namespaces).
 pub const STATE_ROOT: &str = "/run/rtemu";
 
+/// The state file in a lab's state directory.
+pub const STATE_FILE: &str = "state.json";
+
+/// A lab's name, checked: 1 to [`MAX_LAB_NAME`] characters a-z, 0-9 and '-', starting with a
+/// letter and not ending with '-'. It becomes a directory under [`STATE_ROOT`] and part of
+/// namespace names, so `..`, `/` and the empty name can never be one: every path built from a
+/// lab name is built from this type ([`lab_dir`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct LabName(String);
+
+/// A name that is not a valid lab name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid lab name {0:?}: use 1 to {max} characters a-z, 0-9 and '-', starting with a letter \
+     and not ending with '-'",
+    max = MAX_LAB_NAME
+)]
+pub struct BadLabName(pub String);
+
+impl LabName {
+    /// Checks `name`.
+    pub fn new(name: &str) -> Result<LabName, BadLabName> {
+        if valid_name(name, MAX_LAB_NAME) {
+            Ok(LabName(name.to_owned()))
+        } else {
+            // Only a bounded, printable prefix of what was given goes into the message.
+            Err(BadLabName(name.chars().take(40).collect()))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for LabName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for LabName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LabName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for LabName {
+    type Err = BadLabName;
+    fn from_str(s: &str) -> Result<LabName, BadLabName> {
+        LabName::new(s)
+    }
+}
+
+impl TryFrom<String> for LabName {
+    type Error = BadLabName;
+    fn try_from(s: String) -> Result<LabName, BadLabName> {
+        LabName::new(&s)
+    }
+}
+
+impl From<LabName> for String {
+    fn from(n: LabName) -> String {
+        n.0
+    }
+}
+
+impl PartialEq<str> for LabName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for LabName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// What a lab consists of.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// The lab's name.
-    pub lab: String,
+    pub lab: LabName,
     /// The topology file it was brought up from.
     pub file: String,
     /// Every namespace of the lab, recorded before it is created.
@@ -46,31 +137,250 @@ pub struct State {
 }
 
 /// The state directory of `lab`.
-pub fn lab_dir(lab: &str) -> PathBuf {
-    PathBuf::from(STATE_ROOT).join(lab)
+pub fn lab_dir(lab: &LabName) -> PathBuf {
+    Path::new(STATE_ROOT).join(lab.as_str())
+}
+
+/// Why a state directory or file is not acted on.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The lab name is not a valid one.
+    #[error(transparent)]
+    BadName(#[from] BadLabName),
+    /// The state directory or its root is not a plain directory of this user's that only it
+    /// can write: rtemu does not trust (or remove) what it holds.
+    #[error("{path} is not a directory that only root can write ({why}): rtemu does not trust it; inspect it and remove it by hand")]
+    Untrusted {
+        /// The directory.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The directory holds no state file of a lab.
+    #[error("{path} holds no lab state ({STATE_FILE} is missing): it was not made by `rtemu up`, so rtemu leaves it alone")]
+    NoStateFile {
+        /// The directory.
+        path: String,
+    },
+    /// The state file is not one rtemu wrote for this lab.
+    #[error("{path} is not a state file rtemu wrote for lab `{lab}` ({why}): rtemu does not act on it; inspect it and remove it by hand")]
+    Foreign {
+        /// The state file.
+        path: String,
+        /// The lab whose directory holds it.
+        lab: LabName,
+        /// What gives it away.
+        why: String,
+    },
+    /// Reading or writing failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What rtemu was doing.
+        what: String,
+        /// Why it failed.
+        source: io::Error,
+    },
+}
+
+fn io_at(what: impl fmt::Display, path: &Path) -> impl FnOnce(io::Error) -> StateError {
+    let what = format!("{what} {}", path.display());
+    move |source| StateError::Io { what, source }
+}
+
+/// Checks that `path` is a real directory (not a symbolic link) owned by this process's user
+/// and writable by no one else; `Ok(false)` when it does not exist.
+fn trusted_dir(path: &Path) -> Result<bool, StateError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_at("examining", path)(e)),
+    };
+    let untrusted = |why: &str| StateError::Untrusted {
+        path: path.display().to_string(),
+        why: why.to_owned(),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(untrusted("a symbolic link"));
+    }
+    if !meta.is_dir() {
+        return Err(untrusted("not a directory"));
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(untrusted(&format!("owned by uid {}", meta.uid())));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(untrusted(&format!(
+            "mode {:o}: writable by others",
+            meta.permissions().mode() & 0o7777
+        )));
+    }
+    Ok(true)
+}
+
+/// Makes [`STATE_ROOT`] (mode 0755) when it is missing, and checks it is trusted.
+fn state_root() -> Result<&'static Path, StateError> {
+    let root = Path::new(STATE_ROOT);
+    if !trusted_dir(root)? {
+        match std::fs::DirBuilder::new().mode(0o755).create(root) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                return Err(io_at("creating", root)(e))
+            }
+            _ => {}
+        }
+        trusted_dir(root)?;
+    }
+    Ok(root)
 }
 
 impl State {
-    /// Writes the state file atomically (a crash leaves the old or the new file, never half).
-    pub fn save(&self) -> io::Result<()> {
-        let dir = lab_dir(&self.lab);
-        std::fs::create_dir_all(&dir)?;
-        let tmp = dir.join("state.json.tmp");
-        let json = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        std::fs::write(&tmp, json)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-        std::fs::rename(tmp, dir.join("state.json"))
+    /// Creates lab `self.lab`'s state directory holding this state, atomically: the state file
+    /// is written in a fresh directory beside it, which is then renamed into place without
+    /// replacing anything. A crash leaves either no lab directory or one with a whole state
+    /// file, so `down` never meets a lab directory it cannot tell as rtemu's. Fails with
+    /// `AlreadyExists` when the lab's directory exists.
+    pub fn create(&self) -> Result<(), StateError> {
+        let root = state_root()?;
+        let fresh = root.join(format!(".new-{}.{}", self.lab, std::process::id()));
+        // A leftover of a crashed `up` of this process id: ours by its name, and holds only
+        // a state file.
+        let _ = std::fs::remove_dir_all(&fresh);
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&fresh)
+            .map_err(io_at("creating", &fresh))?;
+        let placed = self.write_into(&fresh).and_then(|()| {
+            nix::fcntl::renameat2(
+                None,
+                &fresh,
+                None,
+                &lab_dir(&self.lab),
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            )
+            .map_err(|e| io_at("creating", &lab_dir(&self.lab))(e.into()))
+        });
+        if placed.is_err() {
+            let _ = std::fs::remove_dir_all(&fresh);
+        }
+        placed
     }
 
-    /// Reads the state of `lab`; `Ok(None)` when no such lab exists.
-    pub fn load(lab: &str) -> io::Result<Option<State>> {
-        match std::fs::read(lab_dir(lab).join("state.json")) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+    /// Writes the state file of an existing lab atomically (a crash leaves the old or the new
+    /// file, never half).
+    pub fn save(&self) -> Result<(), StateError> {
+        let dir = lab_dir(&self.lab);
+        if !trusted_dir(&dir)? {
+            return Err(io_at("writing the state in", &dir)(
+                io::ErrorKind::NotFound.into(),
+            ));
         }
+        self.write_into(&dir)
+    }
+
+    fn write_into(&self, dir: &Path) -> Result<(), StateError> {
+        let tmp = dir.join("state.json.tmp");
+        let json = serde_json::to_vec_pretty(self).map_err(io::Error::other);
+        json.and_then(|json| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&json)?;
+            f.sync_all()
+        })
+        .map_err(io_at("writing", &tmp))?;
+        std::fs::rename(&tmp, dir.join(STATE_FILE)).map_err(io_at("writing", &tmp))
+    }
+
+    /// Reads the state of `lab`; `Ok(None)` when no such lab exists. A directory of that name
+    /// without a state file, or a state file that is not rtemu's for this lab ([`State::check`]),
+    /// is an error: nothing is done on what it says.
+    pub fn load(lab: &str) -> Result<Option<State>, StateError> {
+        let lab = LabName::new(lab)?;
+        let dir = lab_dir(&lab);
+        if !trusted_dir(Path::new(STATE_ROOT))? || !trusted_dir(&dir)? {
+            return Ok(None);
+        }
+        let path = dir.join(STATE_FILE);
+        let foreign = |why: String| StateError::Foreign {
+            path: path.display().to_string(),
+            lab: lab.clone(),
+            why,
+        };
+        let bytes = match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StateError::NoStateFile {
+                    path: dir.display().to_string(),
+                })
+            }
+            Err(e) => return Err(io_at("reading", &path)(e)),
+            Ok(m) if !m.is_file() => return Err(foreign("not a regular file".into())),
+            Ok(m) if m.len() > MAX_STATE_BYTES => {
+                return Err(foreign(format!(
+                    "{} bytes, over the {MAX_STATE_BYTES} a state file may have",
+                    m.len()
+                )))
+            }
+            Ok(_) => std::fs::read(&path).map_err(io_at("reading", &path))?,
+        };
+        // serde's message would quote the file; where the fault lies is enough.
+        let state: State = serde_json::from_slice(&bytes).map_err(|e| {
+            foreign(format!(
+                "not a lab state: {:?} error at line {} column {}",
+                e.classify(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+        state.check(&lab).map_err(foreign)?;
+        Ok(Some(state))
+    }
+
+    /// Checks that everything this state names is something `up` makes for lab `lab`, so a
+    /// crafted or stale state file cannot make `down` remove or kill anything else: the lab's
+    /// name is its directory's, every node and namespace name is derived from the lab's as
+    /// `up` derives it, every cgroup is the node's under the machine's CPU controller, and
+    /// every handed-over interface has an interface's name.
+    pub fn check(&self, lab: &LabName) -> Result<(), String> {
+        if self.lab != *lab {
+            return Err(format!("it names lab `{}`", self.lab));
+        }
+        let mut allowed = vec![crate::lab::lab_netns(lab)];
+        for (node, ns) in &self.nodes {
+            if !valid_name(node, MAX_NODE_NAME) {
+                return Err(format!("invalid node name {node:?}"));
+            }
+            let expected = crate::lab::node_netns(lab, node);
+            if *ns != expected {
+                return Err(format!(
+                    "node `{node}` has namespace {ns:?}, not {expected}"
+                ));
+            }
+            allowed.push(expected);
+        }
+        if let Some(ns) = self.namespaces.iter().find(|ns| !allowed.contains(ns)) {
+            return Err(format!("namespace {ns:?} is not one of the lab's"));
+        }
+        let controller = crate::cgroup::Controller::find();
+        for (node, dir) in &self.cgroups {
+            let expected = controller
+                .as_ref()
+                .map(|c| c.dir(&crate::lab::node_netns(lab, node)));
+            if !self.nodes.iter().any(|(n, _)| n == node) || expected.as_ref() != Some(dir) {
+                return Err(format!("cgroup {} is not node `{node}`'s", dir.display()));
+            }
+        }
+        for h in &self.handovers {
+            if !self.nodes.iter().any(|(_, ns)| *ns == h.netns) {
+                return Err(format!(
+                    "handover into {:?}, not a node of the lab",
+                    h.netns
+                ));
+            }
+            if ![&h.host, &h.ifname].iter().all(|n| valid_ifname(n)) {
+                return Err(format!(
+                    "handover of {:?} as {:?}: not interface names",
+                    h.host, h.ifname
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The processes `rtemu exec --detach` started in this lab (see [`detached`]).
@@ -78,25 +388,28 @@ impl State {
         detached(&self.lab)
     }
 
-    /// The names of all labs with a state directory, sorted.
-    pub fn labs() -> io::Result<Vec<String>> {
+    /// The names of all labs with a state directory, sorted. Entries that are not lab names
+    /// (an `up` still creating its directory, anything else) are not labs.
+    pub fn labs() -> Result<Vec<LabName>, StateError> {
+        let root = Path::new(STATE_ROOT);
+        if !trusted_dir(root)? {
+            return Ok(Vec::new());
+        }
         let mut labs = Vec::new();
-        match std::fs::read_dir(STATE_ROOT) {
-            Ok(entries) => {
-                for e in entries {
-                    let e = e?;
-                    if e.file_type()?.is_dir() {
-                        labs.push(e.file_name().to_string_lossy().into_owned());
-                    }
-                }
+        for e in std::fs::read_dir(root).map_err(io_at("listing", root))? {
+            let e = e.map_err(io_at("listing", root))?;
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if let (true, Some(Ok(name))) = (is_dir, e.file_name().to_str().map(LabName::new)) {
+                labs.push(name);
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
         }
         labs.sort();
         Ok(labs)
     }
 }
+
+/// The largest state file rtemu reads (a 1000-node lab's is about 1 MB).
+pub const MAX_STATE_BYTES: u64 = 64 << 20;
 
 /// A host interface moved into a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,7 +465,7 @@ pub fn proc_stat(pid: i32) -> Option<(char, u64)> {
 
 /// The processes `rtemu exec --detach` started in lab `lab`, in the order they started; empty
 /// when there are none. A line a crash left half-written is skipped.
-pub fn detached(lab: &str) -> io::Result<Vec<Detached>> {
+pub fn detached(lab: &LabName) -> io::Result<Vec<Detached>> {
     match std::fs::read_to_string(lab_dir(lab).join(DETACHED_FILE)) {
         Ok(text) => Ok(text
             .lines()
@@ -166,7 +479,7 @@ pub fn detached(lab: &str) -> io::Result<Vec<Detached>> {
 /// Appends `process` to the list of lab `lab`'s detached processes. The line is written in one
 /// `write` to a file opened for appending, so records of processes started at the same time
 /// never interleave.
-pub fn record_detached(lab: &str, process: &Detached) -> io::Result<()> {
+pub fn record_detached(lab: &LabName, process: &Detached) -> io::Result<()> {
     let mut line = serde_json::to_string(process).map_err(io::Error::other)?;
     line.push('\n');
     std::fs::OpenOptions::new()

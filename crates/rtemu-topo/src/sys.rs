@@ -26,8 +26,13 @@ pub fn netns_path(name: &str) -> PathBuf {
     Path::new(NETNS_DIR).join(name)
 }
 
-/// Creates the named namespace `name`; fails with `AlreadyExists` when the name is taken.
-pub fn create_netns(name: &str) -> io::Result<()> {
+/// Creates the named namespace `name`, running `init` inside it before it gets its name (so
+/// whatever `init` does, such as marking it, is there when anyone can see it); fails with
+/// `AlreadyExists` when the name is taken.
+pub fn create_netns(
+    name: &str,
+    init: impl FnOnce() -> io::Result<()> + Send + 'static,
+) -> io::Result<()> {
     std::fs::create_dir_all(NETNS_DIR)?;
     let path = netns_path(name);
     File::create_new(&path)?;
@@ -36,6 +41,7 @@ pub fn create_netns(name: &str) -> io::Result<()> {
     let target = path.clone();
     let made = std::thread::spawn(move || -> io::Result<()> {
         unshare(CloneFlags::CLONE_NEWNET)?;
+        init()?;
         mount(
             Some("/proc/thread-self/ns/net"),
             &target,

@@ -526,12 +526,7 @@ impl<'a> Validator<'a> {
             }
             let mut member = self.member(&Spanned::new(ext.node.span(), text), &node_names)?;
             let host = ext.host.get_ref();
-            let host_ok = !host.is_empty()
-                && host.len() <= MAX_IFNAME
-                && host
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-            if !host_ok {
+            if !valid_ifname(host) {
                 return Err(self.err(ext.host.span(), format!("invalid host interface name `{host}`: use 1 to {MAX_IFNAME} characters a-z, A-Z, 0-9, '.', '_' and '-'")));
             }
             let node_name = &nodes[member.node].name;
@@ -792,14 +787,7 @@ impl<'a> Validator<'a> {
             ));
         };
         if let Some(i) = ifname {
-            let ok = !i.is_empty()
-                && i.len() <= MAX_IFNAME
-                && i != "lo"
-                && i != "."
-                && i != ".."
-                && i.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-            if !ok {
+            if !valid_ifname(i) || i == "lo" {
                 return Err(self.err(text.span(), format!("invalid interface name `{i}`: use 1 to {MAX_IFNAME} characters a-z, A-Z, 0-9, '.', '_' and '-' (not \"lo\")")));
             }
         }
@@ -1103,6 +1091,19 @@ pub fn valid_name(name: &str, max: usize) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// Whether `name` is an interface name rtemu accepts: 1 to [`MAX_IFNAME`] characters a-z, A-Z,
+/// 0-9, '.', '_' and '-', and not `.` or `..` (a subset of what the kernel takes, safe in
+/// `/sys/class/net` paths and in `ip` commands).
+pub fn valid_ifname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_IFNAME
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// Whether two prefixes share an address (the same family, one containing the other's

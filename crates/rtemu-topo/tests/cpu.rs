@@ -4,12 +4,13 @@
 //! Needs root and a cgroup CPU controller. Without root the test prints why and passes, unless
 //! `RTEMU_REQUIRE_ROOT=1` (CI) makes it fail.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rtemu_topo::cgroup::Controller;
 use rtemu_topo::lab::{self, node_netns};
-use rtemu_topo::state::lab_dir;
+use rtemu_topo::state::STATE_ROOT;
 use rtemu_topo::Topology;
 
 struct Guard(String);
@@ -95,7 +96,7 @@ fn a_nodes_processes_get_its_cpu_share_and_its_cgroup_goes_at_down() {
 
     lab::down(&name).unwrap();
     assert!(!cg.exists(), "down left {}", cg.display());
-    assert!(!lab_dir(&name).exists());
+    assert!(!Path::new(STATE_ROOT).join(&name).exists());
     let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&netns.stdout).contains(&name));
 }

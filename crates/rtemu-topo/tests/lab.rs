@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use rtemu_topo::lab::{self, node_netns};
-use rtemu_topo::state::lab_dir;
+use rtemu_topo::state::{lab_dir, LabName};
 use rtemu_topo::Topology;
 
 /// Whether the test may run; panics when root is required but missing.
@@ -37,6 +37,11 @@ fn skip(reason: &str) {
 /// A lab name unique to this test and process (lab names are at most 12 characters).
 fn unique_lab(tag: &str) -> String {
     format!("t{tag}{}", std::process::id() % 100_000)
+}
+
+/// The state directory of lab `lab`.
+fn state_dir(lab: &str) -> std::path::PathBuf {
+    lab_dir(&LabName::new(lab).unwrap())
 }
 
 /// Removes the lab when dropped, whatever happened.
@@ -82,8 +87,8 @@ fn leftovers(lab: &str, topo: &Topology) -> Vec<String> {
             left.push(format!("/etc/netns/{ns}"));
         }
     }
-    if lab_dir(lab).exists() {
-        left.push(lab_dir(lab).display().to_string());
+    if state_dir(lab).exists() {
+        left.push(state_dir(lab).display().to_string());
     }
     let listed = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout);
@@ -251,7 +256,7 @@ fn sigkill_during_up_then_down_leaves_nothing() {
         match point {
             Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
             None => {
-                let state = lab_dir(&name).join("state.json");
+                let state = state_dir(&name).join("state.json");
                 let start = std::time::Instant::now();
                 while !state.exists() && start.elapsed().as_secs() < 10 {
                     std::thread::sleep(std::time::Duration::from_micros(200));
@@ -362,7 +367,7 @@ fn a_foreign_namespace_of_the_labs_name_is_refused_and_left_alone() {
         std::path::Path::new("/run/netns").join(&foreign).exists(),
         "the foreign namespace was removed"
     );
-    assert!(!lab_dir(&name).exists(), "a refused up left its state");
+    assert!(!state_dir(&name).exists(), "a refused up left its state");
 }
 
 #[test]
@@ -449,7 +454,7 @@ fn start_up_commands_run_in_their_node_with_their_environment_and_end_at_down() 
     );
     let topo = Topology::parse("s.toml", &src).unwrap();
     lab::up(&topo, "s.toml").unwrap();
-    let log = lab_dir(&name).join("a.log");
+    let log = state_dir(&name).join("a.log");
     let start = std::time::Instant::now();
     let mut text = String::new();
     while start.elapsed().as_secs() < 5 {
@@ -761,7 +766,7 @@ fn a_routing_daemon_started_by_the_lab_converges_over_ospf() {
     }
     let routes = run_in(&name, "r1", &["ip", "route", "show", "10.0.2.0/24"]);
     let routes = String::from_utf8_lossy(&routes.stdout);
-    let log = std::fs::read_to_string(lab_dir(&name).join("r1.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(state_dir(&name).join("r1.log")).unwrap_or_default();
     assert!(
         converged,
         "no route after 30 tries; r1's routes: {routes}; its log: {log}"
@@ -832,8 +837,8 @@ fn a_detached_command_runs_in_its_node_with_a_log_and_ends_at_down() {
         &argv(&["sh", "-c", "echo out; echo err >&2; exec sleep 1000"]),
     )
     .unwrap();
-    assert_eq!(sleeper.log, lab_dir(&name).join("n1.1.log"));
-    assert_eq!(talker.log, lab_dir(&name).join("n1.2.log"));
+    assert_eq!(sleeper.log, state_dir(&name).join("n1.1.log"));
+    assert_eq!(talker.log, state_dir(&name).join("n1.2.log"));
     assert!(sleeper.log.exists(), "the log exists while it runs");
 
     // Both run in node n1's namespace, each the leader of its own process group.
@@ -952,4 +957,237 @@ fn tcp_crosses_three_routers_and_three_lans_from_tindy1_to_tpx30() {
     }
     assert!(lab::down(&name).unwrap());
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
+
+/// Names that are not lab names never become paths: `down` refuses them before it looks at
+/// anything.
+#[test]
+fn down_refuses_what_is_not_a_lab_name() {
+    for bad in [
+        "",
+        ".",
+        "..",
+        "/",
+        "/tmp",
+        "../etc",
+        "a/b",
+        "a/../b",
+        "Lab",
+        "-x",
+        "x-",
+        "9x",
+        "abcdefghijklm",
+        "a b",
+        "a\0b",
+    ] {
+        match lab::down(bad) {
+            Err(lab::LabError::BadName(e)) => {
+                assert!(e.to_string().contains("invalid lab name"), "{e}")
+            }
+            other => panic!("down({bad:?}) gave {other:?}"),
+        }
+    }
+}
+
+/// A directory of a lab's name that holds no state file is not a lab: `down` says so, fails
+/// and removes nothing.
+#[test]
+fn down_leaves_a_directory_without_a_lab_state_alone() {
+    if !root_or_skip("down without state") {
+        return;
+    }
+    let name = unique_lab("s");
+    let dir = state_dir(&name);
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let _remove = Remove(dir.clone());
+    std::fs::write(dir.join("keep"), "not rtemu's").unwrap();
+    let err = lab::down(&name).unwrap_err().to_string();
+    assert!(err.contains("holds no lab state"), "{err}");
+    assert!(
+        dir.join("keep").exists(),
+        "down removed a directory without a state"
+    );
+}
+
+/// A process the test started, killed when dropped.
+struct Sleeper(std::process::Child);
+
+impl Sleeper {
+    fn in_netns(ns: &str) -> Sleeper {
+        Sleeper(
+            Command::new("ip")
+                .args(["netns", "exec", ns, "sleep", "60"])
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    fn alive(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A namespace made by `ip netns add`, deleted when dropped.
+struct OutsideNs(String);
+
+impl OutsideNs {
+    fn add(name: &str) -> OutsideNs {
+        assert!(Command::new("ip")
+            .args(["netns", "add", name])
+            .status()
+            .unwrap()
+            .success());
+        OutsideNs(name.to_owned())
+    }
+}
+
+impl Drop for OutsideNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A state file that names something the lab did not make (another namespace, a cgroup that
+/// is not its node's) is refused whole: `down` does nothing on it, and says why.
+#[test]
+fn a_state_file_naming_what_the_lab_did_not_make_is_not_acted_on() {
+    if !root_or_skip("crafted state") {
+        return;
+    }
+    let name = unique_lab("c");
+    let _guard = Guard(name.clone());
+    lab::up(&chain(&name, 2), "chain.toml").unwrap();
+    let file = state_dir(&name).join("state.json");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let outside_name = format!("rtemu-out{}", std::process::id());
+    let _outside = OutsideNs::add(&outside_name);
+    let mut sleeper = Sleeper::in_netns(&outside_name);
+    let crafted = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+        edit(&mut v);
+        std::fs::write(&file, v.to_string()).unwrap();
+    };
+    type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 4] = [
+        ("is not one of the lab's", &|v| {
+            v["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(outside_name.clone().into())
+        }),
+        ("not rtemu-", &|v| {
+            v["nodes"][0][1] = outside_name.clone().into()
+        }),
+        ("cgroup", &|v| {
+            v["cgroups"] = serde_json::json!([["n0", "/sys/fs/cgroup"]]);
+        }),
+        ("names lab", &|v| v["lab"] = "other".into()),
+    ];
+    for (why, edit) in cases {
+        crafted(edit);
+        let err = lab::down(&name).unwrap_err().to_string();
+        assert!(
+            err.contains("is not a state file rtemu wrote")
+                && err.contains(why.trim_start_matches("not ")),
+            "{why}: {err}"
+        );
+        assert!(
+            sleeper.alive(),
+            "{why}: down killed a process it did not start"
+        );
+        assert!(Path::new("/run/netns").join(&outside_name).exists());
+        assert!(
+            Path::new("/run/netns")
+                .join(node_netns(&name, "n0"))
+                .exists(),
+            "{why}: down acted on a state it refused"
+        );
+    }
+    std::fs::write(&file, &original).unwrap();
+    assert!(lab::down(&name).unwrap());
+}
+
+/// A namespace of the lab's name that does not carry the lab's mark is someone else's: `down`
+/// removes the rest of the lab, leaves that namespace and its processes, and fails naming it.
+#[test]
+fn down_leaves_an_unmarked_namespace_of_the_labs_name_alone() {
+    if !root_or_skip("unmarked namespace") {
+        return;
+    }
+    let name = unique_lab("u");
+    let _guard = Guard(name.clone());
+    let topo = chain(&name, 2);
+    lab::up(&topo, "chain.toml").unwrap();
+    let ns = node_netns(&name, "n1");
+    // The lab's own namespace goes; an outsider takes its name.
+    assert!(Command::new("ip")
+        .args(["netns", "del", &ns])
+        .status()
+        .unwrap()
+        .success());
+    let _outside = OutsideNs::add(&ns);
+    let mut sleeper = Sleeper::in_netns(&ns);
+    let err = lab::down(&name).unwrap_err().to_string();
+    assert!(err.contains(&ns) && err.contains("left alone"), "{err}");
+    assert!(
+        sleeper.alive(),
+        "down killed a process in a namespace it did not make"
+    );
+    assert!(Path::new("/run/netns").join(&ns).exists());
+    assert!(!Path::new("/run/netns")
+        .join(node_netns(&name, "n0"))
+        .exists());
+    assert!(!state_dir(&name).exists());
+}
+
+/// A recorded detached process is ended only while it is the one recorded for a node of the
+/// lab: another start time or another node, and it is left running.
+#[test]
+fn down_ends_only_the_detached_processes_it_recorded() {
+    if !root_or_skip("detached records") {
+        return;
+    }
+    let name = unique_lab("d");
+    let _guard = Guard(name.clone());
+    lab::up(&chain(&name, 2), "chain.toml").unwrap();
+    let mut stale = Sleeper(Command::new("sleep").arg("60").spawn().unwrap());
+    let mut elsewhere = Sleeper(Command::new("sleep").arg("60").spawn().unwrap());
+    let record = |pid: u32, start: u64, node: &str| rtemu_topo::state::Detached {
+        pid: pid as i32,
+        start_time: start,
+        node: node.into(),
+        command: vec!["sleep".into()],
+        log: "/dev/null".into(),
+    };
+    let lab_name = LabName::new(&name).unwrap();
+    let start = |pid: u32| rtemu_topo::state::proc_stat(pid as i32).unwrap().1;
+    rtemu_topo::state::record_detached(
+        &lab_name,
+        &record(stale.0.id(), start(stale.0.id()) + 1, "n0"),
+    )
+    .unwrap();
+    rtemu_topo::state::record_detached(
+        &lab_name,
+        &record(elsewhere.0.id(), start(elsewhere.0.id()), "zz"),
+    )
+    .unwrap();
+    assert!(lab::down(&name).unwrap());
+    assert!(stale.alive(), "a pid with another start time was killed");
+    assert!(
+        elsewhere.alive(),
+        "a pid recorded for no node of the lab was killed"
+    );
 }
