@@ -646,3 +646,125 @@ fn trace_gen_netem_records_the_models_delays_losses_and_duplicates() {
     assert_eq!(s["dups"], g["outcome"]["duplicated"]);
     assert!(s["dups"].as_u64().unwrap() > 500, "{s}");
 }
+
+/// Every command that takes a lab name refuses one that could leave the state directory
+/// (`..`, `/`, the empty name, paths) before it does anything, with the rule in the message
+/// and a non-zero exit.
+#[test]
+fn lab_names_that_could_become_other_paths_are_refused_everywhere() {
+    let commands: [&[&str]; 9] = [
+        &["down"],
+        &["ls"],
+        &["stats"],
+        &["link", "set", "--lab"],
+        &["capture", "-w", "/dev/null", "--lab"],
+        &["exec", "n0", "--lab"],
+        &["shell", "n0", "--lab"],
+        &["graph"],
+        &["up", "examples/shaped-path.toml", "--name"],
+    ];
+    for bad in ["..", "/", "", "../etc", "/tmp/x", "Shaped"] {
+        for command in commands {
+            let mut args = command.to_vec();
+            args.push(bad);
+            // Commands whose positional arguments follow the lab.
+            match command[0] {
+                "link" => args.extend(["uplink", "delay", "1ms"]),
+                "exec" => args.extend(["--", "true"]),
+                _ => {}
+            }
+            let out = rtemu(&args);
+            let err = stderr(&out);
+            assert!(!out.status.success(), "{args:?} succeeded");
+            assert!(
+                err.contains("invalid lab name")
+                    || err.contains("neither a topology file nor a lab name"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}
+
+/// No command writes over one of its own inputs, whatever name the output is given, and the
+/// input is left whole.
+#[test]
+fn an_output_that_is_the_commands_own_input_is_refused() {
+    let dir = Scratch::new("selfout");
+    let pcap = dir.path("in.pcap");
+    let trace = dir.path("t.rpl");
+    let topo = dir.path("t.toml");
+    let made = rtemu(&["sim", "--traffic", "cbr 100pps 100B 1s", "--out", &pcap]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let made = rtemu(&[
+        "trace", "gen", "fgn", "--hurst", "0.7", "--mean", "5ms", "--std", "1ms", "--count", "100",
+        "-o", &trace,
+    ]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    std::fs::write(
+        &topo,
+        "lab = \"x\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&pcap, dir.path("alias.pcap")).unwrap();
+    let before: Vec<Vec<u8>> = [&pcap, &trace, &topo]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let alias = dir.path("alias.pcap");
+    let svg = dir.path("t.svg");
+    std::fs::copy(&trace, &svg).unwrap();
+    let cases: [Vec<&str>; 6] = [
+        vec!["sim", &pcap, "--out", &pcap],
+        vec!["sim", &pcap, "--out", &alias],
+        vec!["sim", &pcap, "--log", &pcap],
+        vec!["trace", "convert", &trace, &trace],
+        vec!["trace", "stats", &svg, "--format", "raw", "--plot", &svg],
+        vec!["graph", &topo, "-o", &topo],
+    ];
+    for args in cases {
+        let out = rtemu(&args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr(&out).contains("also an input"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = rtemu(&[
+        "sim",
+        &pcap,
+        "--out",
+        &dir.path("o.pcap"),
+        "--log",
+        &dir.path("o.pcap"),
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("name one file"), "{}", stderr(&out));
+    let after: Vec<Vec<u8>> = [&pcap, &trace, &topo]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert!(before == after, "an input changed");
+    // Nothing but the inputs (and the link) is left: no temporary files.
+    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["alias.pcap", "in.pcap", "t.rpl", "t.svg", "t.toml"]);
+}
+
+/// A run that fails part way leaves the file that stood at its output as it was.
+#[test]
+fn a_failed_run_leaves_the_old_output_whole() {
+    let dir = Scratch::new("failout");
+    let out_path = dir.path("out.rpl");
+    std::fs::write(&out_path, "precious").unwrap();
+    // The input is not a trace: conversion fails after the output is opened.
+    let bad = dir.path("bad.rpl");
+    std::fs::write(&bad, [0x40u8, 0, 0, 1, 0xc0]).unwrap();
+    let out = rtemu(&["trace", "convert", &bad, &out_path]);
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "precious");
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 2);
+}

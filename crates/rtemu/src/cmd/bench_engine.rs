@@ -50,7 +50,7 @@ use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload};
 use rtemu_topo::lab::{self, engine_ends, lab_netns, node_netns};
-use rtemu_topo::state::State;
+use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{Attachment, Mac};
 use rtemu_topo::Topology;
 use serde_json::Value;
@@ -133,8 +133,11 @@ fn run_in(state: &State, node: &str, argv: &[&str]) -> Result<Output> {
 }
 
 fn remove(lab: &str) {
-    let _ = engine::stop(lab);
-    let _ = lab::down(lab);
+    // The benchmark's own lab names are all valid.
+    if let Ok(lab) = LabName::new(lab) {
+        let _ = engine::stop(&lab);
+        let _ = lab::down(&lab);
+    }
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -205,7 +208,7 @@ fn chain_run(opts: &Options, hops: usize, io: Option<IoKind>) -> Result<Vec<f64>
 
 /// Fails when lab `lab`'s engine does not run on `io` (AF_XDP could not be set up).
 fn check_io(lab: &str, io: IoKind) -> Result<()> {
-    let stats = engine::stats(lab)?;
+    let stats = engine::stats(&LabName::new(lab)?)?;
     match stats["io"].as_str() {
         Some(got) if got == io.as_str() => Ok(()),
         got => bail!(
@@ -1227,7 +1230,7 @@ mod tests {
 
     fn up_state(path: Path) -> State {
         State {
-            lab: TPUT_LAB.to_owned(),
+            lab: LabName::new(TPUT_LAB).unwrap(),
             file: "tput.toml".to_owned(),
             namespaces: Vec::new(),
             nodes: Vec::new(),

@@ -383,7 +383,7 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> R
     // At most 12 characters: "bt" + c|s|g|r + up to 4 digits + "-" + up to 3 digits.
     let lab_name = format!("bt{tag}{nodes}-{id}");
     // Checked before any guard exists: a guard would remove someone else's lab of that name.
-    if rtemu_topo::state::lab_dir(&lab_name).exists() {
+    if rtemu_topo::state::lab_dir(&rtemu_topo::state::LabName::new(&lab_name)?).exists() {
         bail!("a lab named {lab_name} exists already: remove it with `rtemu down {lab_name}`");
     }
     let prefix = format!("rtbb{}-{tag}{nodes}-", std::process::id());

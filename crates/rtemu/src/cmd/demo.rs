@@ -104,7 +104,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     )?;
     let shown = show(&state, args.count);
     println!();
-    let down = take_down(LAB, None);
+    let down = take_down(&state.lab, None);
     shown?;
     down.map(drop)
 }

@@ -33,7 +33,7 @@ use rtemu_engine::{netns, offload, DirectionConfig, DropKind, Resolution, Swap};
 use rtemu_model::rng::DEFAULT_SEED;
 use rtemu_model::{netem, LinkConfig};
 use rtemu_topo::lab::{engine_ends, lab_netns, node_netns};
-use rtemu_topo::state::{lab_dir, State};
+use rtemu_topo::state::{lab_dir, LabName, State};
 use rtemu_topo::topology::{Impairment, Segment};
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
@@ -64,7 +64,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Args)]
 pub struct EngineArgs {
     /// The lab.
-    pub lab: String,
+    pub lab: LabName,
     /// How the release loop waits: spin, hybrid:MARGIN, sleep.
     #[arg(long)]
     pub wait: WaitStrategy,
@@ -167,13 +167,13 @@ pub fn default_wait() -> WaitStrategy {
     }
 }
 
-fn control_path(lab: &str) -> PathBuf {
+fn control_path(lab: &LabName) -> PathBuf {
     lab_dir(lab).join("control.sock")
 }
 
 /// Sends one request to lab `lab`'s engine and parses its JSON reply; a reply with an
 /// `error` field becomes an error.
-pub fn ask(lab: &str, request: &str, timeout: Duration) -> Result<Value> {
+pub fn ask(lab: &LabName, request: &str, timeout: Duration) -> Result<Value> {
     let reply = control::request(&control_path(lab), request, timeout).with_context(|| {
         format!(
             "lab `{lab}`'s engine does not answer (its impaired links carry nothing; \
@@ -189,12 +189,12 @@ pub fn ask(lab: &str, request: &str, timeout: Duration) -> Result<Value> {
 }
 
 /// The counters and fidelity of every impaired link of lab `lab`, as JSON.
-pub fn stats(lab: &str) -> Result<Value> {
+pub fn stats(lab: &LabName) -> Result<Value> {
     ask(lab, "stats", Duration::from_secs(5))
 }
 
 /// Whether lab `lab`'s engine answers.
-pub fn alive(lab: &str) -> bool {
+pub fn alive(lab: &LabName) -> bool {
     ask(lab, "ping", Duration::from_secs(1)).is_ok()
 }
 
@@ -248,7 +248,7 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
 
 /// Asks lab `lab`'s engine to stop and returns its final report; `None` when it does not
 /// answer (not running, or hung: `down` ends it with the lab's processes).
-pub fn stop(lab: &str) -> Option<Value> {
+pub fn stop(lab: &LabName) -> Option<Value> {
     if !control_path(lab).exists() {
         return None;
     }

@@ -4,7 +4,6 @@
 //! set-up, shows progress between measurements and prints the reports (tables in µs, JSON in
 //! integer ns, CSV of raw samples).
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
@@ -1700,14 +1699,14 @@ fn run_echo(args: &EchoArgs) -> anyhow::Result<()> {
 }
 
 fn write_csv(
-    path: &PathBuf,
-    body: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    path: &std::path::Path,
+    body: impl FnOnce(&mut BufWriter<super::output::Output>) -> io::Result<()>,
 ) -> anyhow::Result<()> {
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut out = BufWriter::new(file);
+    let mut out = BufWriter::new(super::output::Output::create(path, &[])?);
     body(&mut out)
         .and_then(|()| out.flush())
-        .with_context(|| format!("writing {}", path.display()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    out.into_inner().map_err(|e| e.into_error())?.commit()
 }
 
 /// `rtemu lab rtt --lab LAB --from A --to B`: the sweep between two nodes of a running lab.

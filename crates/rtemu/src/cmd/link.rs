@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rtemu_model::netem;
+use rtemu_topo::state::LabName;
 use serde_json::Value;
 
 use super::engine::{ask, impaired, stats};
@@ -19,7 +20,7 @@ use super::engine::{ask, impaired, stats};
   sudo rtemu stats shaped --json --watch 1")]
 pub struct StatsArgs {
     /// The lab (may be left out when exactly one runs).
-    pub lab: Option<String>,
+    pub lab: Option<LabName>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -191,7 +192,7 @@ pub enum LinkAction {
     Set {
         /// The lab (may be left out when exactly one runs).
         #[arg(long)]
-        lab: Option<String>,
+        lab: Option<LabName>,
         /// The link.
         link: String,
         /// Which way.
@@ -208,7 +209,7 @@ pub enum LinkAction {
     Down {
         /// The lab (may be left out when exactly one runs).
         #[arg(long)]
-        lab: Option<String>,
+        lab: Option<LabName>,
         /// The link.
         link: String,
     },
@@ -219,7 +220,7 @@ pub enum LinkAction {
     Up {
         /// The lab (may be left out when exactly one runs).
         #[arg(long)]
-        lab: Option<String>,
+        lab: Option<LabName>,
         /// The link.
         link: String,
     },
@@ -254,6 +255,5 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
 
 /// Writes a final report (as `stop` returns it) to `path` as JSON.
 pub fn save_report(report: &Value, path: &Path) -> Result<()> {
-    std::fs::write(path, format!("{report:#}\n"))
-        .with_context(|| format!("writing {}", path.display()))
+    super::output::write(path, &[], format!("{report:#}\n").as_bytes())
 }

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod engine;
 pub mod lab;
 pub mod link;
+pub mod output;
 pub mod plot;
 pub mod sim;
 pub mod topo;

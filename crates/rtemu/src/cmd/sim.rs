@@ -1,6 +1,5 @@
 //! `rtemu sim`: run a link model in virtual time over a capture or generated traffic.
 
-use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -21,6 +20,8 @@ use rtemu_trace::mahimahi::OpportunityStream;
 use rtemu_trace::prefetch::{EndPolicy, PrefetchConfig, Prefetcher, UnderrunPolicy};
 use rtemu_trace::series::{Interpolation, SeriesStream};
 use serde::Serialize;
+
+use super::output::{self, Output};
 
 /// The model used when `--model` is not given: a 10 Mbit/s path with 20 ms of normally
 /// distributed delay (5 ms standard deviation) and 1 % random loss.
@@ -387,15 +388,25 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         }
     };
 
-    let mut log = match &args.log {
-        Some(path) => {
-            let file =
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            Some(FateLog::new(
-                BufWriter::new(file),
-                LogFormat::from_path(path),
-            )?)
+    // Every file this run reads; no output may be one of them, nor the other output.
+    let inputs: Vec<&std::path::Path> = [args.input.as_deref(), args.model_file.as_deref()]
+        .into_iter()
+        .flatten()
+        .chain(traces.iter().map(|t| t.path.as_path()))
+        .collect();
+    if let (Some(out), Some(log)) = (&args.out, &args.log) {
+        if output::same_file(out, log) {
+            anyhow::bail!(
+                "--out and --log name one file ({}): give each its own",
+                out.display()
+            );
         }
+    }
+    let mut log = match &args.log {
+        Some(path) => Some(FateLog::new(
+            BufWriter::new(Output::create(path, &inputs)?),
+            LogFormat::from_path(path),
+        )?),
         None => None,
     };
 
@@ -414,10 +425,8 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
 
     let summary = match &args.out {
         Some(path) => {
-            let file =
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
             // The writer buffers by itself.
-            let writer = PcapWriter::new(file, source.link_type())
+            let writer = PcapWriter::new(Output::create(path, &inputs)?, source.link_type())
                 .with_context(|| format!("writing {}", path.display()))?;
             let mut sink = PcapSink(writer);
             let summary = engine::run(
@@ -430,7 +439,8 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             .with_context(|| input.clone())?;
             sink.0
                 .finish()
-                .with_context(|| format!("writing {}", path.display()))?;
+                .with_context(|| format!("writing {}", path.display()))?
+                .commit()?;
             summary
         }
         None => engine::run(
@@ -446,7 +456,11 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     if let Some(log) = log {
-        log.finish().context("writing the fate log")?;
+        log.finish()
+            .context("writing the fate log")?
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .commit()?;
     }
 
     let trace_names: Vec<String> = traces

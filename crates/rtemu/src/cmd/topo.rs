@@ -7,8 +7,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rtemu_topo::lab;
-use rtemu_topo::state::State;
-use rtemu_topo::topology::{valid_name, MAX_LAB_NAME};
+use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
 use super::{engine, link};
@@ -23,7 +22,7 @@ pub struct UpArgs {
     pub file: PathBuf,
     /// Run the lab under this name instead of the file's `lab`.
     #[arg(long, value_name = "LAB")]
-    pub name: Option<String>,
+    pub name: Option<LabName>,
     /// Bring an existing lab of the same name down first.
     #[arg(long)]
     pub replace: bool,
@@ -40,7 +39,7 @@ pub struct UpArgs {
 pub struct DownArgs {
     /// The lab to remove.
     #[arg(required_unless_present = "all", conflicts_with = "all")]
-    pub lab: Option<String>,
+    pub lab: Option<LabName>,
     /// Remove every lab.
     #[arg(long)]
     pub all: bool,
@@ -57,7 +56,7 @@ pub struct DownArgs {
   sudo rtemu ls shaped --json")]
 pub struct LsArgs {
     /// Only this lab.
-    pub lab: Option<String>,
+    pub lab: Option<LabName>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -72,7 +71,7 @@ pub struct LsArgs {
 pub struct ExecArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
-    pub lab: Option<String>,
+    pub lab: Option<LabName>,
     /// Start the command in the background and print its pid: in its own process group, input
     /// from /dev/null, output in /run/rtemu/<lab>/<node>.<n>.log; `rtemu ls` lists it and
     /// `rtemu down` ends it.
@@ -93,7 +92,7 @@ pub struct ExecArgs {
 pub struct ShellArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
-    pub lab: Option<String>,
+    pub lab: Option<LabName>,
     /// The node.
     pub node: String,
 }
@@ -134,7 +133,7 @@ pub struct GraphArgs {
 pub struct CaptureArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
-    pub lab: Option<String>,
+    pub lab: Option<LabName>,
     /// Interfaces as NODE:IF, or a link's name for both its ends (for an impaired link: each
     /// frame as a node sent it into the engine, and as the engine released it to the other
     /// node; the file marks which way each crossed). Default: every interface of every node.
@@ -154,10 +153,7 @@ pub struct CaptureArgs {
 pub fn run_up(args: &UpArgs) -> Result<()> {
     let mut topo = Topology::load(&args.file)?;
     if let Some(name) = &args.name {
-        if !valid_name(name, MAX_LAB_NAME) {
-            bail!("invalid lab name `{name}`: use 1 to {MAX_LAB_NAME} characters a-z, 0-9 and '-', starting with a letter and not ending with '-'");
-        }
-        topo.lab = name.clone();
+        topo.lab = name.to_string();
     }
     // After the file's checks, so its errors show without root too.
     super::need_root("rtemu up")?;
@@ -194,7 +190,7 @@ pub fn bring_up(topo: &Topology, file: &str, engine: &engine::EngineOptions) -> 
 /// `rtemu down`.
 pub fn run_down(args: &DownArgs) -> Result<()> {
     let labs = if args.all {
-        State::labs().context("listing labs")?
+        State::labs()?
     } else {
         args.lab.iter().cloned().collect()
     };
@@ -218,7 +214,7 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
 
 /// Stops lab `name`'s engine, printing its final report (kept as JSON at `fidelity` when
 /// given), and removes the lab. Returns whether there was a lab.
-pub fn take_down(name: &str, fidelity: Option<&std::path::Path>) -> Result<bool> {
+pub fn take_down(name: &LabName, fidelity: Option<&std::path::Path>) -> Result<bool> {
     let mut saved = Ok(());
     if let Some(report) = engine::stop(name) {
         println!("engine of lab {name}: final report");
@@ -237,11 +233,11 @@ pub fn take_down(name: &str, fidelity: Option<&std::path::Path>) -> Result<bool>
 pub fn run_ls(args: &LsArgs) -> Result<()> {
     let names = match &args.lab {
         Some(l) => vec![l.clone()],
-        None => State::labs().context("listing labs")?,
+        None => State::labs()?,
     };
     let mut states = Vec::new();
     for name in names {
-        match State::load(&name).with_context(|| format!("reading lab {name}"))? {
+        match State::load(&name)? {
             Some(s) => states.push(s),
             None if args.lab.is_some() => bail!("no lab `{name}` is running"),
             None => {}
@@ -350,8 +346,13 @@ pub fn run_shell(args: &ShellArgs) -> Result<()> {
 pub fn run_graph(args: &GraphArgs) -> Result<()> {
     let topo = if std::path::Path::new(&args.lab).is_file() {
         Topology::load(std::path::Path::new(&args.lab))?
-    } else {
+    } else if LabName::new(&args.lab).is_ok() {
         lab::resolve_lab(Some(&args.lab))?.topology
+    } else {
+        bail!(
+            "{:?} is neither a topology file nor a lab name (1 to 12 characters a-z, 0-9 and '-')",
+            args.lab
+        );
     };
     let text = match args.format {
         GraphFormat::Dot => rtemu_topo::graph::dot(&topo),
@@ -360,7 +361,9 @@ pub fn run_graph(args: &GraphArgs) -> Result<()> {
     };
     match &args.output {
         Some(path) => {
-            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+            let file = std::path::Path::new(&args.lab);
+            let inputs: &[&std::path::Path] = if file.is_file() { &[file] } else { &[] };
+            super::output::write(path, inputs, text.as_bytes())
         }
         None => {
             use std::io::Write as _;
@@ -383,8 +386,7 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
     };
     let state = lab::resolve_lab(args.lab.as_deref())?;
     let targets = rtemu_topo::capture::resolve_targets(&state, &args.interfaces)?;
-    let file = std::fs::File::create(&args.write)
-        .with_context(|| format!("creating {}", args.write.display()))?;
+    let mut file = super::output::Output::create(&args.write, &[])?;
     // Ctrl-C ends the capture cleanly: the file is complete up to the last packet.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, std::sync::Arc::clone(&stop))
@@ -400,7 +402,8 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
         count: args.count,
         stop: &stop,
     };
-    let packets = rtemu_topo::capture::capture(&state, &targets, file, &limits)?;
+    let packets = rtemu_topo::capture::capture(&state, &targets, &mut file, &limits)?;
+    file.commit()?;
     eprintln!("{packets} packets written to {}", args.write.display());
     Ok(())
 }

@@ -23,6 +23,7 @@ use rtemu_trace::{
     RecordWriter, TimeUnit, TraceError, UnderrunPolicy,
 };
 
+use super::output::{self, Output};
 use super::plot;
 
 /// Generate, inspect, convert and benchmark per-packet action traces.
@@ -536,8 +537,9 @@ fn output_format(path: &Path, given: Option<Format>) -> anyhow::Result<Format> {
     }
 }
 
-fn create(path: &Path) -> anyhow::Result<File> {
-    File::create(path).with_context(|| format!("creating {}", path.display()))
+/// Starts writing `path` (whole or not at all), which must not be one of `inputs`.
+fn create(path: &Path, inputs: &[&Path]) -> anyhow::Result<Output> {
+    Output::create(path, inputs)
 }
 
 /// Writes `count` records from `next` to the output, returning the form written and the
@@ -550,7 +552,7 @@ fn write_generated(
     let format = output_format(&out.output, out.format)?;
     out.header.apply(header, format, &out.output)?;
     let written = (|| {
-        let mut w = RecordWriter::new(create(&out.output)?, format, header)
+        let mut w = RecordWriter::new(create(&out.output, &[])?, format, header)
             .with_context(|| format!("writing {}", out.output.display()))?;
         for _ in 0..out.count {
             w.write(next())
@@ -558,13 +560,10 @@ fn write_generated(
         }
         let records = w.records_written();
         w.finish()
-            .with_context(|| format!("writing {}", out.output.display()))?;
+            .with_context(|| format!("writing {}", out.output.display()))?
+            .commit()?;
         Ok((format, records))
     })();
-    if written.is_err() {
-        // No half-written trace is left behind to be mistaken for a whole one.
-        let _ = std::fs::remove_file(&out.output);
-    }
     written
 }
 
@@ -875,6 +874,7 @@ fn stats(a: &StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
             );
         }
         plot::Format::of(path)?;
+        output::refuse_inputs(path, &[&a.file])?;
     }
     if kind != TraceKind::Actions {
         return stats_other(a, kind);
@@ -1143,12 +1143,14 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
             Format::Framed => header.unit.ns(),
             Format::Text => 1,
         };
-        let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
+        let mut w = RecordWriter::new(create(&a.output, &[&a.input])?, to, &header)?;
         for x in actions_at_rate(series, pps, resolution) {
             w.write(x?).with_context(|| format!("writing {out}"))?;
         }
         let n = w.records_written();
-        w.finish().with_context(|| format!("writing {out}"))?;
+        w.finish()
+            .with_context(|| format!("writing {out}"))?
+            .commit()?;
         if a.json {
             let mut summary = ConvertSummary::new(a, "series", to, &header, n);
             summary.series = Some(serde_json::json!({
@@ -1175,13 +1177,15 @@ fn convert(a: &ConvertArgs) -> anyhow::Result<()> {
         );
     }
     a.header.apply(&mut header, to, &a.output)?;
-    let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
+    let mut w = RecordWriter::new(create(&a.output, &[&a.input])?, to, &header)?;
     for_each(&mut r, |x| {
         w.write(x).with_context(|| format!("writing {out}"))?;
         Ok(())
     })?;
     let n = w.records_written();
-    w.finish().with_context(|| format!("writing {out}"))?;
+    w.finish()
+        .with_context(|| format!("writing {out}"))?
+        .commit()?;
     if a.json {
         return ConvertSummary::new(a, r.format().name(), to, &header, n).print();
     }
@@ -1214,7 +1218,7 @@ fn convert_captures(
         Format::Text => 1,
     };
     let round = |d: u64| (d + r / 2) / r * r;
-    let mut w = RecordWriter::new(create(&a.output)?, to, &header)?;
+    let mut w = RecordWriter::new(create(&a.output, &[&a.input, receiver])?, to, &header)?;
     let mut write_error = None;
     let mut receiver_capture = CaptureReader::open(receiver)
         .with_context(|| format!("receiver capture {}", receiver.display()))?;
@@ -1240,7 +1244,9 @@ fn convert_captures(
         return Err(e).with_context(|| format!("writing {out}"));
     }
     let n = w.records_written();
-    w.finish().with_context(|| format!("writing {out}"))?;
+    w.finish()
+        .with_context(|| format!("writing {out}"))?
+        .commit()?;
     if a.json {
         let mut summary = ConvertSummary::new(a, "capture", to, &header, n);
         summary.captures = Some(serde_json::json!({
