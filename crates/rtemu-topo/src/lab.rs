@@ -314,6 +314,7 @@ fn raise_open_files() {
 /// and a recorded process must still have its recorded start time.
 pub fn down(lab: &str) -> Result<bool, LabError> {
     let lab = LabName::new(lab)?;
+    crate::state::reap_unplaced(&lab);
     let Some(state) = State::load(&lab)? else {
         return Ok(false);
     };
@@ -359,8 +360,7 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     for (_, cg) in &state.cgroups {
         cgroup::remove(cg).map_err(io_err(format!("removing the cgroup {}", cg.display())))?;
     }
-    let dir = lab_dir(&lab);
-    std::fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
+    state.remove_dir()?;
     if !left.is_empty() {
         return Err(LabError::LeftAlone { lab, left });
     }

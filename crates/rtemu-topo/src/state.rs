@@ -241,9 +241,7 @@ impl State {
     pub fn create(&self) -> Result<(), StateError> {
         let root = state_root()?;
         let fresh = root.join(format!(".new-{}.{}", self.lab, std::process::id()));
-        // A leftover of a crashed `up` of this process id: ours by its name, and holds only
-        // a state file.
-        let _ = std::fs::remove_dir_all(&fresh);
+        reap_unplaced(&self.lab);
         std::fs::DirBuilder::new()
             .mode(0o755)
             .create(&fresh)
@@ -383,6 +381,43 @@ impl State {
         Ok(())
     }
 
+    /// Removes this lab's state directory. Everything else in it goes first and the state
+    /// file last, so a `down` killed half-way leaves a directory the next `down` still knows
+    /// as the lab's.
+    pub fn remove_dir(&self) -> Result<(), StateError> {
+        let dir = lab_dir(&self.lab);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_at("listing", &dir)(e)),
+        };
+        for e in entries {
+            let e = e.map_err(io_at("listing", &dir))?;
+            if e.file_name() == STATE_FILE {
+                continue;
+            }
+            let path = e.path();
+            let gone = match e.file_type() {
+                Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+                _ => std::fs::remove_file(&path),
+            };
+            match gone {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(io_at("removing", &path)(e))
+                }
+                _ => {}
+            }
+        }
+        let state = dir.join(STATE_FILE);
+        match std::fs::remove_file(&state) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_at("removing", &state)(e))
+            }
+            _ => {}
+        }
+        std::fs::remove_dir(&dir).map_err(io_at("removing", &dir))
+    }
+
     /// The processes `rtemu exec --detach` started in this lab (see [`detached`]).
     pub fn detached(&self) -> io::Result<Vec<Detached>> {
         detached(&self.lab)
@@ -405,6 +440,32 @@ impl State {
         }
         labs.sort();
         Ok(labs)
+    }
+}
+
+/// Removes what `up`s of lab `lab` killed before their state directory was in place left in
+/// [`STATE_ROOT`]: directories `.new-<lab>.<pid>` (ours by their name, in a directory only root
+/// writes, holding at most a state file) whose process no longer runs, or is this one.
+pub fn reap_unplaced(lab: &LabName) {
+    let prefix = format!(".new-{lab}.");
+    let Ok(entries) = std::fs::read_dir(STATE_ROOT) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = pid as u32 == std::process::id()
+            || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
