@@ -32,7 +32,8 @@ pub(crate) fn clock_gettime_ns(clock: libc::clockid_t) -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec; the clocks passed (CLOCK_MONOTONIC,
-    // CLOCK_THREAD_CPUTIME_ID) exist on every Linux this crate supports, so the call cannot fail.
+    // CLOCK_REALTIME, CLOCK_THREAD_CPUTIME_ID) exist on every Linux this crate supports, so
+    // the call cannot fail.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * NANOS_PER_SEC + ts.tv_nsec as u64
 }

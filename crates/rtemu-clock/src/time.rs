@@ -72,6 +72,14 @@ pub fn thread_cpu_time_ns() -> u64 {
     crate::sys::clock_gettime_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// Reads `CLOCK_REALTIME` in ns since the Unix epoch (a vDSO call, like [`Instant::now`]).
+///
+/// Only for turning the kernel's receive stamps, which it takes on this clock, into
+/// [`Instant`]s: it steps when the system time is set, so never measure with it.
+pub fn realtime_ns() -> u64 {
+    crate::sys::clock_gettime_ns(libc::CLOCK_REALTIME)
+}
+
 /// A duration that could not be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseDurationError {

@@ -4,12 +4,15 @@
 //! milliseconds of latency at low rates. Sends use the transmit ring with
 //! `PACKET_QDISC_BYPASS`, so a flush is one `sendto` that hands every staged frame straight to
 //! the veth driver. Frames this socket sends are not received back (`PACKET_IGNORE_OUTGOING`).
+//!
+//! A frame's arrival time is the receive stamp the kernel writes into its ring header (on
+//! `CLOCK_REALTIME`, with no socket option needed), converted by an [`RxClock`].
 
 use std::io;
 
 use std::os::fd::OwnedFd;
 
-use crate::io::{DropProbe, Frame, PacketIo, VlanTag};
+use crate::io::{DropProbe, Frame, PacketIo, RxClock, VlanTag};
 use crate::sys::{self, PacketSocket, RingShape};
 
 /// Ring sizes of an [`AfPacket`] socket.
@@ -123,6 +126,7 @@ pub struct AfPacket {
     tx_next: u32,
     staged: u32,
     rejected: u64,
+    clock: RxClock,
 }
 
 impl AfPacket {
@@ -146,6 +150,7 @@ impl AfPacket {
             tx_next: 0,
             staged: 0,
             rejected: 0,
+            clock: RxClock::new(),
         })
     }
 
@@ -158,9 +163,21 @@ impl AfPacket {
 
 impl PacketIo for AfPacket {
     fn recv_batch<F: FnMut(Frame<'_>)>(&mut self, max: usize, mut on_frame: F) -> usize {
+        // Count the ready frames, then read the clock once: every frame counted was in the ring
+        // (stamped) before that read, so the read bounds every stamp of the batch from above.
+        let frames = self.socket.rx_frames();
+        let mut ready = 0;
+        while ready < max && self.socket.rx_ready((self.rx_next + ready as u32) % frames) {
+            ready += 1;
+        }
+        if ready == 0 {
+            return 0;
+        }
+        let seen_ns = self.clock.read();
         let mut n = 0;
-        while n < max {
+        while n < ready {
             let slot = self.rx_next;
+            // Always there: only this socket hands slots back to the kernel.
             let Some(rx) = self.socket.rx_peek(slot) else {
                 break;
             };
@@ -178,10 +195,12 @@ impl PacketIo for AfPacket {
                 vlan,
                 // tp_len counts the frame without the tag the device took off.
                 wire_len: rx.wire_len + if vlan.is_some() { 4 } else { 0 },
+                arrival_ns: self.clock.arrival(rx.stamp_ns, seen_ns),
+                seen_ns,
             });
             n += 1;
             self.socket.rx_release(slot);
-            self.rx_next = (slot + 1) % self.socket.rx_frames();
+            self.rx_next = (slot + 1) % frames;
         }
         n
     }

@@ -1,9 +1,9 @@
 //! One link direction: received frames → model → pool and timing queue → released frames.
 //!
-//! Time is an argument: `Direction::receive` takes the arrival time and `Direction::release`
-//! the time to release up to and a clock to read around the send, so tests drive a direction
-//! with invented times and the release loop with `CLOCK_MONOTONIC`. Nothing here allocates
-//! after `Direction::new`.
+//! Time is an argument: `Direction::receive` takes the arrival time with the frame (the I/O
+//! layer's stamp) and `Direction::release` the time to release up to and a clock to read
+//! around the send, so tests drive a direction with invented times and the release loop with
+//! `CLOCK_MONOTONIC`. Nothing here allocates after `Direction::new`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -144,11 +144,17 @@ pub(crate) struct Direction {
     input_seq: u64,
     /// Position of the next frame among those the model sees ([`PacketMeta::seq`]).
     model_seq: u64,
+    /// The latest arrival time given so far: kernel stamps may come slightly out of ring order
+    /// (frames received on different CPUs), and models (trace feeds) expect time not to go
+    /// back, so an earlier stamp is raised to it (later, never earlier).
+    last_arrival_ns: u64,
     late_after_ns: u64,
     counters: Counters,
     changed: bool,
     published: Arc<Published>,
     fidelity: Producer,
+    /// The arrival lag of the frame in each pool slot, for its fidelity record.
+    arrival_lag_ns: Box<[u64]>,
     /// The copies of the current flush: (intended time, slot, length).
     batch: Vec<(u64, u32, usize)>,
     steering: Steering,
@@ -171,11 +177,13 @@ impl Direction {
             queue: TimingQueue::with_capacity(cfg.pool_frames),
             input_seq: 0,
             model_seq: 0,
+            last_arrival_ns: 0,
             late_after_ns: cfg.late_after_ns,
             counters: Counters::default(),
             changed: false,
             published: Arc::clone(&published),
             fidelity: producer,
+            arrival_lag_ns: vec![0; cfg.pool_frames].into_boxed_slice(),
             batch: Vec::with_capacity(RELEASE_BATCH),
             steering,
         };
@@ -201,8 +209,10 @@ impl Direction {
         }
     }
 
-    /// Decides the fate of a frame that arrived at `now_ns` and queues its copies.
-    pub(crate) fn receive(&mut self, now_ns: u64, frame: Frame<'_>) {
+    /// Decides the fate of a frame that arrived at [`Frame::arrival_ns`] and queues its copies.
+    pub(crate) fn receive(&mut self, frame: Frame<'_>) {
+        let now_ns = frame.arrival_ns.max(self.last_arrival_ns);
+        self.last_arrival_ns = now_ns;
         self.changed = true;
         self.counters.received += 1;
         self.counters.received_bytes += frame.wire_len as u64;
@@ -263,6 +273,7 @@ impl Direction {
             Ok(None) => self.counters.drop_one(DropKind::Oversize),
             Ok(Some(slot)) => {
                 c.apply(self.pool.frame_mut(slot));
+                self.arrival_lag_ns[slot as usize] = frame.seen_ns.saturating_sub(frame.arrival_ns);
                 self.queue.push(Entry {
                     at_ns,
                     seq,
@@ -326,6 +337,7 @@ impl Direction {
                 intended_ns,
                 started_ns,
                 actual_ns,
+                arrival_lag_ns: self.arrival_lag_ns[slot as usize],
             };
             let error = r.error_ns();
             c.late += (error > self.late_after_ns) as u64;
@@ -393,11 +405,14 @@ mod tests {
         f
     }
 
-    fn frame(data: &[u8]) -> Frame<'_> {
+    /// `data` as a frame that arrived at `arrival_ns` and was seen 500 ns later.
+    fn at(arrival_ns: u64, data: &[u8]) -> Frame<'_> {
         Frame {
             data,
             vlan: None,
             wire_len: data.len() as u32,
+            arrival_ns,
+            seen_ns: arrival_ns + 500,
         }
     }
 
@@ -409,8 +424,8 @@ mod tests {
     fn copies_leave_at_arrival_plus_delay_and_not_before() {
         let (mut d, published, fidelity) = direction("delay 10ms", 16);
         let mut io = MemIo::new(8);
-        d.receive(1_000, frame(&udp(1)));
-        d.receive(2_000, frame(&udp(2)));
+        d.receive(at(1_000, &udp(1)));
+        d.receive(at(2_000, &udp(2)));
         assert_eq!(d.next_release(), Some(10_001_000));
         assert_eq!(d.release(10_000_999, &mut io, || 0), 0);
         assert!(io.sent.is_empty());
@@ -424,10 +439,48 @@ mod tests {
         assert!(c.conserved());
         // 600 ns for the first, 9 998 100 ns for the second (late, and the worst).
         assert_eq!((c.late, c.max_error_ns), (1, 9_998_100));
-        let errors: Vec<(u64, u64)> = std::iter::from_fn(|| fidelity.pop())
-            .map(|r| (r.start_error_ns(), r.error_ns()))
+        let errors: Vec<(u64, u64, u64, bool)> = std::iter::from_fn(|| fidelity.pop())
+            .map(|r| {
+                (
+                    r.start_error_ns(),
+                    r.error_ns(),
+                    r.arrival_lag_ns,
+                    r.is_early(),
+                )
+            })
             .collect();
-        assert_eq!(errors, [(550, 600), (9_998_050, 9_998_100)]);
+        assert_eq!(
+            errors,
+            [(550, 600, 500, false), (9_998_050, 9_998_100, 500, false)]
+        );
+    }
+
+    /// A frame the engine saw late (its thread was preempted) is released at its kernel
+    /// arrival + delay, not at the time it was seen + delay, and its wait shows as arrival lag.
+    #[test]
+    fn the_release_counts_from_the_arrival_stamp_not_from_when_the_frame_was_seen() {
+        let (mut d, _, fidelity) = direction("delay 10ms", 16);
+        let mut io = MemIo::new(8);
+        d.receive(Frame {
+            seen_ns: 3_000_000,
+            ..at(1_000, &udp(1))
+        });
+        assert_eq!(d.next_release(), Some(10_001_000));
+        assert_eq!(d.release(10_001_000, &mut io, || 10_001_200), 1);
+        let r = fidelity.pop().unwrap();
+        assert_eq!((r.arrival_lag_ns, r.error_ns()), (2_999_000, 200));
+    }
+
+    /// Stamps slightly out of ring order never take the model's time backwards: the earlier
+    /// one is taken as arriving with the later (late, never early).
+    #[test]
+    fn an_out_of_order_stamp_is_raised_to_the_latest_arrival() {
+        let (mut d, _, _) = direction("delay 10ms", 16);
+        d.receive(at(5_000, &udp(1)));
+        d.receive(at(4_000, &udp(2)));
+        let mut io = MemIo::new(8);
+        assert_eq!(d.release(10_004_999, &mut io, || 0), 0);
+        assert_eq!(d.release(10_005_000, &mut io, || 0), 2);
     }
 
     /// The engine makes the decisions the model makes for the same seed: the frames delivered
@@ -453,7 +506,7 @@ mod tests {
                 del.corruption.apply(&mut copy);
                 expected.push(copy);
             }
-            d.receive(i as u64 * 1_000, frame(&f));
+            d.receive(at(i as u64 * 1_000, &f));
         }
         while d.release(u64::MAX, &mut io, || 0) > 0 {}
         assert_eq!(io.sent, expected);
@@ -467,7 +520,7 @@ mod tests {
     fn a_full_pool_is_a_named_drop_and_every_copy_is_accounted_for() {
         let (mut d, _, _) = direction("delay 1ms", 4);
         for i in 0..10 {
-            d.receive(i, frame(&udp(i as u32)));
+            d.receive(at(i, &udp(i as u32)));
             assert!(d.counters().conserved());
         }
         let c = *d.counters();
@@ -483,16 +536,15 @@ mod tests {
     #[test]
     fn oversized_and_truncated_frames_are_dropped_by_name() {
         let (mut d, _, _) = direction("delay 1ms", 4);
-        d.receive(0, frame(&[0u8; 300]));
+        d.receive(at(0, &[0u8; 300]));
         let short = udp(1);
-        d.receive(
-            0,
-            Frame {
-                data: &short,
-                vlan: None,
-                wire_len: 9000,
-            },
-        );
+        d.receive(Frame {
+            data: &short,
+            vlan: None,
+            wire_len: 9000,
+            arrival_ns: 0,
+            seen_ns: 0,
+        });
         let c = d.counters();
         assert_eq!(c.dropped(DropKind::Oversize), 2);
         assert!(c.conserved());
@@ -503,8 +555,8 @@ mod tests {
         let (mut d, _, _) = direction("loss 100%", 4);
         let mut arp = vec![0u8; 42];
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-        d.receive(5_000, frame(&arp));
-        d.receive(5_000, frame(&udp(1)));
+        d.receive(at(5_000, &arp));
+        d.receive(at(5_000, &udp(1)));
         assert_eq!(d.next_release(), Some(6_000));
         let c = d.counters();
         assert_eq!((c.resolution_passed, c.dropped(DropKind::Loss)), (1, 1));
@@ -535,7 +587,7 @@ mod tests {
     #[test]
     fn a_swapped_model_decides_new_frames_while_queued_copies_keep_their_times() {
         let ((mut d, _, _), helm) = steered("delay 10ms", 16);
-        d.receive(0, frame(&udp(1)));
+        d.receive(at(0, &udp(1)));
         helm.swaps
             .try_send(Swap {
                 model: model("delay 1ms", 7),
@@ -553,7 +605,7 @@ mod tests {
             })
             .is_err());
         d.steer();
-        d.receive(100, frame(&udp(2)));
+        d.receive(at(100, &udp(2)));
         let mut io = MemIo::new(8);
         d.release(1_000_100, &mut io, || 0);
         assert_eq!(io.sent.iter().map(|f| id(f)).collect::<Vec<_>>(), [2]);
@@ -570,12 +622,12 @@ mod tests {
         helm.cut.store(true, Ordering::Relaxed);
         let mut arp = vec![0u8; 42];
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-        d.receive(0, frame(&arp));
-        d.receive(0, frame(&udp(1)));
+        d.receive(at(0, &arp));
+        d.receive(at(0, &udp(1)));
         assert_eq!(d.next_release(), None);
         assert_eq!(d.counters().dropped(DropKind::LinkDown), 2);
         helm.cut.store(false, Ordering::Relaxed);
-        d.receive(0, frame(&udp(2)));
+        d.receive(at(0, &udp(2)));
         assert_eq!(d.next_release(), Some(1_000_000));
         assert!(d.counters().conserved());
     }

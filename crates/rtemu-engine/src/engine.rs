@@ -1,9 +1,10 @@
 //! The release loop: one thread that polls every link's receive rings, decides fates and
 //! releases due copies at their intended time.
 //!
-//! Each turn of the loop reads `CLOCK_MONOTONIC` once for arrivals, receives up to a batch from
-//! every interface, reads the clock again and releases every copy due by then (late copies go
-//! at once, in order). Between turns it waits according to the [`WaitStrategy`]:
+//! Each turn of the loop receives up to a batch from every interface, each frame stamped with
+//! its arrival by the I/O layer (the kernel's receive stamp on `AF_PACKET`, see [`crate::io`]),
+//! reads `CLOCK_MONOTONIC` and releases every copy due by then (late copies go at once, in
+//! order). Between turns it waits according to the [`WaitStrategy`]:
 //!
 //! * `spin`: no wait: the loop itself is the busy wait, so the receive rings are polled all the
 //!   time; the last 2 µs before a release are spun with the shared [`Waiter`] so the release
@@ -12,8 +13,9 @@
 //!   away, never longer than the poll interval, then behaves like `spin`.
 //! * `sleep` and the other sleeping strategies: waits with the shared [`Waiter`] until the next
 //!   release or the poll interval, whichever is first. A frame that arrives during a wait is
-//!   noticed when the wait ends, so its arrival time (and with it its release) is late by up to
-//!   the poll interval plus the timer's lateness; the fidelity record shows the latter only.
+//!   noticed when the wait ends; it keeps its kernel arrival stamp, so its release is on time
+//!   when its delay outlasts the wait, and late by the rest otherwise. The fidelity record
+//!   shows the wait as the frame's arrival lag.
 //!
 //! The engine never spins under `SCHED_FIFO` while the kernel's real-time throttling is on
 //! (`kernel.sched_rt_runtime_us` ≠ -1): the throttle would stop the thread for 50 ms of every
@@ -637,15 +639,14 @@ fn run_loop<Io: PacketIo>(
     let wall_start = Instant::now();
     let now_ns = || Instant::now().as_nanos();
     while !stop.load(Ordering::Relaxed) {
-        let arrival = now_ns();
+        // Each frame brings its arrival time from the I/O layer (the kernel's receive stamp,
+        // or a clock read after the receive), never one read here before the receive.
         let mut received = 0;
         for l in &mut links {
             l.a_to_b.steer();
             l.b_to_a.steer();
-            received +=
-                l.a.recv_batch(config.rx_batch, |f| l.a_to_b.receive(arrival, f));
-            received +=
-                l.b.recv_batch(config.rx_batch, |f| l.b_to_a.receive(arrival, f));
+            received += l.a.recv_batch(config.rx_batch, |f| l.a_to_b.receive(f));
+            received += l.b.recv_batch(config.rx_batch, |f| l.b_to_a.receive(f));
         }
         let now = Instant::now();
         let mut next: Option<u64> = None;

@@ -1,15 +1,20 @@
 //! The fidelity record: when each copy was meant to leave and when it did.
 //!
-//! The release thread reads the clock just before the send that carries a copy and right after
-//! it returned, and pushes the three times into a preallocated single-producer,
+//! A copy's intended time is its frame's arrival (the kernel's receive stamp, see
+//! [`crate::io`]) plus the delay the model gave it. The release thread reads the clock just
+//! before the send that carries a copy and right after it returned, and pushes the times, with
+//! the frame's *arrival lag* (how long it waited in the receive ring: the I/O layer's clock
+//! read after the receive − the arrival), into a preallocated single-producer,
 //! single-consumer ring of atomics. The *release error* (after the send − intended) is the
 //! number to quote: it contains the cost of the send, as a user of the link sees it. The
 //! *start error* (before the send − intended) separates how late the loop woke from what the
 //! send cost; on veth the send includes the receiving node's network stack, which the kernel
-//! runs inside the engine's `sendto`. A non-real-time thread drains the ring into HDR
-//! histograms per direction, summarised as [`Summary`]: p50, p99, p99.9, max and the count of
-//! late copies. A full ring loses records, never blocks the release thread; lost records are
-//! counted and reported next to the summary.
+//! runs inside the engine's `sendto`. A copy whose send started before its intended time is
+//! *early*: the engine must never release one, and counts them so a report shows it didn't. A
+//! non-real-time thread drains the ring into HDR histograms per direction, summarised as
+//! [`Summary`]: p50, p99, p99.9, max, the count of late and of early copies, and the arrival
+//! lag. A full ring loses records, never blocks the release thread; lost records are counted
+//! and reported next to the summary.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,6 +30,9 @@ pub struct Record {
     pub started_ns: u64,
     /// When the send that carried it returned.
     pub actual_ns: u64,
+    /// How long its frame waited between arriving and the I/O layer's clock read after the
+    /// receive, ns.
+    pub arrival_lag_ns: u64,
 }
 
 impl Record {
@@ -37,11 +45,16 @@ impl Record {
     pub fn start_error_ns(&self) -> u64 {
         self.started_ns.saturating_sub(self.intended_ns)
     }
+
+    /// Whether its send started before the intended time (it may have left early).
+    pub fn is_early(&self) -> bool {
+        self.started_ns < self.intended_ns
+    }
 }
 
 #[derive(Debug)]
 struct Ring {
-    slots: Box<[[AtomicU64; 3]]>,
+    slots: Box<[[AtomicU64; 4]]>,
     /// Next slot the producer writes; only the producer stores it.
     head: AtomicUsize,
     /// Next slot the consumer reads; only the consumer stores it.
@@ -62,7 +75,7 @@ pub fn ring(capacity: usize) -> (Producer, Consumer) {
     let capacity = capacity.max(2).next_power_of_two();
     let ring = Arc::new(Ring {
         slots: (0..capacity)
-            .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
+            .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
             .collect(),
         head: AtomicUsize::new(0),
         tail: AtomicUsize::new(0),
@@ -84,6 +97,7 @@ impl Producer {
         slot[0].store(r.intended_ns, Ordering::Relaxed);
         slot[1].store(r.started_ns, Ordering::Relaxed);
         slot[2].store(r.actual_ns, Ordering::Relaxed);
+        slot[3].store(r.arrival_lag_ns, Ordering::Relaxed);
         // Publishes the slot's contents with the new head.
         ring.head.store(head.wrapping_add(1), Ordering::Release);
         true
@@ -103,6 +117,7 @@ impl Consumer {
             intended_ns: slot[0].load(Ordering::Relaxed),
             started_ns: slot[1].load(Ordering::Relaxed),
             actual_ns: slot[2].load(Ordering::Relaxed),
+            arrival_lag_ns: slot[3].load(Ordering::Relaxed),
         };
         // Hands the slot back to the producer only after it was read.
         ring.tail.store(tail.wrapping_add(1), Ordering::Release);
@@ -115,13 +130,15 @@ impl Consumer {
     }
 }
 
-/// The release-error and start-error distributions of one direction.
+/// The release-error, start-error and arrival-lag distributions of one direction.
 #[derive(Debug, Clone)]
 pub struct ErrorHistogram {
     released: Histogram<u64>,
     started: Histogram<u64>,
+    arrival_lag: Histogram<u64>,
     late_after_ns: u64,
     late: u64,
+    early: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -152,8 +169,10 @@ impl ErrorHistogram {
         ErrorHistogram {
             released: histogram(),
             started: histogram(),
+            arrival_lag: histogram(),
             late_after_ns,
             late: 0,
+            early: 0,
         }
     }
 
@@ -163,7 +182,10 @@ impl ErrorHistogram {
         self.released.saturating_record(error.min(MAX_TRACKED_NS));
         self.started
             .saturating_record(r.start_error_ns().min(MAX_TRACKED_NS));
+        self.arrival_lag
+            .saturating_record(r.arrival_lag_ns.min(MAX_TRACKED_NS));
         self.late += (error > self.late_after_ns) as u64;
+        self.early += r.is_early() as u64;
     }
 
     /// Drains every record waiting in `consumer`.
@@ -178,9 +200,11 @@ impl ErrorHistogram {
         Summary {
             count: self.released.len(),
             late: self.late,
+            early: self.early,
             late_after_ns: self.late_after_ns,
             released: percentiles(&self.released),
             started: percentiles(&self.started),
+            arrival_lag: percentiles(&self.arrival_lag),
             lost,
         }
     }
@@ -206,12 +230,18 @@ pub struct Summary {
     pub count: u64,
     /// Copies whose release error exceeded `late_after_ns`.
     pub late: u64,
+    /// Copies whose send started before their intended time: always 0 unless the engine is
+    /// wrong.
+    pub early: u64,
     /// The late threshold, ns.
     pub late_after_ns: u64,
     /// Release error: after the send returned − intended. The number to quote.
     pub released: Percentiles,
     /// Start error: before the send − intended (how late the loop woke).
     pub started: Percentiles,
+    /// Arrival lag: the I/O layer's clock read after the receive − the kernel's receive stamp
+    /// (how long frames waited for the engine; 0 where the I/O layer has no stamp).
+    pub arrival_lag: Percentiles,
     /// Records lost because the ring was full (not in the percentiles).
     pub lost: u64,
 }
@@ -228,6 +258,7 @@ mod tests {
                 intended_ns: i,
                 started_ns: i + 1,
                 actual_ns: i + 10,
+                arrival_lag_ns: i + 20,
             });
             assert_eq!(pushed, i < 4, "push {i}");
         }
@@ -239,9 +270,10 @@ mod tests {
         assert!(tx.push(Record {
             intended_ns: 7,
             started_ns: 7,
-            actual_ns: 7
+            actual_ns: 7,
+            arrival_lag_ns: 27,
         }));
-        assert_eq!(rx.pop().map(|r| r.intended_ns), Some(7));
+        assert_eq!(rx.pop().map(|r| r.arrival_lag_ns), Some(27));
         assert_eq!(rx.pop(), None);
     }
 
@@ -255,6 +287,7 @@ mod tests {
                     intended_ns: i,
                     started_ns: i * 3,
                     actual_ns: i * 2,
+                    arrival_lag_ns: i * 5,
                 }) {
                     pushed.push(i);
                 }
@@ -266,6 +299,7 @@ mod tests {
             while let Some(r) = rx.pop() {
                 assert_eq!(r.actual_ns, r.intended_ns * 2, "a torn record");
                 assert_eq!(r.started_ns, r.intended_ns * 3, "a torn record");
+                assert_eq!(r.arrival_lag_ns, r.intended_ns * 5, "a torn record");
                 got.push(r.intended_ns);
             }
         }
@@ -276,24 +310,32 @@ mod tests {
     }
 
     #[test]
-    fn summary_percentiles_and_late_count() {
+    fn summary_percentiles_late_and_early_counts() {
         let mut h = ErrorHistogram::new(500);
         for e in 1..=1000u64 {
             h.record(Record {
                 intended_ns: 1_000_000,
                 started_ns: 1_000_000 + e / 10,
                 actual_ns: 1_000_000 + e,
+                arrival_lag_ns: e * 2,
             });
         }
-        // An early release is an error of zero, not a huge unsigned one.
+        assert_eq!(
+            h.summary(0).early,
+            0,
+            "a send starting at the intended time is not early"
+        );
+        // An early release is an error of zero, not a huge unsigned one, and counts as early.
         h.record(Record {
             intended_ns: 10,
             started_ns: 5,
             actual_ns: 5,
+            arrival_lag_ns: 0,
         });
         let s = h.summary(3);
         assert_eq!(s.count, 1001);
-        assert_eq!(s.late, 500);
+        assert_eq!((s.late, s.early), (500, 1));
+        assert_eq!((s.arrival_lag.p50_ns, s.arrival_lag.max_ns), (1000, 2000));
         // Three significant digits: exact below 1024.
         let want = Percentiles {
             p50_ns: 500,
@@ -308,5 +350,14 @@ mod tests {
             ErrorHistogram::new(1).summary(0).released,
             Percentiles::default()
         );
+        // A send that started before its time and returned after it may have left early.
+        let mut h = ErrorHistogram::new(500);
+        h.record(Record {
+            intended_ns: 10,
+            started_ns: 9,
+            actual_ns: 11,
+            arrival_lag_ns: 0,
+        });
+        assert_eq!(h.summary(0).early, 1);
     }
 }

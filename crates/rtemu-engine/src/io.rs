@@ -7,8 +7,18 @@
 //! otherwise). An implementation must not allocate in
 //! [`PacketIo::recv_batch`], [`PacketIo::stage`] or [`PacketIo::flush`]: they run on the
 //! packet path.
+//!
+//! Every received frame carries its arrival time, from which the engine schedules its release:
+//! the kernel's receive stamp where the I/O layer has one (`AF_PACKET`), converted to
+//! `CLOCK_MONOTONIC` by an [`RxClock`], otherwise a clock read taken *after* the receive
+//! (AF_XDP in copy mode on veth has no stamp). Never a read taken before the receive: a thread
+//! preempted between that read and the receive would give frames that arrived later an earlier
+//! time, and release them early.
 
 use std::io;
+
+use rtemu_clock::time::realtime_ns;
+use rtemu_clock::Instant;
 
 /// The 802.1Q tag a device took off a frame (and the engine must put back, since frames pass
 /// the engine unchanged).
@@ -30,6 +40,12 @@ pub struct Frame<'a> {
     /// The frame's length on the wire, tag included; more than [`Frame::len`] when the I/O
     /// layer cut it.
     pub wire_len: u32,
+    /// When the frame arrived, ns on `CLOCK_MONOTONIC`: the kernel's receive stamp where the
+    /// I/O layer has one, else [`Frame::seen_ns`]; never later than [`Frame::seen_ns`].
+    pub arrival_ns: u64,
+    /// A clock read (`CLOCK_MONOTONIC`) the I/O layer took after the frame was in its receive
+    /// ring; `seen_ns - arrival_ns` is how long the frame waited for the engine.
+    pub seen_ns: u64,
 }
 
 impl Frame<'_> {
@@ -67,10 +83,119 @@ impl Frame<'_> {
     }
 }
 
+/// How long a forward step of the system time waits before an [`RxClock`] converts with it:
+/// frames the kernel stamped before the step may still be in the ring (or its backlog), and
+/// converting their stamps with the new offset would make them early by the step.
+const STEP_GRACE_NS: u64 = 1_000_000_000;
+
+/// Turns the kernel's receive stamps (`CLOCK_REALTIME`, which `TPACKET_V2` frame headers carry)
+/// into arrival times on the engine's `CLOCK_MONOTONIC`, never earlier than the frame arrived.
+///
+/// Both clocks are kept by the same kernel timekeeper and advance at the same rate (NTP slews
+/// them alike); they differ by an offset that changes only when the system time is set. Three
+/// reads `mono₁, real, mono₂` bound that offset between `real − mono₂` and `real − mono₁`; the
+/// clock keeps the intersection of the bounds of every reading and converts with its lower end,
+/// so a converted stamp is late by at most the interval's width (tens of ns) and never early.
+/// When a reading no longer intersects, the time was set: backwards (a smaller offset) is taken
+/// at once, since it only makes stamps later; forwards only after [`STEP_GRACE_NS`], so stamps
+/// taken before the step are not made early (stamps taken after it convert late meanwhile, and
+/// are held at the read after the receive). Reading costs three vDSO clock reads, no system
+/// call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxClock {
+    /// Lower bound of `real − mono`, ns: the one conversions use.
+    lo: i64,
+    /// Upper bound of `real − mono`, ns.
+    hi: i64,
+    /// A forward step not yet taken: its bounds, and the monotonic time it was first seen.
+    pending: Option<(i64, i64, u64)>,
+}
+
+impl RxClock {
+    /// A clock with the offset read now (a few readings, to narrow it).
+    pub fn new() -> RxClock {
+        let (m1, r, m2) = read_clocks();
+        let mut clock = RxClock::from_reading(m1, r, m2);
+        for _ in 0..8 {
+            clock.read();
+        }
+        clock
+    }
+
+    fn from_reading(m1: u64, r: u64, m2: u64) -> RxClock {
+        let (lo, hi) = bounds(m1, r, m2);
+        RxClock {
+            lo,
+            hi,
+            pending: None,
+        }
+    }
+
+    /// Reads the clocks (call it after frames were found in the ring, before converting their
+    /// stamps): refines the offset and returns the `CLOCK_MONOTONIC` read, the frames'
+    /// [`Frame::seen_ns`].
+    pub fn read(&mut self) -> u64 {
+        let (m1, r, m2) = read_clocks();
+        self.observe(m1, r, m2);
+        m2
+    }
+
+    /// Takes one reading `mono₁ ≤ real's instant ≤ mono₂` into the offset's bounds.
+    fn observe(&mut self, m1: u64, r: u64, m2: u64) {
+        let (l, u) = bounds(m1, r, m2);
+        if u < self.lo {
+            *self = RxClock::from_reading(m1, r, m2);
+        } else if l <= self.hi {
+            self.lo = self.lo.max(l);
+            self.hi = self.hi.min(u);
+            self.pending = None;
+        } else {
+            let (pl, pu, since) = match self.pending {
+                Some((pl, pu, since)) if l <= pu && u >= pl => (pl.max(l), pu.min(u), since),
+                _ => (l, u, m2),
+            };
+            if m2.saturating_sub(since) >= STEP_GRACE_NS {
+                *self = RxClock {
+                    lo: pl,
+                    hi: pu,
+                    pending: None,
+                };
+            } else {
+                self.pending = Some((pl, pu, since));
+            }
+        }
+    }
+
+    /// The arrival time (`CLOCK_MONOTONIC`) of a frame the kernel stamped `stamp_real_ns`
+    /// (`CLOCK_REALTIME`) and the I/O layer saw at `seen_ns`: never later than `seen_ns`.
+    pub fn arrival(&self, stamp_real_ns: u64, seen_ns: u64) -> u64 {
+        let mono = (stamp_real_ns as i64).saturating_sub(self.lo).max(0) as u64;
+        mono.min(seen_ns)
+    }
+}
+
+impl Default for RxClock {
+    fn default() -> Self {
+        RxClock::new()
+    }
+}
+
+/// `CLOCK_MONOTONIC`, `CLOCK_REALTIME`, `CLOCK_MONOTONIC`, read in that order.
+fn read_clocks() -> (u64, u64, u64) {
+    let m1 = Instant::now().as_nanos();
+    let r = realtime_ns();
+    (m1, r, Instant::now().as_nanos())
+}
+
+/// The bounds of `real − mono` one reading gives.
+fn bounds(m1: u64, r: u64, m2: u64) -> (i64, i64) {
+    (r as i64 - m2 as i64, r as i64 - m1 as i64)
+}
+
 /// One interface's packet I/O.
 pub trait PacketIo {
     /// Calls `on_frame` for each frame received since the last call, at most `max`, without
-    /// blocking; returns how many.
+    /// blocking; returns how many. Each frame carries its arrival time (see the module doc).
     fn recv_batch<F: FnMut(Frame<'_>)>(&mut self, max: usize, on_frame: F) -> usize;
 
     /// Copies `frame` into the next transmit slot; `false` (and nothing staged) when every slot
@@ -132,6 +257,8 @@ pub(crate) mod mem {
                     data: &f,
                     vlan: None,
                     wire_len: f.len() as u32,
+                    arrival_ns: 0,
+                    seen_ns: 0,
                 });
                 n += 1;
             }
@@ -171,6 +298,8 @@ mod tests {
                 tci: 0x0007,
             }),
             wire_len: 24,
+            arrival_ns: 0,
+            seen_ns: 0,
         };
         let mut out = [0xa5u8; 32];
         assert_eq!(f.copy_to(&mut out), Some(24));
@@ -182,6 +311,112 @@ mod tests {
         assert_eq!(f.copy_to(&mut out[..23]), None);
     }
 
+    /// A clock whose offset (real − mono) is `offset` and whose readings take `gap` ns.
+    fn reading(mono: u64, offset: i64, gap: u64) -> (u64, u64, u64) {
+        (
+            mono,
+            (mono as i64 + gap as i64 / 2 + offset) as u64,
+            mono + gap,
+        )
+    }
+
+    const OFFSET: i64 = 1_700_000_000_000_000_000;
+
+    #[test]
+    fn stamps_convert_late_by_at_most_the_reading_gap_and_never_early() {
+        let (m1, r, m2) = reading(1_000_000, OFFSET, 80);
+        let mut clock = RxClock::from_reading(m1, r, m2);
+        // A frame that arrived at mono 900 000 (real 900 000 + offset), seen at 1 000 080.
+        let arrived = 900_000u64;
+        let got = clock.arrival((arrived as i64 + OFFSET) as u64, m2);
+        assert!(got >= arrived && got - arrived <= 80, "{got}");
+        // Narrower readings narrow the bounds: a 10 ns reading leaves at most 10 ns.
+        for k in 0..20 {
+            let (m1, r, m2) = reading(2_000_000 + k * 1_000, OFFSET, 10 + (k % 3) * 40);
+            clock.observe(m1, r, m2);
+        }
+        let got = clock.arrival((arrived as i64 + OFFSET) as u64, 3_000_000);
+        assert!(got >= arrived && got - arrived <= 10, "{got}");
+        // Never later than the read after the receive, however odd the stamp.
+        assert_eq!(clock.arrival(u64::MAX / 2, 3_000_000), 3_000_000);
+        assert_eq!(clock.arrival(0, 3_000_000), 0);
+    }
+
+    #[test]
+    fn a_time_set_backwards_is_taken_at_once() {
+        let (m1, r, m2) = reading(1_000_000, OFFSET, 50);
+        let mut clock = RxClock::from_reading(m1, r, m2);
+        let back = OFFSET - 5_000_000_000;
+        let (m1, r, m2) = reading(2_000_000, back, 50);
+        clock.observe(m1, r, m2);
+        // A frame stamped after the step converts exactly (within the gap).
+        let got = clock.arrival((1_500_000 + back) as u64, m2);
+        assert!((1_500_000..=1_500_050).contains(&got), "{got}");
+        // One stamped before it converts late (held at the seen time), not early.
+        let got = clock.arrival((1_500_000 + OFFSET) as u64, m2);
+        assert_eq!(got, m2);
+    }
+
+    #[test]
+    fn a_time_set_forwards_waits_out_the_grace_so_older_stamps_are_not_early() {
+        let (m1, r, m2) = reading(1_000_000, OFFSET, 50);
+        let mut clock = RxClock::from_reading(m1, r, m2);
+        let ahead = OFFSET + 3_000_000_000;
+        let stepped_at = 2_000_000u64;
+        let (m1, r, m2) = reading(stepped_at, ahead, 50);
+        clock.observe(m1, r, m2);
+        // Stamped before the step, still in the ring: converted with the old offset.
+        let got = clock.arrival((1_900_000 + OFFSET) as u64, m2);
+        assert!((1_900_000..=1_900_050).contains(&got), "{got}");
+        // Stamped after it: late (the seen time), never early.
+        let got = clock.arrival((2_000_010 + ahead) as u64, m2);
+        assert_eq!(got, m2);
+        // After the grace the new offset is taken.
+        let later = stepped_at + STEP_GRACE_NS + 100;
+        let (m1, r, m2) = reading(later, ahead, 50);
+        clock.observe(m1, r, m2);
+        let got = clock.arrival(((later - 1_000) as i64 + ahead) as u64, m2);
+        assert!((later - 1_000..=later - 950).contains(&got), "{got}");
+    }
+
+    proptest::proptest! {
+        /// Without a step, whatever the readings' gaps, a converted stamp is never earlier than
+        /// the arrival and late by at most the first reading's gap.
+        #[test]
+        fn conversion_is_never_early(
+            gaps in proptest::collection::vec(1u64..5_000, 1..20),
+            ahead in 0u64..1_000_000,
+        ) {
+            let mut clock: Option<RxClock> = None;
+            let mut mono = 10_000_000u64;
+            for gap in &gaps {
+                let (m1, r, m2) = reading(mono, OFFSET, *gap);
+                match clock.as_mut() {
+                    None => clock = Some(RxClock::from_reading(m1, r, m2)),
+                    Some(c) => c.observe(m1, r, m2),
+                }
+                mono += 1_000_000;
+            }
+            let clock = clock.unwrap();
+            let arrived = mono - ahead;
+            let got = clock.arrival((arrived as i64 + OFFSET) as u64, mono);
+            proptest::prop_assert!(got >= arrived);
+            proptest::prop_assert!(got - arrived <= gaps[0], "{} late", got - arrived);
+        }
+    }
+
+    #[test]
+    fn the_live_clock_converts_a_fresh_realtime_read_to_about_now() {
+        let mut clock = RxClock::new();
+        let real = realtime_ns();
+        let seen = clock.read();
+        let after = Instant::now().as_nanos();
+        let got = clock.arrival(real, seen);
+        assert!(got <= seen && seen <= after);
+        // Generous: a preempted test thread may sit between the two reads.
+        assert!(seen - got < 50_000_000, "{} ns", seen - got);
+    }
+
     #[test]
     fn an_untagged_frame_is_copied_as_is_and_cut_frames_say_so() {
         let data = [1u8, 2, 3];
@@ -189,6 +424,8 @@ mod tests {
             data: &data,
             vlan: None,
             wire_len: 9,
+            arrival_ns: 0,
+            seen_ns: 0,
         };
         let mut out = [0u8; 3];
         assert_eq!(f.copy_to(&mut out), Some(3));

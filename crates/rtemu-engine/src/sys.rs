@@ -97,6 +97,10 @@ pub struct RxFrame<'a> {
     pub vlan_tci: u16,
     /// The tag's protocol, valid with `TP_STATUS_VLAN_TPID_VALID`.
     pub vlan_tpid: u16,
+    /// The kernel's receive stamp, ns on `CLOCK_REALTIME` (`tp_sec`, `tp_nsec`): the software
+    /// stamp the frame got when the device received it where one was taken, else the time
+    /// the kernel wrote it into the ring. `TPACKET_V2` always fills it.
+    pub stamp_ns: u64,
 }
 
 /// An `AF_PACKET` socket bound to one interface, with mapped `TPACKET_V2` receive and transmit
@@ -231,6 +235,12 @@ impl PacketSocket {
         unsafe { AtomicU32::from_ptr(self.frame_ptr(tx, index).cast()) }
     }
 
+    /// Whether the kernel has handed receive-ring slot `index` to user space (its stamp and
+    /// contents are written then).
+    pub fn rx_ready(&self, index: u32) -> bool {
+        self.status(false, index).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    }
+
     /// The frame at receive-ring slot `index`, if the kernel has handed it to user space.
     pub fn rx_peek(&self, index: u32) -> Option<RxFrame<'_>> {
         let status = self.status(false, index).load(Ordering::Acquire);
@@ -254,6 +264,7 @@ impl PacketSocket {
             status,
             vlan_tci: hdr.tp_vlan_tci,
             vlan_tpid: hdr.tp_vlan_tpid,
+            stamp_ns: hdr.tp_sec as u64 * 1_000_000_000 + hdr.tp_nsec as u64,
         })
     }
 

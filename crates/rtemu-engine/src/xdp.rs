@@ -18,6 +18,7 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
+use rtemu_clock::Instant;
 use rtemu_xdp::program::Redirect;
 use rtemu_xdp::socket::{self, RingSizes, Rings, Socket};
 use rtemu_xdp::umem::{Chunk, Geometry, Umem};
@@ -177,11 +178,16 @@ impl PacketIo for AfXdp {
             let Some(rx) = self.rings.rx.pop() else {
                 break;
             };
+            // No receive stamp in copy mode on veth: the frame's arrival is a clock read taken
+            // after it was taken from the ring, never before (see `crate::io`).
+            let seen_ns = Instant::now().as_nanos();
             let data = self.umem.bytes(&rx.chunk, rx.offset, rx.len);
             on_frame(Frame {
                 data,
                 vlan: None,
                 wire_len: rx.len as u32,
+                arrival_ns: seen_ns,
+                seen_ns,
             });
             // Cannot fail: the fill ring has a slot for every receive chunk.
             let _ = self.rings.fill.push(rx.chunk);
