@@ -163,7 +163,7 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
     let down = rtemu(&["down", &lab.name, "--fidelity", report.to_str().unwrap()]);
     assert!(down.status.success(), "{}", text(&down));
     assert!(
-        text(&down).contains("p99"),
+        text(&down).contains("p99") && text(&down).contains("early"),
         "down prints fidelity: {}",
         text(&down)
     );
@@ -171,6 +171,9 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let ab = direction(&report, "a");
     assert!(ab["fidelity"]["count"].as_u64().unwrap() >= 10, "{ab}");
+    // Released against the kernel's arrival stamp + delay: never before.
+    assert_eq!(ab["fidelity"]["early"], 0, "{ab}");
+    assert!(ab["fidelity"]["arrival_lag"]["max_ns"].is_u64(), "{ab}");
     assert!(
         ab["fidelity"]["released"]["p50_ns"].as_u64().unwrap() < 100_000_000,
         "{ab}"

@@ -691,10 +691,12 @@ fn directions(state: &State, pools: &Pools, ds: &[DirectionReport]) -> Vec<Value
                 "fidelity": {
                     "count": f.count,
                     "late": f.late,
+                    "early": f.early,
                     "late_after_ns": f.late_after_ns,
                     "lost": f.lost,
                     "released": pct(&f.released),
                     "started": pct(&f.started),
+                    "arrival_lag": pct(&f.arrival_lag),
                 },
             })
         })

@@ -78,7 +78,7 @@ pub fn print_directions(report: &Value, fidelity: bool) {
     let ds = report["directions"].as_array().unwrap_or(&empty);
     if fidelity {
         println!(
-            "{:<16} {:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10}",
+            "{:<16} {:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
             "link",
             "direction",
             "copies",
@@ -87,7 +87,10 @@ pub fn print_directions(report: &Value, fidelity: bool) {
             "p99.9 µs",
             "max µs",
             "late",
-            "woke p50"
+            "early",
+            "woke p50",
+            "lag p99",
+            "lag max"
         );
     } else {
         println!(
@@ -106,14 +109,17 @@ pub fn print_directions(report: &Value, fidelity: bool) {
             let f = &d["fidelity"];
             let r = &f["released"];
             println!(
-                "{link:<16} {way:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10}",
+                "{link:<16} {way:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
                 n(&f["count"]),
                 us(&r["p50_ns"]),
                 us(&r["p99_ns"]),
                 us(&r["p999_ns"]),
                 us(&r["max_ns"]),
                 n(&f["late"]),
+                n(&f["early"]),
                 us(&f["started"]["p50_ns"]),
+                us(&f["arrival_lag"]["p99_ns"]),
+                us(&f["arrival_lag"]["max_ns"]),
             );
         } else {
             let mut drops: Vec<String> = d["dropped"]
@@ -152,8 +158,10 @@ pub fn print_directions(report: &Value, fidelity: bool) {
             .map(|d| us(&d["fidelity"]["late_after_ns"]))
             .unwrap_or_default();
         println!(
-            "release error: when the send returned − the intended time (µs); late: over {late} µs; \
-             woke: when the send started"
+            "release error: when the send returned − the intended time (kernel arrival stamp + \
+             model delay, µs); late: over {late} µs; early: sends started before the intended \
+             time (always 0); woke: when the send started; lag: how long frames waited between \
+             the kernel's receive stamp and the engine (µs)"
         );
     }
 }
