@@ -65,6 +65,8 @@ pub struct FeedCounters {
     pub loops: u64,
     /// Actions given after the trace's end (`end = pass`).
     pub after_end: u64,
+    /// Packets whose cascade of `dup` records was cut at the most records one packet may take.
+    pub cut_cascades: u64,
 }
 
 impl std::ops::Add for FeedCounters {
@@ -76,6 +78,7 @@ impl std::ops::Add for FeedCounters {
             underruns: self.underruns + o.underruns,
             loops: self.loops + o.loops,
             after_end: self.after_end + o.after_end,
+            cut_cascades: self.cut_cascades + o.cut_cascades,
         }
     }
 }

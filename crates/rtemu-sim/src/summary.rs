@@ -307,6 +307,14 @@ impl fmt::Display for Summary {
                 "trace: underruns {}, loops {}, after_end {}   ({} records)",
                 t.underruns, t.loops, t.after_end, t.records
             )?;
+            if t.cut_cascades > 0 {
+                writeln!(
+                    f,
+                    "trace: {} packets' cascades of dup records cut at {} records",
+                    t.cut_cascades,
+                    rtemu_trace::action::MAX_FATE_RECORDS
+                )?;
+            }
         }
         if self.stopped_early {
             writeln!(f, "stopped early: the trace ended before the input")?;

@@ -68,6 +68,7 @@ impl TraceFeed for ActionFeed {
             underruns: c.underruns,
             loops: c.loops,
             after_end: c.after_end,
+            cut_cascades: c.cut_cascades,
         })
     }
 }
@@ -225,7 +226,7 @@ impl TraceFeed for OpportunityFeed {
             records: self.trace.records(),
             underruns: self.underruns,
             loops: self.trace.loops(),
-            after_end: 0,
+            ..FeedCounters::default()
         })
     }
 }

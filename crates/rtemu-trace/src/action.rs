@@ -182,6 +182,11 @@ pub fn encode_word(action: Action, unit: TimeUnit) -> Result<u32, EncodeError> {
 /// emulator send unbounded copies of one packet.
 pub const MAX_DELIVERIES: usize = 16;
 
+/// The most records one packet's fate may take (its own and its copies'). A longer cascade of
+/// `dup` records is cut here and marked ([`Fate::cut`]): whatever the trace (every record a
+/// `dup`, looping), one packet never holds the packet path for more than this many records.
+pub const MAX_FATE_RECORDS: u32 = 4 * MAX_DELIVERIES as u32;
+
 /// A packet's whole fate: the delays of each delivered instance, in trace order (original
 /// first). Empty means the packet is dropped. Fixed capacity, `Copy`, no allocation.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -190,6 +195,8 @@ pub struct Fate {
     len: u8,
     /// Records consumed for this fate (the original's plus one per copy).
     records: u32,
+    /// Whether the cascade was cut at [`MAX_FATE_RECORDS`] while it still went on.
+    cut: bool,
 }
 
 impl Fate {
@@ -198,6 +205,7 @@ impl Fate {
         delays_ns: [0; MAX_DELIVERIES],
         len: 0,
         records: 1,
+        cut: false,
     };
 
     /// A single delivery after `delay_ns`.
@@ -208,6 +216,7 @@ impl Fate {
             delays_ns,
             len: 1,
             records: 1,
+            cut: false,
         }
     }
 
@@ -228,6 +237,13 @@ impl Fate {
     pub fn records(&self) -> u32 {
         self.records
     }
+
+    /// True when the fate's cascade of `dup` records went on past [`MAX_FATE_RECORDS`] and was
+    /// cut there: the next record read starts the next packet's fate.
+    #[inline]
+    pub fn cut(&self) -> bool {
+        self.cut
+    }
 }
 
 impl fmt::Debug for Fate {
@@ -235,6 +251,7 @@ impl fmt::Debug for Fate {
         f.debug_struct("Fate")
             .field("deliveries", &self.deliveries())
             .field("records", &self.records)
+            .field("cut", &self.cut)
             .finish()
     }
 }
@@ -245,12 +262,15 @@ impl fmt::Debug for Fate {
 /// `next` supplies actions; when it returns `None` in the middle of a cascade, the pending
 /// copy is taken as not existing (a `dup` as the very last record delivers only its own
 /// instance). Returns `None` only when `next` yields nothing for the original. Copies beyond
-/// [`MAX_DELIVERIES`] are read (so the trace stays aligned) but not delivered.
+/// [`MAX_DELIVERIES`] are read (so the trace stays aligned) but not delivered; a cascade still
+/// going after [`MAX_FATE_RECORDS`] records is cut there ([`Fate::cut`]), so this calls `next`
+/// at most that many times.
 pub fn assemble_fate(mut next: impl FnMut() -> Option<Action>) -> Option<Fate> {
     let mut fate = Fate {
         delays_ns: [0; MAX_DELIVERIES],
         len: 0,
         records: 0,
+        cut: false,
     };
     let mut action = next()?;
     loop {
@@ -263,6 +283,10 @@ pub fn assemble_fate(mut next: impl FnMut() -> Option<Action>) -> Option<Fate> {
             }
             Action::Dup { delay_ns } => {
                 fate.push(delay_ns);
+                if fate.records == MAX_FATE_RECORDS {
+                    fate.cut = true;
+                    return Some(fate);
+                }
                 match next() {
                     Some(a) => action = a,
                     None => return Some(fate),
@@ -361,7 +385,30 @@ mod tests {
         let first = assemble_fate(|| it.next()).unwrap();
         assert_eq!(first.deliveries().len(), MAX_DELIVERIES);
         assert_eq!(first.records(), 21);
+        assert!(!first.cut());
         assert!(assemble_fate(|| it.next()).unwrap().is_dropped());
+    }
+
+    #[test]
+    fn an_endless_cascade_is_cut_at_the_record_bound() {
+        // A looping trace of nothing but `dup` records never ends a packet by itself.
+        let mut calls = 0u32;
+        let fate = assemble_fate(|| {
+            calls += 1;
+            Some(Action::Dup { delay_ns: 3 })
+        })
+        .unwrap();
+        assert_eq!(calls, MAX_FATE_RECORDS);
+        assert_eq!(fate.records(), MAX_FATE_RECORDS);
+        assert!(fate.cut());
+        assert_eq!(fate.deliveries(), &[3; MAX_DELIVERIES]);
+        // One record short of the bound, a cascade that ends is not cut.
+        let mut actions = vec![Action::Dup { delay_ns: 1 }; MAX_FATE_RECORDS as usize - 1];
+        actions.push(Action::Pass { delay_ns: 2 });
+        let mut it = actions.into_iter();
+        let fate = assemble_fate(|| it.next()).unwrap();
+        assert_eq!(fate.records(), MAX_FATE_RECORDS);
+        assert!(!fate.cut());
     }
 
     fn unit() -> impl Strategy<Value = TimeUnit> {

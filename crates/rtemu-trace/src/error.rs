@@ -50,6 +50,18 @@ pub enum ErrorKind {
     /// The trace holds no records, so it cannot drive a link.
     #[error("the trace holds no records")]
     Empty,
+    /// Every record is a `dup`, so under `end = loop` no packet's cascade would ever end.
+    #[error(
+        "all {records} records are `dup`: each says a copy follows, so looping the trace (end \
+         policy `loop`) would never end a packet's fate (rtemu would cut each cascade at {max} \
+         records); add a `pass` or `drop` record, or choose the end policy `stop` or `pass`"
+    )]
+    NoPacketEnd {
+        /// Records in the trace.
+        records: u64,
+        /// The most records one packet's fate may take.
+        max: u32,
+    },
     /// A record cannot be written in the chosen form.
     #[error("record {index}: {source}")]
     Encode {

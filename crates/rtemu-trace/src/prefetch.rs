@@ -16,14 +16,21 @@
 //! thread, so the consumer sees no gap), `stop` makes [`Prefetcher::next_action`] return `None`, and
 //! `pass` lets every later packet through with no trace delay (counted in
 //! [`Counters::after_end`]).
+//!
+//! # Endless cascades
+//!
+//! A packet's fate takes records until one that is not a `dup`. A looping trace whose records
+//! are all `dup` would never end the first packet's: [`Prefetcher::open`] refuses it under
+//! `loop`. Whatever the trace, a fate takes at most [`MAX_FATE_RECORDS`] records; a cascade
+//! cut there is counted ([`Counters::cut_cascades`]).
 
 use std::fmt;
 use std::io::{Read, Seek};
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::action::{assemble_fate, Action, Fate};
-use crate::error::TraceError;
+use crate::action::{assemble_fate, Action, Fate, MAX_FATE_RECORDS};
+use crate::error::{ErrorKind, TraceError};
 use crate::format::{Format, Header};
 use crate::readahead::{Pull, ReadAhead, Ring};
 use crate::reader::RecordReader;
@@ -144,6 +151,8 @@ pub struct Counters {
     pub after_end: u64,
     /// Times the trace started again from its first record under [`EndPolicy::Loop`].
     pub loops: u64,
+    /// Packets whose cascade of `dup` records was cut at [`MAX_FATE_RECORDS`].
+    pub cut_cascades: u64,
 }
 
 /// The consumer side of a prefetching reader. See the [module docs](self).
@@ -154,6 +163,7 @@ pub struct Prefetcher {
     end: EndPolicy,
     underruns: u64,
     after_end: u64,
+    cut_cascades: u64,
     header: Option<Header>,
     /// An error met in the middle of a cascade, returned by the next call.
     pending_error: Option<TraceError>,
@@ -171,13 +181,19 @@ impl fmt::Debug for Prefetcher {
 impl Prefetcher {
     /// Opens `path` (form detected unless given) and starts the reader thread. The header is
     /// read, and so checked, before this returns; later errors (a reserved code at record
-    /// 10⁹) come from [`Prefetcher::next_action`], naming the file.
+    /// 10⁹) come from [`Prefetcher::next_action`], naming the file. Under
+    /// [`EndPolicy::Loop`], a trace with no record that ends a packet (all `dup`) is refused
+    /// here.
     pub fn open(
         path: &Path,
         format: Option<Format>,
         config: PrefetchConfig,
     ) -> Result<Prefetcher, TraceError> {
         let reader = RecordReader::open_with(path, format, config.read_buffer)?;
+        if config.end == EndPolicy::Loop {
+            check_ends_packets(RecordReader::open_with(path, Some(reader.format()), 4096)?)
+                .map_err(|e| e.with_path(path))?;
+        }
         let path = path.to_owned();
         Self::spawn(reader, config, move |e| e.with_path(&path))
     }
@@ -202,6 +218,7 @@ impl Prefetcher {
             end: config.end,
             underruns: 0,
             after_end: 0,
+            cut_cascades: 0,
             header,
             pending_error: None,
         })
@@ -241,6 +258,9 @@ impl Prefetcher {
                 None
             }
         });
+        if fate.is_some_and(|f| f.cut()) {
+            self.cut_cascades += 1;
+        }
         match (error, fate) {
             (Some(e), None) => Err(e),
             (Some(e), Some(_)) => {
@@ -287,11 +307,37 @@ impl Prefetcher {
             underruns: self.underruns,
             after_end: self.after_end,
             loops: self.ahead.loops(),
+            cut_cascades: self.cut_cascades,
         }
     }
 
     /// The framed form's header, if the trace has one.
     pub fn header(&self) -> Option<&Header> {
         self.header.as_ref()
+    }
+}
+
+/// Reads `reader` until a record that ends a packet (a `drop` or a `pass`); a trace of nothing
+/// but `dup` records is an error, since looping it would make one endless cascade. A valid
+/// trace stops this at its first such record, usually the first.
+fn check_ends_packets<R: Read>(mut reader: RecordReader<R>) -> Result<(), TraceError> {
+    let mut block = Vec::with_capacity(1024);
+    loop {
+        block.clear();
+        let read = reader.read_block(&mut block, 1024);
+        // The records before a bad one still count: its error comes from the stream, in turn.
+        if block.iter().any(|a| !matches!(a, Action::Dup { .. })) {
+            return Ok(());
+        }
+        if read? == 0 {
+            let records = reader.records_read();
+            return Err(match records {
+                0 => TraceError::new(ErrorKind::Empty),
+                _ => TraceError::new(ErrorKind::NoPacketEnd {
+                    records,
+                    max: MAX_FATE_RECORDS,
+                }),
+            });
+        }
     }
 }

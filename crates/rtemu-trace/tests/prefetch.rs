@@ -129,6 +129,55 @@ fn fates_span_block_boundaries() {
     assert_eq!(p.next_fate().unwrap(), None);
 }
 
+#[test]
+fn a_looping_trace_of_only_dups_is_refused_at_open() {
+    let dir = std::env::temp_dir().join(format!("rtemu-prefetch-dups-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let all_dup = dir.join("all-dup.rpl");
+    std::fs::write(&all_dup, raw(&[Action::Dup { delay_ns: 1_000 }; 3])).unwrap();
+    let cfg = |end| config(UnderrunPolicy::Wait, end);
+    let e = Prefetcher::open(&all_dup, None, cfg(EndPolicy::Loop)).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::NoPacketEnd { records: 3, .. }),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("all-dup.rpl") && msg.contains("end policy `stop`"),
+        "{msg}"
+    );
+    // Without looping the cascade ends with the trace, so the same file is fine.
+    let mut p = Prefetcher::open(&all_dup, None, cfg(EndPolicy::Stop)).unwrap();
+    assert_eq!(p.next_fate().unwrap().unwrap().deliveries().len(), 3);
+    // One record that ends a packet, however late, makes it a trace that loops well.
+    let mut records = vec![Action::Dup { delay_ns: 1_000 }; 5000];
+    records.push(Action::Drop);
+    let late_end = dir.join("late-end.rpl");
+    std::fs::write(&late_end, raw(&records)).unwrap();
+    let opened = Prefetcher::open(&late_end, None, cfg(EndPolicy::Loop));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(opened.is_ok(), "{:?}", opened.err());
+}
+
+#[test]
+fn an_endless_cascade_is_cut_and_counted() {
+    // In memory, nothing checks the trace first: the per-packet bound alone ends each fate.
+    let mut p = spawn(
+        raw(&[Action::Dup { delay_ns: 1_000 }; 5]),
+        config(UnderrunPolicy::Wait, EndPolicy::Loop),
+    );
+    for n in 1..=3u64 {
+        let f = p.next_fate().unwrap().unwrap();
+        assert!(f.cut());
+        assert_eq!(f.records(), rtemu_trace::action::MAX_FATE_RECORDS);
+        assert_eq!(p.counters().cut_cascades, n);
+    }
+    assert_eq!(
+        p.counters().records,
+        3 * u64::from(rtemu_trace::action::MAX_FATE_RECORDS)
+    );
+}
+
 /// A reader that delivers nothing until its gate opens: the disk that falls behind.
 struct Gated {
     inner: Cursor<Vec<u8>>,
