@@ -7,7 +7,9 @@
 //! flight. Memory therefore depends on rate × delay, never on the input's length.
 //!
 //! Frame bytes of copies in flight live in recycled buffers: after warm-up the loop does not
-//! allocate.
+//! allocate. A sink that writes nothing ([`Discard`]) gets no bytes, so none are kept. Copies in
+//! flight are bounded ([`Limits`]): a model whose rate × delay would hold more stops the run with
+//! an error saying so, rather than exhausting memory.
 
 use std::io::{self, Write};
 
@@ -23,6 +25,12 @@ use crate::summary::{Summary, Tally};
 pub trait FrameSink {
     /// Writes a frame delivered at `ts_ns`; `orig_len` is its length on the wire.
     fn deliver(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()>;
+
+    /// Whether the sink uses the frames' bytes; when it does not, copies in flight keep none
+    /// and [`FrameSink::deliver`] gets an empty `data`.
+    fn wants_bytes(&self) -> bool {
+        true
+    }
 }
 
 /// A sink that discards frames, for runs that only want the summary.
@@ -32,6 +40,30 @@ pub struct Discard;
 impl FrameSink for Discard {
     fn deliver(&mut self, _: u64, _: &[u8], _: u32) -> io::Result<()> {
         Ok(())
+    }
+
+    fn wants_bytes(&self) -> bool {
+        false
+    }
+}
+
+/// Bounds on what a run holds in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Copies in flight at once.
+    pub copies: usize,
+    /// Bytes of the copies in flight at once (only when the sink keeps bytes).
+    pub bytes: u64,
+}
+
+impl Default for Limits {
+    /// 8 Mi copies (about 1 s of 64-byte frames at 10 Gbit/s, some 600 MB of bookkeeping) and
+    /// 1 GiB of frame bytes.
+    fn default() -> Self {
+        Limits {
+            copies: 8 << 20,
+            bytes: 1 << 30,
+        }
     }
 }
 
@@ -55,6 +87,26 @@ pub enum SimError {
     /// The fate log could not be written.
     #[error("writing the fate log: {0}")]
     Log(io::Error),
+    /// More copies in flight than [`Limits`] allow.
+    #[error(
+        "packet {seq}: {copies} copies ({bytes} bytes) would be in flight at once, more than the \
+         {max_copies} copies and {max_bytes} bytes a run may hold: the traffic's rate × the \
+         model's delay is too large; shorten the delay or the rate{hint}"
+    )]
+    InFlight {
+        /// The packet that went over.
+        seq: u64,
+        /// Copies in flight with it.
+        copies: usize,
+        /// Bytes kept for them.
+        bytes: u64,
+        /// The limit on copies.
+        max_copies: usize,
+        /// The limit on bytes.
+        max_bytes: u64,
+        /// What else would help.
+        hint: &'static str,
+    },
 }
 
 /// One delivered copy waiting for its time.
@@ -75,9 +127,24 @@ pub fn run<M: Model + ?Sized, W: Write>(
     source: &mut dyn FrameSource,
     model: &mut M,
     sink: &mut dyn FrameSink,
-    mut log: Option<&mut FateLog<W>>,
+    log: Option<&mut FateLog<W>>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Summary, SimError> {
+    run_with(source, model, sink, log, progress, Limits::default())
+}
+
+/// As [`run`], within `limits`.
+pub fn run_with<M: Model + ?Sized, W: Write>(
+    source: &mut dyn FrameSource,
+    model: &mut M,
+    sink: &mut dyn FrameSink,
+    mut log: Option<&mut FateLog<W>>,
+    progress: &mut dyn FnMut(Progress),
+    limits: Limits,
+) -> Result<Summary, SimError> {
+    let keep_bytes = sink.wants_bytes();
+    // Bytes of the copies in flight.
+    let mut held = 0u64;
     let link = source.link_type();
     let mut tally = Tally::default();
     let mut line = DelayLine::default();
@@ -94,7 +161,7 @@ pub fn run<M: Model + ?Sized, W: Write>(
             frame.ts_ns
         };
         clock = arrival;
-        release(&mut line, &mut slots, &mut free, sink, &mut tally, arrival)?;
+        held -= release(&mut line, &mut slots, &mut free, sink, &mut tally, arrival)?;
 
         let pkt = PacketMeta {
             len: frame.orig_len,
@@ -124,6 +191,27 @@ pub fn run<M: Model + ?Sized, W: Write>(
         let copies = fate.delivered.len() + fate.drops().count();
         tally.duplicated += (copies > 1) as u64;
 
+        let kept = if keep_bytes {
+            frame.data.len() as u64
+        } else {
+            0
+        };
+        let delivered = fate.delivered.as_slice().len();
+        if line.len() + delivered > limits.copies || held + kept * delivered as u64 > limits.bytes {
+            return Err(SimError::InFlight {
+                seq,
+                copies: line.len() + delivered,
+                bytes: held + kept * delivered as u64,
+                max_copies: limits.copies,
+                max_bytes: limits.bytes,
+                hint: if keep_bytes {
+                    ", or leave out --out, which keeps no frame bytes"
+                } else {
+                    ""
+                },
+            });
+        }
+        held += kept * delivered as u64;
         for d in fate.delivered.as_slice() {
             let slot = match free.pop() {
                 Some(i) => {
@@ -140,7 +228,9 @@ pub fn run<M: Model + ?Sized, W: Write>(
                 }
             };
             let s = &mut slots[slot];
-            s.data.extend_from_slice(frame.data);
+            if keep_bytes {
+                s.data.extend_from_slice(frame.data);
+            }
             s.orig_len = frame.orig_len;
             s.corruption = d.corruption;
             line.push((d.at_ns, seq, d.copy, slot));
@@ -174,7 +264,7 @@ pub fn run<M: Model + ?Sized, W: Write>(
     Ok(tally.finish(model.counters(), model.trace_counters()))
 }
 
-/// Writes every copy due at or before `now`.
+/// Writes every copy due at or before `now`; returns the bytes it no longer keeps.
 fn release(
     line: &mut DelayLine,
     slots: &mut [InFlight],
@@ -182,7 +272,8 @@ fn release(
     sink: &mut dyn FrameSink,
     tally: &mut Tally,
     now: u64,
-) -> Result<(), SimError> {
+) -> Result<u64, SimError> {
+    let mut freed = 0;
     while let Some((at, _, _, slot)) = line.pop_due(now) {
         let s = &mut slots[slot];
         s.corruption.apply(&mut s.data);
@@ -191,7 +282,8 @@ fn release(
         tally.delivered += 1;
         tally.bytes_delivered += s.orig_len as u64;
         tally.last_delivery = tally.last_delivery.max(at);
+        freed += s.data.len() as u64;
         free.push(slot);
     }
-    Ok(())
+    Ok(freed)
 }

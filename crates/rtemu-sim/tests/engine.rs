@@ -188,3 +188,102 @@ fn corrupted_copies_differ_from_their_input_in_exactly_the_logged_bits() {
     }
     assert!(corrupted > 100, "{corrupted}");
 }
+
+/// A sink that counts deliveries and the bytes it was given, using no bytes itself.
+struct Count {
+    frames: u64,
+    bytes: u64,
+}
+
+impl FrameSink for Count {
+    fn deliver(&mut self, _: u64, data: &[u8], _: u32) -> std::io::Result<()> {
+        self.frames += 1;
+        self.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    fn wants_bytes(&self) -> bool {
+        false
+    }
+}
+
+/// The 400 input frames (about 290 kB) through a 100 ms delay: all 400 in flight at once.
+fn run_delayed(
+    sink: &mut dyn FrameSink,
+    limits: engine::Limits,
+) -> Result<Summary, engine::SimError> {
+    let mut source = CaptureReader::new(Cursor::new(input_pcap())).unwrap();
+    let mut m = LinkModel::new(&netem::parse("delay 100ms").unwrap(), &NoTables, 1, 0).unwrap();
+    engine::run_with(
+        &mut source,
+        &mut m,
+        sink,
+        None::<&mut FateLog<Vec<u8>>>,
+        &mut |_| {},
+        limits,
+    )
+}
+
+#[test]
+fn copies_in_flight_are_bounded_with_a_clear_error() {
+    let limits = engine::Limits {
+        copies: 100,
+        bytes: u64::MAX,
+    };
+    let e = run_delayed(
+        &mut Count {
+            frames: 0,
+            bytes: 0,
+        },
+        limits,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            engine::SimError::InFlight {
+                seq: 100,
+                copies: 101,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("shorten the delay"), "{e}");
+    // Enough room: every copy gets through.
+    let limits = engine::Limits {
+        copies: 400,
+        bytes: u64::MAX,
+    };
+    let s = run_delayed(
+        &mut Count {
+            frames: 0,
+            bytes: 0,
+        },
+        limits,
+    )
+    .unwrap();
+    assert_eq!(s.max_in_flight, 400);
+}
+
+#[test]
+fn a_sink_that_writes_nothing_makes_the_run_keep_no_frame_bytes() {
+    // No byte may be held: a sink that wants none still runs to the end...
+    let no_bytes = engine::Limits {
+        copies: 1_000,
+        bytes: 0,
+    };
+    let mut count = Count {
+        frames: 0,
+        bytes: 0,
+    };
+    run_delayed(&mut count, no_bytes).unwrap();
+    assert_eq!((count.frames, count.bytes), (400, 0));
+    // ...while one that writes frames is stopped at its first copy, told it could drop --out.
+    let e = run_delayed(&mut Collect(Vec::new()), no_bytes).unwrap_err();
+    assert!(
+        matches!(e, engine::SimError::InFlight { seq: 0, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("leave out --out"), "{e}");
+}
