@@ -35,7 +35,9 @@ pub const TRAFFIC_HELP: &str = "\
 Traffic spec: PATTERN RATE SIZES DURATION [on TIME off TIME [exp]]
   PATTERN   cbr      evenly spaced frames
             poisson  exponential inter-arrival times (a Poisson process, seeded)
-            onoff    evenly spaced frames during on periods, none during off periods;
+            onoff    evenly spaced frames during on periods, none during off periods,
+                     the spacing carried across periods, so the average load is
+                     RATE × on/(on + off) however short the periods;
                      needs `on TIME off TIME`; with `exp` the periods are exponential
                      with those means, otherwise fixed
   RATE      packets per second (10000pps, 1.5kpps, 1mpps; up to 1000000000pps) or a
@@ -67,7 +69,9 @@ pub enum Pattern {
     /// by the mean frame size).
     Poisson,
     /// Constant-rate bursts during on periods, silence during off periods; the run starts
-    /// with an on period at time 0.
+    /// with an on period at time 0. The frames are spaced on a clock that runs only while
+    /// on: a frame not due by the end of an on period is sent in a later one, so the average
+    /// load is the rate × on/(on + off) whatever the periods' lengths.
     OnOff {
         /// The length (or mean length) of an on period in ns.
         on_ns: u64,
@@ -347,12 +351,16 @@ pub struct TrafficGen {
     duration_ns: u64,
     rng: Stream,
     seq: u64,
-    /// Rate units sent since `start_ns` (CBR and on/off).
+    /// Rate units sent since the start (CBR and on/off).
     units: u64,
-    /// Where the current run of evenly spaced frames started.
+    /// Where the current run of evenly spaced frames started (on/off: the current on period).
     start_ns: u64,
     /// The end of the current on period.
     on_end_ns: u64,
+    /// On/off: the on time of the periods before the current one. Frames are spaced on a
+    /// clock that runs only while on, so that the load offered is the rate × on/(on + off)
+    /// whatever the periods' lengths, even when a period is shorter than the frame gap.
+    on_before_ns: u64,
     /// The next Poisson arrival, in ns.
     poisson_ns: f64,
     /// The time of the last frame, for progress.
@@ -387,6 +395,7 @@ impl TrafficGen {
             units: 0,
             start_ns: EPOCH_NS,
             on_end_ns: EPOCH_NS,
+            on_before_ns: 0,
             poisson_ns: EPOCH_NS as f64,
             now_ns: EPOCH_NS,
             buf: vec![0; usize::from(u16::MAX)],
@@ -456,19 +465,33 @@ impl TrafficGen {
                 on_ns,
                 off_ns,
                 exponential,
-            } => loop {
-                let ts = self.start_ns.saturating_add(self.offset_ns(self.units));
-                if ts < self.on_end_ns || self.on_end_ns >= self.duration_ns {
-                    break ts;
+            } => {
+                // The next frame is due once the on periods have added up to its offset.
+                let due = self.offset_ns(self.units);
+                let end = EPOCH_NS.saturating_add(self.duration_ns);
+                loop {
+                    let into = due.saturating_sub(self.on_before_ns);
+                    let len = self.on_end_ns - self.start_ns;
+                    if into < len || self.start_ns >= end {
+                        break self.start_ns.saturating_add(into);
+                    }
+                    // Fixed periods are skipped by arithmetic, so a frame due many periods
+                    // ahead costs one step; exponential ones are drawn one by one (each at
+                    // least 1 ns, so at most the run's duration of them).
+                    if exponential {
+                        self.on_before_ns += len;
+                        self.start_ns = self.on_end_ns.saturating_add(self.period(off_ns, true));
+                        self.on_end_ns = self.start_ns.saturating_add(self.period(on_ns, true));
+                    } else {
+                        let skip = into / on_ns;
+                        self.on_before_ns += skip * on_ns;
+                        self.start_ns = self
+                            .start_ns
+                            .saturating_add(skip.saturating_mul(on_ns.saturating_add(off_ns)));
+                        self.on_end_ns = self.start_ns.saturating_add(on_ns);
+                    }
                 }
-                self.start_ns = self
-                    .on_end_ns
-                    .saturating_add(self.period(off_ns, exponential));
-                self.on_end_ns = self
-                    .start_ns
-                    .saturating_add(self.period(on_ns, exponential));
-                self.units = 0;
-            },
+            }
         };
         (ts < EPOCH_NS.saturating_add(self.duration_ns)).then_some(ts)
     }

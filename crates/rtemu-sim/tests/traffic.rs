@@ -226,6 +226,47 @@ fn exponential_onoff_keeps_the_duty_cycle() {
     );
 }
 
+#[test]
+fn onoff_with_periods_shorter_than_the_frame_gap_keeps_the_average_rate() {
+    // 10 pps, 1 µs on, 1 µs off: the old generator sent a frame at the start of every on
+    // period, 500 000 pps; the load must be 10 pps × 1/2.
+    let t = times("onoff 10pps 100B 10s on 1us off 1us", 1);
+    assert_eq!(t.len(), 50);
+    // Frame k is due after k × 100 ms of on time, i.e. 2k × 100 ms of time.
+    for (k, &ts) in t.iter().enumerate() {
+        assert_eq!(ts, k as u64 * 200_000_000, "frame {k}");
+    }
+    let t = times("onoff 10pps 100B 10s on 1us off 1us exp", 3);
+    assert!((40..=60).contains(&t.len()), "{} frames", t.len());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the periods' lengths, fixed periods offer rate × on/(on + off) on average:
+    /// within the frames of one on period, and of the on period cut by the run's end.
+    #[test]
+    fn onoff_offers_rate_times_the_on_share(
+        pps in 1u64..=10_000,
+        on_us in 1u64..=1_000_000,
+        off_us in 1u64..=1_000_000,
+    ) {
+        let duration_ns: u64 = 2_000_000_000;
+        let text = format!("onoff {pps}pps 100B 2s on {on_us}us off {off_us}us");
+        let n = times(&text, 1).len() as f64;
+        let (on, off) = ((on_us * 1_000) as f64, (off_us * 1_000) as f64);
+        // On time within the run: whole cycles, then the last one's on part, cut by the end.
+        let cycle = on + off;
+        let whole = (duration_ns as f64 / cycle).floor();
+        let on_time = whole * on + (duration_ns as f64 - whole * cycle).min(on);
+        let expected = pps as f64 * on_time / 1e9;
+        prop_assert!(
+            (n - expected).abs() <= 1.0 + 1e-9 * expected,
+            "{text}: {n} frames, expected {expected}"
+        );
+    }
+}
+
 /// The one's-complement sum of 16-bit words, padding an odd length with zero.
 fn ones_complement_sum(chunks: &[&[u8]]) -> u16 {
     let mut sum: u64 = 0;
