@@ -6,6 +6,7 @@
 
 use rtemu_clock::rt;
 use rtemu_clock::sysinfo::{Preemption, SystemInfo};
+use rtemu_clock::time::format_duration_ns;
 use rtemu_clock::WaitStrategy;
 use serde::Serialize;
 
@@ -159,13 +160,46 @@ pub fn advise(facts: &Facts) -> Vec<String> {
     advice
 }
 
+/// The sleep test's valid lengths, ns: below 50 ms it holds too few requests (about 50) to
+/// judge by, above 10 minutes a verdict looks hung.
+pub const DURATION_RANGE_NS: std::ops::RangeInclusive<u64> = 50_000_000..=600_000_000_000;
+
+/// Why the sleep test gave no verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum SleepTestError {
+    /// The length is outside [`DURATION_RANGE_NS`].
+    #[error(
+        "a sleep test of {} is out of range: give {} to {}",
+        format_duration_ns(*.0),
+        format_duration_ns(*DURATION_RANGE_NS.start()),
+        format_duration_ns(*DURATION_RANGE_NS.end())
+    )]
+    OutOfRange(u64),
+    /// No request completed within the length: there is nothing to judge.
+    #[error(
+        "the sleep test completed no request in {}: no samples, so no verdict",
+        format_duration_ns(*.0)
+    )]
+    NoSamples(u64),
+    /// A wait failed.
+    #[error(transparent)]
+    Wait(#[from] rtemu_clock::wait::WaitError),
+    /// The test's thread could not be started.
+    #[error("starting the sleep test's thread: {0}")]
+    Spawn(std::io::Error),
+    /// The test's thread panicked.
+    #[error("the sleep test's thread panicked")]
+    Panicked,
+}
+
 /// The short sleep test of the verdict: the best method available (`hybrid` under
 /// SCHED_FIFO with no timer slack when permitted, else `sleep`) on the microsecond workload for
-/// about `duration_ns`, run on a scratch thread.
-pub fn sleep_test(
-    duration_ns: u64,
-    fifo: bool,
-) -> Result<MethodResult, rtemu_clock::wait::WaitError> {
+/// about `duration_ns` (within [`DURATION_RANGE_NS`]), run on a scratch thread. A test that
+/// completed no request is an error, never a perfect result.
+pub fn sleep_test(duration_ns: u64, fifo: bool) -> Result<MethodResult, SleepTestError> {
+    if !DURATION_RANGE_NS.contains(&duration_ns) {
+        return Err(SleepTestError::OutOfRange(duration_ns));
+    }
     let method = if fifo {
         WaitStrategy::Hybrid {
             margin_ns: rtemu_clock::wait::DEFAULT_HYBRID_MARGIN_NS,
@@ -174,18 +208,25 @@ pub fn sleep_test(
         WaitStrategy::Sleep
     };
     let count = (duration_ns / Workload::Micro.mean_ns()).max(1) as usize;
-    std::thread::spawn(move || {
-        if fifo {
-            // Best effort: the verdict reports what it measured with.
-            let _ = rt::set_fifo(80);
-            let _ = rt::set_timer_slack(1);
-        }
-        let requests = Workload::Micro.requests(count, 1);
-        sleep::measure(method, &requests, duration_ns)
-            .map(|samples| MethodResult::from_samples(&samples, count))
-    })
-    .join()
-    .expect("the sleep test thread does not panic")
+    let result = std::thread::Builder::new()
+        .name("rtemu-doctor".into())
+        .spawn(move || {
+            if fifo {
+                // Best effort: the verdict reports what it measured with.
+                let _ = rt::set_fifo(80);
+                let _ = rt::set_timer_slack(1);
+            }
+            let requests = Workload::Micro.requests(count, 1);
+            sleep::measure(method, &requests, duration_ns)
+                .map(|samples| MethodResult::from_samples(&samples, count))
+        })
+        .map_err(SleepTestError::Spawn)?
+        .join()
+        .map_err(|_| SleepTestError::Panicked)??;
+    if result.completed == 0 {
+        return Err(SleepTestError::NoSamples(duration_ns));
+    }
+    Ok(result)
 }
 
 #[cfg(test)]
@@ -252,5 +293,15 @@ mod tests {
         assert_eq!(result.method, "sleep");
         assert!(result.completed > 0 && result.error_ns.min_ns >= 0);
         assert!(result.wall_ns < 2_000_000_000);
+    }
+
+    #[test]
+    fn a_sleep_test_too_short_to_measure_is_refused_not_judged_perfect() {
+        // 0 s used to complete no request and report a 0.0 µs verdict.
+        for ns in [0, 1, 49_999_999, 600_000_000_001] {
+            let e = sleep_test(ns, false).unwrap_err();
+            assert!(matches!(e, SleepTestError::OutOfRange(v) if v == ns), "{e}");
+            assert!(e.to_string().contains("give 50ms to 600s"), "{e}");
+        }
     }
 }

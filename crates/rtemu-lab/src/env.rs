@@ -2,7 +2,7 @@
 //! overhead, and the [`Header`] that records all of them beside the results.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use rtemu_clock::rt::{self, DmaLatencyGuard, RtError};
@@ -85,10 +85,62 @@ pub struct BusyLoad {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// Busy threads per CPU at most: more only crowds the run queue with what the load already
+/// shows, and thousands of threads exhaust the machine (each has its own stack).
+pub const MAX_LOAD_THREADS_PER_CPU: usize = 8;
+
+/// A busy load that cannot be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// More threads asked for than [`BusyLoad::max_threads`].
+    #[error(
+        "a load of {asked} threads is out of range: give 1 to {max} ({MAX_LOAD_THREADS_PER_CPU} \
+         per CPU on this machine's {cpus} CPUs)"
+    )]
+    OutOfRange {
+        /// Threads asked for.
+        asked: usize,
+        /// The most allowed here.
+        max: usize,
+        /// CPUs this process may use.
+        cpus: usize,
+    },
+    /// The system refused a thread.
+    #[error("starting load thread {index} of {asked}: {source}")]
+    Spawn {
+        /// Index of the thread that could not be created, from 0.
+        index: usize,
+        /// Threads asked for.
+        asked: usize,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 impl BusyLoad {
+    /// The most load threads [`BusyLoad::start`] accepts here, and the CPUs it is reckoned from.
+    pub fn max_threads() -> (usize, usize) {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cpus * MAX_LOAD_THREADS_PER_CPU, cpus)
+    }
+
     /// Starts `threads` spinning threads under `SCHED_OTHER`, kept off `avoid_cpu` when other
-    /// CPUs exist, each ending by itself after `max_ns`. Returns once all are set up.
-    pub fn start(threads: usize, avoid_cpu: Option<usize>, max_ns: u64) -> BusyLoad {
+    /// CPUs exist, each ending by itself after `max_ns`. Returns once all are set up. A count
+    /// of 0 or above [`BusyLoad::max_threads`] is refused; if the system refuses a thread, the
+    /// ones started are stopped and the error says so.
+    pub fn start(
+        threads: usize,
+        avoid_cpu: Option<usize>,
+        max_ns: u64,
+    ) -> Result<BusyLoad, LoadError> {
+        let (max, cpus) = Self::max_threads();
+        if !(1..=max).contains(&threads) {
+            return Err(LoadError::OutOfRange {
+                asked: threads,
+                max,
+                cpus,
+            });
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let others: Vec<usize> = rt::affinity()
             .unwrap_or_default()
@@ -96,13 +148,20 @@ impl BusyLoad {
             .filter(|&c| Some(c) != avoid_cpu)
             .collect();
         let end = Instant::now() + max_ns;
-        let ready = Arc::new(Barrier::new(threads + 1));
-        let threads = (0..threads)
-            .map(|_| {
-                let stop = Arc::clone(&stop);
-                let others = others.clone();
-                let ready = Arc::clone(&ready);
-                std::thread::spawn(move || {
+        // Each thread reports when it is set up; a channel rather than a barrier, so that a
+        // failed spawn leaves no thread waiting for one that never came.
+        let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
+        let mut load = BusyLoad {
+            stop: Arc::clone(&stop),
+            threads: Vec::with_capacity(threads),
+        };
+        for index in 0..threads {
+            let stop = Arc::clone(&stop);
+            let others = others.clone();
+            let ready_tx = ready_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("rtemu-lab-load".into())
+                .spawn(move || {
                     // A new thread inherits its creator's policy: a load spawned by a
                     // SCHED_FIFO thread would itself be SCHED_FIFO and starve the measurement
                     // (and the machine). The load must compete as an ordinary process does.
@@ -111,18 +170,34 @@ impl BusyLoad {
                         // Best effort: without it the load still competes, just everywhere.
                         let _ = rt::set_affinity(&others);
                     }
-                    ready.wait();
+                    let _ = ready_tx.send(());
                     let mut x = 0u64;
                     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
                         for _ in 0..1_000 {
                             x = std::hint::black_box(x.wrapping_mul(6364136223846793005) + 1);
                         }
                     }
-                })
-            })
-            .collect();
-        ready.wait();
-        BusyLoad { stop, threads }
+                });
+            match spawned {
+                Ok(handle) => load.threads.push(handle),
+                // Dropping `load` stops and joins the threads already started.
+                Err(source) => {
+                    return Err(LoadError::Spawn {
+                        index,
+                        asked: threads,
+                        source,
+                    })
+                }
+            }
+        }
+        drop(ready_tx);
+        for _ in 0..threads {
+            // A thread that died before reporting closes its sender: nothing to wait for.
+            if ready.recv().is_err() {
+                break;
+            }
+        }
+        Ok(load)
     }
 
     /// The number of load threads.
@@ -269,7 +344,7 @@ mod tests {
     fn busy_load_runs_under_sched_other_even_when_started_from_sched_fifo() {
         let policies = std::thread::spawn(|| {
             rt::set_fifo(1).ok()?;
-            let load = BusyLoad::start(2, None, 10_000_000_000);
+            let load = BusyLoad::start(2, None, 10_000_000_000).unwrap();
             let policies = thread_policies();
             drop(load);
             Some(policies)
@@ -295,18 +370,32 @@ mod tests {
 
     #[test]
     fn busy_load_stops_when_dropped_and_on_its_own() {
-        let load = BusyLoad::start(1, None, 60_000_000_000);
+        let load = BusyLoad::start(1, None, 60_000_000_000).unwrap();
         assert_eq!(load.threads(), 1);
         let start = Instant::now();
         drop(load);
         // Dropping joins the thread; a thread ignoring the flag would hold this for 60 s.
         assert!(Instant::now().nanos_since(start) < 30_000_000_000);
         // With a 1 ms bound it ends without being told.
-        let load = BusyLoad::start(1, None, 1_000_000);
+        let load = BusyLoad::start(1, None, 1_000_000).unwrap();
         let patience = Instant::now() + 20_000_000_000;
         while !load.threads.iter().all(|t| t.is_finished()) && Instant::now() < patience {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(load.threads.iter().all(|t| t.is_finished()));
+    }
+
+    #[test]
+    fn busy_load_refuses_counts_out_of_range_naming_the_range() {
+        let (max, cpus) = BusyLoad::max_threads();
+        assert_eq!(max, cpus * MAX_LOAD_THREADS_PER_CPU);
+        for asked in [0, max + 1, 100_000] {
+            let e = BusyLoad::start(asked, None, 1_000_000).unwrap_err();
+            assert!(matches!(e, LoadError::OutOfRange { .. }), "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("give 1 to {max}")), "{msg}");
+        }
+        let load = BusyLoad::start(max, None, 1_000_000).unwrap();
+        assert_eq!(load.threads(), max);
     }
 }

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
 use rtemu_clock::rt::{self, Policy, RtError};
-use rtemu_clock::time::thread_cpu_time_ns;
+use rtemu_clock::time::{format_duration_ns, thread_cpu_time_ns};
 use rtemu_clock::wait::WaitError;
 use rtemu_clock::{Instant, WaitStrategy, Waiter};
 use serde::Serialize;
@@ -68,7 +68,30 @@ pub enum LatencyError {
     /// A test thread panicked.
     #[error("a {0} test thread panicked")]
     Panicked(&'static str),
+    /// A setting is outside its valid range.
+    #[error(
+        "{what} {} is out of range: give {} to {}",
+        format_duration_ns(*value),
+        format_duration_ns(*range.start()),
+        format_duration_ns(*range.end())
+    )]
+    OutOfRange {
+        /// Which setting.
+        what: &'static str,
+        /// Its value, ns.
+        value: u64,
+        /// The valid values, ns.
+        range: std::ops::RangeInclusive<u64>,
+    },
 }
+
+/// The preemption test's valid periods, ns: a shorter one makes the high-priority thread
+/// a busy loop (and RT throttling stalls the CPU), a longer one gives few samples.
+pub const PERIOD_RANGE_NS: std::ops::RangeInclusive<u64> = 10_000..=1_000_000_000;
+
+/// Each test's valid time limits, ns: below 1 ms no test gets a sample, above an hour a run
+/// looks hung.
+pub const TIME_LIMIT_RANGE_NS: std::ops::RangeInclusive<u64> = 1_000_000..=3_600_000_000_000;
 
 /// The scheduling class a test runs under; `Fifo` uses fixed priorities per role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -101,6 +124,21 @@ pub struct LatencyConfig {
     pub period_ns: u64,
     /// Upper bound on each test's duration, ns.
     pub time_limit_ns: u64,
+}
+
+impl LatencyConfig {
+    /// Checks the period and the time limit against their ranges.
+    pub fn check(&self) -> Result<(), LatencyError> {
+        for (what, value, range) in [
+            ("the preemption period", self.period_ns, PERIOD_RANGE_NS),
+            ("the time limit", self.time_limit_ns, TIME_LIMIT_RANGE_NS),
+        ] {
+            if !range.contains(&value) {
+                return Err(LatencyError::OutOfRange { what, value, range });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One test under one class.
@@ -197,6 +235,7 @@ pub fn task_switch(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Lat
 /// A high-priority thread wakes every period while a low-priority one spins on its CPU;
 /// returns how late each wake-up was.
 pub fn preemption(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyError> {
+    config.check()?;
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(2));
     let end = Instant::now() + config.time_limit_ns;
@@ -233,11 +272,11 @@ pub fn preemption(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Late
                 waiter.wait_until(next)?;
                 let woke = Instant::now();
                 samples.push(woke.signed_nanos_since(next));
-                // Skip periods already missed: each sample is one wake-up's latency, not a
-                // backlog of earlier ones.
+                // Skip periods already missed, by arithmetic: each sample is one wake-up's
+                // latency, not a backlog of earlier ones.
                 next = next + period;
-                while next <= woke {
-                    next = next + period;
+                if next <= woke {
+                    next = next + (woke.nanos_since(next) / period + 1) * period;
                 }
             }
             Ok::<_, LatencyError>(samples)
@@ -593,6 +632,7 @@ pub fn run(
     classes: &[Class],
     before_each: &mut dyn FnMut(&'static str, Class),
 ) -> Result<Vec<LatencyRow>, LatencyError> {
+    config.check()?;
     let mut rows = Vec::with_capacity(TESTS.len() * classes.len());
     for &class in classes {
         for test in TESTS {
@@ -625,5 +665,37 @@ mod tests {
             LatencyRow::from_samples("ipc", Class::Other, &[]).mean_ns,
             0.0
         );
+    }
+
+    #[test]
+    fn a_zero_or_absurd_period_or_time_limit_is_refused_before_any_thread_starts() {
+        let good = LatencyConfig {
+            cpu: 0,
+            iterations: 10,
+            period_ns: 1_000_000,
+            time_limit_ns: 1_000_000_000,
+        };
+        assert!(good.check().is_ok());
+        for bad in [
+            LatencyConfig {
+                period_ns: 0,
+                ..good
+            },
+            LatencyConfig {
+                period_ns: 2_000_000_000,
+                ..good
+            },
+            LatencyConfig {
+                time_limit_ns: 0,
+                ..good
+            },
+        ] {
+            // Period 0 looped for ever in the preemption test; now it never starts.
+            let e = preemption(&bad, Class::Other).unwrap_err();
+            assert!(matches!(e, LatencyError::OutOfRange { .. }), "{e}");
+            assert!(e.to_string().contains("give "), "{e}");
+            let e = run(&bad, &[Class::Other], &mut |_, _| {}).unwrap_err();
+            assert!(matches!(e, LatencyError::OutOfRange { .. }), "{e}");
+        }
     }
 }

@@ -83,6 +83,25 @@ pub struct PointConfig {
     pub packets: usize,
 }
 
+impl PointConfig {
+    /// The least time pacing this point takes, ns: its packets, one per interval.
+    pub fn min_time_ns(&self) -> u64 {
+        (self.packets as u64).saturating_mul(packet_interval_ns(self.packet_bytes, self.rate_bps))
+    }
+}
+
+/// The longest sweep a caller should start without asking, ns (10 minutes): a slow rate with
+/// the fewest packets still takes `packets × 8·bytes / rate` (5 packets of 100 B at 1 bit/s
+/// take over an hour), so a sweep's length is known, and stated, before it starts.
+pub const MAX_SWEEP_NS: u64 = 600_000_000_000;
+
+/// The least time pacing every point of `points` takes, ns.
+pub fn sweep_time_ns(points: &[PointConfig]) -> u64 {
+    points
+        .iter()
+        .fold(0u64, |sum, p| sum.saturating_add(p.min_time_ns()))
+}
+
 /// The outcome of one point.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PointResult {
@@ -203,6 +222,24 @@ mod tests {
             packets_for(10_000_000_000, 100, 100_000_000, 5, 10_000),
             10_000
         );
+    }
+
+    #[test]
+    fn a_sweeps_length_is_known_before_it_runs() {
+        let point = |rate_bps, packets| PointConfig {
+            method: WaitStrategy::Sleep,
+            pacer: Pacer::Absolute,
+            rate_bps,
+            packet_bytes: 100,
+            packets,
+        };
+        // 5 packets of 100 B at 1 kbit/s: 0.8 s each.
+        assert_eq!(point(1_000, 5).min_time_ns(), 4_000_000_000);
+        let slow = [point(1_000, 5), point(1, 5)];
+        // At 1 bit/s the five packets alone take 4000 s: far beyond the bound.
+        assert_eq!(sweep_time_ns(&slow), 4_000_000_000 + 4_000_000_000_000);
+        assert!(sweep_time_ns(&slow) > MAX_SWEEP_NS);
+        assert!(sweep_time_ns(&[point(100_000_000, 100_000)]) < MAX_SWEEP_NS);
     }
 
     #[test]

@@ -79,7 +79,7 @@ struct RtArgs {
     #[arg(long)]
     no_dma_latency: bool,
     /// Set the measuring thread's timer slack (e.g. 1ns; the default is the kernel's, 50us).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_in(1..=1_000_000_000))]
     timer_slack: Option<u64>,
     /// Run busy threads while measuring, kept off --cpu; without a number, one per CPU.
     #[arg(long, value_name = "THREADS", num_args = 0..=1)]
@@ -127,8 +127,8 @@ struct SleepArgs {
     /// Seed of the request generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Stop each method after this long even if requests remain.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    /// Stop each method after this long even if requests remain (1ms to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_in(latency::TIME_LIMIT_RANGE_NS))]
     time_limit: u64,
     /// Write a cyclictest-style histogram of the error (one row per µs, one column per
     /// method, up to --histogram-max µs) to this file.
@@ -163,8 +163,9 @@ struct LinerateArgs {
     /// Packet size in bytes (the paper used 100).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=65_535))]
     packet_size: u32,
-    /// Time to spend on each rate × method × pacer.
-    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    /// Time to spend on each rate × method × pacer (1ms to 60s; a slow rate takes longer, to
+    /// pace --min-packets).
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = duration_in(1_000_000..=60_000_000_000))]
     time: u64,
     /// Fewest packets per point, however slow the rate.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
@@ -191,14 +192,16 @@ struct LatencyArgs {
     /// Samples per test and scheduling class.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     iterations: u64,
-    /// Wake-up period of the preemption test.
-    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    /// Wake-up period of the preemption test (10us to 1s).
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = duration_in(latency::PERIOD_RANGE_NS))]
     period: u64,
-    /// Bound on each test, and on the spinning medium thread of the priority-inversion test.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    /// Bound on each test, and on the spinning medium thread of the priority-inversion test
+    /// (1ms to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_in(latency::TIME_LIMIT_RANGE_NS))]
     time_limit: u64,
-    /// How long the priority-inversion test lets an inversion last before ending it.
-    #[arg(long, value_name = "DURATION", default_value = "300ms", value_parser = parse_duration)]
+    /// How long the priority-inversion test lets an inversion last before ending it (1ms to
+    /// 60s).
+    #[arg(long, value_name = "DURATION", default_value = "300ms", value_parser = duration_in(1_000_000..=60_000_000_000))]
     watchdog: u64,
     /// Do not lock memory with mlockall.
     #[arg(long)]
@@ -280,8 +283,8 @@ struct DeadlineArgs {
   rtemu lab doctor --csv doctor.csv
   sudo rtemu lab doctor --duration 10s")]
 struct DoctorArgs {
-    /// Length of the sleep test.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    /// Length of the sleep test (50ms to 10m).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_in(doctor::DURATION_RANGE_NS))]
     duration: u64,
     /// Print the verdict as JSON (times in integer ns).
     #[arg(long)]
@@ -376,8 +379,8 @@ struct RttArgs {
     /// Discarded round trips before each size.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     warmup: u64,
-    /// How long to wait for each reply before counting the probe lost.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    /// How long to wait for each reply before counting the probe lost (1ms to 60s).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_in(1_000_000..=60_000_000_000))]
     timeout: u64,
     /// Report one-way times (half the round trip).
     #[arg(long)]
@@ -463,6 +466,26 @@ fn parse_duration(text: &str) -> Result<u64, String> {
     parse_duration_ns(text).map_err(|e| e.to_string())
 }
 
+/// A duration flag's parser that takes only `range` (ns), naming it in the error: a period of
+/// 0 that would loop for ever, or a limit of 0 that measures nothing, is refused up front.
+fn duration_in(
+    range: std::ops::RangeInclusive<u64>,
+) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let ns = parse_duration(text)?;
+        if range.contains(&ns) {
+            Ok(ns)
+        } else {
+            Err(format!(
+                "{} is out of range: give {} to {} (a whole number with ns, us, ms, s or m)",
+                format_duration_ns(ns),
+                format_duration_ns(*range.start()),
+                format_duration_ns(*range.end())
+            ))
+        }
+    }
+}
+
 fn parse_rate(text: &str) -> Result<u64, String> {
     linerate::parse_rate_bps(text).map_err(|e| e.to_string())
 }
@@ -502,10 +525,13 @@ fn prepare_with(
     avoid_cpu: Option<usize>,
 ) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
     let setup = request.apply().context("real-time set-up")?;
-    let load = load.map(|threads| {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        BusyLoad::start(threads.unwrap_or(cpus), avoid_cpu, LOAD_BOUND_NS)
-    });
+    let load = load
+        .map(|threads| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            BusyLoad::start(threads.unwrap_or(cpus), avoid_cpu, LOAD_BOUND_NS)
+        })
+        .transpose()
+        .context("--load")?;
     let header = Header::probe(&setup, load.as_ref().map_or(0, BusyLoad::threads));
     Ok((setup, load, header))
 }
@@ -661,6 +687,20 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
             Ok(())
         })?;
     }
+    let empty: Vec<String> = results
+        .iter()
+        .filter(|r| r.completed == 0)
+        .map(|r| r.method.clone())
+        .collect();
+    let measured_nothing = || {
+        no_samples(
+            &empty,
+            &format!(
+                "completed no request within --time-limit {}",
+                format_duration_ns(args.time_limit)
+            ),
+        )
+    };
     let mut out = io::stdout().lock();
     if args.output.json {
         let report = SleepReport {
@@ -673,7 +713,7 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
         };
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
-        return Ok(());
+        return measured_nothing();
     }
     let title = format!(
         "rtemu lab sleep: workload {}, {} requests per method, seed {}",
@@ -703,6 +743,14 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
         "", "", "µs", "µs²", "", "", "error y − x in µs"
     )?;
     for r in &results {
+        if r.completed == 0 {
+            writeln!(
+                out,
+                "{:<14} {:>6}   no samples (cut by --time-limit)",
+                r.method, 0
+            )?;
+            continue;
+        }
         let d = &r.error_ns;
         writeln!(
             out,
@@ -723,7 +771,16 @@ fn run_sleep(args: &SleepArgs) -> anyhow::Result<()> {
             if r.truncated { "  (cut by --time-limit)" } else { "" },
         )?;
     }
-    Ok(())
+    measured_nothing()
+}
+
+/// Fails when some series measured nothing (`what` names them): a run with no samples has
+/// no figures to report, never a perfect 0. The report is printed first, saying "no samples".
+fn no_samples(what: &[String], why: &str) -> anyhow::Result<()> {
+    if what.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!("no samples: {} {why}", what.join(", "))
 }
 
 #[derive(Serialize)]
@@ -754,6 +811,25 @@ fn run_linerate(args: &LinerateArgs) -> anyhow::Result<()> {
                 });
             }
         }
+    }
+    let expected_ns = linerate::sweep_time_ns(&points);
+    if expected_ns > linerate::MAX_SWEEP_NS {
+        let slowest = points
+            .iter()
+            .max_by_key(|p| p.min_time_ns())
+            .context("no point to measure")?;
+        anyhow::bail!(
+            "this sweep would take at least {} ({} points; the slowest, {} bit/s, paces {} \
+             packets of {} bytes in {} alone), more than the {} a sweep may take: raise the \
+             slowest of --rates, or lower --min-packets, --time or --packet-size",
+            format_duration_ns(expected_ns),
+            points.len(),
+            slowest.rate_bps,
+            slowest.packets,
+            slowest.packet_bytes,
+            format_duration_ns(slowest.min_time_ns()),
+            format_duration_ns(linerate::MAX_SWEEP_NS)
+        );
     }
     if let Some(path) = &args.output.plot {
         plot::Format::of(path)?;
@@ -959,6 +1035,20 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
             Ok(())
         })?;
     }
+    let empty: Vec<String> = rows
+        .iter()
+        .filter(|r| r.latency_ns.n == 0)
+        .map(|r| format!("{} {:?}", r.test, r.class))
+        .collect();
+    let measured_nothing = || {
+        no_samples(
+            &empty,
+            &format!(
+                "took no sample within --time-limit {}",
+                format_duration_ns(args.time_limit)
+            ),
+        )
+    };
     let mut out = io::stdout().lock();
     if args.json {
         let report = LatencyReport {
@@ -972,7 +1062,7 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
         };
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
-        return Ok(());
+        return measured_nothing();
     }
     let title = format!(
         "rtemu lab latency: threads pinned to CPU {cpu}, {} samples per test, preemption period {}",
@@ -996,6 +1086,10 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
             Class::Other => "SCHED_OTHER",
             Class::Fifo => "SCHED_FIFO",
         };
+        if d.n == 0 {
+            writeln!(out, "{:<12} {:<12} {:>7} │ no samples", r.test, class, 0)?;
+            continue;
+        }
         writeln!(
             out,
             "{:<12} {:<12} {:>7} │ {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
@@ -1042,7 +1136,7 @@ fn run_latency(args: &LatencyArgs) -> anyhow::Result<()> {
     for line in &skipped {
         writeln!(out, "skipped     {line}")?;
     }
-    Ok(())
+    measured_nothing()
 }
 
 /// The lock of a priority-inversion run, as the report names it.
@@ -2191,6 +2285,33 @@ mod tests {
         assert_eq!(args.workload, Workload::Micro);
         assert_eq!(args.count, 200);
         assert_eq!(args.rt.load, None);
+    }
+
+    #[test]
+    fn series_with_no_samples_fail_the_run_by_name() {
+        assert!(no_samples(&[], "measured nothing").is_ok());
+        let e = no_samples(
+            &["task-switch Fifo".into(), "ipc Other".into()],
+            "took no sample within --time-limit 1ms",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "no samples: task-switch Fifo, ipc Other took no sample within --time-limit 1ms"
+        );
+    }
+
+    #[test]
+    fn duration_flags_take_only_their_range() {
+        let parse = duration_in(1_000..=1_000_000);
+        assert_eq!(parse("1us"), Ok(1_000));
+        assert_eq!(parse("1ms"), Ok(1_000_000));
+        for bad in ["0s", "999ns", "2ms"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("out of range: give 1us to 1ms"), "{bad}: {e}");
+        }
+        assert!(parse("5").unwrap_err().contains("unit"));
     }
 
     #[test]
