@@ -482,22 +482,23 @@ struct BenchArgs {
     /// first pass reads from the disk.
     #[arg(long)]
     cold: bool,
-    /// Passes over the file after the first (warm cache).
-    #[arg(long, default_value_t = 2)]
+    /// Passes over the file after the first (warm cache), 0 to 100.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
     warm_passes: u32,
-    /// Records per prefetch block.
-    #[arg(long, default_value_t = 1 << 16)]
-    block_records: usize,
-    /// Blocks in the prefetch ring.
-    #[arg(long, default_value_t = 8)]
-    blocks: usize,
+    /// Records per prefetch block, 1 to 4194304 (blocks × records at most 16777216, 256 MiB).
+    #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u64).range(1..=1 << 22))]
+    block_records: u64,
+    /// Blocks in the prefetch ring, 2 to 256.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=256))]
+    blocks: u64,
     /// Under-run policy: wait (measure the reader's throughput), or pass, drop, hold-last
     /// (measure how often a consumer of the given pace would find no record ready).
     #[arg(long, default_value = "wait")]
     underrun: UnderrunPolicy,
     /// Consume at this many records per second (busy-waiting between records), as a link
-    /// would; default: as fast as possible.
-    #[arg(long, value_name = "RPS")]
+    /// would, 1 to 1000000000; default: as fast as possible. A paced run that would take more
+    /// than 10 minutes is refused (bound it with --limit).
+    #[arg(long, value_name = "RPS", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pace: Option<u64>,
     /// Stop each pass after this many actions.
     #[arg(long)]
@@ -1308,10 +1309,40 @@ struct BenchPass {
     megabytes_per_second: f64,
 }
 
+/// The most records a `trace bench` ring may hold (256 MiB of actions).
+const BENCH_RING_RECORDS: u64 = 1 << 24;
+
+/// The longest a paced `trace bench` may run.
+const BENCH_PACED_NS: u64 = 600_000_000_000;
+
 fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     let bytes = std::fs::metadata(&a.file)
         .with_context(|| format!("reading {}", a.file.display()))?
         .len();
+    if a.blocks * a.block_records > BENCH_RING_RECORDS {
+        bail!(
+            "--blocks {} × --block-records {} is {} records in the ring: at most \
+             {BENCH_RING_RECORDS} (256 MiB); lower either",
+            a.blocks,
+            a.block_records,
+            a.blocks * a.block_records
+        );
+    }
+    if let Some(rate) = a.pace {
+        // Every record takes at least 4 bytes in any form, so this bounds the records read.
+        let records = a.limit.unwrap_or(u64::MAX).min(bytes / 4);
+        let passes = 1 + u64::from(a.warm_passes);
+        let ns = u128::from(records) * u128::from(passes) * 1_000_000_000 / u128::from(rate);
+        if ns > u128::from(BENCH_PACED_NS) {
+            bail!(
+                "--pace {rate} over up to {records} records × {passes} passes would take up to \
+                 {:.0} s, more than the {} s a paced run may take: raise --pace, or bound each \
+                 pass with --limit",
+                ns as f64 / 1e9,
+                BENCH_PACED_NS / 1_000_000_000
+            );
+        }
+    }
     let mut passes = Vec::new();
     let labels = std::iter::once(if a.cold { "cold" } else { "first" })
         .chain(std::iter::repeat_n("warm", a.warm_passes as usize));
@@ -1321,8 +1352,8 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("dropping {} from the page cache", a.file.display()))?;
         }
         let cfg = PrefetchConfig {
-            block_records: a.block_records,
-            blocks: a.blocks,
+            block_records: a.block_records as usize,
+            blocks: a.blocks as usize,
             underrun: a.underrun,
             end: EndPolicy::Stop,
             ..PrefetchConfig::default()
@@ -1339,7 +1370,7 @@ fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             if let Some(rate) = a.pace {
                 let due = schedule
                     + Duration::from_nanos(
-                        (u128::from(taken) * 1_000_000_000 / u128::from(rate.max(1))) as u64,
+                        (u128::from(taken) * 1_000_000_000 / u128::from(rate)) as u64,
                     );
                 while Instant::now() < due {
                     std::hint::spin_loop();
