@@ -271,19 +271,27 @@ impl fmt::Display for Summary {
             pct(self.reordered, self.delivered)
         )?;
         let d = &self.delay;
-        writeln!(f, "delay (arrival → delivery, {} copies)", d.count)?;
-        writeln!(f, "  {:<20}{:>14}", "min", time(d.min_ns))?;
-        writeln!(f, "  {:<20}{:>14}", "mean", time(d.mean_ns))?;
-        for p in PERCENTILES {
-            let key = format!("p{p}");
+        if d.count == 0 {
+            // No copy delivered: no delay to report, rather than a perfect 0.
             writeln!(
                 f,
-                "  {:<20}{:>14}",
-                key,
-                time(d.percentiles_ns.get(&key).copied().unwrap_or(0))
+                "delay (arrival → delivery)   no copy delivered, no samples"
             )?;
+        } else {
+            writeln!(f, "delay (arrival → delivery, {} copies)", d.count)?;
+            writeln!(f, "  {:<20}{:>14}", "min", time(d.min_ns))?;
+            writeln!(f, "  {:<20}{:>14}", "mean", time(d.mean_ns))?;
+            for p in PERCENTILES {
+                let key = format!("p{p}");
+                writeln!(
+                    f,
+                    "  {:<20}{:>14}",
+                    key,
+                    time(d.percentiles_ns.get(&key).copied().unwrap_or(0))
+                )?;
+            }
+            writeln!(f, "  {:<20}{:>14}", "max", time(d.max_ns))?;
         }
-        writeln!(f, "  {:<20}{:>14}", "max", time(d.max_ns))?;
         writeln!(f, "{:<22}{:>14}", "offered load", rate(self.offered_bps))?;
         writeln!(f, "{:<22}{:>14}", "throughput", rate(self.throughput_bps))?;
         writeln!(f, "{:<22}{:>14}", "max in flight", self.max_in_flight)?;

@@ -170,3 +170,54 @@ fn trace_bench_refuses_a_pace_of_zero_a_huge_ring_and_an_endless_paced_run() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v[0]["records"], 10, "{v}");
 }
+
+#[test]
+fn an_rtt_sweep_with_no_reply_says_no_samples_and_fails() {
+    // An echo that never answers: every probe is lost.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = silent.local_addr().unwrap().to_string();
+    let dir = Scratch::new("rtt");
+    let csv = dir.path("rtt.csv");
+    let args = [
+        "lab",
+        "rtt",
+        "--to",
+        &to,
+        "--count",
+        "3",
+        "--warmup",
+        "0",
+        "--timeout",
+        "5ms",
+        "--min-size",
+        "16",
+        "--max-size",
+        "16",
+        "--csv",
+        &csv,
+    ];
+    let msg = refused(&args);
+    assert!(msg.contains("no replies, no samples"), "{msg}");
+    assert!(
+        msg.contains("no samples: udp size 16 got no reply within --timeout 5ms"),
+        "{msg}"
+    );
+    let row = std::fs::read_to_string(&csv).unwrap();
+    let row = row.lines().nth(1).unwrap().to_owned();
+    assert!(row.starts_with("udp,16,3,0,3,0,0,,,,,,"), "{row}");
+}
+
+#[test]
+fn a_sim_that_delivers_nothing_reports_no_delay_samples() {
+    let o = rtemu(&[
+        "sim",
+        "--traffic",
+        "cbr 1000pps 100B 10ms",
+        "--model",
+        "loss 100%",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("no copy delivered, no samples"), "{out}");
+    assert!(!out.contains("p99"), "{out}");
+}

@@ -1554,6 +1554,26 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.output.plot {
         figures::rtt(path, &runs)?;
     }
+    let unanswered: Vec<String> = runs
+        .iter()
+        .flat_map(|run| {
+            let protocol = run.config.target.protocol();
+            run.sweep
+                .results
+                .iter()
+                .filter(|r| r.received == 0)
+                .map(move |r| format!("{protocol} size {}", r.size))
+        })
+        .collect();
+    let measured_nothing = || {
+        no_samples(
+            &unanswered,
+            &format!(
+                "got no reply within --timeout {}",
+                format_duration_ns(args.timeout)
+            ),
+        )
+    };
     let mut out = io::stdout().lock();
     if args.output.json {
         let report = |run| RttReport::of(&header, args.half_rtt, run);
@@ -1566,10 +1586,10 @@ fn run_rtt(args: &RttArgs) -> anyhow::Result<()> {
             )?,
         }
         writeln!(out)?;
-        return Ok(());
+        return measured_nothing();
     }
     print_rtt(&mut out, args, &header, local_echo, &runs)?;
-    Ok(())
+    measured_nothing()
 }
 
 /// How many sizes the sweeps measure in all; an error for sizes one protocol cannot sweep.
@@ -1650,21 +1670,19 @@ fn write_rtt_csv(out: &mut impl Write, runs: &[RttRun]) -> io::Result<()> {
                 ),
                 _ => "0,,,,,,".to_owned(),
             };
+            // Empty figures, not zeros, for a size with no reply.
+            let app = if d.n == 0 {
+                ",,,,,".to_owned()
+            } else {
+                format!(
+                    "{},{:.0},{},{},{},{}",
+                    d.min_ns, r.mean_ns, d.max_ns, d.p50_ns, d.p99_ns, d.p99_9_ns
+                )
+            };
             writeln!(
                 out,
-                "{protocol},{},{},{},{},{},{},{},{:.0},{},{},{},{},{kernel}",
-                r.size,
-                r.sent,
-                r.received,
-                r.lost,
-                r.duplicates,
-                r.reordered,
-                d.min_ns,
-                r.mean_ns,
-                d.max_ns,
-                d.p50_ns,
-                d.p99_ns,
-                d.p99_9_ns
+                "{protocol},{},{},{},{},{},{},{app},{kernel}",
+                r.size, r.sent, r.received, r.lost, r.duplicates, r.reordered,
             )?;
         }
     }
@@ -1743,6 +1761,14 @@ fn print_rtt_table(out: &mut impl Write, sweep: &Sweep) -> io::Result<()> {
         "bytes", "", "application, µs", "kernel stamps, µs", "app−kern"
     )?;
     for r in &sweep.results {
+        if r.received == 0 {
+            writeln!(
+                out,
+                "{:>6} {:>6} {:>6} {:>5} {:>5} {:>5} │ no replies, no samples",
+                r.size, r.sent, r.received, r.lost, r.duplicates, r.reordered
+            )?;
+            continue;
+        }
         let d = &r.rtt_ns;
         let (k_best, k_mean, k_worst, own) = match (&r.kernel_rtt_ns, r.kernel_mean_ns) {
             (Some(k), Some(mean)) => (
