@@ -80,7 +80,7 @@ fn refused(args: &[&str]) -> String {
 fn lab_durations_of_zero_or_absurd_are_refused_with_their_range() {
     // `--period 0s` looped for ever; `--duration 0s` and `--time-limit 0s` gave a 0.0 µs
     // verdict from no samples.
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["lab", "latency", "--period", "0s"], "give 10us to 1s"),
         (
             &["lab", "latency", "--time-limit", "0s"],
@@ -90,6 +90,7 @@ fn lab_durations_of_zero_or_absurd_are_refused_with_their_range() {
         (&["lab", "doctor", "--duration", "11m"], "give 50ms to 600s"),
         (&["lab", "sleep", "--time-limit", "0s"], "give 1ms to 3600s"),
         (&["lab", "linerate", "--time", "0s"], "give 1ms to 60s"),
+        (&["lab", "echo", "--duration", "0s"], "give 1ms to 86400s"),
     ];
     for (args, range) in cases {
         let msg = refused(args);

@@ -457,8 +457,8 @@ struct EchoArgs {
     /// addresses swapped, instead of UDP (needs CAP_NET_RAW).
     #[arg(long, value_name = "IFACE", conflicts_with = "listen")]
     raw: Option<String>,
-    /// Stop after this long.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    /// Stop after this long (1ms to 24h).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_in(1_000_000..=86_400_000_000_000))]
     duration: u64,
 }
 
