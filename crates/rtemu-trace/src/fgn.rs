@@ -45,13 +45,15 @@ pub enum GenError {
     /// The block length is not a power of two in range.
     #[error("block length {0} must be a power of two from 2 to 2^26")]
     Block(usize),
-    /// A delay parameter is negative or not finite.
-    #[error("{name} {value} must be finite and non-negative")]
+    /// A parameter is outside its range.
+    #[error("{name} {value} is out of range: {valid}")]
     Parameter {
         /// Which parameter.
         name: &'static str,
         /// Its value.
         value: f64,
+        /// What it may be.
+        valid: &'static str,
     },
     /// A numerical failure of the embedding (not expected for fGn).
     #[error("circulant embedding failed: eigenvalue {0} is negative")]
@@ -186,7 +188,11 @@ impl FgnDelays {
     pub fn new(fgn: Fgn, mean_ns: f64, std_ns: f64, resolution_ns: u64) -> Result<Self, GenError> {
         for (name, value) in [("mean", mean_ns), ("std", std_ns)] {
             if !(value.is_finite() && value >= 0.0) {
-                return Err(GenError::Parameter { name, value });
+                return Err(GenError::Parameter {
+                    name,
+                    value,
+                    valid: "give a finite value of 0 or more",
+                });
             }
         }
         Ok(FgnDelays {

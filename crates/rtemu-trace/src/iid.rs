@@ -59,7 +59,11 @@ impl std::str::FromStr for Dist {
 /// A probability as a 64-bit threshold: an event happens when a uniform `u64` is below it.
 fn threshold(name: &'static str, p: f64) -> Result<u64, GenError> {
     if !(0.0..=1.0).contains(&p) {
-        return Err(GenError::Parameter { name, value: p });
+        return Err(GenError::Parameter {
+            name,
+            value: p,
+            valid: "a probability is 0 to 1",
+        });
     }
     // 2^64 · p, saturating at u64::MAX for p = 1 (then one draw in 2^64 misses: negligible).
     Ok((p * 18_446_744_073_709_551_616.0) as u64)
@@ -131,14 +135,19 @@ impl IidTrace {
     ) -> Result<Self, GenError> {
         for (name, value) in [("mean", mean_ns), ("std", std_ns)] {
             if !(value.is_finite() && value >= 0.0) {
-                return Err(GenError::Parameter { name, value });
+                return Err(GenError::Parameter {
+                    name,
+                    value,
+                    valid: "give a finite value of 0 or more",
+                });
             }
         }
         let (alpha, scale) = if dist == Dist::Pareto {
             if std_ns <= 0.0 || mean_ns <= 0.0 {
                 return Err(GenError::Parameter {
-                    name: "pareto needs a positive mean and std; std",
-                    value: std_ns,
+                    name: if mean_ns <= 0.0 { "mean" } else { "std" },
+                    value: if mean_ns <= 0.0 { mean_ns } else { std_ns },
+                    valid: "pareto needs a mean and a std above 0",
                 });
             }
             let alpha = 1.0 + (1.0 + (mean_ns / std_ns).powi(2)).sqrt();
@@ -209,6 +218,28 @@ mod tests {
     use super::*;
 
     const N: usize = 1 << 18;
+
+    /// Each refusal gives the parameter's own range, not another parameter's rule.
+    #[test]
+    fn refusals_state_the_range_of_the_parameter_refused() {
+        let msg = |e: GenError| e.to_string();
+        let p = msg(GilbertElliott::new(2.0, 0.5, 0.0, 1.0).unwrap_err());
+        assert!(
+            p.contains("p (Good to Bad) 2") && p.contains("0 to 1"),
+            "{p}"
+        );
+        let mean = msg(IidTrace::new(Dist::Normal, -1.0, 1.0, 1, None, 1).unwrap_err());
+        assert!(
+            mean.contains("mean -1") && mean.contains("0 or more"),
+            "{mean}"
+        );
+        let pareto = msg(IidTrace::new(Dist::Pareto, 5.0, 0.0, 1, None, 1).unwrap_err());
+        assert!(
+            pareto.contains("std 0") && pareto.contains("above 0"),
+            "{pareto}"
+        );
+        assert!(!pareto.contains("non-negative"), "{pareto}");
+    }
 
     fn moments(dist: Dist, mean: f64, std: f64) -> (f64, f64) {
         let mut t = IidTrace::new(dist, mean, std, 1, None, 42).unwrap();

@@ -76,25 +76,32 @@ impl OnOffConfig {
         ];
         for (name, value) in positive {
             if !(value.is_finite() && value > 0.0) {
-                return Err(GenError::Parameter { name, value });
+                return Err(GenError::Parameter {
+                    name,
+                    value,
+                    valid: "give a finite value above 0",
+                });
             }
         }
         if !(self.probe_bytes.is_finite() && self.probe_bytes >= 0.0) {
             return Err(GenError::Parameter {
                 name: "probe size",
                 value: self.probe_bytes,
+                valid: "give a finite size of 0 bytes or more",
             });
         }
         if !(self.alpha > 1.0 && self.alpha < 2.0) {
             return Err(GenError::Parameter {
-                name: "alpha (valid: 1 < alpha < 2)",
+                name: "alpha",
                 value: self.alpha,
+                valid: "give 1 < alpha < 2",
             });
         }
         if self.sources == 0 {
             return Err(GenError::Parameter {
                 name: "sources",
                 value: 0.0,
+                valid: "give at least 1",
             });
         }
         Ok(())
