@@ -9,9 +9,89 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::chance::ChanceConfig;
-use crate::loss::LossConfig;
+use crate::dist::MAX_DELAY_NS;
+use crate::loss::{Loss, LossConfig};
 use crate::rate::{RateConfig, DEFAULT_LIMIT};
-use crate::units::{Percent, Size, Time};
+use crate::units::{Percent, Rate, Size, Time};
+
+/// The packet and cell overheads `rate` accepts, in bytes (netem's).
+pub const OVERHEAD_RANGE: std::ops::RangeInclusive<i64> = -65535..=65535;
+/// The cell sizes `rate` accepts, in bytes (0: no cells).
+pub const CELL_SIZE_RANGE: std::ops::RangeInclusive<i64> = 0..=65535;
+/// The fastest link rate, in bits per second (1000 Tbit/s).
+pub const MAX_RATE: u64 = 1_000_000_000_000_000;
+/// The largest byte limit of the rate queue (1024 TiB), the most [`Size`] reads.
+pub const MAX_LIMIT_BYTES: u64 = 1 << 50;
+/// What `limit` accepts, as errors say it.
+pub const LIMIT_RANGE: &str = "a whole number of packets from 1 to 4294967295";
+
+/// A [`LinkConfig`] whose values cannot work together or are out of range, whichever parser
+/// (netem syntax, TOML, JSON) or program made it.
+///
+/// It names the netem keyword, and which value after it is wrong, so the netem parser can
+/// point at the word; its `Display` is `KEYWORD VALUE: what is allowed`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The netem keyword (and TOML/JSON field) at fault, e.g. `limit`.
+    pub keyword: &'static str,
+    /// Which value after the keyword is wrong, counting from 1 (after `loss state`,
+    /// `loss gemodel` or `loss random`, counting after that word); 0 for the keyword as a
+    /// whole.
+    pub arg: usize,
+    /// The offending value as netem would write it; empty when the keyword as a whole is at
+    /// fault.
+    pub value: String,
+    /// What is wrong and what is allowed, with units.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}: {}", self.keyword, self.message)
+        } else {
+            write!(f, "{} {}: {}", self.keyword, self.value, self.message)
+        }
+    }
+}
+
+fn fault(
+    keyword: &'static str,
+    arg: usize,
+    value: impl fmt::Display,
+    message: impl Into<String>,
+) -> ConfigError {
+    ConfigError {
+        keyword,
+        arg,
+        value: value.to_string(),
+        message: message.into(),
+    }
+}
+
+const PERCENT_RANGE: &str = "must be between 0% and 100%";
+const CORRELATION_RANGE: &str = "correlation must be at least 0% and below 100%";
+
+fn check_percent(keyword: &'static str, arg: usize, p: Percent) -> Result<(), ConfigError> {
+    if (0.0..=1.0).contains(&p.0) {
+        Ok(())
+    } else {
+        Err(fault(keyword, arg, p, PERCENT_RANGE))
+    }
+}
+
+fn check_correlation(keyword: &'static str, arg: usize, c: Percent) -> Result<(), ConfigError> {
+    if (0.0..1.0).contains(&c.0) {
+        Ok(())
+    } else {
+        Err(fault(keyword, arg, c, CORRELATION_RANGE))
+    }
+}
+
+fn check_chance(keyword: &'static str, c: &ChanceConfig) -> Result<(), ConfigError> {
+    check_percent(keyword, 1, c.probability)?;
+    check_correlation(keyword, 2, c.correlation)
+}
 
 /// The shape of the delay jitter.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -140,6 +220,142 @@ impl Default for LinkConfig {
 }
 
 impl LinkConfig {
+    /// Checks every value and every rule between values, for a configuration from any
+    /// source: the netem parser calls it, `--model-file` readers must, and
+    /// [`crate::LinkModel::new`] does. A configuration that passes prints (`Display`) as a
+    /// netem line that reads back to the same configuration.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (arg, t) in [(1, self.delay), (2, self.jitter)] {
+            if t.0 > MAX_DELAY_NS {
+                return Err(fault(
+                    "delay",
+                    arg,
+                    t,
+                    format!(
+                        "{} must be at most 2^53 ns (about 104 days)",
+                        ["delay", "jitter"][arg - 1]
+                    ),
+                ));
+            }
+        }
+        check_correlation("delay", 3, self.delay_correlation)?;
+        if let DistName::Table(name) = &self.distribution {
+            let builtin = matches!(
+                DistName::parse(name),
+                DistName::Uniform | DistName::Normal | DistName::Pareto | DistName::Paretonormal
+            );
+            if name.is_empty() || name.contains(char::is_whitespace) || builtin {
+                return Err(fault(
+                    "distribution",
+                    1,
+                    format!("{name:?}"),
+                    "a table is named by one word without spaces (a name or a path to a .dist \
+                     file) other than uniform, normal, pareto and paretonormal",
+                ));
+            }
+        }
+        match &self.loss {
+            Some(LossConfig::Random(c)) => check_chance("loss", c)?,
+            Some(
+                l @ LossConfig::State {
+                    p13,
+                    p31,
+                    p32,
+                    p23,
+                    p14,
+                },
+            ) => {
+                for (i, p) in [p13, p31, p32, p23, p14].into_iter().enumerate() {
+                    check_percent("loss", i + 1, *p)?;
+                }
+                Loss::new(l).map_err(|e| fault("loss", 0, "", e.to_string()))?;
+            }
+            Some(LossConfig::Gemodel {
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            }) => {
+                for (i, p) in [p, r, loss_bad, loss_good].into_iter().enumerate() {
+                    check_percent("loss", i + 1, *p)?;
+                }
+            }
+            None => {}
+        }
+        for (keyword, chance) in [
+            ("duplicate", &self.duplicate),
+            ("corrupt", &self.corrupt),
+            ("reorder", &self.reorder),
+        ] {
+            if let Some(c) = chance {
+                check_chance(keyword, c)?;
+            }
+        }
+        if let Some(ber) = self.ber {
+            if !(ber > 0.0 && ber < 1.0) {
+                return Err(fault(
+                    "ber",
+                    1,
+                    format!("{ber:e}"),
+                    "must be between 0 (exclusive) and 1 (exclusive), the probability that one \
+                     bit flips, e.g. 1e-5",
+                ));
+            }
+        }
+        if self.reorder.is_some() && self.delay.0 == 0 {
+            return Err(fault(
+                "reorder",
+                0,
+                "",
+                "reordering needs a delay to reorder against (add `delay TIME`)",
+            ));
+        }
+        if let Some(r) = &self.rate {
+            if !(1..=MAX_RATE).contains(&r.rate.0) {
+                return Err(fault(
+                    "rate",
+                    1,
+                    format!("{}bit", r.rate.0),
+                    format!("must be between 1bit and {} per second", Rate(MAX_RATE)),
+                ));
+            }
+            let ints = [
+                (
+                    2,
+                    "packet overhead",
+                    i64::from(r.packet_overhead),
+                    OVERHEAD_RANGE,
+                ),
+                (3, "cell size", i64::from(r.cell_size), CELL_SIZE_RANGE),
+                (
+                    4,
+                    "cell overhead",
+                    i64::from(r.cell_overhead),
+                    OVERHEAD_RANGE,
+                ),
+            ];
+            for (arg, what, v, range) in ints {
+                if !range.contains(&v) {
+                    return Err(fault("rate", arg, v, int_range(what, &range)));
+                }
+            }
+        }
+        if self.limit == 0 {
+            return Err(fault("limit", 1, 0, format!("must be {LIMIT_RANGE}")));
+        }
+        if let Some(b) = self.limit_bytes {
+            if b.0 > MAX_LIMIT_BYTES {
+                return Err(fault(
+                    "limit-bytes",
+                    1,
+                    b,
+                    format!("must be between 0b and {}", Size(MAX_LIMIT_BYTES)),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the configuration changes nothing (an ideal link).
     pub fn is_ideal(&self) -> bool {
         *self
@@ -149,6 +365,15 @@ impl LinkConfig {
                 ..LinkConfig::default()
             }
     }
+}
+
+/// `WHAT must be a whole number of bytes from LO to HI`, for the values of `rate`.
+pub fn int_range(what: &str, range: &std::ops::RangeInclusive<i64>) -> String {
+    format!(
+        "{what} must be a whole number of bytes from {} to {}",
+        range.start(),
+        range.end()
+    )
 }
 
 fn chance_words(keyword: &str, c: &ChanceConfig) -> String {

@@ -56,6 +56,9 @@ impl TableSource for NoTables {
 /// A [`LinkConfig`] that cannot be turned into a model.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LinkError {
+    /// A value out of range, or values that do not work together.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// The delay distribution.
     #[error("delay: {0}")]
     Delay(#[from] DelayError),
@@ -135,6 +138,7 @@ impl LinkModel {
         seed: u64,
         label: u64,
     ) -> Result<Self, LinkError> {
+        cfg.validate()?;
         let load = |name: &str| {
             tables.table(name).map_err(|reason| LinkError::Table {
                 name: name.to_string(),

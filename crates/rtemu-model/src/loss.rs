@@ -66,12 +66,12 @@ pub enum LossError {
     #[error(transparent)]
     Correlation(#[from] BadCorrelation),
     /// Outgoing probabilities of one state add up to more than 100 %.
-    #[error("{what} add up to {sum}%, more than 100%")]
+    #[error("{what} add up to {sum}, more than 100%")]
     Overfull {
         /// Which parameters.
         what: &'static str,
-        /// Their sum, in percent.
-        sum: f64,
+        /// Their sum.
+        sum: Percent,
     },
 }
 
@@ -142,7 +142,7 @@ fn sum_at_most_one(what: &'static str, a: Percent, b: Percent) -> Result<Probabi
     if sum > 1.0 + 1e-12 {
         return Err(LossError::Overfull {
             what,
-            sum: sum * 100.0,
+            sum: Percent(sum),
         });
     }
     Ok(prob(Percent(sum.min(1.0))))

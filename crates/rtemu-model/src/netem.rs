@@ -17,7 +17,10 @@
 //! 100%`.
 
 use crate::chance::ChanceConfig;
-use crate::config::{DistName, LinkConfig, TableMode};
+use crate::config::{
+    int_range, ConfigError, DistName, LinkConfig, TableMode, CELL_SIZE_RANGE, LIMIT_RANGE,
+    OVERHEAD_RANGE,
+};
 use crate::loss::LossConfig;
 use crate::rate::RateConfig;
 use crate::units::{Percent, Rate, Size, Time, UnitError};
@@ -147,25 +150,20 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// An optional whole number in `lo..=hi` after `keyword`.
+    /// An optional whole number in `range` after `keyword`.
     fn optional_int(
         &mut self,
         keyword: &str,
         what: &str,
-        lo: i64,
-        hi: i64,
+        range: std::ops::RangeInclusive<i64>,
     ) -> Result<Option<i64>, NetemError> {
         let pos = self.pos;
         let Some(w) = self.next_if_number() else {
             return Ok(None);
         };
         match w.text.parse::<i64>() {
-            Ok(v) if (lo..=hi).contains(&v) => Ok(Some(v)),
-            _ => Err(self.error(
-                keyword,
-                Some(&self.words[pos]),
-                format!("{what} must be a whole number from {lo} to {hi}"),
-            )),
+            Ok(v) if range.contains(&v) => Ok(Some(v)),
+            _ => Err(self.error(keyword, Some(&self.words[pos]), int_range(what, &range))),
         }
     }
 
@@ -178,17 +176,9 @@ impl<'a> Parser<'a> {
         })
     }
 
+    /// An optional correlation; its range is [`LinkConfig::validate`]'s to check.
     fn correlation(&mut self, keyword: &str) -> Result<Option<Percent>, NetemError> {
-        let pos = self.pos;
-        let c = self.optional(keyword, Percent::parse)?;
-        if c.is_some_and(|c| c.0 >= 1.0) {
-            return Err(self.error(
-                keyword,
-                Some(&self.words[pos]),
-                "correlation must be at least 0% and below 100%",
-            ));
-        }
-        Ok(c)
+        self.optional(keyword, Percent::parse)
     }
 
     fn integer<T: std::str::FromStr>(
@@ -203,22 +193,31 @@ impl<'a> Parser<'a> {
             })
         })
         .map_err(|mut e| {
-            e.message = format!("must be a whole number {range}");
+            e.message = format!("must be {range}");
             e
         })
     }
 }
 
-/// Reads a netem parameter string into a [`LinkConfig`].
+/// Reads a netem parameter string into a [`LinkConfig`], checked by
+/// [`LinkConfig::validate`]: the parser reads words, the configuration's own rules decide
+/// which values are allowed, whatever wrote them.
 pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
     let mut p = Parser::new(input);
     let mut cfg = LinkConfig::default();
     if p.words.first().is_some_and(|w| w.text == "netem") {
         p.pos = 1;
     }
+    // Where each keyword's words were last given: word index of the keyword, and the end.
+    let mut spans: Vec<(&'static str, usize, usize)> = Vec::new();
     while let Some(word) = p.next() {
         let keyword = word.text;
         let at = p.pos - 1;
+        let canonical = match keyword {
+            "latency" => "delay",
+            "drop" => "loss",
+            _ => keyword,
+        };
         match keyword {
             "delay" | "latency" => {
                 cfg.delay = p.value(keyword, "a time", Time::parse)?;
@@ -241,19 +240,17 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "duplicate" => cfg.duplicate = Some(p.chance(keyword)?),
             "corrupt" => cfg.corrupt = Some(p.chance(keyword)?),
             "reorder" => cfg.reorder = Some(p.chance(keyword)?),
-            "gap" => cfg.gap = p.integer(keyword, "from 0 to 4294967295")?,
+            "gap" => cfg.gap = p.integer(keyword, "a whole number from 0 to 4294967295")?,
             "ber" => {
-                cfg.ber = Some(p.value(keyword, "a bit error rate", |s| match s.parse::<f64>() {
-                    Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
-                    Ok(_) => Err(UnitError::OutOfRange { min: "0 (exclusive)".into(), max: "1 (exclusive), e.g. 1e-5".into() }),
-                    Err(_) => Err(UnitError::Malformed { what: "a bit error rate", example: "1e-5" }),
+                cfg.ber = Some(p.value(keyword, "a bit error rate", |s| {
+                    s.parse::<f64>().map_err(|_| UnitError::Malformed { what: "a bit error rate", example: "1e-5" })
                 })?);
             }
             "rate" => {
                 let rate = p.value(keyword, "a rate", Rate::parse)?;
-                let packet_overhead = p.optional_int(keyword, "packet overhead", -65535, 65535)?.unwrap_or(0);
-                let cell_size = p.optional_int(keyword, "cell size", 0, 65535)?.unwrap_or(0);
-                let cell_overhead = p.optional_int(keyword, "cell overhead", -65535, 65535)?.unwrap_or(0);
+                let packet_overhead = p.optional_int(keyword, "packet overhead", OVERHEAD_RANGE)?.unwrap_or(0);
+                let cell_size = p.optional_int(keyword, "cell size", CELL_SIZE_RANGE)?.unwrap_or(0);
+                let cell_overhead = p.optional_int(keyword, "cell overhead", OVERHEAD_RANGE)?.unwrap_or(0);
                 cfg.rate = Some(RateConfig {
                     rate,
                     packet_overhead: packet_overhead as i32,
@@ -261,15 +258,9 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
                     cell_overhead: cell_overhead as i32,
                 });
             }
-            "limit" => {
-                let limit: u32 = p.integer(keyword, "from 1 to 4294967295")?;
-                if limit == 0 {
-                    return Err(p.error(keyword, Some(&p.words[at + 1]), "must be a whole number from 1 to 4294967295"));
-                }
-                cfg.limit = limit;
-            }
+            "limit" => cfg.limit = p.integer(keyword, LIMIT_RANGE)?,
             "limit-bytes" => cfg.limit_bytes = Some(p.value(keyword, "a size", Size::parse)?),
-            "seed" => cfg.seed = Some(p.integer(keyword, "from 0 to 18446744073709551615")?),
+            "seed" => cfg.seed = Some(p.integer(keyword, "a whole number from 0 to 18446744073709551615")?),
             "slot" | "ecn" => {
                 return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
             }
@@ -282,19 +273,53 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
                 ))
             }
         }
+        let known = [
+            "delay",
+            "distribution",
+            "loss",
+            "duplicate",
+            "corrupt",
+            "reorder",
+            "gap",
+            "ber",
+            "rate",
+            "limit",
+            "limit-bytes",
+        ];
+        if let Some(k) = known.iter().find(|k| **k == canonical) {
+            spans.push((k, at, p.pos));
+        }
     }
-    if cfg.reorder.is_some() && cfg.delay.0 == 0 {
-        return Err(NetemError {
-            context: "reorder".into(),
-            column: p
-                .words
-                .iter()
-                .find(|w| w.text == "reorder")
-                .map_or(1, |w| w.column),
-            message: "reordering needs a delay to reorder against (add `delay TIME`)".into(),
-        });
-    }
+    cfg.validate().map_err(|e| config_error(&p, &spans, e))?;
     Ok(cfg)
+}
+
+/// Points a [`ConfigError`] at the word it is about: the value it names, within the words
+/// the keyword was last given with, or else the keyword.
+fn config_error(
+    p: &Parser<'_>,
+    spans: &[(&'static str, usize, usize)],
+    e: ConfigError,
+) -> NetemError {
+    let Some(&(_, at, end)) = spans.iter().rev().find(|(k, ..)| *k == e.keyword) else {
+        // A rule about a value the line left at its default.
+        return NetemError {
+            context: e.keyword.to_string(),
+            column: 1,
+            message: e.message,
+        };
+    };
+    let model_word = e.keyword == "loss"
+        && p.words
+            .get(at + 1)
+            .is_some_and(|w| matches!(w.text, "state" | "gemodel" | "random"));
+    let index = at + e.arg + (e.arg > 0 && model_word) as usize;
+    let word = if e.arg > 0 && index < end {
+        &p.words[index]
+    } else {
+        &p.words[at]
+    };
+    p.error(p.words[at].text, Some(word), e.message)
 }
 
 fn parse_loss(p: &mut Parser<'_>, keyword: &str) -> Result<LossConfig, NetemError> {
@@ -420,7 +445,7 @@ mod tests {
         let e = parse("rate 1mbit 14 99999").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "rate 99999 (column 15): cell size must be a whole number from 0 to 65535"
+            "rate 99999 (column 15): cell size must be a whole number of bytes from 0 to 65535"
         );
     }
 }

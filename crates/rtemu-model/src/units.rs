@@ -213,31 +213,63 @@ pub struct Percent(pub f64);
 
 impl Percent {
     /// Reads `1%`, `0.5%` or a bare `1` (which tc also reads as 1 %).
+    ///
+    /// The fraction is the decimal written, divided by 100 exactly (`1.1%` reads as the
+    /// nearest double to 0.011, not as `1.1 / 100`), so that [`Percent`]'s `Display` reads
+    /// back to the very same fraction.
     pub fn parse(s: &str) -> Result<Percent, UnitError> {
+        const BAD: UnitError = UnitError::Malformed {
+            what: "a percentage",
+            example: "1%, 0.5%, 25%",
+        };
         let body = s.strip_suffix('%').unwrap_or(s);
-        let value: f64 =
-            body.parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite())
-                .ok_or(UnitError::Malformed {
-                    what: "a percentage",
-                    example: "1%, 0.5%, 25%",
-                })?;
+        let value: f64 = body
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or(BAD)?;
         if !(0.0..=100.0).contains(&value) {
             return Err(UnitError::OutOfRange {
                 min: "0%".into(),
                 max: "100%".into(),
             });
         }
-        Ok(Percent(value / 100.0))
+        if value == 0.0 {
+            return Ok(Percent(0.0));
+        }
+        // Shift the decimal exponent by two and let the float parser round once. A value in
+        // (0, 100] has an exponent that fits an i64 whenever it is written with one.
+        let (mantissa, exponent) = match body.find(['e', 'E']) {
+            Some(i) => (&body[..i], body[i + 1..].parse::<i64>().map_err(|_| BAD)?),
+            None => (body, 0),
+        };
+        format!("{mantissa}e{}", exponent - 2)
+            .parse()
+            .map(Percent)
+            .map_err(|_| BAD)
     }
 }
 
 impl fmt::Display for Percent {
-    /// As a percentage. Reading it back may differ from the stored fraction in the last bit,
-    /// since `× 100` and `÷ 100` round.
+    /// As a percentage that [`Percent::parse`] reads back to the same fraction: the shortest
+    /// decimal of the fraction, its point moved two places.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}%", self.0 * 100.0)
+        let decimal = format!("{}", self.0);
+        let (sign, digits) = match decimal.strip_prefix('-') {
+            Some(d) => ("-", d),
+            None => ("", decimal.as_str()),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let frac = format!("{frac:0<2}");
+        let int = format!("{int}{}", &frac[..2]);
+        let int = int.trim_start_matches('0');
+        let rest = frac[2..].trim_end_matches('0');
+        let int = if int.is_empty() { "0" } else { int };
+        if rest.is_empty() {
+            write!(f, "{sign}{int}%")
+        } else {
+            write!(f, "{sign}{int}.{rest}%")
+        }
     }
 }
 
@@ -379,8 +411,7 @@ mod tests {
             prop_assert_eq!(Time::parse(&Time(ns).to_string()), Ok(Time(ns)));
             prop_assert_eq!(Rate::parse(&Rate(bits).to_string()), Ok(Rate(bits)));
             prop_assert_eq!(Size::parse(&Size(bytes).to_string()), Ok(Size(bytes)));
-            let back = Percent::parse(&Percent(p).to_string()).unwrap().0;
-            prop_assert!((back - p).abs() <= 1e-15, "{} -> {}", p, back);
+            prop_assert_eq!(Percent::parse(&Percent(p).to_string()), Ok(Percent(p)));
         }
 
         #[test]

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use rtemu_model::chance::ChanceConfig;
-use rtemu_model::config::{DistName, LinkConfig};
+use rtemu_model::config::{DistName, LinkConfig, TableMode};
 use rtemu_model::link::NoTables;
 use rtemu_model::loss::LossConfig;
 use rtemu_model::rate::RateConfig;
@@ -191,6 +191,114 @@ fn arb_chance() -> impl Strategy<Value = Option<ChanceConfig>> {
     ]
 }
 
+/// Valid configurations over every field's whole range, table names and seeds included.
+fn arb_printable() -> impl Strategy<Value = LinkConfig> {
+    (
+        arb_config(),
+        prop_oneof![Just(None), "[a-z][a-z0-9_./-]{0,12}".prop_map(Some)],
+        any::<bool>(),
+        proptest::option::of(any::<u64>()),
+        0u64..=1 << 53,
+        proptest::option::of(f64::MIN_POSITIVE..1.0),
+        proptest::option::of((
+            1u64..=1_000_000_000_000_000,
+            -65535i32..=65535,
+            0u32..=65535,
+            -65535i32..=65535,
+        )),
+        1u32..=u32::MAX,
+        any::<u32>(),
+    )
+        .prop_map(
+            |(mut cfg, table, netem_tables, seed, jitter, ber, rate, limit, gap)| {
+                if let Some(name) =
+                    table.filter(|n| matches!(DistName::parse(n), DistName::Table(_)))
+                {
+                    cfg.distribution = DistName::Table(name);
+                }
+                if netem_tables {
+                    cfg.tables = TableMode::Netem;
+                }
+                cfg.seed = seed;
+                cfg.jitter = Time(jitter);
+                cfg.ber = ber;
+                cfg.rate = rate.map(|(r, o, c, co)| RateConfig {
+                    rate: Rate(r),
+                    packet_overhead: o,
+                    cell_size: c,
+                    cell_overhead: co,
+                });
+                cfg.limit = limit;
+                cfg.gap = gap;
+                cfg
+            },
+        )
+}
+
+/// Configurations of which many break one rule: values just out of range, reordering
+/// without delay, loss-state probabilities over 100 %, table names that are not one word.
+/// (An empty table name has no netem form at all; only the structured form can say it, and a
+/// unit test covers it.)
+fn arb_maybe_invalid() -> impl Strategy<Value = LinkConfig> {
+    (
+        arb_config(),
+        0usize..12,
+        0.0f64..=1.0,
+        prop_oneof![Just("a b".to_string()), "[a-z]{1,8}"],
+    )
+        .prop_map(|(mut cfg, which, x, name)| {
+            match which {
+                0 => cfg.ber = Some(x * 3.0),
+                1 => cfg.limit = (x * 2.0) as u32,
+                2 => {
+                    cfg.delay = Time(0);
+                    cfg.jitter = Time(0);
+                    cfg.reorder = Some(ChanceConfig {
+                        probability: Percent(x),
+                        ..Default::default()
+                    });
+                }
+                3 => {
+                    cfg.rate = Some(RateConfig {
+                        rate: Rate(1_000_000),
+                        packet_overhead: 0,
+                        cell_size: (x * 131_072.0) as u32,
+                        cell_overhead: 0,
+                    })
+                }
+                4 => {
+                    cfg.rate = Some(RateConfig {
+                        rate: Rate((x * 2.0) as u64),
+                        packet_overhead: (x * 262_144.0) as i32 - 131_072,
+                        cell_size: 53,
+                        cell_overhead: (x * 262_144.0) as i32 - 131_072,
+                    })
+                }
+                5 => cfg.delay_correlation = Percent(x.sqrt()),
+                6 => {
+                    cfg.loss = Some(LossConfig::State {
+                        p13: Percent(x),
+                        p31: Percent(0.5),
+                        p32: Percent(0.6),
+                        p23: Percent(1.0),
+                        p14: Percent(1.0 - x * x),
+                    })
+                }
+                7 => cfg.distribution = DistName::Table(name),
+                8 => cfg.delay = Time((x * 2.0 * (1u64 << 53) as f64) as u64),
+                9 => {
+                    cfg.duplicate = Some(ChanceConfig {
+                        probability: Percent(0.1),
+                        correlation: Percent(x.sqrt()),
+                    })
+                }
+                10 => cfg.limit_bytes = Some(Size((x * 2.0 * (1u64 << 50) as f64) as u64)),
+                _ => {}
+            }
+            cfg
+        })
+}
+
 fn arb_config() -> impl Strategy<Value = LinkConfig> {
     let delay = (
         0u64..2_000_000_000,
@@ -314,13 +422,31 @@ proptest! {
         }
     }
 
-    /// The netem syntax writes any configuration so that it reads back the same (percentages
-    /// up to the last bit of the `× 100` rounding).
+    /// The netem syntax writes any valid configuration so that it reads back to the very
+    /// same configuration, bit for bit.
     #[test]
-    fn netem_syntax_round_trips(cfg in arb_config()) {
+    fn netem_syntax_round_trips(cfg in arb_printable()) {
+        prop_assert_eq!(cfg.validate(), Ok(()));
         let text = cfg.to_string();
         let back = netem::parse(&text).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
-        prop_assert_eq!(back.to_string(), text);
+        prop_assert_eq!(back, cfg);
+    }
+
+    /// The netem line and the structured form (what `--model-file` reads) accept and refuse
+    /// the same configurations, valid or not.
+    #[test]
+    fn both_parsers_accept_and_refuse_the_same(cfg in arb_maybe_invalid()) {
+        let text = cfg.to_string();
+        let by_netem = netem::parse(&text);
+        let toml_text = toml::to_string(&cfg).unwrap();
+        let by_toml = toml::from_str::<LinkConfig>(&toml_text)
+            .map_err(|e| e.to_string())
+            .and_then(|c| c.validate().map_err(|e| e.to_string()));
+        prop_assert_eq!(
+            by_netem.is_ok(),
+            by_toml.is_ok(),
+            "netem {:?}: {:?}; toml: {:?}", text, by_netem, by_toml
+        );
     }
 
     /// The structured form (TOML and JSON) round-trips exactly.
@@ -361,4 +487,64 @@ fn a_structured_config_reads_like_the_netem_line() {
     );
     let err = toml::from_str::<LinkConfig>("delay = \"20 parsecs\"").unwrap_err();
     assert!(err.to_string().contains("expected a time"), "{err}");
+}
+
+/// What `--model-file` used to accept and `--model` refused: each is refused by
+/// [`LinkConfig::validate`] with the valid range and its unit, and by the netem parser at the
+/// offending word.
+#[test]
+fn the_structured_form_is_held_to_the_netem_rules() {
+    let cases = [
+        (
+            "ber = 2",
+            "ber 2e0: must be between 0 (exclusive) and 1 (exclusive)",
+            "ber 2",
+        ),
+        (
+            "limit = 0",
+            "limit 0: must be a whole number of packets from 1 to 4294967295",
+            "limit 0",
+        ),
+        (
+            "reorder = { probability = 0.1 }",
+            "reorder: reordering needs a delay to reorder against",
+            "reorder 10%",
+        ),
+        (
+            "rate = { rate = \"1mbit\", cell_size = 70000 }",
+            "rate 70000: cell size must be a whole number of bytes from 0 to 65535",
+            "rate 1mbit 0 70000",
+        ),
+    ];
+    for (toml_text, want, netem_text) in cases {
+        let cfg: LinkConfig = toml::from_str(toml_text).unwrap();
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.starts_with(want), "{toml_text}: {e}");
+        assert!(netem::parse(netem_text).is_err(), "{netem_text}");
+        assert!(
+            LinkModel::new(&cfg, &NoTables, 1, 0).is_err(),
+            "{toml_text}"
+        );
+    }
+    let e = netem::parse("delay 10ms loss state 10% 50% 60%").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "loss (column 12): p31 and p32 add up to 110%, more than 100%"
+    );
+    let e = netem::parse("delay 10ms rate 1mbit limit 1 duplicate 5% 100%").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "duplicate 100% (column 44): correlation must be at least 0% and below 100%"
+    );
+    let e = LinkConfig {
+        distribution: DistName::Table(String::new()),
+        ..LinkConfig::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("distribution \"\": a table is named by one word"),
+        "{e}"
+    );
 }
