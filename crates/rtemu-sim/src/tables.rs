@@ -4,7 +4,13 @@
 //! `NAME.dist` in the directories of `RTEMU_TABLE_PATH` (colon-separated), then where
 //! iproute2 installs its tables, so `distribution normal tables netem` uses the very table
 //! netem would use.
+//!
+//! rtemu often runs as root, and a table's path comes from the user (a topology file,
+//! `link set`), so a table is read only from a regular file of at most
+//! [`MAX_SMALL_FILE_BYTES`] ([`read_small_file`]), and no error shows the file's content.
 
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use rtemu_model::dist::DistTable;
@@ -17,6 +23,43 @@ pub const IPROUTE2_TABLE_DIRS: [&str; 4] = [
     "/usr/lib/tc",
     "/usr/lib64/tc",
 ];
+
+/// The most bytes read from a distribution table or a model file: 1 MiB, eight times the
+/// largest table the kernel takes (16384 entries of at most 7 characters).
+pub const MAX_SMALL_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads a small text file named by a user: a distribution table, a model file.
+///
+/// Only a regular file of at most [`MAX_SMALL_FILE_BYTES`] is read. The file is opened
+/// non-blocking, so a FIFO (whose open would wait for a writer) or a device is refused at
+/// once rather than read; the errors say what the file is, never what it holds.
+pub fn read_small_file(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a directory, FIFO, socket or device); give a file",
+        ));
+    }
+    if meta.len() > MAX_SMALL_FILE_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "{} bytes, more than the {MAX_SMALL_FILE_BYTES} bytes (1 MiB) allowed",
+                meta.len()
+            ),
+        ));
+    }
+    let mut text = String::new();
+    // Bounded again in case the file grows while it is read.
+    file.take(MAX_SMALL_FILE_BYTES).read_to_string(&mut text)?;
+    Ok(text)
+}
 
 /// Tables read from files.
 #[derive(Debug, Clone)]
@@ -40,8 +83,8 @@ impl FileTables {
     }
 
     fn read(path: &Path) -> Result<DistTable, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text =
+            read_small_file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         // Named by its path, so that a parse error reads `path:line:column: …`.
         DistTable::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
     }
@@ -92,5 +135,62 @@ mod tests {
         let bad = tables.table("bad").unwrap_err();
         assert!(bad.contains("bad.dist:1:5:"), "{bad}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A temporary directory removed when dropped, even when the test fails.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("rtemu-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_table_error_never_shows_the_file() {
+        let dir = TempDir::new("tables-secret");
+        let secret = dir.0.join("shadow");
+        std::fs::write(&secret, "root:s3cretword:19000:0:99999:7:::\nbin:*:19000\n").unwrap();
+        let e = FileTables::in_dirs(vec![])
+            .table(secret.to_str().unwrap())
+            .unwrap_err();
+        assert!(e.contains(":1:1: expected a decimal integer"), "{e}");
+        assert!(!e.contains("s3cretword") && !e.contains("root"), "{e}");
+    }
+
+    #[test]
+    fn fifos_devices_and_large_files_are_refused_at_once() {
+        let dir = TempDir::new("tables-fifo");
+        let fifo = dir.0.join("pipe.dist");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let started = std::time::Instant::now();
+        // No writer ever opens the FIFO: a blocking open would wait for ever.
+        let e = FileTables::in_dirs(vec![])
+            .table(fifo.to_str().unwrap())
+            .unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read_small_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let big = dir.0.join("big.dist");
+        std::fs::write(&big, "0 ".repeat(MAX_SMALL_FILE_BYTES as usize / 2 + 1)).unwrap();
+        let e = read_small_file(&big).unwrap_err();
+        assert!(e.to_string().contains("more than the 1048576 bytes"), "{e}");
+        assert_eq!(
+            read_small_file(&dir.0.join("missing")).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
     }
 }
