@@ -250,13 +250,35 @@ impl Attachment {
 impl Topology {
     /// Reads and validates the topology file at `path`.
     pub fn load(path: &std::path::Path) -> Result<Topology, LoadError> {
+        Topology::load_with(path, None)
+    }
+
+    /// Reads and validates the topology file at `path`, and builds every impaired link
+    /// direction's model with `check` (its tables loaded, its trace opened), its scheduled
+    /// changes included, so what only building shows fails here, with the file, line and
+    /// column of the `netem` or `trace` value at fault. Needs no root.
+    pub fn load_checked(
+        path: &std::path::Path,
+        check: &dyn LinkCheck,
+    ) -> Result<Topology, LoadError> {
+        Topology::load_with(path, Some(check))
+    }
+
+    fn load_with(
+        path: &std::path::Path,
+        check: Option<&dyn LinkCheck>,
+    ) -> Result<Topology, LoadError> {
         let source = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        let mut topo = Topology::parse(&path.display().to_string(), &source)?;
+        let file = path.display().to_string();
+        let (mut topo, validator) = Topology::validate(&file, &source)?;
         // Trace files are named relative to the topology file, as a user reads it.
         let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        if let Some(check) = check {
+            validator.check_links(check, dir)?;
+        }
         for seg in &mut topo.segments {
             if let SegmentKind::Link {
                 impairment:
@@ -265,11 +287,7 @@ impl Topology {
                     }),
             } = &mut seg.kind
             {
-                let full = dir.join(&*trace);
-                *trace = std::path::absolute(&full)
-                    .unwrap_or(full)
-                    .display()
-                    .to_string();
+                *trace = resolve_trace(dir, trace);
             }
         }
         Ok(topo)
@@ -277,6 +295,13 @@ impl Topology {
 
     /// Validates `source`, the text of the file named `file` (used in error messages).
     pub fn parse(file: &str, source: &str) -> Result<Topology, SpecError> {
+        Topology::validate(file, source).map(|(topo, _)| topo)
+    }
+
+    fn validate<'a>(
+        file: &'a str,
+        source: &'a str,
+    ) -> Result<(Topology, Validator<'a>), SpecError> {
         let spec: FileSpec = toml::from_str(source).map_err(|e| {
             let mut message = e.message().trim_end().to_owned();
             if message == "missing field `lab`" {
@@ -284,13 +309,15 @@ impl Topology {
             }
             SpecError::at(file, source, e.span().unwrap_or(0..0), message)
         })?;
-        Validator {
+        let mut validator = Validator {
             file,
             source,
             used: Vec::new(),
             cursor: [0, 0],
-        }
-        .run(spec)
+            impaired: Vec::new(),
+        };
+        let topo = validator.run(spec)?;
+        Ok((topo, validator))
     }
 
     /// The index of the node called `name`.
@@ -322,6 +349,65 @@ struct Validator<'a> {
     used: Vec<Used>,
     /// Where the next IPv4 and IPv6 pool allocation starts looking.
     cursor: [usize; 2],
+    /// Every impaired link, with where its values are, for [`LinkCheck`] once the rest passed.
+    impaired: Vec<ImpairedLink>,
+}
+
+/// An impaired link as the file gives it, and where its values are in the file.
+struct ImpairedLink {
+    name: String,
+    imp: Impairment,
+    /// Byte spans of `netem`, `netem_ab` and `netem_ba`.
+    netem: [Option<Range<usize>>; 3],
+    trace: Option<Range<usize>>,
+    /// Each schedule entry's `netem` span, its directions and text.
+    schedule: Vec<(Range<usize>, Ways, String)>,
+    /// The link's endpoints, for an error no single value is to blame for.
+    endpoints: Range<usize>,
+}
+
+/// Which value of an impaired link a failed [`LinkCheck`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Culprit {
+    /// The netem parameters (a distribution table, for instance).
+    Netem,
+    /// The trace file.
+    Trace,
+}
+
+/// Why a link direction's model cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkCheckError {
+    /// Which value is at fault.
+    pub culprit: Culprit,
+    /// What is wrong (without the file's name and position, which the loader adds).
+    pub message: String,
+}
+
+/// Builds what each impaired link direction names, to find before anything is created what
+/// only building it shows: a distribution table that is missing or malformed, a trace that
+/// cannot be opened or read. Models are assembled above this crate, so the caller supplies
+/// the check ([`Topology::load_checked`]).
+pub trait LinkCheck {
+    /// Builds the model of one direction of link `link` (`backwards`: from its second
+    /// endpoint to its first) from `imp`, whose trace path is resolved, with `netem` instead
+    /// of the direction's own parameters when given (a scheduled change).
+    fn direction(
+        &self,
+        link: &str,
+        imp: &Impairment,
+        netem: Option<&str>,
+        backwards: bool,
+    ) -> Result<(), LinkCheckError>;
+}
+
+/// A trace path as the user reads it: relative to the topology file's directory.
+fn resolve_trace(dir: &std::path::Path, trace: &str) -> String {
+    let full = dir.join(trace);
+    std::path::absolute(&full)
+        .unwrap_or(full)
+        .display()
+        .to_string()
 }
 
 /// Which address families pool addresses are given for.
@@ -363,7 +449,54 @@ impl<'a> Validator<'a> {
         crate::error::line_column(self.source, span.start).0
     }
 
-    fn run(mut self, spec: FileSpec) -> Result<Topology, SpecError> {
+    /// Builds both directions of every impaired link, and each scheduled change, with
+    /// `check`; an error points at the value at fault.
+    fn check_links(&self, check: &dyn LinkCheck, dir: &std::path::Path) -> Result<(), SpecError> {
+        for link in &self.impaired {
+            let mut imp = link.imp.clone();
+            if let Some(trace) = &mut imp.trace {
+                *trace = resolve_trace(dir, trace);
+            }
+            for backwards in [false, true] {
+                let own = &link.netem[if backwards { 2 } else { 1 }];
+                let netem = own.as_ref().or(link.netem[0].as_ref());
+                check
+                    .direction(&link.name, &imp, None, backwards)
+                    .map_err(|e| self.link_error(link, netem, e))?;
+                for (span, ways, text) in &link.schedule {
+                    if ways.includes(backwards) {
+                        check
+                            .direction(&link.name, &imp, Some(text), backwards)
+                            .map_err(|e| self.link_error(link, Some(span), e))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A failed check, at the value it is about: inside a netem string, at its
+    /// `distribution` or `tables` word when it has one (the tables are what building adds
+    /// to parsing); the trace's value; else the link's endpoints.
+    fn link_error(
+        &self,
+        link: &ImpairedLink,
+        netem: Option<&Range<usize>>,
+        e: LinkCheckError,
+    ) -> SpecError {
+        let (what, at) = match (e.culprit, netem, &link.trace) {
+            (Culprit::Netem, Some(span), _) => {
+                let text = self.source.get(span.clone()).unwrap_or("");
+                let word = text.find("distribution").or_else(|| text.find("tables"));
+                ("netem", span.start + word.unwrap_or(1))
+            }
+            (_, _, Some(span)) => ("trace", span.start + 1),
+            _ => ("link", link.endpoints.start),
+        };
+        self.err(at..at, format!("{what}: {}", e.message))
+    }
+
+    fn run(&mut self, spec: FileSpec) -> Result<Topology, SpecError> {
         let lab = self.name(&spec.lab, "lab name", MAX_LAB_NAME)?;
         let routing = match spec
             .routing
@@ -460,6 +593,25 @@ impl<'a> Validator<'a> {
             };
             self.unique_segment(&mut segment_names, &name, &span)?;
             let impairment = self.impairment(link)?;
+            if let Some(imp) = &impairment {
+                let span = |s: &Option<Spanned<String>>| s.as_ref().map(Spanned::span);
+                self.impaired.push(ImpairedLink {
+                    name: name.clone(),
+                    imp: imp.clone(),
+                    netem: [
+                        span(&link.netem),
+                        span(&link.netem_ab),
+                        span(&link.netem_ba),
+                    ],
+                    trace: span(&link.trace),
+                    schedule: link
+                        .schedule
+                        .iter()
+                        .map(|c| Ok((c.netem.span(), self.ways(c)?, c.netem.get_ref().clone())))
+                        .collect::<Result<_, SpecError>>()?,
+                    endpoints: link.endpoints.span(),
+                });
+            }
             drafts.push(Draft {
                 mtu: link
                     .mtu
@@ -632,18 +784,7 @@ impl<'a> Validator<'a> {
         for c in &link.schedule {
             let at = rtemu_model::units::Time::parse(c.at.get_ref())
                 .map_err(|e| self.err(c.at.span(), format!("schedule `at`: {e}")))?;
-            let ways = match c.dir.as_ref().map(|d| d.get_ref().as_str()) {
-                None | Some("both") => Ways::Both,
-                Some("a-b") => Ways::AB,
-                Some("b-a") => Ways::BA,
-                Some(other) => {
-                    let span = c.dir.as_ref().map(|d| d.span()).unwrap_or_default();
-                    return Err(self.err(
-                        span,
-                        format!("dir `{other}`: use \"a-b\", \"b-a\" or \"both\""),
-                    ));
-                }
-            };
+            let ways = self.ways(c)?;
             self.netem(&c.netem)?;
             schedule.push(Change {
                 at_ns: at.0,
@@ -675,6 +816,22 @@ impl<'a> Validator<'a> {
             }
         }
         Ok((!ideal).then_some(imp))
+    }
+
+    /// The directions a schedule entry applies to.
+    fn ways(&self, c: &crate::spec::ChangeSpec) -> Result<Ways, SpecError> {
+        match c.dir.as_ref().map(|d| d.get_ref().as_str()) {
+            None | Some("both") => Ok(Ways::Both),
+            Some("a-b") => Ok(Ways::AB),
+            Some("b-a") => Ok(Ways::BA),
+            Some(other) => {
+                let span = c.dir.as_ref().map(|d| d.span()).unwrap_or_default();
+                Err(self.err(
+                    span,
+                    format!("dir `{other}`: use \"a-b\", \"b-a\" or \"both\""),
+                ))
+            }
+        }
     }
 
     /// Checks a link's netem parameters, pointing at the offending word inside the string.

@@ -227,3 +227,65 @@ proptest! {
         }
     }
 }
+
+/// Records every direction `load_checked` asks to build, and fails the one naming `bad`.
+struct Recorder(std::cell::RefCell<Vec<(String, bool, Option<String>)>>);
+
+impl rtemu_topo::topology::LinkCheck for Recorder {
+    fn direction(
+        &self,
+        link: &str,
+        imp: &rtemu_topo::topology::Impairment,
+        netem: Option<&str>,
+        backwards: bool,
+    ) -> Result<(), rtemu_topo::topology::LinkCheckError> {
+        let text = netem.or(imp.netem_for(backwards)).map(str::to_owned);
+        self.0
+            .borrow_mut()
+            .push((link.to_owned(), backwards, netem.map(str::to_owned)));
+        match text {
+            Some(t) if t.contains("distribution bad") => {
+                Err(rtemu_topo::topology::LinkCheckError {
+                    culprit: rtemu_topo::topology::Culprit::Netem,
+                    message: "no such table".into(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[test]
+fn load_checked_builds_both_directions_and_every_scheduled_change() {
+    let dir = std::env::temp_dir().join(format!("rtemu-spec-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lab.toml");
+    let topo = "lab = \"t\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n\
+                netem_ab = \"delay 1ms\"\nnetem_ba = \"delay 2ms\"\n\
+                schedule = [{ at = \"1s\", netem = \"delay 3ms\", dir = \"b-a\" }]\n";
+    std::fs::write(&file, topo).unwrap();
+    let rec = Recorder(Default::default());
+    let loaded = Topology::load_checked(&file, &rec);
+    let calls = rec.0.into_inner();
+    let bad = topo.replace("delay 3ms", "delay 3ms 1ms distribution bad");
+    std::fs::write(&file, &bad).unwrap();
+    let err = Topology::load_checked(&file, &Recorder(Default::default()));
+    // Without a check, the same file loads: only building finds the table missing.
+    let unchecked = Topology::load(&file);
+    std::fs::remove_dir_all(&dir).unwrap();
+    loaded.unwrap();
+    unchecked.unwrap();
+    assert_eq!(
+        calls,
+        vec![
+            ("a-b".to_owned(), false, None),
+            ("a-b".to_owned(), true, None),
+            ("a-b".to_owned(), true, Some("delay 3ms".to_owned())),
+        ]
+    );
+    let err = err.unwrap_err().to_string();
+    assert!(
+        err.ends_with("lab.toml:8:49: netem: no such table"),
+        "{err}"
+    );
+}

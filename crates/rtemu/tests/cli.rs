@@ -768,3 +768,168 @@ fn a_failed_run_leaves_the_old_output_whole() {
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "precious");
     assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 2);
 }
+
+/// A two-node topology whose only link carries `impairment` (TOML lines), at line 5 on.
+fn one_link_topology(impairment: &str) -> String {
+    format!("lab = \"chk\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n{impairment}\n")
+}
+
+#[test]
+fn graph_file_builds_every_link_model_and_points_at_the_value_at_fault() {
+    let dir = Scratch::new("graph-check");
+    std::fs::write(dir.path("ok.rplt"), "pass 1000us\npass 2ms\ndrop\n").unwrap();
+    let cases = [
+        // A loss state whose p31 and p32 add up to more than 100 %: at its `loss` word.
+        (
+            "netem = \"delay 1ms loss state 60% 50% 60%\"",
+            ":6:20: netem: loss (column 11): p31 and p32 add up to 110%, more than 100%",
+        ),
+        // A table that does not exist: at the `distribution` word.
+        (
+            "netem = \"delay 10ms 1ms distribution nosuch\"",
+            ":6:25: netem: the model: distribution nosuch: no table nosuch.dist in",
+        ),
+        // A trace that does not exist: at the trace's value.
+        ("trace = \"missing.rpl\"", ":6:10: trace: trace "),
+        // Only the b-a direction names the missing table.
+        (
+            "netem_ab = \"delay 1ms\"\nnetem_ba = \"delay 1ms 1ms distribution nosuch\"",
+            ":7:27: netem: the model: distribution nosuch",
+        ),
+        // A scheduled change that cannot be built: at that change's netem.
+        (
+            "netem = \"delay 1ms\"\nschedule = [{ at = \"1s\", netem = \"delay 2ms 1ms tables netem distribution ./nope.dist\" }]",
+            ":7:62: netem: the model: distribution ./nope.dist: cannot read ./nope.dist",
+        ),
+    ];
+    for (impairment, want) in cases {
+        let file = dir.path("lab.toml");
+        std::fs::write(&file, one_link_topology(impairment)).unwrap();
+        let o = rtemu(&["graph", &file]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{impairment}: {err}");
+        assert!(
+            err.starts_with(&format!("rtemu: error: {file}")) && err.contains(want),
+            "{impairment}: want {want:?}, got {err}"
+        );
+        assert!(stdout(&o).is_empty(), "{impairment}: nothing drawn");
+    }
+    // The missing trace's error says which file and why.
+    std::fs::write(
+        dir.path("lab.toml"),
+        one_link_topology("trace = \"missing.rpl\""),
+    )
+    .unwrap();
+    let err = stderr(&rtemu(&["graph", &dir.path("lab.toml")]));
+    assert!(
+        err.contains(&dir.path("missing.rpl")) && err.contains("No such file"),
+        "{err}"
+    );
+    // Links whose models build draw as before.
+    let file = dir.path("good.toml");
+    std::fs::write(
+        &file,
+        one_link_topology("trace = \"ok.rplt\"\nnetem = \"rate 1mbit\""),
+    )
+    .unwrap();
+    let o = rtemu(&["graph", &file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("graph") || stdout(&o).contains("digraph"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn a_model_file_is_held_to_the_netem_rules_and_never_echoed() {
+    let dir = Scratch::new("model-file");
+    let run = |file: &str| {
+        rtemu(&[
+            "sim",
+            "--traffic",
+            "cbr 10pps 100B 1s",
+            "--model-file",
+            file,
+        ])
+    };
+    let cases = [
+        (
+            "ber.toml",
+            "ber = 2\n",
+            "ber.toml: not a valid model: ber 2e0: must be between 0 (exclusive) and 1 (exclusive)",
+        ),
+        (
+            "limit.toml",
+            "limit = 0\n",
+            "limit 0: must be a whole number of packets from 1 to 4294967295",
+        ),
+        (
+            "reorder.toml",
+            "reorder = { probability = 0.1 }\n",
+            "reorder: reordering needs a delay",
+        ),
+        // Files that are not models at all: where, and what was expected; not one word of them.
+        (
+            "shadow",
+            "root:s3cretword:19000:0:99999:7:::\n",
+            "shadow:1:35: not a valid model: key with no value, expected `=`",
+        ),
+        (
+            "keys.toml",
+            "delay = \"1ms\"\ns3cretword = 1\n",
+            "keys.toml:2:1: not a valid model: unknown field `…`, expected one of `delay`",
+        ),
+        (
+            "value.toml",
+            "delay = \"s3cretword\"\n",
+            "value.toml:1:9: not a valid model: \"…\": expected a time",
+        ),
+        (
+            "value.json",
+            "{\"delay\": \"s3cretword\"}",
+            "value.json:1:22: not a valid model: \"…\": expected a time",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let file = dir.path(name);
+        std::fs::write(&file, text).unwrap();
+        let o = run(&file);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(want), "{name}: want {want:?}, got {err}");
+        assert!(
+            !err.contains("s3cretword") && !err.contains("root"),
+            "{name}: {err}"
+        );
+    }
+    // A FIFO with no writer is refused at once, not waited on.
+    let fifo = dir.path("model.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let started = std::time::Instant::now();
+    let o = run(&fifo);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+    // A netem distribution naming a file that is no table: its content never shows either.
+    let secret = dir.path("secret.dist");
+    std::fs::write(&secret, "s3cretword 1 2\n").unwrap();
+    let o = rtemu(&[
+        "sim",
+        "--traffic",
+        "cbr 10pps 100B 1s",
+        "--model",
+        &format!("delay 1ms 1ms distribution {secret}"),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("secret.dist:1:1: expected a decimal integer"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cretword"), "{err}");
+}

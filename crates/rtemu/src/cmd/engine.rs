@@ -34,12 +34,12 @@ use rtemu_model::rng::DEFAULT_SEED;
 use rtemu_model::{netem, LinkConfig};
 use rtemu_topo::lab::{engine_ends, lab_netns, node_netns};
 use rtemu_topo::state::{lab_dir, LabName, State};
-use rtemu_topo::topology::{Impairment, Segment};
+use rtemu_topo::topology::{Culprit, Impairment, LinkCheck, LinkCheckError, Segment};
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
 use serde_json::{json, Value};
 
-use super::sim::{build_model, TraceArg, TraceKind, TraceOptions};
+use super::sim::{build_model, TraceArg, TraceContext, TraceKind, TraceOptions};
 
 /// A copy released more than this after its intended time counts as late.
 const LATE_AFTER_NS: u64 = 100_000;
@@ -309,6 +309,33 @@ fn direction_model(
     };
     let model = build_model(&opts, &cfg, &traces, label)?;
     Ok((model, cfg))
+}
+
+/// Builds each impaired link direction's model as the engine will, for
+/// [`rtemu_topo::topology::Topology::load_checked`]: `up` and `graph FILE` then refuse a table,
+/// trace or model that cannot be built before anything is created, without root.
+pub struct BuildModels;
+
+impl LinkCheck for BuildModels {
+    fn direction(
+        &self,
+        link: &str,
+        imp: &Impairment,
+        netem: Option<&str>,
+        backwards: bool,
+    ) -> std::result::Result<(), LinkCheckError> {
+        let way = if backwards { Way::BToA } else { Way::AToB };
+        direction_model(imp, netem, way, label(link, way))
+            .map(drop)
+            .map_err(|e| LinkCheckError {
+                culprit: if e.downcast_ref::<TraceContext>().is_some() {
+                    Culprit::Trace
+                } else {
+                    Culprit::Netem
+                },
+                message: format!("{e:#}"),
+            })
+    }
 }
 
 fn resolution(imp: &Impairment, cfg: &LinkConfig) -> Resolution {

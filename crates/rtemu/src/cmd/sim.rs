@@ -11,7 +11,7 @@ use rtemu_sim::capture::{CaptureReader, PcapWriter};
 use rtemu_sim::engine::{self, Discard, FrameSink};
 use rtemu_sim::fatelog::{FateLog, LogFormat};
 use rtemu_sim::source::{FrameSource, Progress, ProgressUnit};
-use rtemu_sim::tables::FileTables;
+use rtemu_sim::tables::{read_small_file, FileTables};
 use rtemu_sim::traced::{ActionFeed, OpportunityFeed, PerFlow, SeriesFeed};
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
 use rtemu_trace::flow::{FlowPattern, FlowTable};
@@ -67,7 +67,8 @@ pub struct SimArgs {
     #[arg(long, short = 'm', conflicts_with = "model_file")]
     pub model: Option<String>,
 
-    /// The link model as a TOML or JSON file (the structured form of the netem fields).
+    /// The link model as a TOML or JSON file (the structured form of the netem fields, held
+    /// to the same rules): a regular file of at most 1 MiB.
     #[arg(long)]
     pub model_file: Option<PathBuf>,
 
@@ -192,18 +193,112 @@ struct Report<'a> {
     summary: &'a rtemu_sim::summary::Summary,
 }
 
+/// The names a model file may hold (fields, loss models, distributions, table modes): the
+/// only quoted words a model file's error may repeat.
+const MODEL_FILE_NAMES: &[&str] = &[
+    "delay",
+    "jitter",
+    "delay_correlation",
+    "distribution",
+    "tables",
+    "ordered",
+    "loss",
+    "duplicate",
+    "corrupt",
+    "ber",
+    "reorder",
+    "gap",
+    "rate",
+    "limit",
+    "limit_bytes",
+    "seed",
+    "model",
+    "random",
+    "state",
+    "gemodel",
+    "probability",
+    "correlation",
+    "p13",
+    "p31",
+    "p32",
+    "p23",
+    "p14",
+    "p",
+    "r",
+    "loss_bad",
+    "loss_good",
+    "packet_overhead",
+    "cell_size",
+    "cell_overhead",
+    "uniform",
+    "normal",
+    "pareto",
+    "paretonormal",
+    "exact",
+    "netem",
+];
+
+/// `message` with every quoted part (`…` or "…") that is neither one of the model file's own
+/// names nor punctuation replaced by `…`: a TOML or JSON error quotes the words it did not expect, and the
+/// file may be one the user cannot read (rtemu under sudo).
+fn redact_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let quote = rest.as_bytes()[open] as char;
+        let Some(len) = rest[open + 1..].find(quote) else {
+            break;
+        };
+        let inner = &rest[open + 1..open + 1 + len];
+        out.push_str(&rest[..=open]);
+        // Punctuation (`=`, `]`) is the grammar's, not the file's.
+        let grammar = !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_punctuation());
+        out.push_str(if grammar || MODEL_FILE_NAMES.contains(&inner) {
+            inner
+        } else {
+            "…"
+        });
+        out.push(quote);
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Reads a `--model-file`: a regular file of at most 1 MiB, TOML or (`.json`) JSON, checked by
+/// [`LinkConfig::validate`]. Errors say `FILE:LINE:COLUMN` and what was expected, and repeat no
+/// word of the file but the model's own names.
+pub(crate) fn read_model_file(path: &Path) -> anyhow::Result<LinkConfig> {
+    let shown = path.display();
+    let text = read_small_file(path).with_context(|| format!("cannot read {shown}"))?;
+    let parsed = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| {
+            let message = e.to_string();
+            // serde_json ends its message with the position, given here as FILE:LINE:COLUMN.
+            let message = message
+                .rfind(" at line ")
+                .map_or(message.as_str(), |i| &message[..i]);
+            (e.line(), e.column(), redact_quoted(message))
+        })
+    } else {
+        toml::from_str(&text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start);
+            let (line, column) = rtemu_topo::error::line_column(&text, at);
+            (line, column, redact_quoted(e.message().trim_end()))
+        })
+    };
+    let cfg: LinkConfig = parsed.map_err(|(line, column, message)| {
+        anyhow::anyhow!("{shown}:{line}:{column}: not a valid model: {message}")
+    })?;
+    cfg.validate()
+        .with_context(|| format!("{shown}: not a valid model"))?;
+    Ok(cfg)
+}
+
 /// Reads the model from `--model`, `--model-file` or the default.
 fn link_config(args: &SimArgs) -> anyhow::Result<LinkConfig> {
     if let Some(path) = &args.model_file {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let is_json = path.extension().is_some_and(|e| e == "json");
-        return if is_json {
-            serde_json::from_str(&text)
-                .with_context(|| format!("{}: not a valid model", path.display()))
-        } else {
-            toml::from_str(&text).with_context(|| format!("{}: not a valid model", path.display()))
-        };
+        return read_model_file(path);
     }
     // With a trace for the whole link, the trace decides; no default model is added to it.
     let default = if args.trace.is_some() {
@@ -281,6 +376,17 @@ fn trace_args(args: &SimArgs) -> anyhow::Result<Vec<TraceArg>> {
     Ok(out)
 }
 
+/// The context of an error from opening or reading a trace: which file. A caller tells such an
+/// error from the model's own by downcasting to it.
+#[derive(Debug)]
+pub(crate) struct TraceContext(PathBuf);
+
+impl std::fmt::Display for TraceContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "trace {}", self.0.display())
+    }
+}
+
 /// The link's model: the netem model, or trace-driven models (per flow, and for the rest).
 /// Every trace streams from its file on a reader thread of its own. `label` sets the link direction's streams apart (see
 /// [`rtemu_model::rng`]): each trace draws from `label + 1 + i`.
@@ -293,7 +399,7 @@ pub(crate) fn build_model(
     let mut flows = FlowTable::new();
     let mut default = None;
     for (i, t) in traces.iter().enumerate() {
-        let what = || format!("trace {}", t.path.display());
+        let what = || TraceContext(t.path.clone());
         // The flow a framed trace's header names, if any.
         let mut header_flow = None;
         let feed: Box<dyn TraceFeed + Send> = match t.kind {

@@ -151,7 +151,7 @@ pub struct CaptureArgs {
 
 /// `rtemu up`.
 pub fn run_up(args: &UpArgs) -> Result<()> {
-    let mut topo = Topology::load(&args.file)?;
+    let mut topo = Topology::load_checked(&args.file, &engine::BuildModels)?;
     if let Some(name) = &args.name {
         topo.lab = name.to_string();
     }
@@ -345,7 +345,7 @@ pub fn run_shell(args: &ShellArgs) -> Result<()> {
 /// `rtemu graph`.
 pub fn run_graph(args: &GraphArgs) -> Result<()> {
     let topo = if std::path::Path::new(&args.lab).is_file() {
-        Topology::load(std::path::Path::new(&args.lab))?
+        Topology::load_checked(std::path::Path::new(&args.lab), &engine::BuildModels)?
     } else if LabName::new(&args.lab).is_ok() {
         lab::resolve_lab(Some(&args.lab))?.topology
     } else {
