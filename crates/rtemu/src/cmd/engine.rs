@@ -324,6 +324,15 @@ impl LinkCheck for BuildModels {
         netem: Option<&str>,
         backwards: bool,
     ) -> std::result::Result<(), LinkCheckError> {
+        // A trace that is a pipe is read once, by the engine: opening it here would wait for a
+        // writer, and reading it would take the engine's records.
+        let is_pipe = |t: &String| {
+            use std::os::unix::fs::FileTypeExt as _;
+            std::fs::metadata(t).is_ok_and(|m| m.file_type().is_fifo())
+        };
+        if imp.trace.as_ref().is_some_and(is_pipe) {
+            return Ok(());
+        }
         let way = if backwards { Way::BToA } else { Way::AToB };
         direction_model(imp, netem, way, label(link, way))
             .map(drop)
