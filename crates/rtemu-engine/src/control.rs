@@ -4,15 +4,21 @@
 //! reply until the engine closes the connection. The socket file is made readable and writable
 //! by its owner only (mode 0600): whoever may talk to it may stop the engine or change a link.
 //! Requests are served on the engine process's main thread, never on the release thread.
+//!
+//! [`Request`] is the one parser of request lines, for the engine and for tests and fuzzing:
+//! its printed form parses back to the same request, and it never panics, whatever the bytes.
 
+use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::engine::Way;
+
 /// The longest request line accepted, bytes.
-const MAX_REQUEST: u64 = 4096;
+pub const MAX_REQUEST: u64 = 4096;
 
 /// What the server does after answering a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +86,148 @@ fn read_request(stream: &UnixStream) -> io::Result<String> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    read_line(stream)
+}
+
+/// The request line a client sent: its first line, with the line end, of at most
+/// [`MAX_REQUEST`] bytes (the rest is never read); an error when it is not UTF-8.
+pub fn read_line(src: impl Read) -> io::Result<String> {
     let mut line = String::new();
-    BufReader::new(stream.take(MAX_REQUEST)).read_line(&mut line)?;
+    BufReader::new(src.take(MAX_REQUEST)).read_line(&mut line)?;
     Ok(line)
+}
+
+/// Which directions of a link a `set` request changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ways {
+    /// From node A to node B only.
+    AToB,
+    /// From node B to node A only.
+    BToA,
+    /// Both.
+    Both,
+}
+
+impl Ways {
+    /// The directions, in the order they are changed.
+    pub fn ways(self) -> &'static [Way] {
+        match self {
+            Ways::AToB => &[Way::AToB],
+            Ways::BToA => &[Way::BToA],
+            Ways::Both => &[Way::AToB, Way::BToA],
+        }
+    }
+
+    /// `a-b`, `b-a` or `both`, as requests and the command line write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ways::AToB => "a-b",
+            Ways::BToA => "b-a",
+            Ways::Both => "both",
+        }
+    }
+}
+
+/// One request to a lab's engine. Words are separated by white space; link names and netem
+/// text are taken as words, so `set` keeps the netem text with single spaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `ping`: is the engine there?
+    Ping,
+    /// `stats`: counters and fidelity of every direction.
+    Stats,
+    /// `stop`: write the final report and end.
+    Stop,
+    /// `down LINK` / `up LINK`: cut a link, or join it again.
+    Cut {
+        /// The link.
+        link: String,
+        /// `true` for `down`.
+        down: bool,
+    },
+    /// `set LINK a-b|b-a|both NETEM…`: a new model for the link's directions.
+    Set {
+        /// The link.
+        link: String,
+        /// The directions changed.
+        ways: Ways,
+        /// The model, in netem's syntax (checked by whoever builds it).
+        netem: String,
+    },
+}
+
+/// A request line that is not a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RequestError(String);
+
+impl std::str::FromStr for Request {
+    type Err = RequestError;
+
+    fn from_str(line: &str) -> Result<Request, RequestError> {
+        let err = |m: String| Err(RequestError(m));
+        let mut words = line.split_whitespace();
+        let verb = words.next().unwrap_or("");
+        let mut link = || words.next().map(str::to_owned);
+        let request = match verb {
+            "ping" => Request::Ping,
+            "stats" => Request::Stats,
+            "stop" => Request::Stop,
+            "down" | "up" => match link() {
+                Some(link) => Request::Cut {
+                    link,
+                    down: verb == "down",
+                },
+                None => return err(format!("`{verb}`: which link?")),
+            },
+            "set" => {
+                let Some(link) = link() else {
+                    return err("`set`: which link?".into());
+                };
+                let ways = match words.next() {
+                    Some("a-b") => Ways::AToB,
+                    Some("b-a") => Ways::BToA,
+                    Some("both") => Ways::Both,
+                    Some(other) => {
+                        return err(format!("direction `{other}`: give a-b, b-a or both"))
+                    }
+                    None => return err("`set`: which direction? (a-b, b-a or both)".into()),
+                };
+                let netem = words.collect::<Vec<_>>().join(" ");
+                return Ok(Request::Set { link, ways, netem });
+            }
+            "" => return err("empty request (ping, stats, stop, down, up or set)".into()),
+            other => {
+                return err(format!(
+                    "unknown request `{other}` (ping, stats, stop, down, up or set)"
+                ))
+            }
+        };
+        match words.next() {
+            Some(extra) => err(format!("`{verb}`: unexpected `{extra}`")),
+            None => Ok(request),
+        }
+    }
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Request::Ping => f.write_str("ping"),
+            Request::Stats => f.write_str("stats"),
+            Request::Stop => f.write_str("stop"),
+            Request::Cut { link, down } => {
+                write!(f, "{} {link}", if *down { "down" } else { "up" })
+            }
+            Request::Set { link, ways, netem } => {
+                write!(f, "set {link} {}", ways.as_str())?;
+                if !netem.is_empty() {
+                    write!(f, " {netem}")?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Sends `request` to the control socket at `path` and returns the reply, waiting at most
@@ -138,6 +283,72 @@ mod tests {
         assert_eq!((a.as_str(), b.as_str()), ("got echo one", "bye"));
         assert_eq!(seen, ["echo one", "stop"]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn requests_parse_and_print_back_the_same() {
+        let cases = [
+            ("ping", Request::Ping),
+            ("  stats \t", Request::Stats),
+            ("stop", Request::Stop),
+            (
+                "down ab",
+                Request::Cut {
+                    link: "ab".into(),
+                    down: true,
+                },
+            ),
+            (
+                "set ab both  rate 10mbit   limit 5",
+                Request::Set {
+                    link: "ab".into(),
+                    ways: Ways::Both,
+                    netem: "rate 10mbit limit 5".into(),
+                },
+            ),
+        ];
+        for (line, want) in cases {
+            let got: Request = line.parse().unwrap();
+            assert_eq!(got, want, "{line:?}");
+            assert_eq!(got.to_string().parse::<Request>().unwrap(), want);
+        }
+        assert_eq!(
+            "set ab b-a delay 1ms"
+                .parse::<Request>()
+                .unwrap()
+                .to_string(),
+            "set ab b-a delay 1ms"
+        );
+    }
+
+    #[test]
+    fn bad_requests_say_what_is_wrong() {
+        for (line, want) in [
+            ("", "empty request (ping, stats, stop, down, up or set)"),
+            (
+                "halt",
+                "unknown request `halt` (ping, stats, stop, down, up or set)",
+            ),
+            ("up", "`up`: which link?"),
+            ("stats now", "`stats`: unexpected `now`"),
+            ("set ab", "`set`: which direction? (a-b, b-a or both)"),
+            (
+                "set ab sideways delay 1ms",
+                "direction `sideways`: give a-b, b-a or both",
+            ),
+        ] {
+            let e = line.parse::<Request>().unwrap_err();
+            assert_eq!(e.to_string(), want, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_line_is_cut_at_its_line_end_and_its_bound() {
+        let line = read_line(&b"stats\nstop\n"[..]).unwrap();
+        assert_eq!(line, "stats\n");
+        let long = vec![b'x'; 10_000];
+        assert_eq!(read_line(&long[..]).unwrap().len() as u64, MAX_REQUEST);
+        assert!(read_line(&b"\xff\xfe\n"[..]).is_err());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rtemu_clock::WaitStrategy;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
-use rtemu_engine::control::{self, After};
+use rtemu_engine::control::{self, After, Request};
 use rtemu_engine::engine::{DirectionReport, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way};
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
@@ -610,46 +610,34 @@ fn serve(
     h: &EngineHandle,
     req: &str,
 ) -> Result<Option<Value>> {
-    let mut words = req.split_whitespace();
-    let verb = words.next().unwrap_or("");
-    Ok(Some(match verb {
-        "ping" => json!({ "ok": true }),
-        "stats" => json!({
+    Ok(Some(match req.parse::<Request>()? {
+        Request::Ping => json!({ "ok": true }),
+        Request::Stats => json!({
             "lab": state.lab,
             "io": io.as_str(),
+            "pid": std::process::id(),
             "process_cpu_ns": process_cpu_ns(),
             "directions": directions(state, pools, &h.snapshot()),
         }),
-        "stop" => return Ok(None),
-        "down" | "up" => {
-            let link = words.next().context("which link?")?;
-            h.steerer().set_cut(link, verb == "down")?;
+        Request::Stop => return Ok(None),
+        Request::Cut { link, down } => {
+            h.steerer().set_cut(&link, down)?;
             json!({ "ok": true })
         }
-        "set" => {
-            let link = words.next().context("which link?")?;
-            let dir = words.next().context("which direction?")?;
-            let text = words.collect::<Vec<_>>().join(" ");
+        Request::Set { link, ways, netem } => {
             let (_, seg, imp) = impaired(state)
                 .into_iter()
                 .find(|(_, s, _)| s.name == link)
                 .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))?;
-            let ways: &[Way] = match dir {
-                "a-b" => &[Way::AToB],
-                "b-a" => &[Way::BToA],
-                "both" => &[Way::AToB, Way::BToA],
-                other => bail!("direction `{other}`: give a-b, b-a or both"),
-            };
-            for &way in ways {
+            for &way in ways.ways() {
                 h.steerer().set_model(
-                    link,
+                    &link,
                     way,
-                    swap(imp, &text, &seg.name, way, pools[&(seg.name.clone(), way)])?,
+                    swap(imp, &netem, &seg.name, way, pools[&(seg.name.clone(), way)])?,
                 )?;
             }
             json!({ "ok": true })
         }
-        other => bail!("unknown request `{other}`"),
     }))
 }
 
