@@ -1,0 +1,359 @@
+//! rtemu's fuzz targets: one function `fn(&[u8])` per parser that reads what a user (or a
+//! hostile file) hands rtemu.
+//!
+//! Each target is defined here once. cargo-fuzz runs it from `fuzz/fuzz_targets/<name>.rs`
+//! (nightly, see `fuzz/README.md`); on stable, `crates/rtemu/tests/fuzz_corpus.rs` includes
+//! this file and runs every file of `fuzz/corpus/<name>/` (and deterministic mutations of it)
+//! through the target, so CI keeps the corpus passing. A target panics when a property fails:
+//!
+//! * every parser: no panic, no hang, whatever the bytes;
+//! * every error that can name a position names one inside the input (a line and column on a
+//!   line that exists, a byte offset before the end);
+//! * where the parsed value has a printed form, it parses back to the same value (netem, flow
+//!   patterns, control requests, action traces written out as text);
+//! * readers that take a buffer size give the same records and the same error with a buffer
+//!   of 1 byte, 7 bytes or 64 KiB.
+#![forbid(unsafe_code)]
+
+use std::io::Cursor;
+use std::path::Path;
+
+use rtemu_engine::control::{self, Request};
+use rtemu_model::link::NoTables;
+use rtemu_model::{netem, FlowKey, LinkModel, Model, PacketMeta};
+use rtemu_sim::capture::{CaptureError, CaptureReader, MAX_FRAME_LEN};
+use rtemu_topo::topology::SegmentKind;
+use rtemu_topo::Topology;
+use rtemu_trace::format::Content;
+use rtemu_trace::series::{self, Interpolation};
+use rtemu_trace::{
+    flow::FiveTuple, mahimahi, Action, ErrorKind, FlowPattern, Format, RecordReader, TraceError,
+};
+
+/// A fuzz target: takes any bytes, panics when a property fails.
+pub type Target = fn(&[u8]);
+
+/// Every target by name: the name of its cargo-fuzz binary and of its corpus directory.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("netem", netem),
+    ("capture", capture),
+    ("action_trace", action_trace),
+    ("series", series),
+    ("mahimahi", mahimahi),
+    ("flow_pattern", flow_pattern),
+    ("topology", topology),
+    ("control", control),
+];
+
+/// Packets a parsed netem model decides in [`netem`]: enough to pass every stage's state.
+const MODEL_PACKETS: u64 = 64;
+
+/// The netem parser: a parsed configuration prints to text that parses back to it; the model
+/// built from it never delivers a copy before the packet arrived; an error's column lies in
+/// the input.
+pub fn netem(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let cfg = match netem::parse(&text) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            assert_column(e.column as u64, &text, &e.to_string());
+            return;
+        }
+    };
+    let printed = cfg.to_string();
+    match netem::parse(&printed) {
+        Ok(again) => assert_eq!(
+            again, cfg,
+            "{text:?} printed as {printed:?} parses back else"
+        ),
+        Err(e) => panic!("{text:?} printed as {printed:?} does not parse back: {e}"),
+    }
+    // Tables by name would read files; the built-in distributions are what is fuzzed here.
+    let Ok(mut model) = LinkModel::new(&cfg, &NoTables, 1, 1) else {
+        return;
+    };
+    for seq in 0..MODEL_PACKETS {
+        let pkt = PacketMeta {
+            len: 64 + (seq as u32 * 97) % 1450,
+            flow: FlowKey::default(),
+            arrival_ns: seq * 100_000,
+            seq,
+        };
+        let fate = model.decide(&pkt);
+        for d in fate.delivered.as_slice() {
+            assert!(
+                d.at_ns >= pkt.arrival_ns,
+                "{text:?}: packet {seq} arriving at {} ns delivered early at {} ns",
+                pkt.arrival_ns,
+                d.at_ns
+            );
+        }
+    }
+}
+
+/// What a capture reader gave: the frames (time, bytes, original length, offset after it) and
+/// how it ended.
+type CaptureRun = (Vec<(u64, Vec<u8>, u32, u64)>, Option<String>);
+
+fn read_capture(data: &[u8], capacity: usize) -> CaptureRun {
+    let mut frames = Vec::new();
+    let mut reader = match CaptureReader::with_capacity(data, capacity) {
+        Ok(r) => r,
+        Err(e) => {
+            assert_capture_error(&e, data);
+            return (frames, Some(e.to_string()));
+        }
+    };
+    let link = reader.link_type();
+    let mut last = reader.offset();
+    loop {
+        match reader.next_frame() {
+            Ok(Some(f)) => {
+                assert!(f.data.len() as u64 <= u64::from(MAX_FRAME_LEN));
+                assert!(f.orig_len as usize >= f.data.len());
+                // Looked at as the simulator does, to find the flow it belongs to.
+                let _ = rtemu_sim::flow::flow_key(link, f.data);
+                let frame = (f.ts_ns, f.data.to_vec(), f.orig_len);
+                let offset = reader.offset();
+                assert!(offset > last, "a frame consumed no input at byte {last}");
+                assert!(offset <= data.len() as u64);
+                last = offset;
+                frames.push((frame.0, frame.1, frame.2, offset));
+            }
+            Ok(None) => return (frames, None),
+            Err(e) => {
+                assert_capture_error(&e, data);
+                return (frames, Some(e.to_string()));
+            }
+        }
+    }
+}
+
+fn assert_capture_error(e: &CaptureError, data: &[u8]) {
+    let offset = e
+        .offset()
+        .unwrap_or_else(|| panic!("a capture error without an offset: {e}"));
+    assert!(
+        offset <= data.len() as u64,
+        "error at byte {offset} of {} bytes: {e}",
+        data.len()
+    );
+}
+
+/// The pcap and pcapng reader: frames are bounded and each consumes input; errors name a byte
+/// offset inside the input; the same frames and error whatever the reader's buffer size.
+pub fn capture(data: &[u8]) {
+    let whole = read_capture(data, 1 << 16);
+    for capacity in [1, 7] {
+        assert_eq!(
+            read_capture(data, capacity),
+            whole,
+            "reading with a {capacity}-byte buffer differs"
+        );
+    }
+}
+
+/// Checks that `e` names a position inside `data`.
+fn assert_trace_error(e: &TraceError, data: &[u8]) {
+    match e.kind() {
+        ErrorKind::ReservedAction { offset, .. } => {
+            assert!(*offset + 4 <= data.len() as u64, "{e}");
+        }
+        ErrorKind::TruncatedWord { offset, len, .. } => {
+            assert_eq!(*offset + *len as u64, data.len() as u64, "{e}");
+        }
+        ErrorKind::Syntax { line, column, .. } => assert_line_column(*line, *column, data, e),
+        // Header errors name the field and its byte in the fixed header, or the part the file
+        // ends in; an empty trace has no position to name.
+        ErrorKind::Header(_) | ErrorKind::Empty => {}
+        _ => panic!("a reader of bytes in memory failed without a position: {e}"),
+    }
+}
+
+fn assert_line_column(line: u64, column: u64, data: &[u8], e: &dyn std::fmt::Display) {
+    let lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    assert!(
+        line >= 1 && line as usize <= lines.len(),
+        "line {line} of {}: {e}",
+        lines.len()
+    );
+    assert_column(
+        column,
+        &String::from_utf8_lossy(lines[line as usize - 1]),
+        e,
+    );
+}
+
+fn assert_column(column: u64, line: &str, e: &dyn std::fmt::Display) {
+    let chars = line.chars().count() as u64;
+    assert!(
+        column >= 1 && column <= chars + 1,
+        "column {column} of a {chars}-character line: {e}"
+    );
+}
+
+/// All records of an action trace in `format`, read `buffer` bytes at a time.
+fn read_actions(data: &[u8], format: Format, buffer: usize) -> (Vec<Action>, Option<String>) {
+    let mut out = Vec::new();
+    let mut reader = match RecordReader::new(data, format, buffer) {
+        Ok(r) => r,
+        Err(e) => {
+            assert_trace_error(&e, data);
+            return (out, Some(e.to_string()));
+        }
+    };
+    loop {
+        match reader.read_block(&mut out, 64) {
+            Ok(0) => return (out, None),
+            Ok(_) => {}
+            Err(e) => {
+                assert_trace_error(&e, data);
+                return (out, Some(e.to_string()));
+            }
+        }
+    }
+}
+
+/// The action-trace readers (raw `.rpl`, framed `.rplx`, text) and the sniffer that tells trace
+/// kinds apart: positioned errors, the same result for every buffer size, and records that
+/// write out as text and read back the same.
+pub fn action_trace(data: &[u8]) {
+    let _ = Format::detect(Path::new("fuzz"), data);
+    let _ = Content::sniff(Path::new("fuzz"), data, true);
+    for format in [Format::Raw, Format::Framed, Format::Text] {
+        let whole = read_actions(data, format, 1 << 16);
+        for buffer in [1, 7] {
+            assert_eq!(
+                read_actions(data, format, buffer),
+                whole,
+                "{format:?} with a {buffer}-byte buffer differs"
+            );
+        }
+        let mut text = Vec::new();
+        for &a in &whole.0 {
+            rtemu_trace::text::write_action(&mut text, a).expect("writing to memory");
+        }
+        let (again, err) = read_actions(&text, Format::Text, 1 << 16);
+        assert_eq!(
+            err, None,
+            "{format:?} records written as text do not read back"
+        );
+        assert_eq!(
+            again, whole.0,
+            "{format:?} records written as text read back else"
+        );
+    }
+}
+
+/// The delay/loss series reader: positioned errors, times that never go back, and lookups at
+/// any time between samples that never panic.
+pub fn series(data: &[u8]) {
+    let samples = match series::read_all(Cursor::new(data)) {
+        Ok(s) => s,
+        Err(e) => {
+            assert_trace_error(&e, data);
+            return;
+        }
+    };
+    for (i, &s) in samples.iter().enumerate() {
+        let next = samples.get(i + 1).copied();
+        if let Some(n) = next {
+            assert!(n.time_ns >= s.time_ns, "sample {} goes back in time", i + 1);
+        }
+        let end = next.map_or(s.time_ns.saturating_add(1), |n| n.time_ns);
+        for t in [s.time_ns, s.time_ns / 2 + end / 2, end] {
+            for how in [Interpolation::Step, Interpolation::Linear] {
+                let _ = series::interpolate(s, next, t, how);
+            }
+        }
+    }
+}
+
+/// The Mahimahi delivery-opportunity reader: positioned errors, times that never go back and
+/// a positive period.
+pub fn mahimahi(data: &[u8]) {
+    match mahimahi::read_all(Cursor::new(data)) {
+        Ok(times) => {
+            assert!(times.windows(2).all(|w| w[0] <= w[1]), "times go back");
+            assert!(times.last().is_some_and(|&t| t > 0), "no positive period");
+        }
+        Err(e) => assert_trace_error(&e, data),
+    }
+}
+
+/// Flow patterns (`--flow-trace`, framed trace headers): the printed form parses back to the
+/// same pattern; an error's column lies in the input.
+pub fn flow_pattern(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match text.parse::<FlowPattern>() {
+        Ok(p) => {
+            let printed = p.to_string();
+            assert_eq!(
+                printed.parse::<FlowPattern>().ok(),
+                Some(p),
+                "{text:?} printed as {printed:?} does not parse back the same"
+            );
+            let any = FiveTuple {
+                src: std::net::Ipv4Addr::LOCALHOST.into(),
+                dst: std::net::Ipv6Addr::LOCALHOST.into(),
+                sport: 0,
+                dport: 65_535,
+                proto: 17,
+            };
+            let _ = p.matches(&any);
+        }
+        Err(e) => assert_column(e.column as u64, &text, &e),
+    }
+}
+
+/// The topology loader: an error's line and column lie in the input; a valid topology's links
+/// name nodes that exist.
+pub fn topology(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match Topology::parse("fuzz.toml", &text) {
+        Ok(t) => {
+            for seg in &t.segments {
+                for m in &seg.members {
+                    assert!(m.node < t.nodes.len(), "segment {} names no node", seg.name);
+                }
+                if let SegmentKind::Link {
+                    impairment: Some(imp),
+                } = &seg.kind
+                {
+                    for backwards in [false, true] {
+                        if let Some(n) = imp.netem_for(backwards) {
+                            netem::parse(n).unwrap_or_else(|e| {
+                                panic!("link {} holds netem {n:?} that fails: {e}", seg.name)
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Err(e) => assert_line_column(e.line as u64, e.column as u64, text.as_bytes(), &e),
+    }
+}
+
+/// The engine's control socket: a request line is bounded and cut at its line end, and a
+/// request prints to a line that parses back to it. (Which link and model a request names is
+/// checked by the engine process in the `rtemu` binary, against its lab.)
+pub fn control(data: &[u8]) {
+    let Ok(line) = control::read_line(data) else {
+        return;
+    };
+    assert!(
+        line.len() as u64 <= control::MAX_REQUEST,
+        "a request line of {} bytes",
+        line.len()
+    );
+    assert!(!line.trim_end_matches('\n').contains('\n'));
+    if let Ok(req) = line.trim_end().parse::<Request>() {
+        let printed = req.to_string();
+        assert!(!printed.contains('\n'));
+        assert_eq!(
+            printed.parse::<Request>().ok(),
+            Some(req),
+            "{line:?} printed as {printed:?} does not parse back the same"
+        );
+    }
+}
