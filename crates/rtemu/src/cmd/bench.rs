@@ -39,7 +39,8 @@ const SIM_CASE: usize = 3;
 #[command(after_help = "Examples:
   rtemu bench sim
   rtemu bench sim --packets 20000000 --repeat 7 --json
-  sudo rtemu bench engine --pings 200 --seconds 5")]
+  sudo rtemu bench engine --pings 200 --seconds 5
+  sudo rtemu bench engine --part soak --minutes 10")]
 pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
     /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
@@ -57,9 +58,14 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub seconds: u32,
 
-    /// engine: only these parts (repeatable; default: all).
-    #[arg(long = "part", value_name = "PART", value_parser = ["per-hop", "rate", "load", "throughput"])]
+    /// engine: only these parts (repeatable; default: all but `soak`, which runs only when
+    /// asked for).
+    #[arg(long = "part", value_name = "PART", value_parser = ["per-hop", "rate", "load", "throughput", "soak"])]
     pub parts: Vec<String>,
+
+    /// engine: how long the soak part runs, minutes (fractions allowed, e.g. 0.5).
+    #[arg(long, value_name = "N", default_value_t = 10.0)]
+    pub minutes: f64,
 
     /// engine: how the engine waits (default: as `rtemu up`).
     #[arg(long, value_name = "STRATEGY")]
@@ -201,11 +207,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             args.pings > 0 && args.seconds > 0,
             "--pings and --seconds must be at least 1"
         );
+        anyhow::ensure!(
+            args.minutes.is_finite() && args.minutes >= 0.05 && args.minutes <= 1440.0,
+            "--minutes {}: give the soak's length from 0.05 (3 s) to 1440 (a day)",
+            args.minutes
+        );
         return super::bench_engine::run(&super::bench_engine::Options {
             pings: args.pings,
             seconds: args.seconds,
             wait: args.engine_wait,
             parts: args.parts.clone(),
+            soak_minutes: args.minutes,
         });
     }
     anyhow::ensure!(

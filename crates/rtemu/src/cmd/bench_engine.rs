@@ -26,6 +26,14 @@
 //!   thread, the engine process or relay thread (pinned to the last CPU), softirq and busy
 //!   time of all CPUs from `/proc/stat`. A second table gives the issue's goals as ratios.
 //!
+//! * **Soak** (issue 11, only when asked for with `--part soak`): UDP at twice the rate of a
+//!   `rate 10mbit` link with a bounded queue for `--minutes`, the engine's counters read every
+//!   few seconds: every snapshot must balance (received + duplicates = delivered + dropped by
+//!   reason + in flight, in each direction), at the end B's receiver and B's interface must
+//!   have counted exactly what the engine delivered, and the engine's resident memory
+//!   (`VmRSS`) must not grow by more than [`SOAK_RSS_GROWTH_KIB`] from the first snapshot.
+//!   Unlike the other parts it fails (non-zero exit) when a check fails.
+//!
 //! The load and rate parts run the engine on its default I/O (`AF_PACKET`); the throughput
 //! part's engine has the wait strategy of every part (`--engine-wait`, else the machine's). On
 //! a kernel without IRQ time accounting, softirq work is charged both to the softirq column and
@@ -83,13 +91,19 @@ pub struct Options {
     pub seconds: u32,
     /// The engine's wait strategy (default: the machine's, as for `up`).
     pub wait: Option<WaitStrategy>,
-    /// The parts to run (`per-hop`, `rate`, `load`, `throughput`); empty: all.
+    /// The parts to run (`per-hop`, `rate`, `load`, `throughput`, `soak`); empty: all but
+    /// `soak`.
     pub parts: Vec<String>,
+    /// How long the soak part runs, minutes.
+    pub soak_minutes: f64,
 }
 
 impl Options {
     fn runs(&self, part: &str) -> bool {
-        self.parts.is_empty() || self.parts.iter().any(|p| p == part)
+        match self.parts.is_empty() {
+            true => part != "soak",
+            false => self.parts.iter().any(|p| p == part),
+        }
     }
 
     /// The engine as `up` would start it, with this benchmark's wait strategy.
@@ -1168,6 +1182,364 @@ pub fn run(opts: &Options) -> Result<()> {
     }
     if opts.runs("throughput") {
         throughput(opts, &mut out)?;
+    }
+    if opts.runs("soak") {
+        soak(opts, &mut out)?;
+    }
+    Ok(())
+}
+
+/// The soak's link rate, bits/s.
+const SOAK_RATE_BPS: u64 = 10_000_000;
+
+/// The soak's UDP payload, bytes: a 1042-byte frame.
+const SOAK_PAYLOAD: usize = 1000;
+
+/// The soak's frame on the link (UDP 8, IPv4 20, Ethernet 14 added), bytes.
+const SOAK_FRAME: u64 = SOAK_PAYLOAD as u64 + 8 + 20 + 14;
+
+/// The soak's queue limit, frames: about 100 ms at the link's rate.
+const SOAK_LIMIT: u64 = SOAK_RATE_BPS / 10 / (SOAK_FRAME * 8);
+
+/// The soak's UDP port at B.
+const SOAK_PORT: u16 = 9100;
+
+/// How much the engine's resident memory may grow over a soak, from its first snapshot to its
+/// largest, KiB. The engine's buffers are allocated and locked at start, so steady operation
+/// should add nothing; the bound leaves room for the allocator's arenas of the control thread
+/// (each `stats` reply is built in memory) and the kernel's accounting of touched pages.
+const SOAK_RSS_GROWTH_KIB: u64 = 4096;
+
+/// How long the soak waits for the queue to drain after the sender stops.
+const SOAK_DRAIN: Duration = Duration::from_secs(2);
+
+/// One reading of the engine during the soak.
+#[derive(Debug, Clone)]
+struct SoakSnapshot {
+    /// Seconds since the traffic started.
+    t_s: f64,
+    /// The a→b direction's counters since the traffic started: received, delivered, queue-full
+    /// drops, other drops, in flight.
+    received: u64,
+    delivered: u64,
+    queue_full: u64,
+    other_drops: u64,
+    in_flight: u64,
+    /// Whether every direction's counters balanced in this snapshot.
+    balanced: bool,
+    /// The engine process's resident memory, KiB.
+    rss_kib: u64,
+}
+
+/// The drops of every reason in one direction's counters of a `stats` reply.
+fn dropped_total(d: &Value) -> u64 {
+    d["dropped"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
+}
+
+/// Whether one direction's counters in a `stats` reply account for every copy:
+/// received + duplicates = delivered + dropped + in flight.
+fn balanced(d: &Value) -> bool {
+    let n = |k: &str| d[k].as_u64().unwrap_or(0);
+    n("received") + n("duplicates") == n("delivered") + dropped_total(d) + n("in_flight")
+}
+
+/// The resident memory of process `pid`, KiB, from `VmRSS` in `/proc/<pid>/status`.
+fn rss_kib(pid: u64) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status (has the engine died?)"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .with_context(|| format!("no VmRSS in /proc/{pid}/status"))
+}
+
+/// The soak's snapshot of `stats` against `base` (the a→b direction before the traffic).
+fn soak_snapshot(stats: &Value, base: &Value, t_s: f64) -> Result<SoakSnapshot> {
+    let d = a_to_b(stats)?;
+    let delta = |v: &Value, b: &Value| {
+        v.as_u64()
+            .unwrap_or(0)
+            .saturating_sub(b.as_u64().unwrap_or(0))
+    };
+    let queue_full = delta(&d["dropped"]["queue-full"], &base["dropped"]["queue-full"]);
+    let dropped = dropped_total(d).saturating_sub(dropped_total(base));
+    let pid = stats["pid"]
+        .as_u64()
+        .context("the engine's stats name no pid")?;
+    Ok(SoakSnapshot {
+        t_s,
+        received: delta(&d["received"], &base["received"]),
+        delivered: delta(&d["delivered"], &base["delivered"]),
+        queue_full,
+        other_drops: dropped.saturating_sub(queue_full),
+        in_flight: d["in_flight"].as_u64().unwrap_or(0),
+        balanced: stats["directions"]
+            .as_array()
+            .is_some_and(|ds| ds.iter().all(balanced)),
+        rss_kib: rss_kib(pid)?,
+    })
+}
+
+/// Sends UDP datagrams of [`SOAK_PAYLOAD`] bytes from `socket` to `to` at `bps` (frame bits)
+/// until `end` or `stop`, paced against absolute deadlines; returns how many the kernel took.
+fn soak_sender(
+    socket: std::net::UdpSocket,
+    to: std::net::SocketAddr,
+    bps: u64,
+    end: std::time::Instant,
+    stop: &AtomicBool,
+) -> u64 {
+    let payload = [0x5a_u8; SOAK_PAYLOAD];
+    let gap = Duration::from_nanos(SOAK_FRAME * 8 * 1_000_000_000 / bps);
+    let mut sent = 0u64;
+    let mut due = std::time::Instant::now();
+    while due < end && !stop.load(Ordering::Relaxed) {
+        let now = std::time::Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        // A full socket buffer (ENOBUFS) loses the datagram before the link: not offered.
+        if socket.send_to(&payload, to).is_ok() {
+            sent += 1;
+        }
+        due += gap;
+    }
+    sent
+}
+
+/// The soak: 2× overload on a rate link for `opts.soak_minutes`, checked at every snapshot.
+fn soak(opts: &Options, out: &mut impl Write) -> Result<()> {
+    let name = format!("bsoak{}", std::process::id() % 100_000);
+    remove(&name);
+    let netem = format!("rate {} limit {SOAK_LIMIT}", rate_text(SOAK_RATE_BPS));
+    let src = format!(
+        "lab = \"{name}\"\nneighbours = \"static\"\nip = \"ipv4\"\n[nodes.a]\n[nodes.b]\n\
+         [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"{netem}\"\n"
+    );
+    let guard = LabGuard(bring_up(
+        &Topology::parse("soak.toml", &src)?,
+        "soak",
+        &opts.engine(),
+    )?);
+    soak_run(&guard.0, opts, &netem, out)
+}
+
+fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) -> Result<()> {
+    let duration = Duration::from_secs_f64(opts.soak_minutes * 60.0);
+    let every = (duration / 6).clamp(Duration::from_secs(1), Duration::from_secs(5));
+    let offered = 2 * SOAK_RATE_BPS;
+    let b_addr = interface(state, "b", "a")?
+        .ipv4
+        .context("node b has no IPv4 address")?
+        .addr();
+    let b_if = interface(state, "b", "a")?.ifname.clone();
+    let (a_ns, b_ns) = (
+        netns::named(&node_netns(&state.lab, "a")),
+        netns::named(&node_netns(&state.lab, "b")),
+    );
+    // The nodes keep IPv6 link-local addresses even with `ip = "ipv4"`, and their router
+    // solicitations would cross the link too: without IPv6, the soak's datagrams are the only
+    // frames a→b, so B's receiver must count exactly what the engine delivered.
+    for ns in [&a_ns, &b_ns] {
+        netns::run_in(ns, || {
+            ["all", "default"].iter().try_for_each(|conf| {
+                std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1")
+            })
+        })?
+        .context("switching IPv6 off in the soak's nodes")?;
+    }
+    // Sockets keep the namespace they were made in, so threads anywhere can use them.
+    let rx = netns::run_in(&b_ns, || std::net::UdpSocket::bind(("0.0.0.0", SOAK_PORT)))??;
+    rx.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let tx = netns::run_in(&a_ns, || std::net::UdpSocket::bind(("0.0.0.0", 0)))??;
+    let stop = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let mut got = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = rx.recv(&mut buf) {
+                    got += u64::from(n == SOAK_PAYLOAD);
+                }
+            }
+            got
+        })
+    };
+    writeln!(
+        out,
+        "\n### Soak: UDP ({SOAK_PAYLOAD}-byte datagrams, {} frames) at {} Mbit/s through `{netem}` for {:.1} min, a snapshot every {} s\n",
+        SOAK_FRAME,
+        offered / 1_000_000,
+        opts.soak_minutes,
+        every.as_secs_f64()
+    )?;
+    writeln!(
+        out,
+        "| t s | received | delivered | queue-full | other drops | in flight | balanced | engine RSS KiB |"
+    )?;
+    writeln!(
+        out,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
+    )?;
+    let base_stats = engine::stats(&state.lab)?;
+    let base = a_to_b(&base_stats)?.clone();
+    let b_before = bench::interface_counters(&b_ns, &b_if)?.rx_packets;
+    let started = std::time::Instant::now();
+    let end = started + duration;
+    let sender = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || soak_sender(tx, (b_addr, SOAK_PORT).into(), offered, end, &stop))
+    };
+    let mut snaps = Vec::new();
+    let mut next = started + every;
+    let row = |snaps: &mut Vec<SoakSnapshot>, out: &mut dyn Write| -> Result<()> {
+        let stats = engine::stats(&state.lab)?;
+        let s = soak_snapshot(&stats, &base, started.elapsed().as_secs_f64())?;
+        writeln!(
+            out,
+            "| {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+            s.t_s,
+            s.received,
+            s.delivered,
+            s.queue_full,
+            s.other_drops,
+            s.in_flight,
+            if s.balanced { "yes" } else { "NO" },
+            s.rss_kib
+        )?;
+        out.flush()?;
+        snaps.push(s);
+        Ok(())
+    };
+    let mut failed = None;
+    while next <= end {
+        std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
+        if let Err(e) = row(&mut snaps, out) {
+            failed = Some(e);
+            break;
+        }
+        next += every;
+    }
+    if failed.is_some() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    let sent = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("the soak's sender panicked"))?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // The queue holds at most 100 ms; wait until nothing is in flight.
+    let drained = std::time::Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let s = soak_snapshot(
+            &engine::stats(&state.lab)?,
+            &base,
+            started.elapsed().as_secs_f64(),
+        )?;
+        if s.in_flight == 0 || drained.elapsed() > SOAK_DRAIN {
+            break;
+        }
+    }
+    row(&mut snaps, out)?;
+    // The receiver's last reads (its timeout is 100 ms).
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let received_by_b = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("the soak's receiver panicked"))?;
+    let at_b_if = bench::interface_counters(&b_ns, &b_if)?
+        .rx_packets
+        .saturating_sub(b_before);
+    let last = snaps.last().context("no snapshot")?.clone();
+    let rss: Vec<u64> = snaps.iter().map(|s| s.rss_kib).collect();
+    let (rss_first, rss_last, rss_max) =
+        (rss[0], last.rss_kib, rss.iter().copied().max().unwrap_or(0));
+    let secs = duration.as_secs_f64();
+    let delivered_bps = last.delivered as f64 * (SOAK_FRAME * 8) as f64 / secs;
+    let mut problems = Vec::new();
+    let unbalanced = snaps.iter().filter(|s| !s.balanced).count();
+    if unbalanced > 0 {
+        problems.push(format!(
+            "{unbalanced} of {} snapshots did not balance",
+            snaps.len()
+        ));
+    }
+    if last.in_flight != 0 {
+        problems.push(format!(
+            "{} frames still in flight after the drain",
+            last.in_flight
+        ));
+    }
+    if received_by_b != last.delivered {
+        problems.push(format!(
+            "B's receiver got {received_by_b} datagrams, the engine delivered {}",
+            last.delivered
+        ));
+    }
+    if at_b_if != last.delivered {
+        problems.push(format!(
+            "B's interface received {at_b_if} frames, the engine delivered {}",
+            last.delivered
+        ));
+    }
+    if last.queue_full == 0 {
+        problems.push("no queue-full drop: the link was not overloaded".to_owned());
+    }
+    if rss_max > rss_first + SOAK_RSS_GROWTH_KIB {
+        problems.push(format!(
+            "the engine's RSS grew from {rss_first} KiB to {rss_max} KiB, more than {SOAK_RSS_GROWTH_KIB} KiB"
+        ));
+    }
+    writeln!(
+        out,
+        "\n| sent | received by engine | delivered | received by B | at B's interface | queue-full | other drops | delivered rate | RSS first / last / max KiB | snapshots balanced |"
+    )?;
+    writeln!(
+        out,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )?;
+    writeln!(
+        out,
+        "| {sent} | {} | {} | {received_by_b} | {at_b_if} | {} | {} | {:.3} Mbit/s | {rss_first} / {rss_last} / {rss_max} | {} of {} |\n",
+        last.received,
+        last.delivered,
+        last.queue_full,
+        last.other_drops,
+        delivered_bps / 1e6,
+        snaps.len() - unbalanced,
+        snaps.len()
+    )?;
+    let summary = serde_json::json!({
+        "part": "soak",
+        "minutes": opts.soak_minutes,
+        "link": netem,
+        "offered_bps": offered,
+        "frame_bytes": SOAK_FRAME,
+        "sent": sent,
+        "received": last.received,
+        "delivered": last.delivered,
+        "delivered_bps": delivered_bps,
+        "received_by_b": received_by_b,
+        "at_b_interface": at_b_if,
+        "queue_full": last.queue_full,
+        "other_drops": last.other_drops,
+        "snapshots": snaps.len(),
+        "snapshots_balanced": snaps.len() - unbalanced,
+        "rss_kib": { "first": rss_first, "last": rss_last, "max": rss_max, "bound_growth": SOAK_RSS_GROWTH_KIB },
+        "ok": problems.is_empty(),
+        "problems": problems,
+    });
+    writeln!(out, "{summary}")?;
+    out.flush()?;
+    if !problems.is_empty() {
+        bail!("soak failed: {}", problems.join("; "));
     }
     Ok(())
 }
