@@ -45,7 +45,8 @@ pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
     /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
     /// iperf3, CPU and release error against offered load, throughput beside the kernel's own
-    /// forwarding; needs root) or `topo` (`up` and
+    /// forwarding; with `--part soak`, N minutes of 2× overload on a rate link with the
+    /// engine's counters and memory checked; needs root) or `topo` (`up` and
     /// `down` of 10 to 1000 nodes against plain `ip` commands; needs root).
     #[arg(value_parser = ["sim", "engine", "topo"], default_value = "sim")]
     pub what: String,

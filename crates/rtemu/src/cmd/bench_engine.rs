@@ -1250,11 +1250,15 @@ fn balanced(d: &Value) -> bool {
 fn rss_kib(pid: u64) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status (has the engine died?)"))?;
+    vm_rss_kib(&status).with_context(|| format!("no VmRSS in /proc/{pid}/status"))
+}
+
+/// `VmRSS` in the text of a `/proc/<pid>/status`, KiB.
+fn vm_rss_kib(status: &str) -> Option<u64> {
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .with_context(|| format!("no VmRSS in /proc/{pid}/status"))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
 }
 
 /// The soak's snapshot of `stats` against `base` (the a→b direction before the traffic).
@@ -1547,6 +1551,40 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_direction_balances_only_when_every_copy_is_accounted_for() {
+        let d = serde_json::json!({
+            "received": 100, "duplicates": 2, "delivered": 60, "in_flight": 12,
+            "dropped": { "queue-full": 25, "loss": 5 },
+        });
+        assert!(balanced(&d));
+        assert_eq!(dropped_total(&d), 30);
+        let mut short = d.clone();
+        short["in_flight"] = 11.into();
+        assert!(!balanced(&short));
+    }
+
+    #[test]
+    fn vm_rss_is_read_from_the_status_text() {
+        let status = "Name:\trtemu\nVmPeak:\t  99999 kB\nVmRSS:\t   54488 kB\nThreads:\t4\n";
+        assert_eq!(vm_rss_kib(status), Some(54488));
+        assert_eq!(vm_rss_kib("Name:\tkthreadd\n"), None);
+        assert_eq!(vm_rss_kib("VmRSS:\tlots\n"), None);
+    }
+
+    #[test]
+    fn the_soak_runs_only_when_asked_for() {
+        let opts = |parts: &[&str]| Options {
+            pings: 1,
+            seconds: 1,
+            wait: None,
+            parts: parts.iter().map(|p| p.to_string()).collect(),
+            soak_minutes: 1.0,
+        };
+        assert!(opts(&[]).runs("rate") && !opts(&[]).runs("soak"));
+        assert!(opts(&["soak"]).runs("soak") && !opts(&["soak"]).runs("rate"));
+    }
 
     #[test]
     fn the_steady_goodput_leaves_out_the_first_second_and_the_drain() {
