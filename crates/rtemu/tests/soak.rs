@@ -31,7 +31,12 @@ fn a_short_soak_balances_at_every_snapshot_and_the_receiver_counts_what_was_deli
     // A snapshot every 2 s over 12 s, and one after the drain.
     assert!(n("snapshots") >= 5, "{shown}");
     assert_eq!(n("snapshots_balanced"), n("snapshots"), "{shown}");
-    assert_eq!(n("received_by_b"), n("delivered"), "{shown}");
+    // B's receiver got every datagram but those its socket buffer had no room for.
+    assert_eq!(
+        n("received_by_b") + n("socket_drops_at_b"),
+        n("delivered"),
+        "{shown}"
+    );
     assert_eq!(n("at_b_interface"), n("delivered"), "{shown}");
     // Twice the rate offered: about half of what arrived was dropped by the full queue.
     assert!(n("queue_full") * 4 > n("received"), "{shown}");
