@@ -9,8 +9,6 @@
 //! `link set`), so a table is read only from a regular file of at most
 //! [`MAX_SMALL_FILE_BYTES`] ([`read_small_file`]), and no error shows the file's content.
 
-use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use rtemu_model::dist::DistTable;
@@ -28,37 +26,10 @@ pub const IPROUTE2_TABLE_DIRS: [&str; 4] = [
 /// largest table the kernel takes (16384 entries of at most 7 characters).
 pub const MAX_SMALL_FILE_BYTES: u64 = 1 << 20;
 
-/// Reads a small text file named by a user: a distribution table, a model file.
-///
-/// Only a regular file of at most [`MAX_SMALL_FILE_BYTES`] is read. The file is opened
-/// non-blocking, so a FIFO (whose open would wait for a writer) or a device is refused at
-/// once rather than read; the errors say what the file is, never what it holds.
+/// Reads a distribution table or a model file named by a user: a regular file of at most
+/// [`MAX_SMALL_FILE_BYTES`] (see [`rtemu_trace::small_file`]).
 pub fn read_small_file(path: &Path) -> std::io::Result<String> {
-    use std::io::{Error, ErrorKind};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            "not a regular file (a directory, FIFO, socket or device); give a file",
-        ));
-    }
-    if meta.len() > MAX_SMALL_FILE_BYTES {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!(
-                "{} bytes, more than the {MAX_SMALL_FILE_BYTES} bytes (1 MiB) allowed",
-                meta.len()
-            ),
-        ));
-    }
-    let mut text = String::new();
-    // Bounded again in case the file grows while it is read.
-    file.take(MAX_SMALL_FILE_BYTES).read_to_string(&mut text)?;
-    Ok(text)
+    rtemu_trace::small_file::read_small_file(path, MAX_SMALL_FILE_BYTES)
 }
 
 /// Tables read from files.

@@ -20,6 +20,9 @@ use crate::spec::{FileSpec, NodeSpec};
 pub const MAX_LAB_NAME: usize = 12;
 /// Longest node, link or LAN name.
 pub const MAX_NODE_NAME: usize = 32;
+/// The largest topology file read: 16 MiB (a 1000-node file is about 100 KiB).
+pub const MAX_TOPOLOGY_BYTES: u64 = 16 << 20;
+
 /// Longest interface name the kernel accepts (`IFNAMSIZ - 1`).
 pub const MAX_IFNAME: usize = 15;
 /// The IPv4 pool used when the file has no `[pool] ipv4`.
@@ -268,10 +271,13 @@ impl Topology {
         path: &std::path::Path,
         check: Option<&dyn LinkCheck>,
     ) -> Result<Topology, LoadError> {
-        let source = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        // A FIFO or device named as the topology is refused, not waited on or read for ever.
+        let source = rtemu_trace::small_file::read_small_file(path, MAX_TOPOLOGY_BYTES).map_err(
+            |source| LoadError::Read {
+                path: path.display().to_string(),
+                source,
+            },
+        )?;
         let file = path.display().to_string();
         let (mut topo, validator) = Topology::validate(&file, &source)?;
         // Trace files are named relative to the topology file, as a user reads it.

@@ -78,6 +78,7 @@ pub mod prefetch;
 pub mod readahead;
 pub mod reader;
 pub mod series;
+pub mod small_file;
 pub mod stats;
 pub mod text;
 pub mod writer;
