@@ -12,7 +12,8 @@ const UNITS: [(&str, u64); 5] = [
 
 /// Parses a non-negative duration such as `1234us` or `0.5ms` to ns. Without a unit the number
 /// is taken in `default_unit_ns` if given, and is an error otherwise. A value that is not a whole
-/// number of ns, or exceeds `u64::MAX` ns, is an error.
+/// number of ns, or exceeds `u64::MAX` ns, is an error. Errors describe the fault without
+/// quoting `s`: it may come from a file the user may not read (a trace under sudo).
 pub fn parse_duration_ns(s: &str, default_unit_ns: Option<u64>) -> Result<u64, String> {
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -20,22 +21,22 @@ pub fn parse_duration_ns(s: &str, default_unit_ns: Option<u64>) -> Result<u64, S
     let (number, unit) = s.split_at(split);
     let scale = if unit.is_empty() {
         default_unit_ns
-            .ok_or_else(|| format!("{s:?} has no unit (write e.g. {s}us; units: ns, us, ms, s)"))?
+            .ok_or_else(|| "a duration needs a unit (ns, us, ms or s; e.g. 1234us)".to_owned())?
     } else {
         UNITS
             .iter()
             .find(|(u, _)| *u == unit)
             .map(|&(_, n)| n)
-            .ok_or_else(|| format!("unknown unit {unit:?} in {s:?} (units: ns, us, ms, s)"))?
+            .ok_or_else(|| "a duration has an unknown unit (units: ns, us, ms, s)".to_owned())?
     };
     let (int, frac) = match number.split_once('.') {
         Some((i, f)) => (i, f),
         None => (number, ""),
     };
     if int.is_empty() && frac.is_empty() || frac.contains('.') {
-        return Err(format!("{s:?} is not a number followed by a unit"));
+        return Err("expected a duration: a number followed by a unit (e.g. 1234us)".to_owned());
     }
-    let overflow = || format!("{s:?} is too long a duration (at most {} ns)", u64::MAX);
+    let overflow = || format!("a duration is too long (at most {} ns)", u64::MAX);
     let int_ns = if int.is_empty() {
         0
     } else {
@@ -51,7 +52,7 @@ pub fn parse_duration_ns(s: &str, default_unit_ns: Option<u64>) -> Result<u64, S
         let digit = u64::from(d - b'0');
         if place % 10 != 0 {
             if digit != 0 {
-                return Err(format!("{s:?} is finer than 1 ns"));
+                return Err("a duration is finer than 1 ns".to_owned());
             }
             continue;
         }
@@ -89,7 +90,7 @@ mod tests {
         assert_eq!(parse_duration_ns("3", Some(1_000_000)), Ok(3_000_000));
         assert_eq!(
             parse_duration_ns("1.0010ns", None),
-            Err("\"1.0010ns\" is finer than 1 ns".into())
+            Err("a duration is finer than 1 ns".into())
         );
         assert!(parse_duration_ns("1.5", None)
             .unwrap_err()

@@ -256,9 +256,9 @@ impl FromStr for FlowPattern {
             let column = s[..byte_start].chars().count() + 1;
             let err = |message: String| FlowParseError { column, message };
             let Some((key, value)) = field.split_once('=') else {
-                return Err(err(format!(
-                    "expected key=value, found {field:?} (keys: src, dst, sport, dport, proto)"
-                )));
+                return Err(err(
+                    "expected key=value (keys: src, dst, sport, dport, proto)".to_owned(),
+                ));
             };
             let slot = match key {
                 "src" => 0,

@@ -214,18 +214,17 @@ impl Content {
                         continue;
                     }
                     None => (
-                        format!(
-                            "{record:?} fits no trace kind: expected an action (`drop`, `pass 1234us`, \
-                             `dup 100us`), a time series sample (`time delay [lost]`, e.g. `0.5 20ms`) \
-                             or a Mahimahi delivery time in ms (e.g. `12`)"
-                        ),
+                        "this line fits no trace kind: expected an action (`drop`, `pass 1234us`, \
+                         `dup 100us`), a time series sample (`time delay [lost]`, e.g. `0.5 20ms`) \
+                         or a Mahimahi delivery time in ms (e.g. `12`)"
+                            .to_owned(),
                         guess_kind(record),
                     ),
                 },
                 Some((_, k)) if kind == Some(k) => continue,
                 Some((at, k)) => (
                     format!(
-                        "{record:?} does not fit the {} that line {at} begins ({})",
+                        "this line does not fit the {} that line {at} begins ({})",
                         k.name(),
                         k.shape()
                     ),
@@ -398,17 +397,17 @@ impl Header {
         }
         let mut flow = vec![0; flow_len];
         read_exact(r, &mut flow, "the flow pattern")?;
-        let flow =
-            match flow_len {
-                0 => None,
-                _ => {
-                    let text = String::from_utf8(flow)
-                        .map_err(|_| header_err("the flow pattern at byte 18 is not UTF-8"))?;
-                    Some(text.parse::<FlowPattern>().map_err(|e| {
-                        header_err(format!("flow pattern {text:?} at byte 18: {e}"))
-                    })?)
-                }
-            };
+        let flow = match flow_len {
+            0 => None,
+            _ => {
+                let text = String::from_utf8(flow)
+                    .map_err(|_| header_err("the flow pattern at byte 18 is not UTF-8"))?;
+                Some(
+                    text.parse::<FlowPattern>()
+                        .map_err(|e| header_err(format!("the flow pattern at byte 18: {e}")))?,
+                )
+            }
+        };
         let mut prov = vec![0; prov_len];
         read_exact(r, &mut prov, "the provenance")?;
         let provenance = String::from_utf8(prov).map_err(|_| {
@@ -551,7 +550,7 @@ mod tests {
             Content::sniff(Path::new("dir/junk"), b"# notes\n\n  hello world\n", true).unwrap_err();
         let msg = e.to_string();
         assert!(
-            msg.starts_with("dir/junk: line 3, column 3: \"hello world\" fits no trace kind"),
+            msg.starts_with("dir/junk: line 3, column 3: this line fits no trace kind"),
             "{msg}"
         );
         assert_eq!(e.guess, Some(Content::Actions(Format::Text)));
@@ -559,7 +558,7 @@ mod tests {
         let e = Content::sniff(Path::new("mm"), b"1\n2\n3 4\n", true).unwrap_err();
         assert!(
             e.to_string().starts_with(
-                "mm: line 3, column 1: \"3 4\" does not fit the Mahimahi trace that line 1 begins"
+                "mm: line 3, column 1: this line does not fit the Mahimahi trace that line 1 begins"
             ),
             "{e}"
         );

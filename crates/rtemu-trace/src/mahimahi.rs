@@ -49,7 +49,7 @@ fn parse_time(line: &str, line_no: u64, prev: u64) -> Result<Option<u64>, TraceE
             syntax(
                 line_no,
                 column,
-                format!("expected a time in ms (a non-negative integer), found {value:?}"),
+                "expected a time in ms (a non-negative integer)".to_owned(),
             )
         })?;
     if t > MAX_TIME_MS {

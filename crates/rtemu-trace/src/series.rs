@@ -113,11 +113,11 @@ fn parse_sample(line: &str, line_no: u64, prev: Option<u64>) -> Result<Option<Sa
         None => false,
         Some((_, "0" | "ok")) => false,
         Some((_, "1" | "lost")) => true,
-        Some((c, other)) => {
+        Some((c, _)) => {
             return Err(syntax(
                 line_no,
                 col(c),
-                format!("expected 0, 1, ok or lost, found {other:?}"),
+                "expected 0, 1, ok or lost".to_owned(),
             ))
         }
     };

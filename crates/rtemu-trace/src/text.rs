@@ -43,11 +43,7 @@ pub fn parse_line(line: &str, line_no: u64) -> Result<Option<Action>, TraceError
     };
     let action = match kind.as_str() {
         "drop" => match delay {
-            Some((col, d)) => Err(syntax(
-                line_no,
-                col,
-                format!("drop takes no delay, found {d:?}"),
-            )),
+            Some((col, _)) => Err(syntax(line_no, col, "drop takes no delay".to_owned())),
             None => Ok(Some(Action::Drop)),
         },
         "pass" => Ok(Some(Action::Pass {
@@ -59,14 +55,14 @@ pub fn parse_line(line: &str, line_no: u64) -> Result<Option<Action>, TraceError
         _ => Err(syntax(
             line_no,
             kcol,
-            format!("expected drop, pass or dup, found {keyword:?}"),
+            "expected drop, pass or dup".to_owned(),
         )),
     }?;
-    if let Some((col, extra)) = extra {
+    if let Some((col, _)) = extra {
         return Err(syntax(
             line_no,
             col,
-            format!("unexpected {extra:?} after the record"),
+            "unexpected text after the record".to_owned(),
         ));
     }
     Ok(action)

@@ -336,7 +336,7 @@ fn every_kind_is_detected_in_a_file_without_a_telling_name() {
     let f = Scratch::new("notes", b"# what\nhello world\n");
     let e = Content::sniff_file(&f.0).unwrap_err().to_string();
     assert!(
-        e.contains("notes: line 2, column 1: \"hello world\" fits no trace kind"),
+        e.contains("notes: line 2, column 1: this line fits no trace kind"),
         "{e}"
     );
     assert_eq!(Format::detect(&f.0, b"# what\nhello world\n"), Format::Text);

@@ -54,7 +54,9 @@ pub enum CaptureError {
         source: io::Error,
     },
     /// The input does not start like a pcap or pcapng file.
-    #[error("not a pcap or pcapng file: starts with {found:02x?}, expected a pcap magic number (a1b2c3d4, a1b23c4d, either byte order) or a pcapng section header (0a0d0d0a){hint}")]
+    // The bytes found are kept for callers but not printed: the file may be one the user may
+    // not read (rtemu under sudo), and its first bytes are its content.
+    #[error("not a pcap or pcapng file: it does not start with a pcap magic number (a1b2c3d4, a1b23c4d, either byte order) or a pcapng section header (0a0d0d0a){hint}")]
     NotACapture {
         /// The first four bytes.
         found: [u8; 4],
