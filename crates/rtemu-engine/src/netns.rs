@@ -52,6 +52,21 @@ pub fn enter(path: &Path) -> Result<(), NetnsError> {
     })
 }
 
+/// Whether the calling thread is in the network namespace at `path`: false once that name is
+/// gone (the lab was taken down) or names another namespace. A lab's engine that entered its
+/// namespace in the very moment `down` removed it finds out here and ends, rather than run on
+/// in a namespace nothing can reach.
+pub fn still_in(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (
+        std::fs::metadata(path),
+        std::fs::metadata("/proc/thread-self/ns/net"),
+    ) {
+        (Ok(named), Ok(own)) => (named.dev(), named.ino()) == (own.dev(), own.ino()),
+        _ => false,
+    }
+}
+
 /// Runs `f` on a new thread inside the network namespace at `path` (`/run/netns/NAME`,
 /// `/proc/PID/ns/net`) and returns its result.
 pub fn run_in<T: Send + 'static>(

@@ -330,16 +330,12 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
                 sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?
             }
             Found::Marked(m) if m.as_deref() == Some(mark.as_str()) => {
-                // Processes keep a namespace alive after its mount is gone: end them first.
-                for pid in
-                    sys::netns_pids(ns).map_err(io_err(format!("listing processes in {ns}")))?
-                {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
+                let id = sys::netns_id(ns).map_err(io_err(format!("examining namespace {ns}")))?;
+                // Processes keep a namespace alive after its mount is gone: end them first,
+                // and once more after, for one that entered in between (a starting engine).
+                kill_in_netns(id, ns)?;
                 sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?;
+                kill_in_netns(id, ns)?;
             }
             Found::Marked(m) => {
                 left.push(format!(
@@ -365,6 +361,20 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
         return Err(LabError::LeftAlone { lab, left });
     }
     Ok(true)
+}
+
+/// SIGKILLs every process in the namespace of identity `id` (named `ns`, for messages).
+fn kill_in_netns(id: Option<(u64, u64)>, ns: &str) -> Result<(), LabError> {
+    let Some(id) = id else {
+        return Ok(());
+    };
+    for pid in sys::pids_in_netns(id).map_err(io_err(format!("listing processes in {ns}")))? {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    Ok(())
 }
 
 /// Ends the process groups of the lab's detached processes (`exec --detach`) whose leader

@@ -78,13 +78,26 @@ pub fn netns_exists(name: &str) -> bool {
     netns_path(name).exists()
 }
 
+/// The identity (device and inode) of the named namespace; `None` when there is none.
+pub fn netns_id(name: &str) -> io::Result<Option<(u64, u64)>> {
+    match std::fs::metadata(netns_path(name)) {
+        Ok(m) => Ok(Some((m.dev(), m.ino()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The processes whose network namespace is the named one (like `ip netns pids`).
 pub fn netns_pids(name: &str) -> io::Result<Vec<i32>> {
-    let ns = match std::fs::metadata(netns_path(name)) {
-        Ok(m) => (m.dev(), m.ino()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
+    match netns_id(name)? {
+        Some(id) => pids_in_netns(id),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The processes in the network namespace of identity `id` (see [`netns_id`]), also once its
+/// name is gone.
+pub fn pids_in_netns(id: (u64, u64)) -> io::Result<Vec<i32>> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc")? {
         let entry = entry?;
@@ -97,7 +110,7 @@ pub fn netns_pids(name: &str) -> io::Result<Vec<i32>> {
         };
         // A process may exit while we look: skip what cannot be read.
         if let Ok(m) = std::fs::metadata(entry.path().join("ns/net")) {
-            if (m.dev(), m.ino()) == ns {
+            if (m.dev(), m.ino()) == id {
                 pids.push(pid);
             }
         }

@@ -933,3 +933,70 @@ fn a_model_file_is_held_to_the_netem_rules_and_never_echoed() {
     );
     assert!(!err.contains("s3cretword"), "{err}");
 }
+
+/// A topology "file" that is a FIFO is refused at once, not waited on.
+#[test]
+fn a_fifo_named_as_the_topology_is_refused_at_once() {
+    let dir = Scratch::new("fifo");
+    let fifo = dir.path("topo.toml");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtemu"))
+        .args(["up", &fifo])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(5) {
+            let _ = child.kill();
+            panic!("rtemu up FIFO still waits after 5 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A file that is not what the command reads (a password file given as a trace or a
+/// capture, under sudo) fails with where and what was expected, never with its content.
+#[test]
+fn errors_on_files_of_the_wrong_kind_never_show_their_content() {
+    let dir = Scratch::new("secret");
+    let secret = dir.path("shadow");
+    std::fs::write(
+        &secret,
+        "root:$6$s3cretword:19000:0:99999:7:::\npass s3cretword2\ndrop s3cretword3\n",
+    )
+    .unwrap();
+    let series = dir.path("s.series");
+    std::fs::write(&series, "0 10ms\n1 s3cretword4\n").unwrap();
+    let out_rpl = dir.path("o.rpl");
+    let cases: [Vec<&str>; 6] = [
+        vec!["sim", "--trace", &secret],
+        vec!["sim", &secret],
+        vec!["trace", "stats", &secret],
+        vec!["trace", "cat", &secret],
+        vec!["trace", "convert", &secret, &out_rpl],
+        vec!["sim", "--trace", &series],
+    ];
+    for args in cases {
+        let out = rtemu(&args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!err.contains("s3cret"), "{args:?} shows the file: {err}");
+        assert!(
+            err.contains("line") || err.contains("pcap"),
+            "{args:?}: {err}"
+        );
+    }
+}

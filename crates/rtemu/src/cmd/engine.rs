@@ -498,7 +498,8 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     let state = State::load(&args.lab)
         .with_context(|| format!("reading the state of lab `{}`", args.lab))?
         .ok_or_else(|| anyhow!("no lab `{}` is running", args.lab))?;
-    netns::enter(&netns::named(&lab_netns(&state.lab)))?;
+    let home = netns::named(&lab_netns(&state.lab));
+    netns::enter(&home)?;
     let config = EngineConfig {
         wait: args.wait,
         rt: RtConfig {
@@ -549,9 +550,19 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     );
     let mut handle = Some(handle);
     let mut final_report = None;
+    let mut polls = 0u32;
     server.serve(
         Duration::from_millis(20),
-        || term.load(Ordering::Relaxed),
+        || {
+            // Twice a second: a lab taken down while this engine started (after `down` had
+            // looked for its processes) must not keep it running.
+            polls = polls.wrapping_add(1);
+            let orphaned = polls % 25 == 0 && !netns::still_in(&home);
+            if orphaned {
+                eprintln!("lab {} is gone: the engine stops", state.lab);
+            }
+            orphaned || term.load(Ordering::Relaxed)
+        },
         |req| match handle.as_ref().map(|h| serve(&state, &pools, io, h, req)) {
             Some(Ok(Some(reply))) => (reply.to_string(), After::Continue),
             Some(Ok(None)) => {
