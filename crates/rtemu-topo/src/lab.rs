@@ -144,12 +144,7 @@ const LOOPBACK_INDEX: u32 = 1;
 /// alias. Called inside a new namespace before it is named ([`sys::create_netns`]), so no
 /// named namespace of a lab is ever unmarked.
 fn mark_this_netns(mark: String) -> io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    runtime.block_on(async move {
-        let (conn, handle, _) = rtnetlink::new_connection()?;
-        tokio::spawn(conn);
+    with_own_netlink(|handle| async move {
         let msg = LinkUnspec::new_with_index(LOOPBACK_INDEX)
             .append_extra_attribute(LinkAttribute::IfAlias(mark))
             .build();
@@ -159,6 +154,21 @@ fn mark_this_netns(mark: String) -> io::Result<()> {
             .execute()
             .await
             .map_err(io::Error::other)
+    })
+}
+
+/// Runs `f` with a netlink connection whose socket is in the calling thread's namespace, on a
+/// runtime of its own: for threads that have entered a namespace outside any runtime.
+fn with_own_netlink<T, F: std::future::Future<Output = io::Result<T>>>(
+    f: impl FnOnce(Handle) -> F,
+) -> io::Result<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    runtime.block_on(async move {
+        let (conn, handle, _) = rtnetlink::new_connection()?;
+        tokio::spawn(conn);
+        f(handle).await
     })
 }
 
@@ -188,12 +198,7 @@ fn find_netns(ns: &str) -> io::Result<Found> {
         return Ok(Found::Placeholder);
     }
     let alias = sys::in_netns(ns, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()?;
-        runtime.block_on(async {
-            let (conn, handle, _) = rtnetlink::new_connection()?;
-            tokio::spawn(conn);
+        with_own_netlink(|handle| async move {
             let mut links = handle.link().get().match_index(LOOPBACK_INDEX).execute();
             let lo = links.try_next().await.map_err(io::Error::other)?;
             Ok(lo.and_then(|m| {
