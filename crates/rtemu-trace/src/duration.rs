@@ -94,7 +94,7 @@ mod tests {
         );
         assert!(parse_duration_ns("1.5", None)
             .unwrap_err()
-            .contains("no unit"));
+            .contains("needs a unit"));
         assert!(parse_duration_ns("5min", None)
             .unwrap_err()
             .contains("unknown unit"));

@@ -144,7 +144,7 @@ fn bad_files_name_the_file_and_the_place() {
         assert_eq!(good, 2);
         let (msg, good, _) = err("bad-syntax.txt", size);
         assert!(msg.contains("bad-syntax.txt: line 3, column 5:"), "{msg}");
-        assert!(msg.contains("no unit"), "{msg}");
+        assert!(msg.contains("needs a unit"), "{msg}");
         assert_eq!(good, 1);
     }
 }
