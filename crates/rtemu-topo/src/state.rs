@@ -240,7 +240,9 @@ impl State {
     /// `AlreadyExists` when the lab's directory exists.
     pub fn create(&self) -> Result<(), StateError> {
         let root = state_root()?;
-        let fresh = root.join(format!(".new-{}.{}", self.lab, std::process::id()));
+        let pid = std::process::id() as i32;
+        let start = proc_stat(pid).map_or(0, |(_, start)| start);
+        let fresh = root.join(format!(".new-{}.{pid}.{start}", self.lab));
         reap_unplaced(&self.lab);
         std::fs::DirBuilder::new()
             .mode(0o755)
@@ -444,8 +446,9 @@ impl State {
 }
 
 /// Removes what `up`s of lab `lab` killed before their state directory was in place left in
-/// [`STATE_ROOT`]: directories `.new-<lab>.<pid>` (ours by their name, in a directory only root
-/// writes, holding at most a state file) whose process no longer runs, or is this one.
+/// [`STATE_ROOT`]: directories `.new-<lab>.<pid>.<start time>` (ours by their name, in a
+/// directory only root writes, holding at most a state file) whose process no longer runs
+/// (no process of that pid with that start time: pids are reused), or is this one.
 pub fn reap_unplaced(lab: &LabName) {
     let prefix = format!(".new-{lab}.");
     let Ok(entries) = std::fs::read_dir(STATE_ROOT) else {
@@ -453,16 +456,16 @@ pub fn reap_unplaced(lab: &LabName) {
     };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name
+        let Some((pid, start)) = name
             .to_str()
             .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|p| p.parse::<i32>().ok())
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(p, t)| Some((p.parse::<i32>().ok()?, t.parse::<u64>().ok()?)))
         else {
             continue;
         };
         let gone = pid as u32 == std::process::id()
-            || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-                == Err(nix::errno::Errno::ESRCH);
+            || proc_stat(pid).is_none_or(|(state, s)| state == 'Z' || s != start);
         if gone {
             let _ = std::fs::remove_dir_all(e.path());
         }

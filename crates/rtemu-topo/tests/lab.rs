@@ -1191,3 +1191,30 @@ fn down_ends_only_the_detached_processes_it_recorded() {
         "a pid recorded for no node of the lab was killed"
     );
 }
+
+/// What an `up` killed before its state was in place left is reaped once its process is gone,
+/// told by pid and start time: a pid reused by another process does not keep it, and a running
+/// `up`'s is never taken.
+#[test]
+fn unplaced_state_of_a_killed_up_is_reaped_by_pid_and_start_time() {
+    if !root_or_skip("unplaced state") {
+        return;
+    }
+    let name = unique_lab("p");
+    let lab = LabName::new(&name).unwrap();
+    let (_, init_start) = rtemu_topo::state::proc_stat(1).unwrap();
+    let root = Path::new(rtemu_topo::state::STATE_ROOT);
+    std::fs::create_dir_all(root).unwrap();
+    let live = root.join(format!(".new-{name}.1.{init_start}"));
+    let reused = root.join(format!(".new-{name}.1.{}", init_start + 1));
+    for d in [&live, &reused] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    rtemu_topo::state::reap_unplaced(&lab);
+    let live_kept = live.exists();
+    let reused_kept = reused.exists();
+    let _ = std::fs::remove_dir_all(&live);
+    let _ = std::fs::remove_dir_all(&reused);
+    assert!(live_kept, "a running process's directory was reaped");
+    assert!(!reused_kept, "a directory of a reused pid was kept");
+}
