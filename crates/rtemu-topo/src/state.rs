@@ -304,6 +304,9 @@ impl State {
             why,
         };
         let bytes = match std::fs::symlink_metadata(&path) {
+            // An empty directory is what a `down` killed between removing the state file and
+            // the directory leaves (the state file goes last): no lab, for `reap_unplaced`.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && is_empty_dir(&dir) => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(StateError::NoStateFile {
                     path: dir.display().to_string(),
@@ -445,8 +448,8 @@ impl State {
     }
 }
 
-/// Removes what `up`s of lab `lab` killed before their state directory was in place left in
-/// [`STATE_ROOT`]: directories `.new-<lab>.<pid>.<start time>` (ours by their name, in a
+/// Removes what a killed `up` or `down` of lab `lab` left in [`STATE_ROOT`]: the lab's
+/// directory when it is empty, and directories `.new-<lab>.<pid>.<start time>` (ours by their name, in a
 /// directory only root writes, holding at most a state file) whose process no longer runs
 /// (no process of that pid with that start time: pids are reused), or is this one.
 pub fn reap_unplaced(lab: &LabName) {
@@ -470,6 +473,17 @@ pub fn reap_unplaced(lab: &LabName) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+    // The lab's own directory left empty by a `down` killed just before removing it (an
+    // empty directory holds nothing to check, and `remove_dir` removes only an empty one).
+    let dir = lab_dir(lab);
+    if trusted_dir(&dir).unwrap_or(false) && is_empty_dir(&dir) {
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+/// Whether `dir` is a directory with no entries.
+fn is_empty_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
 }
 
 /// The largest state file rtemu reads (a 1000-node lab's is about 1 MB).

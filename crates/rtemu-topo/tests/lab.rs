@@ -1015,6 +1015,28 @@ fn down_leaves_a_directory_without_a_lab_state_alone() {
     );
 }
 
+/// An empty directory of a lab's name is what a `down` killed just before its last `rmdir`
+/// leaves: no lab, so the next `down` removes it and succeeds, and `up` can use the name again.
+#[test]
+fn down_removes_the_empty_directory_a_killed_down_left() {
+    if !root_or_skip("down after a killed down") {
+        return;
+    }
+    let name = unique_lab("e");
+    let dir = state_dir(&name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let loaded = rtemu_topo::state::State::load(&name).map(|s| s.is_none());
+    let removed = lab::down(&name);
+    let left = dir.exists();
+    let _ = std::fs::remove_dir(&dir);
+    assert!(loaded.unwrap(), "an empty lab directory loaded as a lab");
+    assert!(
+        !removed.unwrap(),
+        "down reported a lab where there was none"
+    );
+    assert!(!left, "down left the empty lab directory");
+}
+
 /// A process the test started, killed when dropped.
 struct Sleeper(std::process::Child);
 
