@@ -54,6 +54,7 @@ use anyhow::{bail, Context, Result};
 use rtemu_clock::{rt, WaitStrategy};
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::bench::{self, UdpFrame, Work};
+use rtemu_engine::control::Ways;
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload};
@@ -63,8 +64,8 @@ use rtemu_topo::topology::{Attachment, Mac};
 use rtemu_topo::Topology;
 use serde_json::Value;
 
-use super::engine::{self, EngineOptions, IoKind};
 use super::topo::bring_up;
+use rtemu_control::engine::{self, EngineOptions, IoKind};
 
 /// The chain lengths of the per-hop benchmark.
 const CHAINS: [usize; 4] = [1, 2, 4, 8];
@@ -154,6 +155,11 @@ fn remove(lab: &str) {
     }
 }
 
+/// The engine's `stats` reply as JSON, as this harness reads it.
+fn stats_json(lab: &LabName) -> Result<Value> {
+    Ok(serde_json::to_value(engine::stats(lab)?)?)
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
@@ -222,7 +228,7 @@ fn chain_run(opts: &Options, hops: usize, io: Option<IoKind>) -> Result<Vec<f64>
 
 /// Fails when lab `lab`'s engine does not run on `io` (AF_XDP could not be set up).
 fn check_io(lab: &str, io: IoKind) -> Result<()> {
-    let stats = engine::stats(&LabName::new(lab)?)?;
+    let stats = stats_json(&LabName::new(lab)?)?;
     match stats["io"].as_str() {
         Some(got) if got == io.as_str() => Ok(()),
         got => bail!(
@@ -320,15 +326,15 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
     )?;
     for (row, rate) in RATES.into_iter().enumerate() {
         let limit = queue_limit(rate);
-        let set = format!("set ab both rate {} limit {limit}", rate_text(rate));
-        engine::ask(&state.lab, &set, Duration::from_secs(5))?;
+        let netem = format!("rate {} limit {limit}", rate_text(rate));
+        rtemu_control::lab::set_link(&state.lab, "ab", Ways::Both, &netem)?;
         // A port per row: the last row's server may still be receiving its backlog.
         let port = IPERF_PORT + row as u16;
         udp_server(state, "b", port)?;
-        let before = engine::stats(&state.lab)?;
+        let before = stats_json(&state.lab)?;
         let seconds = rate_row_seconds(rate, opts.seconds);
         let json = udp_client(state, "b", port, rate + rate / 4, PAYLOAD, seconds)?;
-        let after = engine::stats(&state.lab)?;
+        let after = stats_json(&state.lab)?;
         let lost = json["end"]["sum"]["lost_percent"]
             .as_f64()
             .unwrap_or(f64::NAN);
@@ -515,11 +521,11 @@ fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> R
 /// % over the run, and the a→b direction's stats at the end.
 fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Value)> {
     udp_server(state, "b", IPERF_PORT)?;
-    let before = engine::stats(&state.lab)?;
+    let before = stats_json(&state.lab)?;
     let started = std::time::Instant::now();
     let bps = pps * SMALL_PAYLOAD * 8;
     let json = udp_client(state, "b", IPERF_PORT, bps, SMALL_PAYLOAD, opts.seconds)?;
-    let after = engine::stats(&state.lab)?;
+    let after = stats_json(&state.lab)?;
     let wall_ns = started.elapsed().as_nanos() as f64;
     let cpu_ns = after["process_cpu_ns"].as_f64().unwrap_or(f64::NAN)
         - before["process_cpu_ns"].as_f64().unwrap_or(f64::NAN);
@@ -982,10 +988,10 @@ fn drops_between(before: &Value, after: &Value) -> String {
 
 /// Floods through the lab's engine and reads its counters and CPU before and after.
 fn engine_row(state: &State, path: Path, frame: Vec<u8>, secs: u32) -> Result<TputRow> {
-    let before = engine::stats(&state.lab)?;
+    let before = stats_json(&state.lab)?;
     let started = std::time::Instant::now();
     let flooded = flood_once(state, path, frame, secs)?;
-    let after = engine::stats(&state.lab)?;
+    let after = stats_json(&state.lab)?;
     let wall_ns = started.elapsed().as_nanos() as f64;
     let (d0, d1) = (a_to_b(&before)?, a_to_b(&after)?);
     let count = |key: &str| {
@@ -1405,7 +1411,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
         out,
         "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
     )?;
-    let base_stats = engine::stats(&state.lab)?;
+    let base_stats = stats_json(&state.lab)?;
     let base = a_to_b(&base_stats)?.clone();
     let b_before = bench::interface_counters(&b_ns, &b_if)?.rx_packets;
     let socket_drops_before = udp_rcvbuf_errors(&b_ns)?;
@@ -1418,7 +1424,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
     let mut snaps = Vec::new();
     let mut next = started + every;
     let row = |snaps: &mut Vec<SoakSnapshot>, out: &mut dyn Write| -> Result<()> {
-        let stats = engine::stats(&state.lab)?;
+        let stats = stats_json(&state.lab)?;
         let s = soak_snapshot(&stats, &base, started.elapsed().as_secs_f64())?;
         writeln!(
             out,
@@ -1459,7 +1465,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
     loop {
         std::thread::sleep(Duration::from_millis(100));
         let s = soak_snapshot(
-            &engine::stats(&state.lab)?,
+            &stats_json(&state.lab)?,
             &base,
             started.elapsed().as_secs_f64(),
         )?;

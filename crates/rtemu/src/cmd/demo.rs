@@ -10,8 +10,8 @@ use rtemu_topo::state::State;
 use rtemu_topo::topology::{Impairment, SegmentKind};
 use rtemu_topo::Topology;
 
-use super::engine::EngineOptions;
 use super::topo::{bring_up, take_down};
+use rtemu_control::engine::EngineOptions;
 
 /// The example network, built into the binary so the demo runs from anywhere.
 const EWN: &str = include_str!("../../../../examples/east-west-north.toml");

@@ -1,64 +1,11 @@
-//! A lab's engine process, and the client side of its control socket.
-//!
-//! `rtemu up` starts one engine process per lab with impaired links (`rtemu engine LAB`, a
-//! hidden subcommand), detached, its output in `/run/rtemu/<lab>/engine.log`. The process moves
-//! into the lab's namespace before anything else, so `rtemu down` finds and ends it with the
-//! lab's other processes even when it can no longer answer; asked politely first (`stop` on the
-//! control socket `/run/rtemu/<lab>/control.sock`, mode 0600), it writes the fidelity report to
-//! `/run/rtemu/<lab>/fidelity.json` and answers with it.
-//!
-//! The engine moves frames with `AF_PACKET` rings by default, or with AF_XDP when asked
-//! (`--io af-xdp`, from `rtemu up --engine-io af-xdp`): side by side on veth, AF_XDP was no
-//! faster (0.87–0.99 of the packets/s, round trips within ±13 %) though it lost fewer frames
-//! under load (`docs/benchmarks.md`). Where AF_XDP cannot be set up (an old kernel, a missing
-//! capability, an MTU over 3822 bytes, another XDP program on an end), the engine says why
-//! once, in its log, and uses `AF_PACKET`. The XDP programs are attached through bpf links, so
-//! they leave the interfaces when the process ends, however it ends.
+//! The engine's flags: `up`'s `--engine-*` options and the hidden `rtemu engine LAB`
+//! subcommand that `up` starts (the daemon itself is `rtemu_control::engine`).
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use rtemu_clock::WaitStrategy;
-use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
-use rtemu_engine::control::{self, After, Request};
-use rtemu_engine::engine::{DirectionReport, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way};
-use rtemu_engine::io::PacketIo;
-use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
-use rtemu_engine::{netns, offload, DirectionConfig, DropKind, Resolution, Swap};
-use rtemu_model::rng::DEFAULT_SEED;
-use rtemu_model::{netem, LinkConfig};
-use rtemu_topo::lab::{engine_ends, lab_netns, node_netns};
-use rtemu_topo::state::{lab_dir, LabName, State};
-use rtemu_topo::topology::{Culprit, Impairment, LinkCheck, LinkCheckError, Segment};
-use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
-use rtemu_trace::series::Interpolation;
-use serde_json::{json, Value};
-
-use super::sim::{build_model, TraceArg, TraceContext, TraceKind, TraceOptions};
-
-/// A copy released more than this after its intended time counts as late.
-const LATE_AFTER_NS: u64 = 100_000;
-
-/// The packet rate a direction's buffers are sized for (with its longest delay), unless
-/// `up --engine-pps` says otherwise.
-pub const SIZING_PPS: u64 = 100_000;
-
-/// The fewest frame buffers a direction gets (about 6 MB at a 1500-byte MTU).
-const MIN_POOL: usize = 4096;
-
-/// The most frame buffers a direction gets (about 100 MB at a 1500-byte MTU, locked in memory).
-const MAX_POOL: usize = 1 << 16;
-
-/// The delay buffers are sized for when a trace decides delays.
-const TRACE_SIZING_DELAY_NS: u64 = 100_000_000;
-
-/// How long `up` waits for a new engine to answer.
-const START_TIMEOUT: Duration = Duration::from_secs(10);
+use rtemu_control::engine::{self, EngineOptions, IoKind, RunOptions, SIZING_PPS};
+use rtemu_topo::state::LabName;
 
 /// Run a lab's engine (started by `rtemu up`; not for direct use).
 #[derive(Debug, Args)]
@@ -74,7 +21,7 @@ pub struct EngineArgs {
     /// Packet I/O (default: af-packet; af-xdp falls back to af-packet where it cannot be set
     /// up).
     #[arg(long, value_enum)]
-    pub io: Option<IoKind>,
+    pub io: Option<IoArg>,
     /// The packet rate each direction's buffers are sized for.
     #[arg(long, default_value_t = SIZING_PPS)]
     pub sizing_pps: u64,
@@ -82,7 +29,7 @@ pub struct EngineArgs {
 
 /// How `up` starts a lab's engine; each option left out takes the engine's default.
 #[derive(Debug, Clone, Default, Args)]
-pub struct EngineOptions {
+pub struct EngineFlags {
     /// How the engine of impaired links waits for a release: `spin` (best precision, one core
     /// busy), `hybrid:MARGIN` (sleep until MARGIN before, then spin) or `sleep`. Default:
     /// `spin` with 4 or more CPUs, else `hybrid:100us`.
@@ -95,7 +42,7 @@ pub struct EngineOptions {
     /// load; no faster on veth, see docs/benchmarks.md). Where AF_XDP cannot be set up, the
     /// engine says so in its log and uses `af-packet`.
     #[arg(long = "engine-io", value_name = "IO", value_enum)]
-    pub io: Option<IoKind>,
+    pub io: Option<IoArg>,
     /// The packet rate, per direction, that each impaired link's frame buffers are sized for:
     /// its longest delay × PPS frames in flight, twice over, plus its longest rate queue (at
     /// least 4096 and at most 65536 buffers of one MTU each, locked in memory). Beyond that
@@ -104,636 +51,43 @@ pub struct EngineOptions {
     pub sizing_pps: Option<u64>,
 }
 
-/// The engine's packet I/O layer.
+impl EngineFlags {
+    /// The options these flags give.
+    pub fn options(&self) -> EngineOptions {
+        EngineOptions {
+            wait: self.wait,
+            cpu: self.cpu,
+            io: self.io.map(IoKind::from),
+            sizing_pps: self.sizing_pps,
+        }
+    }
+}
+
+/// The engine's packet I/O layer, as flags name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoKind {
+pub enum IoArg {
     /// `AF_PACKET` sockets with `TPACKET_V2` rings.
     AfPacket,
     /// AF_XDP sockets, each fed by an XDP program on its interface.
     AfXdp,
 }
 
-impl IoKind {
-    /// The I/O a lab's engine uses unless told otherwise: the faster one measured side by side
-    /// on veth (`docs/benchmarks.md`, AF_XDP vs AF_PACKET).
-    pub const DEFAULT: IoKind = IoKind::AfPacket;
-
-    /// What `--io` and reports call it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IoKind::AfPacket => "af-packet",
-            IoKind::AfXdp => "af-xdp",
+impl From<IoArg> for IoKind {
+    fn from(io: IoArg) -> IoKind {
+        match io {
+            IoArg::AfPacket => IoKind::AfPacket,
+            IoArg::AfXdp => IoKind::AfXdp,
         }
     }
 }
 
-/// One I/O layer, as the engine process opens it on an engine end.
-trait OpenIo: PacketIo + Send + Sized + 'static {
-    const KIND: IoKind;
-
-    /// Opens interface `name` (in this thread's namespace) for frames of a link of `mtu`.
-    fn open_end(name: &str, mtu: u32) -> Result<Self>;
-}
-
-impl OpenIo for AfPacket {
-    const KIND: IoKind = IoKind::AfPacket;
-
-    fn open_end(name: &str, mtu: u32) -> Result<Self> {
-        let ring = AfPacketConfig {
-            frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
-            ..AfPacketConfig::default()
-        };
-        AfPacket::open(name, &ring).with_context(|| format!("opening {name}"))
-    }
-}
-
-impl OpenIo for AfXdp {
-    const KIND: IoKind = IoKind::AfXdp;
-
-    fn open_end(name: &str, mtu: u32) -> Result<Self> {
-        let config = AfXdpConfig::for_mtu(mtu)
-            .with_context(|| format!("MTU {mtu} is over what one AF_XDP frame holds"))?;
-        AfXdp::open(name, &config).with_context(|| format!("opening {name}"))
-    }
-}
-
-/// The wait strategy `up` gives the engine when none is asked for: `spin` where the engine can
-/// have a core of its own (4 or more), else sleep until 100 µs before a release and spin the
-/// rest, so a lab left up does not take one of two cores.
-pub fn default_wait() -> WaitStrategy {
-    match std::thread::available_parallelism().map(|n| n.get()) {
-        Ok(n) if n >= 4 => WaitStrategy::Spin,
-        _ => WaitStrategy::Hybrid { margin_ns: 100_000 },
-    }
-}
-
-fn control_path(lab: &LabName) -> PathBuf {
-    lab_dir(lab).join("control.sock")
-}
-
-/// Sends one request to lab `lab`'s engine and parses its JSON reply; a reply with an
-/// `error` field becomes an error.
-pub fn ask(lab: &LabName, request: &str, timeout: Duration) -> Result<Value> {
-    let reply = control::request(&control_path(lab), request, timeout).with_context(|| {
-        format!(
-            "lab `{lab}`'s engine does not answer (its impaired links carry nothing; \
-             `rtemu down {lab}` removes the lab)"
-        )
-    })?;
-    let value: Value = serde_json::from_str(&reply)
-        .with_context(|| format!("the engine's reply is not JSON: {reply:?}"))?;
-    if let Some(e) = value.get("error").and_then(Value::as_str) {
-        bail!("{e}");
-    }
-    Ok(value)
-}
-
-/// The counters and fidelity of every impaired link of lab `lab`, as JSON.
-pub fn stats(lab: &LabName) -> Result<Value> {
-    ask(lab, "stats", Duration::from_secs(5))
-}
-
-/// Whether lab `lab`'s engine answers.
-pub fn alive(lab: &LabName) -> bool {
-    ask(lab, "ping", Duration::from_secs(1)).is_ok()
-}
-
-/// Starts the engine of lab `state` as a detached process with `opts`, waiting with `wait`,
-/// and waits until it answers.
-pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<()> {
-    let dir = lab_dir(&state.lab);
-    let log_path = dir.join("engine.log");
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("creating {}", log_path.display()))?;
-    let exe = std::env::current_exe().context("finding the rtemu executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["engine", &state.lab, "--wait", &wait.to_string()]);
-    if let Some(cpu) = opts.cpu {
-        cmd.args(["--cpu", &cpu.to_string()]);
-    }
-    if let Some(io) = opts.io {
-        cmd.args(["--io", io.as_str()]);
-    }
-    if let Some(pps) = opts.sizing_pps {
-        cmd.args(["--sizing-pps", &pps.to_string()]);
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(log.try_clone().context("opening the engine log")?)
-        .stderr(log);
-    // Its own process group: a Ctrl-C at the terminal that ran `up` spares it.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().context("starting the engine process")?;
-    let started = Instant::now();
-    loop {
-        if alive(&state.lab) {
-            // Not waited for: the engine outlives `up`, and init reaps it at the end.
-            std::mem::forget(child);
-            return Ok(());
-        }
-        if let Some(status) = child.try_wait().context("watching the engine process")? {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            bail!("the engine exited at start ({status}): {}", log.trim());
-        }
-        if started.elapsed() > START_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "the engine did not answer within {} s",
-                START_TIMEOUT.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Asks lab `lab`'s engine to stop and returns its final report; `None` when it does not
-/// answer (not running, or hung: `down` ends it with the lab's processes).
-pub fn stop(lab: &LabName) -> Option<Value> {
-    if !control_path(lab).exists() {
-        return None;
-    }
-    ask(lab, "stop", Duration::from_secs(5)).ok()
-}
-
-/// The impaired links of a lab: segment index, segment and impairment.
-pub(crate) fn impaired(state: &State) -> Vec<(usize, &Segment, &Impairment)> {
-    state
-        .topology
-        .segments
-        .iter()
-        .enumerate()
-        .filter_map(|(si, seg)| match &seg.kind {
-            rtemu_topo::topology::SegmentKind::Link {
-                impairment: Some(i),
-            } => Some((si, seg, i)),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The stream label of one direction of a link (see [`rtemu_model::rng::link_label`]).
-fn label(link: &str, way: Way) -> u64 {
-    rtemu_model::rng::link_label(link, way == Way::BToA)
-}
-
-/// The model of one direction from the link's trace and `netem_text`, or the direction's own
-/// netem parameters when that is `None`.
-fn direction_model(
-    imp: &Impairment,
-    netem_text: Option<&str>,
-    way: Way,
-    label: u64,
-) -> Result<(Box<dyn rtemu_model::Model + Send>, LinkConfig)> {
-    let cfg = match netem_text.or(imp.netem_for(way == Way::BToA)) {
-        Some(text) => netem::parse(text).with_context(|| format!("netem {text:?}"))?,
-        None => LinkConfig::default(),
-    };
-    let traces: Vec<TraceArg> = imp
-        .trace
-        .iter()
-        .map(|t| {
-            let path = PathBuf::from(t);
-            TraceArg {
-                pattern: None,
-                kind: TraceKind::Auto.of(&path),
-                path,
-            }
-        })
-        .collect();
-    let opts = TraceOptions {
-        seed: DEFAULT_SEED,
-        // Real time cannot wait for the disk: a missing record passes, counted.
-        underrun: UnderrunPolicy::Pass,
-        end: EndPolicy::Loop,
-        interpolation: Interpolation::Step,
-    };
-    let model = build_model(&opts, &cfg, &traces, label)?;
-    Ok((model, cfg))
-}
-
-/// Builds each impaired link direction's model as the engine will, for
-/// [`rtemu_topo::topology::Topology::load_checked`]: `up` and `graph FILE` then refuse a table,
-/// trace or model that cannot be built before anything is created, without root.
-pub struct BuildModels;
-
-impl LinkCheck for BuildModels {
-    fn direction(
-        &self,
-        link: &str,
-        imp: &Impairment,
-        netem: Option<&str>,
-        backwards: bool,
-    ) -> std::result::Result<(), LinkCheckError> {
-        // A trace that is a pipe is read once, by the engine: opening it here would wait for a
-        // writer, and reading it would take the engine's records.
-        let is_pipe = |t: &String| {
-            use std::os::unix::fs::FileTypeExt as _;
-            std::fs::metadata(t).is_ok_and(|m| m.file_type().is_fifo())
-        };
-        if imp.trace.as_ref().is_some_and(is_pipe) {
-            return Ok(());
-        }
-        let way = if backwards { Way::BToA } else { Way::AToB };
-        direction_model(imp, netem, way, label(link, way))
-            .map(drop)
-            .map_err(|e| LinkCheckError {
-                culprit: if e.downcast_ref::<TraceContext>().is_some() {
-                    Culprit::Trace
-                } else {
-                    Culprit::Netem
-                },
-                message: format!("{e:#}"),
-            })
-    }
-}
-
-fn resolution(imp: &Impairment, cfg: &LinkConfig) -> Resolution {
-    if imp.resolution_modelled {
-        Resolution::Model
-    } else {
-        Resolution::Pass {
-            delay_ns: cfg.delay.0,
-        }
-    }
-}
-
-/// Each direction's number of frame buffers, by link name and way.
-type Pools = std::collections::HashMap<(String, Way), usize>;
-
-/// The frames a rate queue of `cfg` may hold at once (none without a rate).
-fn queue_frames(cfg: &LinkConfig) -> usize {
-    if cfg.rate.is_some() {
-        cfg.limit as usize
-    } else {
-        0
-    }
-}
-
-/// A new model for one direction, ready to swap in. A rate queue longer than the direction's
-/// `pool` of buffers is refused: its frames would be dropped as `pool-exhausted`, not by the
-/// queue the user asked for.
-fn swap(imp: &Impairment, netem_text: &str, link: &str, way: Way, pool: usize) -> Result<Swap> {
-    let (model, cfg) = direction_model(imp, Some(netem_text), way, label(link, way))?;
-    if queue_frames(&cfg) > pool {
-        bail!(
-            "link {link} ({}): a queue of {} frames needs as many buffers, and this direction \
-             has {pool}, sized when the lab came up; give the link that limit in the topology \
-             file (a `schedule` entry is enough) so `up` sizes its buffers for it",
-            way.as_str(),
-            cfg.limit
-        );
-    }
-    Ok(Swap {
-        model,
-        resolution: resolution(imp, &cfg),
-    })
-}
-
-/// One direction's model and buffers: enough for `sizing_pps` packets/s over its longest delay.
-fn direction_config(
-    imp: &Impairment,
-    link: &str,
-    way: Way,
-    mtu: u32,
-    sizing_pps: u64,
-) -> Result<DirectionConfig> {
-    let (model, cfg) = direction_model(imp, None, way, label(link, way))?;
-    let horizon = if imp.trace.is_some() {
-        TRACE_SIZING_DELAY_NS
-    } else {
-        cfg.delay.0 + 4 * cfg.jitter.0
-    };
-    // The longest rate queue this direction will have, its schedule included.
-    let mut queue = queue_frames(&cfg);
-    for change in imp
-        .schedule
-        .iter()
-        .filter(|c| c.ways.includes(way == Way::BToA))
-    {
-        let later =
-            netem::parse(&change.netem).with_context(|| format!("netem {:?}", change.netem))?;
-        queue = queue.max(queue_frames(&later));
-    }
-    Ok(DirectionConfig {
-        model,
-        resolution: resolution(imp, &cfg),
-        // The delay's in-flight frames plus a full rate queue; at least MIN_POOL, so a model
-        // swapped in later (`link set`) with a longer delay still finds buffers.
-        pool_frames: (rtemu_engine::pool::frames_for(sizing_pps, horizon, 64) + queue)
-            .clamp(MIN_POOL, MAX_POOL),
-        slot_size: mtu as usize + 18,
-        late_after_ns: LATE_AFTER_NS,
-    })
-}
-
-/// Opens the engine's two interfaces of one link (in the lab's namespace, which this thread is
-/// in) with `Io` after switching offloads off on them and on the nodes' ends.
-fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io, Io, u32)> {
-    let mtu = seg.mtu.unwrap_or(1500);
-    let ends = engine_ends(si);
-    for (m, end) in seg.members.iter().zip(&ends) {
-        offload::disable(end)?;
-        let node = &state.topology.nodes[m.node].name;
-        let ifname = m.ifname.clone();
-        netns::run_in(&netns::named(&node_netns(&state.lab, node)), move || {
-            offload::disable(&ifname)
-        })??;
-    }
-    Ok((
-        Io::open_end(&ends[0], mtu)?,
-        Io::open_end(&ends[1], mtu)?,
-        mtu,
-    ))
-}
-
-/// Opens every impaired link of `state` with `Io` and starts the engine on them, buffers sized
-/// for `sizing_pps`; returns it with each direction's number of buffers.
-fn spawn_links<Io: OpenIo>(
-    state: &State,
-    config: EngineConfig,
-    sizing_pps: u64,
-) -> Result<(EngineHandle, Pools)> {
-    let mut links = Vec::new();
-    // Each direction's buffers, which bound the rate queue a later model may have.
-    let mut pools = Pools::new();
-    for (si, seg, imp) in impaired(state) {
-        let (a, b, mtu) = open_link::<Io>(state, si, seg)?;
-        let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu, sizing_pps)
-            .with_context(|| format!("link `{}`", seg.name))?;
-        let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu, sizing_pps)
-            .with_context(|| format!("link `{}`", seg.name))?;
-        pools.insert((seg.name.clone(), Way::AToB), a_to_b.pool_frames);
-        pools.insert((seg.name.clone(), Way::BToA), b_to_a.pool_frames);
-        links.push(LinkSpec {
-            name: seg.name.clone(),
-            a,
-            b,
-            a_to_b,
-            b_to_a,
-        });
-    }
-    Ok((rtemu_engine::spawn(config, links)?, pools))
-}
-
-/// Starts the engine with `io`; AF_XDP that cannot be set up is said once and replaced by
-/// `AF_PACKET`. Returns the engine, its buffers per direction and the I/O it runs on.
-fn spawn_engine(
-    state: &State,
-    config: EngineConfig,
-    io: IoKind,
-    sizing_pps: u64,
-) -> Result<(EngineHandle, Pools, IoKind)> {
-    if io == IoKind::AfXdp {
-        match spawn_links::<AfXdp>(state, config.clone(), sizing_pps) {
-            Ok((handle, pools)) => return Ok((handle, pools, IoKind::AfXdp)),
-            Err(e) => eprintln!("AF_XDP cannot be set up, using AF_PACKET: {e:#}"),
-        }
-    }
-    let (handle, pools) = spawn_links::<AfPacket>(state, config, sizing_pps)?;
-    Ok((handle, pools, AfPacket::KIND))
-}
-
-/// `rtemu engine LAB`: the engine process.
+/// `rtemu engine LAB`.
 pub fn run(args: &EngineArgs) -> Result<()> {
-    let state = State::load(&args.lab)
-        .with_context(|| format!("reading the state of lab `{}`", args.lab))?
-        .ok_or_else(|| anyhow!("no lab `{}` is running", args.lab))?;
-    let home = netns::named(&lab_netns(&state.lab));
-    netns::enter(&home)?;
-    let config = EngineConfig {
+    engine::run(&RunOptions {
+        lab: args.lab.clone(),
         wait: args.wait,
-        rt: RtConfig {
-            cpu: args.cpu,
-            ..RtConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    let io = args.io.unwrap_or(IoKind::DEFAULT);
-    let (handle, pools, io) = spawn_engine(&state, config, io, args.sizing_pps)?;
-    // Every scheduled model is built now, so a bad one fails `up`, not the run.
-    let mut steps = Vec::new();
-    for (_, seg, imp) in impaired(&state) {
-        for change in &imp.schedule {
-            for way in [Way::AToB, Way::BToA] {
-                if change.ways.includes(way == Way::BToA) {
-                    let pool = pools[&(seg.name.clone(), way)];
-                    let swap = swap(imp, &change.netem, &seg.name, way, pool)
-                        .with_context(|| format!("link `{}`: schedule", seg.name))?;
-                    steps.push((change.at_ns, seg.name.clone(), way, swap));
-                }
-            }
-        }
-    }
-    steps.sort_by_key(|s| s.0);
-    // Dropped when this function returns, which ends the schedule.
-    let (_schedule_alive, quit) = std::sync::mpsc::channel::<()>();
-    if !steps.is_empty() {
-        let steerer = handle.steerer();
-        let start = Instant::now();
-        std::thread::Builder::new()
-            .name("rtemu-schedule".into())
-            .spawn(move || run_schedule(&steerer, steps, start, &quit))
-            .context("starting the schedule thread")?;
-    }
-    let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&term)).context("installing signals")?;
-    }
-    let server =
-        control::Server::bind(&control_path(&state.lab)).context("creating the control socket")?;
-    eprintln!(
-        "engine of lab {} running ({} impaired links, wait {}, io {})",
-        state.lab,
-        impaired(&state).len(),
-        args.wait,
-        io.as_str()
-    );
-    let mut handle = Some(handle);
-    let mut final_report = None;
-    let mut polls = 0u32;
-    server.serve(
-        Duration::from_millis(20),
-        || {
-            // Twice a second: a lab taken down while this engine started (after `down` had
-            // looked for its processes) must not keep it running.
-            polls = polls.wrapping_add(1);
-            let orphaned = polls % 25 == 0 && !netns::still_in(&home);
-            if orphaned {
-                eprintln!("lab {} is gone: the engine stops", state.lab);
-            }
-            orphaned || term.load(Ordering::Relaxed)
-        },
-        |req| match handle.as_ref().map(|h| serve(&state, &pools, io, h, req)) {
-            Some(Ok(Some(reply))) => (reply.to_string(), After::Continue),
-            Some(Ok(None)) => {
-                let report = finish(&state, &pools, handle.take().expect("running"));
-                let reply = report.to_string();
-                final_report = Some(report);
-                (reply, After::Stop)
-            }
-            Some(Err(e)) => (
-                json!({ "error": format!("{e:#}") }).to_string(),
-                After::Continue,
-            ),
-            None => unreachable!("serving ends when the engine stops"),
-        },
-    )?;
-    if let Some(h) = handle.take() {
-        // Ended by a signal: the report is written all the same.
-        final_report = Some(finish(&state, &pools, h));
-    }
-    if let Some(r) = final_report {
-        eprintln!("engine of lab {} stopped: {r}", state.lab);
-    }
-    Ok(())
-}
-
-/// Applies scheduled changes at `start` + their time, until `quit` is dropped.
-fn run_schedule(
-    steerer: &rtemu_engine::Steerer,
-    steps: Vec<(u64, String, Way, Swap)>,
-    start: Instant,
-    quit: &std::sync::mpsc::Receiver<()>,
-) {
-    for (at_ns, link, way, swap) in steps {
-        let due = start + Duration::from_nanos(at_ns);
-        let wait = due.saturating_duration_since(Instant::now());
-        if quit.recv_timeout(wait) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
-            return;
-        }
-        if let Err(e) = steerer.set_model_after_pending(&link, way, swap) {
-            eprintln!("schedule: link {link} ({}): {e}", way.as_str());
-            return;
-        }
-        eprintln!(
-            "schedule: link {link} ({}) changed at {:.3} s",
-            way.as_str(),
-            start.elapsed().as_secs_f64()
-        );
-    }
-}
-
-/// Answers one control request; `Ok(None)` for `stop`.
-fn serve(
-    state: &State,
-    pools: &Pools,
-    io: IoKind,
-    h: &EngineHandle,
-    req: &str,
-) -> Result<Option<Value>> {
-    Ok(Some(match req.parse::<Request>()? {
-        Request::Ping => json!({ "ok": true }),
-        Request::Stats => json!({
-            "lab": state.lab,
-            "io": io.as_str(),
-            "pid": std::process::id(),
-            "process_cpu_ns": process_cpu_ns(),
-            "directions": directions(state, pools, &h.snapshot()),
-        }),
-        Request::Stop => return Ok(None),
-        Request::Cut { link, down } => {
-            h.steerer().set_cut(&link, down)?;
-            json!({ "ok": true })
-        }
-        Request::Set { link, ways, netem } => {
-            let (_, seg, imp) = impaired(state)
-                .into_iter()
-                .find(|(_, s, _)| s.name == link)
-                .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))?;
-            for &way in ways.ways() {
-                h.steerer().set_model(
-                    &link,
-                    way,
-                    swap(imp, &netem, &seg.name, way, pools[&(seg.name.clone(), way)])?,
-                )?;
-            }
-            json!({ "ok": true })
-        }
-    }))
-}
-
-/// CPU time this process used so far (user + system, all threads), ns; `None` if unreadable.
-fn process_cpu_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces) start at the state, field 3;
-    // utime and stime are fields 14 and 15, in clock ticks of 1/100 s (USER_HZ on Linux).
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) * 10_000_000)
-}
-
-/// Stops the engine, writes `fidelity.json` into the lab's directory and returns the report.
-fn finish(state: &State, pools: &Pools, h: EngineHandle) -> Value {
-    let report = match h.stop() {
-        Ok(r) => json!({
-            "lab": state.lab,
-            "notices": r.notices,
-            "cpu_ns": r.cpu_ns,
-            "wall_ns": r.wall_ns,
-            "directions": directions(state, pools, &r.directions),
-        }),
-        Err(e) => json!({ "lab": state.lab, "error": e.to_string() }),
-    };
-    let path = lab_dir(&state.lab).join("fidelity.json");
-    if let Err(e) = std::fs::write(&path, format!("{report:#}\n")) {
-        eprintln!("writing {}: {e}", path.display());
-    }
-    report
-}
-
-/// Directions as JSON, with the nodes they run between and their frame buffers.
-fn directions(state: &State, pools: &Pools, ds: &[DirectionReport]) -> Vec<Value> {
-    ds.iter()
-        .map(|d| {
-            let seg = state.topology.segments.iter().find(|s| s.name == d.link);
-            let node = |i: usize| {
-                seg.map(|s| state.topology.nodes[s.members[i].node].name.clone())
-                    .unwrap_or_default()
-            };
-            let (from, to) = match d.way {
-                Way::AToB => (node(0), node(1)),
-                Way::BToA => (node(1), node(0)),
-            };
-            let c = &d.counters;
-            let dropped: serde_json::Map<String, Value> = DropKind::ALL
-                .iter()
-                .map(|k| (k.as_str().to_owned(), json!(c.dropped(*k))))
-                .collect();
-            let f = &d.fidelity;
-            let pct = |p: &rtemu_engine::fidelity::Percentiles| {
-                json!({ "p50_ns": p.p50_ns, "p99_ns": p.p99_ns, "p999_ns": p.p999_ns, "max_ns": p.max_ns })
-            };
-            json!({
-                "link": d.link,
-                "dir": d.way.as_str(),
-                "from": from,
-                "to": to,
-                "received": c.received,
-                "received_bytes": c.received_bytes,
-                "duplicates": c.duplicates,
-                "resolution_passed": c.resolution_passed,
-                "delivered": c.delivered,
-                "delivered_bytes": c.delivered_bytes,
-                "dropped": dropped,
-                "in_flight": c.in_flight,
-                "conserved": c.conserved(),
-                "kernel_drops": d.kernel_drops,
-                "tx_busy": c.tx_busy,
-                "trace_underruns": c.trace_underruns,
-                "buffers": pools.get(&(d.link.clone(), d.way)),
-                "fidelity": {
-                    "count": f.count,
-                    "late": f.late,
-                    "early": f.early,
-                    "late_after_ns": f.late_after_ns,
-                    "lost": f.lost,
-                    "released": pct(&f.released),
-                    "started": pct(&f.started),
-                    "arrival_lag": pct(&f.arrival_lag),
-                },
-            })
-        })
-        .collect()
+        cpu: args.cpu,
+        io: args.io.map(IoKind::from),
+        sizing_pps: args.sizing_pps,
+    })
 }

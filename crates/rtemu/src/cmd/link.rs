@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use rtemu_control::lab;
+use rtemu_control::message::{self, Direction, FinalReport};
+use rtemu_engine::control::Ways;
 use rtemu_model::netem;
 use rtemu_topo::state::LabName;
-use serde_json::Value;
-
-use super::engine::{ask, impaired, stats};
 
 /// Show the counters and release fidelity of a lab's impaired links.
 #[derive(Debug, Args)]
@@ -35,13 +35,6 @@ pub struct StatsArgs {
 /// `rtemu stats`.
 pub fn run_stats(args: &StatsArgs) -> Result<()> {
     let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
-    if impaired(&state).is_empty() {
-        bail!(
-            "lab `{}` has no impaired links: ideal links are plain veth pairs, counted by the \
-             kernel (`rtemu exec NODE -- ip -s link`)",
-            state.lab
-        );
-    }
     let every = match args.watch {
         None => None,
         Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
@@ -50,11 +43,11 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
     loop {
-        let stats = stats(&state.lab)?;
+        let stats = lab::stats(&state)?;
         if args.json {
-            println!("{stats:#}");
+            println!("{}", message::pretty(&stats));
         } else {
-            print_directions(&stats, args.fidelity);
+            print_directions(&stats.directions, args.fidelity);
         }
         match every {
             Some(d) => std::thread::sleep(d),
@@ -63,19 +56,12 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
     }
 }
 
-fn us(ns: &Value) -> String {
-    format!("{:.1}", ns.as_u64().unwrap_or(0) as f64 / 1e3)
-}
-
-/// A JSON number as text (`Value`'s own `Display` ignores widths).
-fn n(v: &Value) -> String {
-    v.as_u64().map_or_else(|| "-".to_owned(), |n| n.to_string())
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
 }
 
 /// Prints the directions of a stats or final report as a table.
-pub fn print_directions(report: &Value, fidelity: bool) {
-    let empty = Vec::new();
-    let ds = report["directions"].as_array().unwrap_or(&empty);
+pub fn print_directions(ds: &[Direction], fidelity: bool) {
     if fidelity {
         println!(
             "{:<16} {:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
@@ -99,51 +85,45 @@ pub fn print_directions(report: &Value, fidelity: bool) {
         );
     }
     for d in ds {
-        let way = format!(
-            "{} → {}",
-            d["from"].as_str().unwrap_or("?"),
-            d["to"].as_str().unwrap_or("?")
-        );
-        let link = d["link"].as_str().unwrap_or("?");
+        let way = format!("{} → {}", d.from, d.to);
+        let link = &d.link;
         if fidelity {
-            let f = &d["fidelity"];
-            let r = &f["released"];
+            let f = &d.fidelity;
+            let r = &f.released;
             println!(
                 "{link:<16} {way:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
-                n(&f["count"]),
-                us(&r["p50_ns"]),
-                us(&r["p99_ns"]),
-                us(&r["p999_ns"]),
-                us(&r["max_ns"]),
-                n(&f["late"]),
-                n(&f["early"]),
-                us(&f["started"]["p50_ns"]),
-                us(&f["arrival_lag"]["p99_ns"]),
-                us(&f["arrival_lag"]["max_ns"]),
+                f.count,
+                us(r.p50_ns),
+                us(r.p99_ns),
+                us(r.p999_ns),
+                us(r.max_ns),
+                f.late,
+                f.early,
+                us(f.started.p50_ns),
+                us(f.arrival_lag.p99_ns),
+                us(f.arrival_lag.max_ns),
             );
         } else {
-            let mut drops: Vec<String> = d["dropped"]
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
-                        .map(|(k, v)| format!("{k} {}", n(v)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if d["trace_underruns"].as_u64().unwrap_or(0) > 0 {
+            let mut drops: Vec<String> = d
+                .dropped
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            if d.trace_underruns > 0 {
                 drops.push(format!(
                     "(trace under-runs {}: passed undelayed)",
-                    n(&d["trace_underruns"])
+                    d.trace_underruns
                 ));
             }
             println!(
                 "{link:<16} {way:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  {}",
-                n(&d["received"]),
-                n(&d["delivered"]),
-                n(&d["duplicates"]),
-                n(&d["in_flight"]),
-                n(&d["kernel_drops"]),
+                d.received,
+                d.delivered,
+                d.duplicates,
+                d.in_flight,
+                d.kernel_drops
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string()),
                 if drops.is_empty() {
                     "none".to_owned()
                 } else {
@@ -155,7 +135,7 @@ pub fn print_directions(report: &Value, fidelity: bool) {
     if fidelity {
         let late = ds
             .first()
-            .map(|d| us(&d["fidelity"]["late_after_ns"]))
+            .map(|d| us(d.fidelity.late_after_ns))
             .unwrap_or_default();
         println!(
             "release error: when the send returned − the intended time (kernel arrival stamp + \
@@ -236,32 +216,37 @@ pub enum LinkAction {
 
 /// `rtemu link`.
 pub fn run_link(args: &LinkArgs) -> Result<()> {
-    let (lab, request) = match &args.action {
+    match &args.action {
         LinkAction::Set {
             lab,
             link,
             dir,
             netem: words,
         } => {
-            let text = words.join(" ");
-            // Checked here too, so a mistake is reported with its column before it travels.
-            netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
-            let dir = match dir {
-                DirArg::AB => "a-b",
-                DirArg::BA => "b-a",
-                DirArg::Both => "both",
+            let ways = match dir {
+                DirArg::AB => Ways::AToB,
+                DirArg::BA => Ways::BToA,
+                DirArg::Both => Ways::Both,
             };
-            (lab, format!("set {link} {dir} {text}"))
+            let text = words.join(" ");
+            // Checked before the lab is looked for too, so a mistake shows without a lab.
+            netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
+            let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
+            lab::set_link(&state.lab, link, ways, &text)
         }
-        LinkAction::Down { lab, link } => (lab, format!("down {link}")),
-        LinkAction::Up { lab, link } => (lab, format!("up {link}")),
-    };
-    let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
-    ask(&state.lab, &request, Duration::from_secs(5))?;
-    Ok(())
+        LinkAction::Down { lab, link } | LinkAction::Up { lab, link } => {
+            let down = matches!(args.action, LinkAction::Down { .. });
+            let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
+            lab::cut_link(&state.lab, link, down)
+        }
+    }
 }
 
 /// Writes a final report (as `stop` returns it) to `path` as JSON.
-pub fn save_report(report: &Value, path: &Path) -> Result<()> {
-    super::output::write(path, &[], format!("{report:#}\n").as_bytes())
+pub fn save_report(report: &FinalReport, path: &Path) -> Result<()> {
+    super::output::write(
+        path,
+        &[],
+        format!("{}\n", message::pretty(report)).as_bytes(),
+    )
 }

@@ -6,6 +6,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use rtemu_control::engine::{BuildModels, EngineOptions};
+use rtemu_control::lab::{self as control, Health};
 use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
@@ -27,7 +29,7 @@ pub struct UpArgs {
     #[arg(long)]
     pub replace: bool,
     #[command(flatten)]
-    pub engine: engine::EngineOptions,
+    pub engine: engine::EngineFlags,
 }
 
 /// Remove a lab and everything it made.
@@ -151,7 +153,7 @@ pub struct CaptureArgs {
 
 /// `rtemu up`.
 pub fn run_up(args: &UpArgs) -> Result<()> {
-    let mut topo = Topology::load_checked(&args.file, &engine::BuildModels)?;
+    let mut topo = Topology::load_checked(&args.file, &BuildModels)?;
     if let Some(name) = &args.name {
         topo.lab = name.to_string();
     }
@@ -160,31 +162,31 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     if args.replace {
         lab::down(&topo.lab)?;
     }
-    bring_up(&topo, &args.file.display().to_string(), &args.engine).map(drop)
+    bring_up(
+        &topo,
+        &args.file.display().to_string(),
+        &args.engine.options(),
+    )
+    .map(drop)
 }
 
-/// Brings `topo` up and, when it has impaired links, starts its engine with `engine` (the wait
-/// strategy defaulting to the machine's); on failure nothing of the lab stays behind.
-pub fn bring_up(topo: &Topology, file: &str, engine: &engine::EngineOptions) -> Result<State> {
-    let started = std::time::Instant::now();
-    let state = lab::up(topo, file)?;
-    let impaired = topo.impaired_links().count();
-    if impaired > 0 {
-        let wait = engine.wait.unwrap_or_else(engine::default_wait);
-        if let Err(e) = engine::start(&state, wait, engine) {
-            let _ = lab::down(&state.lab);
-            return Err(e.context(format!("starting the engine of lab {}", state.lab)));
-        }
-        eprintln!("engine started for {impaired} impaired links (wait {wait})");
+/// Brings `topo` up with its engine (see [`control::up`]) and says so on standard error.
+pub fn bring_up(topo: &Topology, file: &str, engine: &EngineOptions) -> Result<State> {
+    let up = control::up(topo, file, engine)?;
+    if let Some(wait) = up.engine_wait {
+        eprintln!(
+            "engine started for {} impaired links (wait {wait})",
+            up.impaired
+        );
     }
     eprintln!(
         "lab {} is up: {} nodes, {} links and LANs ({:.0} ms)",
-        state.lab,
+        up.state.lab,
         topo.nodes.len(),
         topo.segments.len(),
-        started.elapsed().as_secs_f64() * 1e3
+        up.elapsed.as_secs_f64() * 1e3
     );
-    Ok(state)
+    Ok(up.state)
 }
 
 /// `rtemu down`.
@@ -215,16 +217,17 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
 /// Stops lab `name`'s engine, printing its final report (kept as JSON at `fidelity` when
 /// given), and removes the lab. Returns whether there was a lab.
 pub fn take_down(name: &LabName, fidelity: Option<&std::path::Path>) -> Result<bool> {
+    let down = control::down(name);
     let mut saved = Ok(());
-    if let Some(report) = engine::stop(name) {
+    if let Some(report) = &down.report {
         println!("engine of lab {name}: final report");
-        link::print_directions(&report, false);
-        link::print_directions(&report, true);
+        link::print_directions(report.directions(), false);
+        link::print_directions(report.directions(), true);
         if let Some(path) = fidelity {
-            saved = link::save_report(&report, path);
+            saved = link::save_report(report, path);
         }
     }
-    let removed = lab::down(name)?;
+    let removed = down.removed?;
     saved?;
     Ok(removed)
 }
@@ -251,13 +254,12 @@ pub fn run_ls(args: &LsArgs) -> Result<()> {
         println!("no labs");
     }
     for s in &states {
-        let has_engine = s.topology.impaired_links().next().is_some();
-        let status = if !s.complete {
-            "incomplete (run `rtemu down`)"
-        } else if has_engine && !engine::alive(&s.lab) {
-            "DEGRADED: its engine is not running, impaired links carry nothing (run `rtemu down`)"
-        } else {
-            "up"
+        let status = match control::health(s) {
+            Health::Incomplete => "incomplete (run `rtemu down`)",
+            Health::Degraded => {
+                "DEGRADED: its engine is not running, impaired links carry nothing (run `rtemu down`)"
+            }
+            Health::Up => "up",
         };
         println!("lab {} ({}) from {}", s.lab, status, s.file);
         let t = &s.topology;
@@ -345,7 +347,7 @@ pub fn run_shell(args: &ShellArgs) -> Result<()> {
 /// `rtemu graph`.
 pub fn run_graph(args: &GraphArgs) -> Result<()> {
     let topo = if std::path::Path::new(&args.lab).is_file() {
-        Topology::load_checked(std::path::Path::new(&args.lab), &engine::BuildModels)?
+        Topology::load_checked(std::path::Path::new(&args.lab), &BuildModels)?
     } else if LabName::new(&args.lab).is_ok() {
         lab::resolve_lab(Some(&args.lab))?.topology
     } else {

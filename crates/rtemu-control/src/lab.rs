@@ -1,0 +1,132 @@
+//! A lab's life: up from a parsed topology (with its engine when links are impaired), its
+//! state, its links changed and read while traffic flows, and down with the engine's final
+//! report. The lab itself (namespaces, interfaces, routes) is `rtemu-topo`'s work.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rtemu_clock::WaitStrategy;
+use rtemu_engine::control::{Request, Ways};
+use rtemu_model::netem;
+use rtemu_topo::state::{LabName, State};
+use rtemu_topo::Topology;
+
+use crate::engine::{self, EngineOptions};
+use crate::message::{Ack, FinalReport, Stats};
+
+/// A lab that came up.
+#[derive(Debug)]
+pub struct Up {
+    /// Its state, as `rtemu ls` shows it.
+    pub state: State,
+    /// How its engine waits; `None` when it has no impaired links, hence no engine.
+    pub engine_wait: Option<WaitStrategy>,
+    /// Its impaired links (each carried by the engine).
+    pub impaired: usize,
+    /// How long bringing it up took.
+    pub elapsed: Duration,
+}
+
+/// Brings `topo` (read from `file`, as `ls` shows it) up and, when it has impaired links,
+/// starts its engine with `opts` (the wait strategy defaulting to
+/// [`engine::default_wait`]); on failure nothing of the lab stays behind.
+pub fn up(topo: &Topology, file: &str, opts: &EngineOptions) -> Result<Up> {
+    let started = Instant::now();
+    let state = rtemu_topo::lab::up(topo, file)?;
+    let impaired = topo.impaired_links().count();
+    let mut engine_wait = None;
+    if impaired > 0 {
+        let wait = opts.wait.unwrap_or_else(engine::default_wait);
+        if let Err(e) = engine::start(&state, wait, opts) {
+            let _ = rtemu_topo::lab::down(&state.lab);
+            return Err(e.context(format!("starting the engine of lab {}", state.lab)));
+        }
+        engine_wait = Some(wait);
+    }
+    Ok(Up {
+        state,
+        engine_wait,
+        impaired,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// What taking a lab down did.
+#[derive(Debug)]
+pub struct Down {
+    /// The engine's final report; `None` without an engine, or when it did not answer.
+    pub report: Option<FinalReport>,
+    /// Whether there was a lab to remove, or why removing it failed (the report stands
+    /// either way).
+    pub removed: Result<bool>,
+}
+
+/// Stops lab `name`'s engine, keeping its final report, and removes the lab.
+pub fn down(name: &LabName) -> Down {
+    let report = engine::stop(name);
+    Down {
+        report,
+        removed: rtemu_topo::lab::down(name).map_err(anyhow::Error::from),
+    }
+}
+
+/// How a lab stands, as `rtemu ls` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Its `up` did not finish (killed, or failed without cleaning up).
+    Incomplete,
+    /// It has impaired links and its engine does not answer: they carry nothing.
+    Degraded,
+    /// Up, its engine (if it needs one) answering.
+    Up,
+}
+
+/// How lab `state` stands; asks its engine when it has one.
+pub fn health(state: &State) -> Health {
+    let has_engine = state.topology.impaired_links().next().is_some();
+    if !state.complete {
+        Health::Incomplete
+    } else if has_engine && !engine::alive(&state.lab) {
+        Health::Degraded
+    } else {
+        Health::Up
+    }
+}
+
+/// The counters and fidelity of every impaired link of lab `state`; an error when it has none
+/// (ideal links are plain veth pairs, counted by the kernel).
+pub fn stats(state: &State) -> Result<Stats> {
+    if engine::impaired(state).is_empty() {
+        bail!(
+            "lab `{}` has no impaired links: ideal links are plain veth pairs, counted by the \
+             kernel (`rtemu exec NODE -- ip -s link`)",
+            state.lab
+        );
+    }
+    engine::stats(&state.lab)
+}
+
+/// How long a change to a link may take to be acknowledged.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Gives link `link` of lab `lab` the model `netem_text` in the directions `ways`, while
+/// traffic flows (frames in flight keep their release times).
+pub fn set_link(lab: &LabName, link: &str, ways: Ways, netem_text: &str) -> Result<()> {
+    // Checked here too, so a mistake is reported with its column before it travels.
+    netem::parse(netem_text).with_context(|| format!("netem {netem_text:?}"))?;
+    let request = Request::Set {
+        link: link.to_owned(),
+        ways,
+        netem: netem_text.to_owned(),
+    };
+    engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
+}
+
+/// Cuts link `link` of lab `lab` (`down`: it carries nothing) or joins it again.
+pub fn cut_link(lab: &LabName, link: &str, down: bool) -> Result<()> {
+    let request = Request::Cut {
+        link: link.to_owned(),
+        down,
+    };
+    engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
+}

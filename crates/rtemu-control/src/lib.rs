@@ -1,0 +1,12 @@
+//! rtemu's control plane as a library: what the command line (and any other face) does to a
+//! lab. [`lab`] brings labs up and down and steers their links; [`engine`] is the engine
+//! process that carries a lab's impaired links and the client of its control socket;
+//! [`assemble`] builds a link direction's model from netem text and traces; [`message`] types
+//! the engine's replies.
+//!
+//! Nothing here prints to standard output: results are returned for the caller to show.
+
+pub mod assemble;
+pub mod engine;
+pub mod lab;
+pub mod message;

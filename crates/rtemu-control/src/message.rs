@@ -1,0 +1,294 @@
+//! The engine's replies on its control socket, typed: what the engine sends, the CLI prints
+//! and a server passes on. Requests are [`rtemu_engine::control::Request`].
+//!
+//! The fields of every struct are declared in alphabetical order: serde writes them in
+//! declaration order, and the replies were first written as `serde_json` maps, whose keys are
+//! sorted, so `stats --json` and `fidelity.json` keep their layout.
+
+use std::collections::BTreeMap;
+
+use rtemu_topo::state::LabName;
+use serde::{Deserialize, Serialize};
+
+/// The answer to a request that changes something (`ping`, `set`, `down`, `up`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {
+    /// Always `true`: a failure is an [`ErrorReply`].
+    pub ok: bool,
+}
+
+impl Ack {
+    /// The acknowledgement.
+    pub const OK: Ack = Ack { ok: true };
+}
+
+/// The answer to a request that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// Why, with its causes.
+    pub error: String,
+}
+
+/// The answer to `stats`: counters and fidelity of every impaired link's directions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Each direction of each impaired link, in the topology's order.
+    pub directions: Vec<Direction>,
+    /// The packet I/O the engine runs on (`af-packet` or `af-xdp`).
+    pub io: String,
+    /// The lab.
+    pub lab: LabName,
+    /// The engine process's id.
+    pub pid: u32,
+    /// CPU time the engine process used so far (all threads), ns; `None` if unreadable.
+    pub process_cpu_ns: Option<u64>,
+}
+
+/// One direction of an impaired link: what the engine did with its frames.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Direction {
+    /// Frame buffers the direction has; `None` if unknown.
+    pub buffers: Option<usize>,
+    /// Whether the counters account for every copy.
+    pub conserved: bool,
+    /// Copies delivered.
+    pub delivered: u64,
+    /// Bytes delivered.
+    pub delivered_bytes: u64,
+    /// `a-b` or `b-a`.
+    pub dir: String,
+    /// Copies dropped, by reason (every reason, zeros included).
+    pub dropped: BTreeMap<String, u64>,
+    /// Extra copies made by duplication.
+    pub duplicates: u64,
+    /// The release fidelity.
+    pub fidelity: Fidelity,
+    /// The node frames come from.
+    pub from: String,
+    /// Copies waiting for their release.
+    pub in_flight: u64,
+    /// Frames the kernel dropped before the engine read them; `None` where the I/O cannot tell.
+    pub kernel_drops: Option<u64>,
+    /// The link.
+    pub link: String,
+    /// Frames received.
+    pub received: u64,
+    /// Bytes received.
+    pub received_bytes: u64,
+    /// Frames passed without a model decision by the resolution rule.
+    pub resolution_passed: u64,
+    /// The node frames go to.
+    pub to: String,
+    /// Records a trace did not have ready (the frames passed undelayed).
+    pub trace_underruns: u64,
+    /// Sends the interface refused for a while (retried).
+    pub tx_busy: u64,
+}
+
+impl Direction {
+    /// The copies dropped for any reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+}
+
+/// How precisely one direction released its copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fidelity {
+    /// Arrival lag: how long frames waited between the kernel's receive stamp and the engine.
+    pub arrival_lag: Percentiles,
+    /// Copies measured.
+    pub count: u64,
+    /// Copies whose send started before their intended time (always 0).
+    pub early: u64,
+    /// Copies released later than `late_after_ns`.
+    pub late: u64,
+    /// The late threshold, ns.
+    pub late_after_ns: u64,
+    /// Records lost because the fidelity ring was full.
+    pub lost: u64,
+    /// Release error: when the send returned − the intended time.
+    pub released: Percentiles,
+    /// Start error: when the send started − the intended time.
+    pub started: Percentiles,
+}
+
+/// Percentiles of an error, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Largest.
+    pub max_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 99.9th percentile (before `p99_ns`: keys sort by byte).
+    pub p999_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+}
+
+impl From<rtemu_engine::fidelity::Percentiles> for Percentiles {
+    fn from(p: rtemu_engine::fidelity::Percentiles) -> Percentiles {
+        Percentiles {
+            max_ns: p.max_ns,
+            p50_ns: p.p50_ns,
+            p999_ns: p.p999_ns,
+            p99_ns: p.p99_ns,
+        }
+    }
+}
+
+impl From<&rtemu_engine::fidelity::Summary> for Fidelity {
+    fn from(f: &rtemu_engine::fidelity::Summary) -> Fidelity {
+        Fidelity {
+            arrival_lag: f.arrival_lag.into(),
+            count: f.count,
+            early: f.early,
+            late: f.late,
+            late_after_ns: f.late_after_ns,
+            lost: f.lost,
+            released: f.released.into(),
+            started: f.started.into(),
+        }
+    }
+}
+
+/// The engine's last word (the answer to `stop`, and `fidelity.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FinalReport {
+    /// The engine stopped cleanly.
+    Done(Done),
+    /// The engine failed while stopping (its release thread ended with an error).
+    Failed {
+        /// Why.
+        error: String,
+        /// The lab.
+        lab: LabName,
+    },
+}
+
+/// What a cleanly stopped engine did over its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Done {
+    /// CPU time the release thread used, ns.
+    pub cpu_ns: u64,
+    /// Each direction of each impaired link.
+    pub directions: Vec<Direction>,
+    /// The lab.
+    pub lab: LabName,
+    /// Each set-up step that was skipped, and why.
+    pub notices: Vec<String>,
+    /// Wall time the release loop ran, ns.
+    pub wall_ns: u64,
+}
+
+impl FinalReport {
+    /// The directions (none when the engine failed).
+    pub fn directions(&self) -> &[Direction] {
+        match self {
+            FinalReport::Done(d) => &d.directions,
+            FinalReport::Failed { .. } => &[],
+        }
+    }
+}
+
+/// `value` as indented JSON, as `stats --json` and `fidelity.json` show it.
+pub fn pretty<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("replies serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn percentiles(base: u64) -> Percentiles {
+        Percentiles {
+            max_ns: base + 3,
+            p50_ns: base,
+            p999_ns: base + 2,
+            p99_ns: base + 1,
+        }
+    }
+
+    fn direction() -> Direction {
+        Direction {
+            buffers: Some(4096),
+            conserved: true,
+            delivered: 9,
+            delivered_bytes: 900,
+            dir: "a-b".into(),
+            dropped: [("loss".to_owned(), 1), ("queue".to_owned(), 0)].into(),
+            duplicates: 0,
+            fidelity: Fidelity {
+                arrival_lag: percentiles(10),
+                count: 9,
+                early: 0,
+                late: 1,
+                late_after_ns: 100_000,
+                lost: 0,
+                released: percentiles(20),
+                started: percentiles(30),
+            },
+            from: "a".into(),
+            in_flight: 0,
+            kernel_drops: None,
+            link: "l".into(),
+            received: 10,
+            received_bytes: 1000,
+            resolution_passed: 0,
+            to: "b".into(),
+            trace_underruns: 0,
+            tx_busy: 0,
+        }
+    }
+
+    /// Serialises through a map too: the typed form must lay out as the map-built JSON did.
+    fn same_as_map<T: Serialize>(value: &T) {
+        let typed = serde_json::to_string_pretty(value).unwrap();
+        let map = serde_json::to_string_pretty(&serde_json::to_value(value).unwrap()).unwrap();
+        assert_eq!(typed, map);
+    }
+
+    #[test]
+    fn replies_keep_the_sorted_layout_and_read_back() {
+        let stats = Stats {
+            directions: vec![direction()],
+            io: "af-packet".into(),
+            lab: LabName::new("t1").unwrap(),
+            pid: 7,
+            process_cpu_ns: Some(5),
+        };
+        same_as_map(&stats);
+        let text = pretty(&stats);
+        assert_eq!(serde_json::from_str::<Stats>(&text).unwrap(), stats);
+        assert_eq!(stats.directions[0].dropped_total(), 1);
+
+        let done = FinalReport::Done(Done {
+            cpu_ns: 1,
+            directions: vec![direction()],
+            lab: LabName::new("t1").unwrap(),
+            notices: vec!["n".into()],
+            wall_ns: 2,
+        });
+        same_as_map(&done);
+        assert_eq!(
+            serde_json::from_str::<FinalReport>(&pretty(&done)).unwrap(),
+            done
+        );
+
+        let failed = FinalReport::Failed {
+            error: "boom".into(),
+            lab: LabName::new("t1").unwrap(),
+        };
+        assert_eq!(
+            pretty(&failed),
+            "{\n  \"error\": \"boom\",\n  \"lab\": \"t1\"\n}"
+        );
+        assert_eq!(
+            serde_json::from_str::<FinalReport>(&pretty(&failed)).unwrap(),
+            failed
+        );
+        assert!(failed.directions().is_empty());
+        assert_eq!(serde_json::to_string(&Ack::OK).unwrap(), r#"{"ok":true}"#);
+    }
+}
