@@ -503,6 +503,7 @@ pub fn run(args: &RunOptions) -> Result<()> {
     let io = args.io.unwrap_or(IoKind::DEFAULT);
     let (handle, pools, io) = spawn_engine(&state, config, io, args.sizing_pps)?;
     // Every scheduled model is built now, so a bad one fails `up`, not the run.
+    let start = Instant::now();
     let mut steps = Vec::new();
     for (_, seg, imp) in impaired(&state) {
         for change in &imp.schedule {
@@ -511,22 +512,27 @@ pub fn run(args: &RunOptions) -> Result<()> {
                     let pool = pools[&(seg.name.clone(), way)];
                     let swap = swap(imp, &change.netem, &seg.name, way, pool)
                         .with_context(|| format!("link `{}`: schedule", seg.name))?;
-                    steps.push((change.at_ns, seg.name.clone(), way, swap));
+                    steps.push(Step {
+                        due: start + Duration::from_nanos(change.at_ns),
+                        link: seg.name.clone(),
+                        way,
+                        swap,
+                    });
                 }
             }
         }
     }
-    steps.sort_by_key(|s| s.0);
-    // Dropped when this function returns, which ends the schedule.
-    let (_schedule_alive, quit) = std::sync::mpsc::channel::<()>();
-    if !steps.is_empty() {
-        let steerer = handle.steerer();
-        let start = Instant::now();
-        std::thread::Builder::new()
-            .name("rtemu-schedule".into())
-            .spawn(move || run_schedule(&steerer, steps, start, &quit))
-            .context("starting the schedule thread")?;
+    // The topology's steps, then those of `schedule` requests; dropped when this function
+    // returns, which ends the schedule.
+    let (schedule, scheduled) = std::sync::mpsc::channel::<Step>();
+    for step in steps {
+        schedule.send(step).expect("the receiver is here");
     }
+    let steerer = handle.steerer();
+    std::thread::Builder::new()
+        .name("rtemu-schedule".into())
+        .spawn(move || run_schedule(&steerer, start, &scheduled))
+        .context("starting the schedule thread")?;
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&term)).context("installing signals")?;
@@ -555,7 +561,10 @@ pub fn run(args: &RunOptions) -> Result<()> {
             }
             orphaned || term.load(Ordering::Relaxed)
         },
-        |req| match handle.as_ref().map(|h| serve(&state, &pools, io, h, req)) {
+        |req| match handle
+            .as_ref()
+            .map(|h| serve(&state, &pools, io, h, &schedule, req))
+        {
             Some(Ok(Some(reply))) => (reply, After::Continue),
             Some(Ok(None)) => {
                 let report = finish(&state, &pools, handle.take().expect("running"));
@@ -582,28 +591,48 @@ pub fn run(args: &RunOptions) -> Result<()> {
     Ok(())
 }
 
-/// Applies scheduled changes at `start` + their time, until `quit` is dropped.
+/// A change of one direction's model, due at a time.
+struct Step {
+    due: Instant,
+    link: String,
+    way: Way,
+    swap: Swap,
+}
+
+/// Applies the changes `steps` brings, each at its time (in order of time, whenever it came),
+/// until the sender is dropped. `start` is when the engine started, for the log.
 fn run_schedule(
     steerer: &rtemu_engine::Steerer,
-    steps: Vec<(u64, String, Way, Swap)>,
     start: Instant,
-    quit: &std::sync::mpsc::Receiver<()>,
+    steps: &std::sync::mpsc::Receiver<Step>,
 ) {
-    for (at_ns, link, way, swap) in steps {
-        let due = start + Duration::from_nanos(at_ns);
-        let wait = due.saturating_duration_since(Instant::now());
-        if quit.recv_timeout(wait) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
-            return;
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut pending: Vec<Step> = Vec::new();
+    loop {
+        // The earliest step last.
+        pending.sort_by_key(|s| std::cmp::Reverse(s.due));
+        let next = match pending.last() {
+            Some(s) => steps.recv_timeout(s.due.saturating_duration_since(Instant::now())),
+            None => steps.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match next {
+            Ok(step) => pending.push(step),
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                let Step {
+                    link, way, swap, ..
+                } = pending.pop().expect("a step was due");
+                if let Err(e) = steerer.set_model_after_pending(&link, way, swap) {
+                    eprintln!("schedule: link {link} ({}): {e}", way.as_str());
+                    return;
+                }
+                eprintln!(
+                    "schedule: link {link} ({}) changed at {:.3} s",
+                    way.as_str(),
+                    start.elapsed().as_secs_f64()
+                );
+            }
         }
-        if let Err(e) = steerer.set_model_after_pending(&link, way, swap) {
-            eprintln!("schedule: link {link} ({}): {e}", way.as_str());
-            return;
-        }
-        eprintln!(
-            "schedule: link {link} ({}) changed at {:.3} s",
-            way.as_str(),
-            start.elapsed().as_secs_f64()
-        );
     }
 }
 
@@ -618,8 +647,16 @@ fn serve(
     pools: &Pools,
     io: IoKind,
     h: &EngineHandle,
+    schedule: &std::sync::mpsc::Sender<Step>,
     req: &str,
 ) -> Result<Option<String>> {
+    let find = |link: &str| {
+        impaired(state)
+            .into_iter()
+            .find(|(_, s, _)| s.name == link)
+            .map(|(_, seg, imp)| (seg, imp))
+            .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))
+    };
     Ok(Some(match req.parse::<Request>()? {
         Request::Ping => to_json(&Ack::OK),
         Request::Stats => to_json(&Stats {
@@ -634,11 +671,36 @@ fn serve(
             h.steerer().set_cut(&link, down)?;
             to_json(&Ack::OK)
         }
+        Request::Schedule {
+            link,
+            ways,
+            after_ns,
+            netem,
+        } => {
+            let (seg, imp) = find(&link)?;
+            let due = Instant::now()
+                .checked_add(Duration::from_nanos(after_ns))
+                .context("`schedule`: that is too far ahead")?;
+            // Every direction's model is built before any is scheduled: a bad one changes none.
+            let mut steps = Vec::new();
+            for &way in ways.ways() {
+                let pool = pools[&(seg.name.clone(), way)];
+                steps.push(Step {
+                    due,
+                    link: link.clone(),
+                    way,
+                    swap: swap(imp, &netem, &seg.name, way, pool)?,
+                });
+            }
+            for step in steps {
+                schedule
+                    .send(step)
+                    .map_err(|_| anyhow!("the schedule has ended"))?;
+            }
+            to_json(&Ack::OK)
+        }
         Request::Set { link, ways, netem } => {
-            let (_, seg, imp) = impaired(state)
-                .into_iter()
-                .find(|(_, s, _)| s.name == link)
-                .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))?;
+            let (seg, imp) = find(&link)?;
             for &way in ways.ways() {
                 h.steerer().set_model(
                     &link,

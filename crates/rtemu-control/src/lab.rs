@@ -122,6 +122,27 @@ pub fn set_link(lab: &LabName, link: &str, ways: Ways, netem_text: &str) -> Resu
     engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
 }
 
+/// Gives link `link` of lab `lab` the model `netem_text` in the directions `ways` once
+/// `after` has passed (measured by the engine from when it gets the request), behind the
+/// frames then in flight; returns when the engine has checked and queued the change.
+pub fn schedule_link(
+    lab: &LabName,
+    link: &str,
+    ways: Ways,
+    after: Duration,
+    netem_text: &str,
+) -> Result<()> {
+    netem::parse(netem_text).with_context(|| format!("netem {netem_text:?}"))?;
+    let request = Request::Schedule {
+        link: link.to_owned(),
+        ways,
+        after_ns: u64::try_from(after.as_nanos())
+            .context("schedule: give a delay under 584 years")?,
+        netem: netem_text.to_owned(),
+    };
+    engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
+}
+
 /// Cuts link `link` of lab `lab` (`down`: it carries nothing) or joins it again.
 pub fn cut_link(lab: &LabName, link: &str, down: bool) -> Result<()> {
     let request = Request::Cut {

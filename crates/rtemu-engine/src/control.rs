@@ -154,7 +154,22 @@ pub enum Request {
         /// The model, in netem's syntax (checked by whoever builds it).
         netem: String,
     },
+    /// `schedule LINK a-b|b-a|both AFTER NETEM…`: as `set`, applied AFTER (`500ms`, `2s`)
+    /// from now, behind the frames then in flight.
+    Schedule {
+        /// The link.
+        link: String,
+        /// The directions changed.
+        ways: Ways,
+        /// How long from the request the change waits, ns.
+        after_ns: u64,
+        /// The model, in netem's syntax (checked by whoever builds it).
+        netem: String,
+    },
 }
+
+/// The verbs, as an error lists them.
+const VERBS: &str = "ping, stats, stop, down, up, set or schedule";
 
 /// A request line that is not a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -180,9 +195,9 @@ impl std::str::FromStr for Request {
                 },
                 None => return err(format!("`{verb}`: which link?")),
             },
-            "set" => {
+            "set" | "schedule" => {
                 let Some(link) = link() else {
-                    return err("`set`: which link?".into());
+                    return err(format!("`{verb}`: which link?"));
                 };
                 let ways = match words.next() {
                     Some("a-b") => Ways::AToB,
@@ -191,17 +206,32 @@ impl std::str::FromStr for Request {
                     Some(other) => {
                         return err(format!("direction `{other}`: give a-b, b-a or both"))
                     }
-                    None => return err("`set`: which direction? (a-b, b-a or both)".into()),
+                    None => return err(format!("`{verb}`: which direction? (a-b, b-a or both)")),
+                };
+                let after_ns = if verb == "schedule" {
+                    let Some(after) = words.next() else {
+                        return err("`schedule`: after how long? (e.g. 500ms, 2s)".into());
+                    };
+                    match rtemu_clock::time::parse_duration_ns(after) {
+                        Ok(ns) => Some(ns),
+                        Err(e) => return err(format!("`schedule`: {e}")),
+                    }
+                } else {
+                    None
                 };
                 let netem = words.collect::<Vec<_>>().join(" ");
-                return Ok(Request::Set { link, ways, netem });
+                return Ok(match after_ns {
+                    Some(after_ns) => Request::Schedule {
+                        link,
+                        ways,
+                        after_ns,
+                        netem,
+                    },
+                    None => Request::Set { link, ways, netem },
+                });
             }
-            "" => return err("empty request (ping, stats, stop, down, up or set)".into()),
-            other => {
-                return err(format!(
-                    "unknown request `{other}` (ping, stats, stop, down, up or set)"
-                ))
-            }
+            "" => return err(format!("empty request ({VERBS})")),
+            other => return err(format!("unknown request `{other}` ({VERBS})")),
         };
         match words.next() {
             Some(extra) => err(format!("`{verb}`: unexpected `{extra}`")),
@@ -221,6 +251,23 @@ impl fmt::Display for Request {
             }
             Request::Set { link, ways, netem } => {
                 write!(f, "set {link} {}", ways.as_str())?;
+                if !netem.is_empty() {
+                    write!(f, " {netem}")?;
+                }
+                Ok(())
+            }
+            Request::Schedule {
+                link,
+                ways,
+                after_ns,
+                netem,
+            } => {
+                write!(
+                    f,
+                    "schedule {link} {} {}",
+                    ways.as_str(),
+                    rtemu_clock::time::format_duration_ns(*after_ns)
+                )?;
                 if !netem.is_empty() {
                     write!(f, " {netem}")?;
                 }
@@ -306,6 +353,15 @@ mod tests {
                     netem: "rate 10mbit limit 5".into(),
                 },
             ),
+            (
+                "schedule ab a-b 1500ms delay 5ms",
+                Request::Schedule {
+                    link: "ab".into(),
+                    ways: Ways::AToB,
+                    after_ns: 1_500_000_000,
+                    netem: "delay 5ms".into(),
+                },
+            ),
         ];
         for (line, want) in cases {
             let got: Request = line.parse().unwrap();
@@ -324,10 +380,16 @@ mod tests {
     #[test]
     fn bad_requests_say_what_is_wrong() {
         for (line, want) in [
-            ("", "empty request (ping, stats, stop, down, up or set)"),
+            ("", "empty request (ping, stats, stop, down, up, set or schedule)"),
             (
                 "halt",
-                "unknown request `halt` (ping, stats, stop, down, up or set)",
+                "unknown request `halt` (ping, stats, stop, down, up, set or schedule)",
+            ),
+            ("schedule ab both", "`schedule`: after how long? (e.g. 500ms, 2s)"),
+            (
+                "schedule ab both soon delay 1ms",
+                "`schedule`: `soon` is not a duration: give a whole number and a unit, e.g. `50us`, \
+                 `2ms`, `1s`",
             ),
             ("up", "`up`: which link?"),
             ("stats now", "`stats`: unexpected `now`"),

@@ -691,3 +691,39 @@ netem = "loss 30% duplicate 5%"
     assert!(by_engine.windows(2).any(|w| w[0] == w[1]), "no duplicate");
     assert_eq!(by_engine, by_sim, "the simulator decided otherwise");
 }
+
+#[test]
+fn a_schedule_request_changes_a_running_link_later_and_a_bad_one_changes_nothing() {
+    if !root_or_skip(
+        "a_schedule_request_changes_a_running_link_later_and_a_bad_one_changes_nothing",
+    ) {
+        return;
+    }
+    let lab = Lab::up("q", TWO_NODES);
+    let socket = PathBuf::from("/run/rtemu")
+        .join(&lab.name)
+        .join("control.sock");
+    let ask = |line: &str| {
+        rtemu_engine::control::request(&socket, line, std::time::Duration::from_secs(5))
+            .expect("the engine answers")
+    };
+    let reply = ask("schedule nolink both 1s delay 30ms");
+    assert!(reply.contains("no impaired link `nolink`"), "{reply}");
+    let reply = ask("schedule ab both 1s delay 30ms nonsense");
+    assert!(reply.contains("\"error\""), "{reply}");
+    let asked = std::time::Instant::now();
+    assert_eq!(ask("schedule ab both 1500ms delay 30ms"), r#"{"ok":true}"#);
+    let rtt = lab
+        .ping_min_ms("a", "b", 2)
+        .expect("ping before the change");
+    assert!(
+        (20.0..50.0).contains(&rtt),
+        "RTT {rtt} ms before the change, for 10 ms + 10 ms"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1600).saturating_sub(asked.elapsed()));
+    let rtt = lab.ping_min_ms("a", "b", 2).expect("ping after the change");
+    assert!(
+        (60.0..500.0).contains(&rtt),
+        "RTT {rtt} ms after the change, for 30 ms + 30 ms"
+    );
+}
