@@ -27,6 +27,28 @@ pub struct Up {
     pub elapsed: Duration,
 }
 
+/// What `rtemu up` says of a lab that came up: its engine (when it has one) on a line, then
+/// its size and how long it took.
+impl std::fmt::Display for Up {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(wait) = self.engine_wait {
+            writeln!(
+                f,
+                "engine started for {} impaired links (wait {wait})",
+                self.impaired
+            )?;
+        }
+        write!(
+            f,
+            "lab {} is up: {} nodes, {} links and LANs ({:.0} ms)",
+            self.state.lab,
+            self.state.topology.nodes.len(),
+            self.state.topology.segments.len(),
+            self.elapsed.as_secs_f64() * 1e3
+        )
+    }
+}
+
 /// Brings `topo` (read from `file`, as `ls` shows it) up and, when it has impaired links,
 /// starts its engine with `opts` (the wait strategy defaulting to
 /// [`engine::default_wait`]); on failure nothing of the lab stays behind.
@@ -150,4 +172,43 @@ pub fn cut_link(lab: &LabName, link: &str, down: bool) -> Result<()> {
         down,
     };
     engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(engine_wait: Option<WaitStrategy>) -> Up {
+        let src = "lab = \"t1\"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n\
+                   [[links]]\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 1ms\"\n\
+                   [[links]]\nendpoints = [\"b\", \"c\"]\n";
+        Up {
+            state: State {
+                lab: LabName::new("t1").unwrap(),
+                file: "t.toml".to_owned(),
+                namespaces: Vec::new(),
+                nodes: Vec::new(),
+                handovers: Vec::new(),
+                cgroups: Vec::new(),
+                complete: true,
+                topology: Topology::parse("t.toml", src).unwrap(),
+            },
+            engine_wait,
+            impaired: 1,
+            elapsed: Duration::from_micros(12_400),
+        }
+    }
+
+    #[test]
+    fn an_up_lab_is_told_with_its_engine_only_when_it_has_one() {
+        assert_eq!(
+            up(Some(WaitStrategy::Spin)).to_string(),
+            "engine started for 1 impaired links (wait spin)\n\
+             lab t1 is up: 3 nodes, 2 links and LANs (12 ms)"
+        );
+        assert_eq!(
+            up(None).to_string(),
+            "lab t1 is up: 3 nodes, 2 links and LANs (12 ms)"
+        );
+    }
 }

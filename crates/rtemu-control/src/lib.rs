@@ -2,7 +2,7 @@
 //! lab. [`lab`] brings labs up and down and steers their links; [`engine`] is the engine
 //! process that carries a lab's impaired links and the client of its control socket;
 //! [`assemble`] builds a link direction's model from netem text and traces; [`message`] types
-//! the engine's replies.
+//! the engine's replies; [`root`] says whether this process may make labs.
 //!
 //! Nothing here prints to standard output: results are returned for the caller to show.
 
@@ -10,3 +10,4 @@ pub mod assemble;
 pub mod engine;
 pub mod lab;
 pub mod message;
+pub mod root;

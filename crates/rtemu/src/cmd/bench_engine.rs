@@ -1168,7 +1168,7 @@ fn udp_client(
 
 /// Runs `rtemu bench engine`.
 pub fn run(opts: &Options) -> Result<()> {
-    super::need_root("rtemu bench engine")?;
+    rtemu_control::root::need_root("rtemu bench engine")?;
     let wait = opts.wait.unwrap_or_else(engine::default_wait);
     let mut out = std::io::stdout().lock();
     writeln!(

@@ -470,7 +470,7 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> R
 
 /// Runs `rtemu bench topo`; `json` prints JSON instead of the table.
 pub fn run(json: bool) -> Result<()> {
-    super::need_root("rtemu bench topo")?;
+    rtemu_control::root::need_root("rtemu bench topo")?;
     for program in ["ip", "sh", "seq"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {program}")])

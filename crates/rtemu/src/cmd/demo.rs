@@ -84,7 +84,7 @@ fn predicted_rtt_ms(payload: u32) -> f64 {
 
 /// `rtemu demo`.
 pub fn run(args: &DemoArgs) -> Result<()> {
-    if !super::is_root() {
+    if !rtemu_control::root::is_root() {
         eprintln!(
             "rtemu demo needs root (network namespaces and CAP_NET_ADMIN for the real-time \
              engine); running the simulator on its built-in traffic and model instead.\n"

@@ -158,7 +158,7 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
         topo.lab = name.to_string();
     }
     // After the file's checks, so its errors show without root too.
-    super::need_root("rtemu up")?;
+    rtemu_control::root::need_root("rtemu up")?;
     if args.replace {
         lab::down(&topo.lab)?;
     }
@@ -173,19 +173,7 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
 /// Brings `topo` up with its engine (see [`control::up`]) and says so on standard error.
 pub fn bring_up(topo: &Topology, file: &str, engine: &EngineOptions) -> Result<State> {
     let up = control::up(topo, file, engine)?;
-    if let Some(wait) = up.engine_wait {
-        eprintln!(
-            "engine started for {} impaired links (wait {wait})",
-            up.impaired
-        );
-    }
-    eprintln!(
-        "lab {} is up: {} nodes, {} links and LANs ({:.0} ms)",
-        up.state.lab,
-        topo.nodes.len(),
-        topo.segments.len(),
-        up.elapsed.as_secs_f64() * 1e3
-    );
+    eprintln!("{up}");
     Ok(up.state)
 }
 
