@@ -1,7 +1,8 @@
 //! The `rtemu` command line: argument parsing and report printing over the rtemu libraries.
 //!
 //! Each subcommand lives in `cmd/<name>.rs` and exposes a clap `Args` struct and a `run`
-//! function; the work itself belongs to the library crates.
+//! function; the work itself belongs to the library crates. `rtemu bench`, arguments and all,
+//! is the `rtemu-bench` crate's.
 
 use std::process::ExitCode;
 
@@ -35,7 +36,7 @@ struct Cli {
 enum Command {
     Demo(cmd::demo::DemoArgs),
     Sim(cmd::sim::SimArgs),
-    Bench(cmd::bench::BenchArgs),
+    Bench(rtemu_bench::BenchArgs),
     Trace(cmd::trace::TraceArgs),
     Lab(cmd::lab::LabArgs),
     Up(cmd::topo::UpArgs),
@@ -56,7 +57,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sim(args) => cmd::sim::run(args),
-        Command::Bench(args) => cmd::bench::run(args),
+        Command::Bench(args) => rtemu_bench::run(args),
         Command::Trace(args) => cmd::trace::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Up(args) => cmd::topo::run_up(args),

@@ -1,8 +1,5 @@
 //! One module per subcommand.
 
-pub mod bench;
-pub mod bench_engine;
-pub mod bench_topo;
 pub mod demo;
 pub mod engine;
 pub mod lab;

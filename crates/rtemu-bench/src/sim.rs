@@ -1,4 +1,4 @@
-//! `rtemu bench`: how fast the models decide, measured and printed, never asserted.
+//! `rtemu bench sim`: how fast the models decide, measured and printed, never asserted.
 
 use std::hint::black_box;
 use std::io::Write;
@@ -11,6 +11,8 @@ use rtemu_sim::engine::{self, Discard};
 use rtemu_sim::fatelog::FateLog;
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec};
 use serde::Serialize;
+
+use crate::BenchArgs;
 
 /// The model sets the issue asks about, from cheapest to the full netem set. The traffic is
 /// 1000-byte packets at 100 kpps, 800 Mbit/s: the first rate queue (10 Gbit/s) never fills,
@@ -32,58 +34,6 @@ const CASES: [(&str, &str); 5] = [
 
 /// The case the whole-simulator measurement runs: the full set with a queue that never fills.
 const SIM_CASE: usize = 3;
-
-/// Measure the link models and the simulator (`sim`), or the real-time engine in labs
-/// (`engine`, root).
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:
-  rtemu bench sim
-  rtemu bench sim --packets 20000000 --repeat 7 --json
-  sudo rtemu bench engine --pings 200 --seconds 5
-  sudo rtemu bench engine --part soak --minutes 10")]
-pub struct BenchArgs {
-    /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
-    /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
-    /// iperf3, CPU and release error against offered load, throughput beside the kernel's own
-    /// forwarding; with `--part soak`, N minutes of 2× overload on a rate link with the
-    /// engine's counters and memory checked; needs root) or `topo` (`up` and
-    /// `down` of 10 to 1000 nodes against plain `ip` commands; needs root).
-    #[arg(value_parser = ["sim", "engine", "topo"], default_value = "sim")]
-    pub what: String,
-
-    /// engine: pings per chain.
-    #[arg(long, default_value_t = 100)]
-    pub pings: u32,
-
-    /// engine: seconds per row (each rate, each load, each throughput path).
-    #[arg(long, default_value_t = 3)]
-    pub seconds: u32,
-
-    /// engine: only these parts (repeatable; default: all but `soak`, which runs only when
-    /// asked for).
-    #[arg(long = "part", value_name = "PART", value_parser = ["per-hop", "rate", "load", "throughput", "soak"])]
-    pub parts: Vec<String>,
-
-    /// engine: how long the soak part runs, minutes (fractions allowed, e.g. 0.5).
-    #[arg(long, value_name = "N", default_value_t = 10.0)]
-    pub minutes: f64,
-
-    /// engine: how the engine waits (default: as `rtemu up`).
-    #[arg(long, value_name = "STRATEGY")]
-    pub engine_wait: Option<rtemu_clock::WaitStrategy>,
-
-    /// Packets per measurement.
-    #[arg(long, default_value_t = 5_000_000)]
-    pub packets: u64,
-
-    /// Measurements per case; the median is reported.
-    #[arg(long, default_value_t = 5)]
-    pub repeat: usize,
-
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
 
 #[derive(Debug, Serialize)]
 struct Case {
@@ -198,29 +148,8 @@ fn sim_run(packets: u64) -> anyhow::Result<f64> {
     Ok(s.packets_in as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Runs `rtemu bench`.
+/// Runs `rtemu bench sim`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.what == "topo" {
-        return super::bench_topo::run(args.json);
-    }
-    if args.what == "engine" {
-        anyhow::ensure!(
-            args.pings > 0 && args.seconds > 0,
-            "--pings and --seconds must be at least 1"
-        );
-        anyhow::ensure!(
-            args.minutes.is_finite() && args.minutes >= 0.05 && args.minutes <= 1440.0,
-            "--minutes {}: give the soak's length from 0.05 (3 s) to 1440 (a day)",
-            args.minutes
-        );
-        return super::bench_engine::run(&super::bench_engine::Options {
-            pings: args.pings,
-            seconds: args.seconds,
-            wait: args.engine_wait,
-            parts: args.parts.clone(),
-            soak_minutes: args.minutes,
-        });
-    }
     anyhow::ensure!(
         args.packets > 0 && args.repeat > 0,
         "--packets and --repeat must be at least 1"

@@ -52,6 +52,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rtemu_clock::{rt, WaitStrategy};
+use rtemu_control::engine::{self, EngineOptions, IoKind};
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::bench::{self, UdpFrame, Work};
 use rtemu_engine::control::Ways;
@@ -63,9 +64,6 @@ use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{Attachment, Mac};
 use rtemu_topo::Topology;
 use serde_json::Value;
-
-use super::topo::bring_up;
-use rtemu_control::engine::{self, EngineOptions, IoKind};
 
 /// The chain lengths of the per-hop benchmark.
 const CHAINS: [usize; 4] = [1, 2, 4, 8];
@@ -150,9 +148,15 @@ fn run_in(state: &State, node: &str, argv: &[&str]) -> Result<Output> {
 fn remove(lab: &str) {
     // The benchmark's own lab names are all valid.
     if let Ok(lab) = LabName::new(lab) {
-        let _ = engine::stop(&lab);
-        let _ = lab::down(&lab);
+        let _ = rtemu_control::lab::down(&lab);
     }
+}
+
+/// Brings `topo` up with its engine and says so on standard error, as `rtemu up` does.
+fn bring_up(topo: &Topology, file: &str, engine: &EngineOptions) -> Result<State> {
+    let up = rtemu_control::lab::up(topo, file, engine)?;
+    eprintln!("{up}");
+    Ok(up.state)
 }
 
 /// The engine's `stats` reply as JSON, as this harness reads it.

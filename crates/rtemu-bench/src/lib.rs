@@ -1,0 +1,91 @@
+//! rtemu's benchmark harness, `rtemu bench`: how fast the link models decide and the simulator
+//! runs (`sim`), what the real-time engine does in labs (`engine`, root) and how long labs take
+//! to come up and go down (`topo`, root). Everything is measured and printed, never asserted,
+//! except by the soak, which fails when the engine's counters or memory are off.
+//!
+//! The lab parts run `rtemu` subcommands through the current executable, so they run inside the
+//! `rtemu` binary, which holds only the dispatch to [`run`].
+
+#![warn(missing_docs)]
+
+mod engine;
+mod sim;
+mod topo;
+
+/// Measure the link models and the simulator (`sim`), or the real-time engine in labs
+/// (`engine`, root).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu bench sim
+  rtemu bench sim --packets 20000000 --repeat 7 --json
+  sudo rtemu bench engine --pings 200 --seconds 5
+  sudo rtemu bench engine --part soak --minutes 10")]
+pub struct BenchArgs {
+    /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
+    /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
+    /// iperf3, CPU and release error against offered load, throughput beside the kernel's own
+    /// forwarding; with `--part soak`, N minutes of 2× overload on a rate link with the
+    /// engine's counters and memory checked; needs root) or `topo` (`up` and
+    /// `down` of 10 to 1000 nodes against plain `ip` commands; needs root).
+    #[arg(value_parser = ["sim", "engine", "topo"], default_value = "sim")]
+    pub what: String,
+
+    /// engine: pings per chain.
+    #[arg(long, default_value_t = 100)]
+    pub pings: u32,
+
+    /// engine: seconds per row (each rate, each load, each throughput path).
+    #[arg(long, default_value_t = 3)]
+    pub seconds: u32,
+
+    /// engine: only these parts (repeatable; default: all but `soak`, which runs only when
+    /// asked for).
+    #[arg(long = "part", value_name = "PART", value_parser = ["per-hop", "rate", "load", "throughput", "soak"])]
+    pub parts: Vec<String>,
+
+    /// engine: how long the soak part runs, minutes (fractions allowed, e.g. 0.5).
+    #[arg(long, value_name = "N", default_value_t = 10.0)]
+    pub minutes: f64,
+
+    /// engine: how the engine waits (default: as `rtemu up`).
+    #[arg(long, value_name = "STRATEGY")]
+    pub engine_wait: Option<rtemu_clock::WaitStrategy>,
+
+    /// Packets per measurement.
+    #[arg(long, default_value_t = 5_000_000)]
+    pub packets: u64,
+
+    /// Measurements per case; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `rtemu bench`.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.what == "topo" {
+        return topo::run(args.json);
+    }
+    if args.what == "engine" {
+        anyhow::ensure!(
+            args.pings > 0 && args.seconds > 0,
+            "--pings and --seconds must be at least 1"
+        );
+        anyhow::ensure!(
+            args.minutes.is_finite() && args.minutes >= 0.05 && args.minutes <= 1440.0,
+            "--minutes {}: give the soak's length from 0.05 (3 s) to 1440 (a day)",
+            args.minutes
+        );
+        return engine::run(&engine::Options {
+            pings: args.pings,
+            seconds: args.seconds,
+            wait: args.engine_wait,
+            parts: args.parts.clone(),
+            soak_minutes: args.minutes,
+        });
+    }
+    sim::run(args)
+}
