@@ -53,6 +53,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use rtemu_clock::{rt, WaitStrategy};
 use rtemu_control::engine::{self, EngineOptions, IoKind};
+use rtemu_control::message::{Direction, Stats};
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::bench::{self, UdpFrame, Work};
 use rtemu_engine::control::Ways;
@@ -159,11 +160,6 @@ fn bring_up(topo: &Topology, file: &str, engine: &EngineOptions) -> Result<State
     Ok(up.state)
 }
 
-/// The engine's `stats` reply as JSON, as this harness reads it.
-fn stats_json(lab: &LabName) -> Result<Value> {
-    Ok(serde_json::to_value(engine::stats(lab)?)?)
-}
-
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
@@ -232,15 +228,15 @@ fn chain_run(opts: &Options, hops: usize, io: Option<IoKind>) -> Result<Vec<f64>
 
 /// Fails when lab `lab`'s engine does not run on `io` (AF_XDP could not be set up).
 fn check_io(lab: &str, io: IoKind) -> Result<()> {
-    let stats = stats_json(&LabName::new(lab)?)?;
-    match stats["io"].as_str() {
-        Some(got) if got == io.as_str() => Ok(()),
-        got => bail!(
+    let stats = engine::stats(&LabName::new(lab)?)?;
+    if stats.io != io.as_str() {
+        bail!(
             "lab {lab}'s engine runs on {}, not {} (see /run/rtemu/{lab}/engine.log)",
-            got.unwrap_or("?"),
+            stats.io,
             io.as_str()
-        ),
+        );
     }
+    Ok(())
 }
 
 /// The median and 99th percentile of `rtts` (ms), in µs.
@@ -335,10 +331,10 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
         // A port per row: the last row's server may still be receiving its backlog.
         let port = IPERF_PORT + row as u16;
         udp_server(state, "b", port)?;
-        let before = stats_json(&state.lab)?;
+        let before = engine::stats(&state.lab)?;
         let seconds = rate_row_seconds(rate, opts.seconds);
         let json = udp_client(state, "b", port, rate + rate / 4, PAYLOAD, seconds)?;
-        let after = stats_json(&state.lab)?;
+        let after = engine::stats(&state.lab)?;
         let lost = json["end"]["sum"]["lost_percent"]
             .as_f64()
             .unwrap_or(f64::NAN);
@@ -346,22 +342,18 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
         let received_bps = steady_goodput(&server_intervals(&json), f64::from(seconds))
             .with_context(|| format!("iperf3 gave no receiver intervals at {rate} bit/s"))?;
         // Every drop a→b, by any reason (the rate queue's, the pool's …), and the kernel's.
-        let drops = |s: &Value, reason: &str| -> u64 {
-            s["directions"]
-                .as_array()
-                .map(|ds| {
-                    ds.iter()
-                        .filter(|d| d["from"] == "a")
-                        .map(|d| {
-                            if reason == "kernel" {
-                                d["kernel_drops"].as_u64().unwrap_or(0)
-                            } else {
-                                d["dropped"][reason].as_u64().unwrap_or(0)
-                            }
-                        })
-                        .sum()
+        let drops = |s: &Stats, reason: &str| -> u64 {
+            s.directions
+                .iter()
+                .filter(|d| d.from == "a")
+                .map(|d| {
+                    if reason == "kernel" {
+                        d.kernel_drops.unwrap_or(0)
+                    } else {
+                        d.dropped.get(reason).copied().unwrap_or(0)
+                    }
                 })
-                .unwrap_or(0)
+                .sum()
         };
         let delta = |reason: &str| drops(&after, reason) - drops(&before, reason);
         writeln!(
@@ -493,13 +485,10 @@ fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> R
         let row = load_row(&state, opts, pps);
         remove(name);
         let (received_pps, cpu, d) = row?;
-        let f = &d["fidelity"];
-        let r = &f["released"];
-        let us = |v: &Value| v.as_f64().unwrap_or(f64::NAN) / 1e3;
-        let dropped: u64 = d["dropped"]
-            .as_object()
-            .map(|m| m.values().filter_map(Value::as_u64).sum())
-            .unwrap_or(0);
+        let r = &d.fidelity.released;
+        let us = |ns: u64| ns as f64 / 1e3;
+        // An unknown kernel count shows as it always has, as JSON's `null`.
+        let kernel_drops = d.kernel_drops.map_or("null".to_owned(), |k| k.to_string());
         let shown = if link.starts_with("trace") {
             "fGn trace, 1 ms ± 0.1 ms, H 0.8"
         } else {
@@ -507,14 +496,14 @@ fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> R
         };
         writeln!(
             out,
-            "| {shown} | {pps} | {received_pps:.0} | {cpu:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {dropped} | {} | {} |",
-            us(&r["p50_ns"]),
-            us(&r["p99_ns"]),
-            us(&r["p999_ns"]),
-            us(&r["max_ns"]),
-            f["late"],
-            d["kernel_drops"],
-            d["trace_underruns"],
+            "| {shown} | {pps} | {received_pps:.0} | {cpu:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {kernel_drops} | {} |",
+            us(r.p50_ns),
+            us(r.p99_ns),
+            us(r.p999_ns),
+            us(r.max_ns),
+            d.fidelity.late,
+            d.dropped_total(),
+            d.trace_underruns,
         )?;
         out.flush()?;
     }
@@ -523,16 +512,15 @@ fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> R
 
 /// One load row: iperf3 at `pps`; returns the receiver's packets per second, the engine's CPU
 /// % over the run, and the a→b direction's stats at the end.
-fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Value)> {
+fn load_row(state: &State, opts: &Options, pps: u64) -> Result<(f64, f64, Direction)> {
     udp_server(state, "b", IPERF_PORT)?;
-    let before = stats_json(&state.lab)?;
+    let before = engine::stats(&state.lab)?;
     let started = std::time::Instant::now();
     let bps = pps * SMALL_PAYLOAD * 8;
     let json = udp_client(state, "b", IPERF_PORT, bps, SMALL_PAYLOAD, opts.seconds)?;
-    let after = stats_json(&state.lab)?;
+    let after = engine::stats(&state.lab)?;
     let wall_ns = started.elapsed().as_nanos() as f64;
-    let cpu_ns = after["process_cpu_ns"].as_f64().unwrap_or(f64::NAN)
-        - before["process_cpu_ns"].as_f64().unwrap_or(f64::NAN);
+    let cpu_ns = cpu_ns(&after) - cpu_ns(&before);
     let packets = json["end"]["sum"]["packets"].as_f64().unwrap_or(f64::NAN);
     let lost = json["end"]["sum"]["lost_packets"]
         .as_f64()
@@ -962,24 +950,26 @@ fn relay_row<P: PacketIo + Send + 'static>(
 }
 
 /// The a→b direction in a `stats` reply.
-fn a_to_b(stats: &Value) -> Result<&Value> {
-    stats["directions"]
-        .as_array()
-        .and_then(|ds| ds.iter().find(|d| d["from"] == "a"))
+fn a_to_b(stats: &Stats) -> Result<&Direction> {
+    stats
+        .directions
+        .iter()
+        .find(|d| d.from == "a")
         .context("no a→b direction in the engine's stats")
 }
 
+/// The engine process's CPU time in a `stats` reply, ns (NaN when it could not be read).
+fn cpu_ns(stats: &Stats) -> f64 {
+    stats.process_cpu_ns.map_or(f64::NAN, |ns| ns as f64)
+}
+
 /// The drops by reason from `before` to `after` (directions), those that happened, or `0`.
-fn drops_between(before: &Value, after: &Value) -> String {
-    let Some(reasons) = after["dropped"].as_object() else {
-        return "?".to_owned();
-    };
-    let happened: Vec<String> = reasons
+fn drops_between(before: &Direction, after: &Direction) -> String {
+    let happened: Vec<String> = after
+        .dropped
         .iter()
-        .filter_map(|(reason, n)| {
-            let n = n
-                .as_u64()?
-                .saturating_sub(before["dropped"][reason].as_u64().unwrap_or(0));
+        .filter_map(|(reason, &n)| {
+            let n = n.saturating_sub(before.dropped.get(reason).copied().unwrap_or(0));
             (n > 0).then(|| format!("{reason} {n}"))
         })
         .collect();
@@ -992,30 +982,22 @@ fn drops_between(before: &Value, after: &Value) -> String {
 
 /// Floods through the lab's engine and reads its counters and CPU before and after.
 fn engine_row(state: &State, path: Path, frame: Vec<u8>, secs: u32) -> Result<TputRow> {
-    let before = stats_json(&state.lab)?;
+    let before = engine::stats(&state.lab)?;
     let started = std::time::Instant::now();
     let flooded = flood_once(state, path, frame, secs)?;
-    let after = stats_json(&state.lab)?;
+    let after = engine::stats(&state.lab)?;
     let wall_ns = started.elapsed().as_nanos() as f64;
     let (d0, d1) = (a_to_b(&before)?, a_to_b(&after)?);
-    let count = |key: &str| {
-        d1[key]
-            .as_u64()
-            .unwrap_or(0)
-            .saturating_sub(d0[key].as_u64().unwrap_or(0))
-    };
-    let cpu_ns = after["process_cpu_ns"].as_f64().unwrap_or(f64::NAN)
-        - before["process_cpu_ns"].as_f64().unwrap_or(f64::NAN);
     Ok(TputRow {
         flooded,
         counts: Some(PathCounts {
-            received: count("received"),
-            sent: count("delivered"),
+            received: d1.received.saturating_sub(d0.received),
+            sent: d1.delivered.saturating_sub(d0.delivered),
             drops: drops_between(d0, d1),
-            kernel_drops: d1["kernel_drops"]
-                .as_u64()
-                .map(|k| k.saturating_sub(d0["kernel_drops"].as_u64().unwrap_or(0))),
-            cpu: cpu_ns / wall_ns * 100.0,
+            kernel_drops: d1
+                .kernel_drops
+                .map(|k| k.saturating_sub(d0.kernel_drops.unwrap_or(0))),
+            cpu: (cpu_ns(&after) - cpu_ns(&before)) / wall_ns * 100.0,
         }),
     })
 }
@@ -1241,23 +1223,14 @@ struct SoakSnapshot {
     rss_kib: u64,
 }
 
-/// The drops of every reason in one direction's counters of a `stats` reply.
-fn dropped_total(d: &Value) -> u64 {
-    d["dropped"]
-        .as_object()
-        .map(|m| m.values().filter_map(Value::as_u64).sum())
-        .unwrap_or(0)
-}
-
 /// Whether one direction's counters in a `stats` reply account for every copy:
 /// received + duplicates = delivered + dropped + in flight.
-fn balanced(d: &Value) -> bool {
-    let n = |k: &str| d[k].as_u64().unwrap_or(0);
-    n("received") + n("duplicates") == n("delivered") + dropped_total(d) + n("in_flight")
+fn balanced(d: &Direction) -> bool {
+    d.received + d.duplicates == d.delivered + d.dropped_total() + d.in_flight
 }
 
 /// The resident memory of process `pid`, KiB, from `VmRSS` in `/proc/<pid>/status`.
-fn rss_kib(pid: u64) -> Result<u64> {
+fn rss_kib(pid: u32) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status (has the engine died?)"))?;
     vm_rss_kib(&status).with_context(|| format!("no VmRSS in /proc/{pid}/status"))
@@ -1287,29 +1260,20 @@ fn rcvbuf_errors(snmp: &str) -> Option<u64> {
 }
 
 /// The soak's snapshot of `stats` against `base` (the a→b direction before the traffic).
-fn soak_snapshot(stats: &Value, base: &Value, t_s: f64) -> Result<SoakSnapshot> {
+fn soak_snapshot(stats: &Stats, base: &Direction, t_s: f64) -> Result<SoakSnapshot> {
     let d = a_to_b(stats)?;
-    let delta = |v: &Value, b: &Value| {
-        v.as_u64()
-            .unwrap_or(0)
-            .saturating_sub(b.as_u64().unwrap_or(0))
-    };
-    let queue_full = delta(&d["dropped"]["queue-full"], &base["dropped"]["queue-full"]);
-    let dropped = dropped_total(d).saturating_sub(dropped_total(base));
-    let pid = stats["pid"]
-        .as_u64()
-        .context("the engine's stats name no pid")?;
+    let queue_full = |d: &Direction| d.dropped.get("queue-full").copied().unwrap_or(0);
+    let queue_full = queue_full(d).saturating_sub(queue_full(base));
+    let dropped = d.dropped_total().saturating_sub(base.dropped_total());
     Ok(SoakSnapshot {
         t_s,
-        received: delta(&d["received"], &base["received"]),
-        delivered: delta(&d["delivered"], &base["delivered"]),
+        received: d.received.saturating_sub(base.received),
+        delivered: d.delivered.saturating_sub(base.delivered),
         queue_full,
         other_drops: dropped.saturating_sub(queue_full),
-        in_flight: d["in_flight"].as_u64().unwrap_or(0),
-        balanced: stats["directions"]
-            .as_array()
-            .is_some_and(|ds| ds.iter().all(balanced)),
-        rss_kib: rss_kib(pid)?,
+        in_flight: d.in_flight,
+        balanced: stats.directions.iter().all(balanced),
+        rss_kib: rss_kib(stats.pid)?,
     })
 }
 
@@ -1415,7 +1379,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
         out,
         "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
     )?;
-    let base_stats = stats_json(&state.lab)?;
+    let base_stats = engine::stats(&state.lab)?;
     let base = a_to_b(&base_stats)?.clone();
     let b_before = bench::interface_counters(&b_ns, &b_if)?.rx_packets;
     let socket_drops_before = udp_rcvbuf_errors(&b_ns)?;
@@ -1428,7 +1392,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
     let mut snaps = Vec::new();
     let mut next = started + every;
     let row = |snaps: &mut Vec<SoakSnapshot>, out: &mut dyn Write| -> Result<()> {
-        let stats = stats_json(&state.lab)?;
+        let stats = engine::stats(&state.lab)?;
         let s = soak_snapshot(&stats, &base, started.elapsed().as_secs_f64())?;
         writeln!(
             out,
@@ -1469,7 +1433,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
     loop {
         std::thread::sleep(Duration::from_millis(100));
         let s = soak_snapshot(
-            &stats_json(&state.lab)?,
+            &engine::stats(&state.lab)?,
             &base,
             started.elapsed().as_secs_f64(),
         )?;
@@ -1583,17 +1547,91 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
 mod tests {
     use super::*;
 
+    /// The a→b direction with these counters and drops, everything else zero.
+    fn direction(
+        received: u64,
+        duplicates: u64,
+        delivered: u64,
+        in_flight: u64,
+        dropped: &[(&str, u64)],
+    ) -> Direction {
+        let zero = rtemu_control::message::Percentiles {
+            max_ns: 0,
+            p50_ns: 0,
+            p999_ns: 0,
+            p99_ns: 0,
+        };
+        Direction {
+            buffers: None,
+            conserved: true,
+            delivered,
+            delivered_bytes: 0,
+            dir: "a-b".to_owned(),
+            dropped: dropped.iter().map(|&(r, n)| (r.to_owned(), n)).collect(),
+            duplicates,
+            fidelity: rtemu_control::message::Fidelity {
+                arrival_lag: zero,
+                count: 0,
+                early: 0,
+                late: 0,
+                late_after_ns: 0,
+                lost: 0,
+                released: zero,
+                started: zero,
+            },
+            from: "a".to_owned(),
+            in_flight,
+            kernel_drops: None,
+            link: "ab".to_owned(),
+            received,
+            received_bytes: 0,
+            resolution_passed: 0,
+            to: "b".to_owned(),
+            trace_underruns: 0,
+            tx_busy: 0,
+        }
+    }
+
     #[test]
     fn a_direction_balances_only_when_every_copy_is_accounted_for() {
-        let d = serde_json::json!({
-            "received": 100, "duplicates": 2, "delivered": 60, "in_flight": 12,
-            "dropped": { "queue-full": 25, "loss": 5 },
-        });
+        let d = direction(100, 2, 60, 12, &[("queue-full", 25), ("loss", 5)]);
         assert!(balanced(&d));
-        assert_eq!(dropped_total(&d), 30);
-        let mut short = d.clone();
-        short["in_flight"] = 11.into();
+        let short = Direction {
+            in_flight: 11,
+            ..d.clone()
+        };
         assert!(!balanced(&short));
+    }
+
+    #[test]
+    fn a_soak_snapshot_counts_from_its_base_and_checks_every_direction() {
+        let base = direction(10, 0, 8, 0, &[("queue-full", 2), ("loss", 0)]);
+        let now = direction(110, 0, 58, 12, &[("queue-full", 37), ("loss", 3)]);
+        let mut back = direction(5, 0, 5, 0, &[]);
+        back.from = "b".to_owned();
+        let stats = Stats {
+            directions: vec![back.clone(), now],
+            io: "af-packet".to_owned(),
+            lab: LabName::new("bsoak1").unwrap(),
+            pid: std::process::id(),
+            process_cpu_ns: None,
+        };
+        let s = soak_snapshot(&stats, &base, 2.0).unwrap();
+        assert_eq!(
+            (s.received, s.delivered, s.queue_full, s.other_drops),
+            (100, 50, 35, 3)
+        );
+        assert_eq!(s.in_flight, 12);
+        assert!(s.balanced);
+        assert!(s.rss_kib > 0);
+        // One direction short of a copy: the snapshot does not balance.
+        let mut unbalanced = stats.clone();
+        unbalanced.directions[0].delivered = 4;
+        assert!(!soak_snapshot(&unbalanced, &base, 2.0).unwrap().balanced);
+        // Without an a→b direction there is nothing to measure.
+        let mut none = stats;
+        none.directions = vec![back];
+        assert!(soak_snapshot(&none, &base, 2.0).is_err());
     }
 
     #[test]
@@ -1724,10 +1762,12 @@ mod tests {
 
     #[test]
     fn drops_are_listed_by_reason_when_they_happened() {
-        let before = serde_json::json!({ "dropped": { "model": 1, "pool-exhausted": 5 } });
-        let after = serde_json::json!({ "dropped": { "model": 1, "pool-exhausted": 12 } });
+        let before = direction(0, 0, 0, 0, &[("model", 1), ("pool-exhausted", 5)]);
+        let after = direction(0, 0, 0, 0, &[("model", 1), ("pool-exhausted", 12)]);
         assert_eq!(drops_between(&before, &after), "pool-exhausted 7");
         assert_eq!(drops_between(&after, &after), "0");
-        assert_eq!(drops_between(&before, &serde_json::json!({})), "?");
+        // A reason the earlier reply did not have counts from zero.
+        let later = direction(0, 0, 0, 0, &[("model", 1), ("queue-full", 3)]);
+        assert_eq!(drops_between(&before, &later), "queue-full 3");
     }
 }
