@@ -250,3 +250,23 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     )?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_overloaded_queue_fills_and_drops_tail() {
+        let (load, full, backlog) = queue_behaviour(CASES[3].1, 20_000).unwrap();
+        // 800 Mbit/s offered to 10 Gbit/s.
+        assert!((load.unwrap() - 0.08).abs() < 1e-9, "{load:?}");
+        assert_eq!(full, 0.0);
+        assert!(backlog < 1000, "{backlog}");
+        let (load, full, backlog) = queue_behaviour(CASES[4].1, 20_000).unwrap();
+        assert!((load.unwrap() - 1.6).abs() < 1e-9, "{load:?}");
+        // Once full, 1 - 1/1.6 of the packets find no room.
+        assert!(full > 0.25 && full < 0.4, "{full}");
+        assert!(backlog > 900 && backlog <= 1000, "{backlog}");
+        assert_eq!(queue_behaviour(CASES[0].1, 100).unwrap(), (None, 0.0, 0));
+    }
+}
