@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rtemu_clock::time::thread_cpu_time_ns;
 use rtemu_clock::Instant;
+use rtemu_model::wire::Udp4;
 
 use crate::io::PacketIo;
 use crate::netns::{self, NetnsError};
@@ -32,9 +33,6 @@ pub const FOREIGN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x99];
 /// Frames one flush of [`flood`] and one turn of [`relay`] carry at most.
 pub const BATCH: usize = 64;
 
-/// Ethernet, IPv4 and UDP headers; the smallest frame is 64 bytes on the wire all the same.
-const HEADERS: usize = 14 + 20 + 8;
-
 /// The frame check sequence, counted on the wire but never handed to packet sockets.
 const FCS: usize = 4;
 
@@ -42,7 +40,7 @@ const FCS: usize = 4;
 pub const MIN_WIRE: usize = 64;
 
 /// The largest frame [`udp_frame`] builds: the IPv4 total length is 16 bits.
-pub const MAX_WIRE: usize = 14 + 65_535 + FCS;
+pub const MAX_WIRE: usize = Udp4::MAX_FRAME + FCS;
 
 /// A frame length [`udp_frame`] cannot build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -71,37 +69,19 @@ pub fn udp_frame(spec: &UdpFrame, wire: usize) -> Result<Vec<u8>, FrameLengthErr
     if !(MIN_WIRE..=MAX_WIRE).contains(&wire) {
         return Err(FrameLengthError(wire));
     }
-    let mut f = vec![0u8; wire - FCS];
-    let ip_len = (f.len() - 14) as u16;
-    f[0..6].copy_from_slice(&spec.dst_mac);
-    f[6..12].copy_from_slice(&spec.src_mac);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&spec.src.octets());
-    ip[16..20].copy_from_slice(&spec.dst.octets());
-    let sum = ipv4_checksum(ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    let udp = &mut f[34..HEADERS];
-    udp[0..2].copy_from_slice(&spec.port.to_be_bytes());
-    udp[2..4].copy_from_slice(&spec.port.to_be_bytes());
-    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
-    Ok(f)
-}
-
-/// The Internet checksum (RFC 1071) of an IPv4 header whose checksum field is zero.
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    let headers = Udp4 {
+        dst_mac: spec.dst_mac,
+        src_mac: spec.src_mac,
+        src: spec.src,
+        dst: spec.dst,
+        src_port: spec.port,
+        dst_port: spec.port,
+        ttl: 64,
+        dont_fragment: false,
+    };
+    headers
+        .frame(wire - FCS)
+        .map_err(|_| FrameLengthError(wire))
 }
 
 /// What a [`flood`] or a [`relay`] did, and what it cost its thread.
@@ -300,19 +280,8 @@ mod tests {
         let f = udp_frame(&spec(), 64).unwrap();
         // Summed with its checksum in place, a valid header gives all ones, which the
         // complement makes 0.
-        assert_eq!(ipv4_checksum(&f[14..34]), 0);
+        assert_eq!(rtemu_model::wire::internet_checksum(&f[14..34]), 0);
         assert_ne!(&f[24..26], &[0, 0]);
-    }
-
-    #[test]
-    fn the_checksum_matches_a_known_header() {
-        // RFC 1071's worked example is for arbitrary words; this header is Wikipedia's IPv4
-        // checksum example, whose checksum is 0xb861.
-        let header = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
-        ];
-        assert_eq!(ipv4_checksum(&header), 0xb861);
     }
 
     #[test]

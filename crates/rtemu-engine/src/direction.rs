@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
+use rtemu_model::wire::{flow_key, is_address_resolution, link_type};
 use rtemu_model::{Corruption, Model, PacketMeta};
-use rtemu_sim::flow::{flow_key, ip_packet, link_type};
 
 use crate::counters::{Counters, DropKind, Published};
 use crate::fidelity::{self, Consumer, Producer, Record};
@@ -63,27 +63,6 @@ impl std::fmt::Debug for DirectionConfig {
             .field("slot_size", &self.slot_size)
             .field("late_after_ns", &self.late_after_ns)
             .finish_non_exhaustive()
-    }
-}
-
-/// Whether `frame` (Ethernet) is ARP or IPv6 neighbour discovery (ICMPv6 133–137).
-pub fn is_address_resolution(frame: &[u8]) -> bool {
-    let mut at = 12;
-    for _ in 0..3 {
-        match frame
-            .get(at..at + 2)
-            .map(|t| u16::from_be_bytes([t[0], t[1]]))
-        {
-            Some(0x0806) => return true,
-            Some(0x8100 | 0x88a8 | 0x9100) => at += 4,
-            _ => break,
-        }
-    }
-    match ip_packet(link_type::ETHERNET, frame) {
-        Some(ip) if ip.first().map(|b| b >> 4) == Some(6) => {
-            ip.get(6) == Some(&58) && matches!(ip.get(40), Some(133..=137))
-        }
-        _ => false,
     }
 }
 
@@ -561,27 +540,6 @@ mod tests {
         let c = d.counters();
         assert_eq!((c.resolution_passed, c.dropped(DropKind::Loss)), (1, 1));
         assert!(c.conserved());
-    }
-
-    #[test]
-    fn recognises_arp_and_neighbour_discovery_only() {
-        let mut arp = vec![0u8; 42];
-        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-        assert!(is_address_resolution(&arp));
-        let mut tagged = arp[..12].to_vec();
-        tagged.extend_from_slice(&[0x81, 0x00, 0, 5]);
-        tagged.extend_from_slice(&arp[12..]);
-        assert!(is_address_resolution(&tagged));
-        let mut ns = vec![0u8; 14 + 40 + 24];
-        ns[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-        ns[14] = 0x60;
-        ns[14 + 6] = 58;
-        ns[14 + 40] = 135;
-        assert!(is_address_resolution(&ns));
-        ns[14 + 40] = 128; // echo request
-        assert!(!is_address_resolution(&ns));
-        assert!(!is_address_resolution(&udp(1)));
-        assert!(!is_address_resolution(&[0u8; 5]));
     }
 
     #[test]

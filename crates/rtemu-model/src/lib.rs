@@ -15,7 +15,8 @@
 //! * [`chance`], [`loss`], [`dist`], [`rate`]: one state machine per impairment;
 //! * [`link`]: the stages in their documented order ([`LinkModel`]);
 //! * [`trace`]: links whose drops, duplicates and delays come from a trace;
-//! * [`config`] and [`netem`]: the structured configuration and the netem syntax that fills it.
+//! * [`config`] and [`netem`]: the structured configuration and the netem syntax that fills it;
+//! * [`wire`]: the frames the engines carry (header views, checksums, generated frames).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -32,6 +33,7 @@ pub mod rate;
 pub mod rng;
 pub mod trace;
 pub mod units;
+pub mod wire;
 
 pub use config::LinkConfig;
 pub use fate::{Corruption, Deliveries, Delivery, DropReason, Fate};

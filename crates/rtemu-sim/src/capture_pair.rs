@@ -17,9 +17,9 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use rtemu_model::wire::ip_packet;
 use rtemu_trace::Action;
 
-use crate::flow::ip_packet;
 use crate::source::{FrameSource, SourceError};
 
 /// What matching two captures found.

@@ -13,11 +13,11 @@
 
 use std::io::{self, Write};
 
+use rtemu_model::wire::flow_key;
 use rtemu_model::{Corruption, Exhaustion, Model, PacketMeta};
 
 use crate::delayline::DelayLine;
 use crate::fatelog::FateLog;
-use crate::flow::flow_key;
 use crate::source::{FrameSource, Progress, SourceError};
 use crate::summary::{Summary, Tally};
 

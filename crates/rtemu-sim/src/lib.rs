@@ -7,7 +7,6 @@ pub mod capture_pair;
 pub mod delayline;
 pub mod engine;
 pub mod fatelog;
-pub mod flow;
 pub mod source;
 pub mod summary;
 pub mod tables;

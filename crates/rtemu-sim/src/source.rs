@@ -8,7 +8,7 @@ use crate::capture::CaptureError;
 
 /// The pcap link type of Ethernet (`LINKTYPE_ETHERNET`), the only one the traffic generator
 /// produces.
-pub const LINKTYPE_ETHERNET: u32 = 1;
+pub use rtemu_model::wire::link_type::ETHERNET as LINKTYPE_ETHERNET;
 
 /// One frame as it arrives at the simulated link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,9 +13,11 @@
 //! in `[0, d)`. The same spec and seed always give the same frames at the same times.
 
 use std::fmt;
+use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 use rtemu_model::units::{Rate, Time};
+use rtemu_model::wire::{internet_checksum, sum_words, udp4_checksum_of_sum, Udp4};
 use rtemu_model::Stream;
 
 use crate::source::{Frame, FrameSource, Progress, ProgressUnit, SourceError, LINKTYPE_ETHERNET};
@@ -325,6 +327,10 @@ impl fmt::Display for TrafficSpec {
 }
 
 /// Byte offsets of the frame's fields.
+/// Every generated frame's source and destination address.
+const SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const DST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
 mod field {
     pub const IP: usize = 14;
     pub const IP_LEN: usize = IP + 2;
@@ -498,18 +504,19 @@ impl TrafficGen {
 
     /// The fields every frame shares.
     fn write_constant_headers(&mut self) {
-        let b = &mut self.buf;
-        b[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-        b[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-        b[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        b[field::IP] = 0x45;
-        b[field::IP + 6] = 0x40; // don't fragment
-        b[field::IP + 8] = 64; // TTL
-        b[field::IP + 9] = 17; // UDP
-        b[field::IP + 12..field::IP + 16].copy_from_slice(&[10, 0, 0, 1]);
-        b[field::IP + 16..field::IP + 20].copy_from_slice(&[10, 0, 0, 2]);
-        b[field::UDP..field::UDP + 2].copy_from_slice(&49152u16.to_be_bytes());
-        b[field::UDP + 2..field::UDP + 4].copy_from_slice(&9u16.to_be_bytes());
+        let headers = Udp4 {
+            dst_mac: [0x02, 0, 0, 0, 0, 0x02],
+            src_mac: [0x02, 0, 0, 0, 0, 0x01],
+            src: SRC,
+            dst: DST,
+            src_port: 49152,
+            dst_port: 9,
+            ttl: 64,
+            dont_fragment: true,
+        };
+        headers
+            .write(&mut self.buf)
+            .expect("the buffer holds the largest frame, headers included");
     }
 
     /// Writes the fields that differ between frames of `size` bytes with sequence number
@@ -522,40 +529,20 @@ impl TrafficGen {
             .copy_from_slice(&((size - field::IP) as u16).to_be_bytes());
         b[field::IP_ID..field::IP_ID + 2].copy_from_slice(&(seq as u16).to_be_bytes());
         b[field::IP_CHECKSUM..field::IP_CHECKSUM + 2].fill(0);
-        let ip_sum = !fold(sum_words(&b[field::IP..field::UDP]));
+        let ip_sum = internet_checksum(&b[field::IP..field::UDP]);
         b[field::IP_CHECKSUM..field::IP_CHECKSUM + 2].copy_from_slice(&ip_sum.to_be_bytes());
 
-        let udp_len = (size - field::UDP) as u16;
-        b[field::UDP_LEN..field::UDP_LEN + 2].copy_from_slice(&udp_len.to_be_bytes());
+        let udp_len = size - field::UDP;
+        b[field::UDP_LEN..field::UDP_LEN + 2].copy_from_slice(&(udp_len as u16).to_be_bytes());
         b[field::PAYLOAD..field::SEQ_END].fill(0);
         if size >= field::SEQ_END {
             b[field::PAYLOAD..field::SEQ_END].copy_from_slice(&seq.to_be_bytes());
         }
         b[field::UDP_CHECKSUM..field::UDP_CHECKSUM + 2].fill(0);
-        // Pseudo-header: addresses, protocol, UDP length.
-        let pseudo = sum_words(&b[field::IP + 12..field::UDP]) + 17 + u32::from(udp_len);
-        let udp_sum = match !fold(pseudo + sum_words(&b[field::UDP..field::SEQ_END])) {
-            0 => 0xffff, // 0 means "no checksum" in UDP over IPv4
-            s => s,
-        };
+        let segment = sum_words(&b[field::UDP..field::SEQ_END]);
+        let udp_sum = udp4_checksum_of_sum(SRC, DST, udp_len, segment);
         b[field::UDP_CHECKSUM..field::UDP_CHECKSUM + 2].copy_from_slice(&udp_sum.to_be_bytes());
     }
-}
-
-/// The sum of big-endian 16-bit words (`bytes` has even length).
-fn sum_words(bytes: &[u8]) -> u32 {
-    bytes
-        .chunks_exact(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum()
-}
-
-/// Folds the carries of a one's-complement sum into 16 bits.
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
 }
 
 impl FrameSource for TrafficGen {

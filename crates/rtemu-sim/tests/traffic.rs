@@ -1,6 +1,7 @@
 //! The traffic generator: spec grammar, timing, statistics and frame validity.
 
 use proptest::prelude::*;
+use rtemu_model::wire::{fold, internet_checksum, sum_words};
 use rtemu_sim::capture::PcapWriter;
 use rtemu_sim::source::{FrameSource, ProgressUnit, LINKTYPE_ETHERNET};
 use rtemu_sim::traffic::{Pattern, TrafficGen, TrafficRate, TrafficSpec, TrafficSpecError};
@@ -267,21 +268,6 @@ proptest! {
     }
 }
 
-/// The one's-complement sum of 16-bit words, padding an odd length with zero.
-fn ones_complement_sum(chunks: &[&[u8]]) -> u16 {
-    let mut sum: u64 = 0;
-    for chunk in chunks {
-        for pair in chunk.chunks(2) {
-            let hi = u64::from(pair[0]) << 8;
-            sum += hi | pair.get(1).map_or(0, |&b| u64::from(b));
-        }
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// Checks a frame as a receiver would, from the bytes alone.
 fn check_frame(data: &[u8], seq: u64) {
     assert_eq!(&data[12..14], &[0x08, 0x00], "IPv4 ethertype");
@@ -298,7 +284,7 @@ fn check_frame(data: &[u8], seq: u64) {
         "IP identification"
     );
     assert_eq!(ip[9], 17);
-    assert_eq!(ones_complement_sum(&[ip]), 0xffff, "IP header checksum");
+    assert_eq!(internet_checksum(ip), 0, "IP header checksum");
     let udp = &data[34..];
     assert_eq!(
         u16::from_be_bytes([udp[4], udp[5]]) as usize,
@@ -307,7 +293,11 @@ fn check_frame(data: &[u8], seq: u64) {
     );
     assert_ne!(&udp[6..8], &[0, 0], "UDP checksum present");
     let pseudo = [&ip[12..20], &[0, 17], &udp[4..6]].concat();
-    assert_eq!(ones_complement_sum(&[&pseudo, udp]), 0xffff, "UDP checksum");
+    assert_eq!(
+        fold(sum_words(&pseudo) + sum_words(udp)),
+        0xffff,
+        "UDP checksum"
+    );
     let payload = &udp[8..];
     if payload.len() >= 8 {
         assert_eq!(

@@ -7,11 +7,12 @@
 
 use std::io::{self, Write};
 
+use rtemu_model::wire::link_type;
+
 const SHB: u32 = 0x0A0D_0D0A;
 const IDB: u32 = 1;
 const EPB: u32 = 6;
 const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
-const LINKTYPE_ETHERNET: u16 = 1;
 const OPT_END: u16 = 0;
 const IF_NAME: u16 = 2;
 const IF_TSRESOL: u16 = 9;
@@ -47,7 +48,7 @@ impl<W: Write> PcapngWriter<W> {
             let mut b = Vec::with_capacity(total as usize);
             b.extend_from_slice(&IDB.to_ne_bytes());
             b.extend_from_slice(&total.to_ne_bytes());
-            b.extend_from_slice(&LINKTYPE_ETHERNET.to_ne_bytes());
+            b.extend_from_slice(&(link_type::ETHERNET as u16).to_ne_bytes());
             b.extend_from_slice(&0u16.to_ne_bytes());
             b.extend_from_slice(&0u32.to_ne_bytes()); // snaplen: no limit
             b.extend_from_slice(&IF_NAME.to_ne_bytes());

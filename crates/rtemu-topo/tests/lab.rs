@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use rtemu_model::wire::is_address_resolution;
 use rtemu_topo::lab::{self, node_netns};
 use rtemu_topo::state::{lab_dir, LabName};
 use rtemu_topo::Topology;
@@ -628,16 +629,6 @@ fn pcapng_packets(bytes: &[u8]) -> Vec<(u32, u64, Vec<u8>)> {
         at += len;
     }
     out
-}
-
-/// Whether an Ethernet frame is ARP or an IPv6 neighbour solicitation or advertisement.
-fn is_address_resolution(frame: &[u8]) -> bool {
-    let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-    ethertype == 0x0806
-        || (ethertype == 0x86dd
-            && frame.len() > 54
-            && frame[20] == 58
-            && matches!(frame[54], 135 | 136))
 }
 
 /// Whether an Ethernet frame is an ICMP (v4) echo request.

@@ -1,0 +1,394 @@
+//! Frames on the wire: zero-copy views of Ethernet and IP headers, the Internet checksum, and
+//! the UDP-in-IPv4 frames the generators and benchmarks send.
+//!
+//! Only what rtemu needs is read (addresses, ports, protocol, address resolution). Frames that
+//! are not IP, or that are cut short, give `None` or the default key rather than an error: a
+//! capture or a link may carry anything, and a malformed frame is still a frame to impair.
+//! Nothing here allocates except [`Udp4::frame`].
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::FlowKey;
+
+/// pcap link types (`LINKTYPE_*`) the header views understand.
+pub mod link_type {
+    /// Ethernet II, optionally behind 802.1Q/802.1ad tags.
+    pub const ETHERNET: u32 = 1;
+    /// Raw IPv4 or IPv6, no link-layer header.
+    pub const RAW: u32 = 101;
+    /// Linux "cooked" capture, version 1.
+    pub const LINUX_SLL: u32 = 113;
+}
+
+/// EtherTypes.
+pub mod ethertype {
+    /// IPv4.
+    pub const IPV4: u16 = 0x0800;
+    /// IPv6.
+    pub const IPV6: u16 = 0x86dd;
+    /// ARP.
+    pub const ARP: u16 = 0x0806;
+    /// VLAN tags: 802.1Q, 802.1ad (QinQ) and the older QinQ value.
+    pub const VLAN: [u16; 3] = [0x8100, 0x88a8, 0x9100];
+    /// IEEE 802 local experimental EtherType 1: free for experiments, never a real protocol.
+    pub const LOCAL_EXPERIMENTAL: u16 = 0x88b5;
+}
+
+/// Bytes of an untagged Ethernet header: two addresses and the EtherType.
+pub const ETHERNET_HEADER: usize = 14;
+/// Bytes of an IPv4 header without options.
+pub const IPV4_HEADER: usize = 20;
+/// Bytes of a UDP header.
+pub const UDP_HEADER: usize = 8;
+/// Ethernet, IPv4 and UDP headers together: the smallest [`Udp4`] frame.
+pub const UDP4_HEADERS: usize = ETHERNET_HEADER + IPV4_HEADER + UDP_HEADER;
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+/// The EtherType of an Ethernet frame past up to two VLAN tags (802.1Q, QinQ), and where it
+/// stands.
+fn inner_ethertype(frame: &[u8]) -> Option<(u16, usize)> {
+    let mut at = 12;
+    let mut ethertype = be16(frame, at)?;
+    for _ in 0..2 {
+        if !ethertype::VLAN.contains(&ethertype) {
+            break;
+        }
+        at += 4;
+        ethertype = be16(frame, at)?;
+    }
+    Some((ethertype, at))
+}
+
+fn ip_of(ethertype: u16, payload: &[u8]) -> Option<&[u8]> {
+    matches!(ethertype, ethertype::IPV4 | ethertype::IPV6).then_some(payload)
+}
+
+/// The IPv4 or IPv6 packet inside `frame`, captured with link type `link`, if it holds one.
+/// Ethernet frames may carry up to two VLAN tags (802.1Q, QinQ).
+pub fn ip_packet(link: u32, frame: &[u8]) -> Option<&[u8]> {
+    match link {
+        link_type::ETHERNET => {
+            let (ethertype, at) = inner_ethertype(frame)?;
+            ip_of(ethertype, frame.get(at + 2..)?)
+        }
+        link_type::LINUX_SLL => be16(frame, 14).and_then(|t| ip_of(t, frame.get(16..)?)),
+        link_type::RAW => Some(frame),
+        _ => None,
+    }
+}
+
+/// The flow key of `frame`, captured with link type `link`; the default key when it holds no
+/// readable IP header.
+pub fn flow_key(link: u32, frame: &[u8]) -> FlowKey {
+    ip_packet(link, frame).and_then(ip_flow).unwrap_or_default()
+}
+
+fn ip_flow(ip: &[u8]) -> Option<FlowKey> {
+    let version = ip.first()? >> 4;
+    let (src, dst, protocol, l4) = match version {
+        4 => {
+            let ihl = (ip[0] & 0x0f) as usize * 4;
+            let src: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
+            let dst: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
+            // Only the first fragment carries the transport header.
+            let first_fragment = be16(ip, 6)? & 0x1fff == 0;
+            let l4 = if first_fragment { ip.get(ihl..) } else { None };
+            (
+                IpAddr::V4(Ipv4Addr::from(src)),
+                IpAddr::V4(Ipv4Addr::from(dst)),
+                *ip.get(9)?,
+                l4,
+            )
+        }
+        6 => {
+            let src: [u8; 16] = ip.get(8..24)?.try_into().ok()?;
+            let dst: [u8; 16] = ip.get(24..40)?.try_into().ok()?;
+            (
+                IpAddr::V6(Ipv6Addr::from(src)),
+                IpAddr::V6(Ipv6Addr::from(dst)),
+                *ip.get(6)?,
+                ip.get(40..),
+            )
+        }
+        _ => return None,
+    };
+    // TCP, UDP, SCTP and UDP-Lite start with the two ports.
+    let (src_port, dst_port) = match (protocol, l4) {
+        (6 | 17 | 132 | 136, Some(l4)) => (be16(l4, 0).unwrap_or(0), be16(l4, 2).unwrap_or(0)),
+        _ => (0, 0),
+    };
+    Some(FlowKey {
+        src,
+        dst,
+        src_port,
+        dst_port,
+        protocol,
+    })
+}
+
+/// Whether `frame` (Ethernet) is ARP or IPv6 neighbour discovery (ICMPv6 133–137).
+pub fn is_address_resolution(frame: &[u8]) -> bool {
+    if matches!(inner_ethertype(frame), Some((ethertype::ARP, _))) {
+        return true;
+    }
+    match ip_packet(link_type::ETHERNET, frame) {
+        Some(ip) if ip.first().map(|b| b >> 4) == Some(6) => {
+            ip.get(6) == Some(&58) && matches!(ip.get(40), Some(133..=137))
+        }
+        _ => false,
+    }
+}
+
+/// The sum of `bytes` as big-endian 16-bit words, an odd last byte padded with zero: the
+/// first step of the Internet checksum (RFC 1071). Sums of pieces add up before [`fold`].
+pub fn sum_words(bytes: &[u8]) -> u32 {
+    bytes
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum()
+}
+
+/// Folds the carries of a one's-complement sum into 16 bits.
+pub fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The Internet checksum (RFC 1071) of `bytes`, e.g. an IPv4 header whose checksum field is
+/// zero. Over bytes that hold a valid checksum it gives 0.
+pub fn internet_checksum(bytes: &[u8]) -> u16 {
+    !fold(sum_words(bytes))
+}
+
+/// The UDP checksum over IPv4 of `segment` (UDP header and payload, its checksum field zero)
+/// from `src` to `dst`. A sum of 0 is sent as `0xffff`: 0 means "no checksum" in UDP over IPv4.
+pub fn udp4_checksum(src: Ipv4Addr, dst: Ipv4Addr, segment: &[u8]) -> u16 {
+    udp4_checksum_of_sum(src, dst, segment.len(), sum_words(segment))
+}
+
+/// [`udp4_checksum`] of a segment of `len` bytes whose words sum to `segment_sum`: for a
+/// generator that knows the rest of its payload is zeros and sums only the start.
+pub fn udp4_checksum_of_sum(src: Ipv4Addr, dst: Ipv4Addr, len: usize, segment_sum: u32) -> u16 {
+    // The pseudo-header: addresses, protocol, UDP length.
+    let pseudo = sum_words(&src.octets()) + sum_words(&dst.octets()) + 17 + len as u32;
+    match !fold(pseudo + segment_sum) {
+        0 => 0xffff,
+        s => s,
+    }
+}
+
+/// A UDP-in-IPv4 frame's headers: what [`Udp4::write`] puts before the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Udp4 {
+    /// Destination MAC.
+    pub dst_mac: [u8; 6],
+    /// Source MAC.
+    pub src_mac: [u8; 6],
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// IPv4 time to live.
+    pub ttl: u8,
+    /// Whether the IPv4 "don't fragment" flag is set.
+    pub dont_fragment: bool,
+}
+
+/// A frame length a [`Udp4`] frame cannot have: shorter than its headers, or an IPv4 total
+/// length beyond 16 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a UDP/IPv4 frame of {0} bytes cannot be built: give {min} to {max} bytes (no FCS)", min = UDP4_HEADERS, max = Udp4::MAX_FRAME)]
+pub struct Udp4LengthError(pub usize);
+
+impl Udp4 {
+    /// The longest frame: the IPv4 total length is 16 bits.
+    pub const MAX_FRAME: usize = ETHERNET_HEADER + 65_535;
+
+    /// Writes the headers at the start of `frame`, with lengths for the whole of `frame` (the
+    /// FCS excluded), IPv4 identification 0, a valid IPv4 header checksum and a UDP checksum of
+    /// 0 (none, as IPv4 allows). The payload is left as it is.
+    pub fn write(&self, frame: &mut [u8]) -> Result<(), Udp4LengthError> {
+        if !(UDP4_HEADERS..=Self::MAX_FRAME).contains(&frame.len()) {
+            return Err(Udp4LengthError(frame.len()));
+        }
+        let ip_len = (frame.len() - ETHERNET_HEADER) as u16;
+        frame[0..6].copy_from_slice(&self.dst_mac);
+        frame[6..12].copy_from_slice(&self.src_mac);
+        frame[12..14].copy_from_slice(&ethertype::IPV4.to_be_bytes());
+        let ip = &mut frame[ETHERNET_HEADER..ETHERNET_HEADER + IPV4_HEADER];
+        ip.fill(0);
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+        if self.dont_fragment {
+            ip[6] = 0x40;
+        }
+        ip[8] = self.ttl;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&self.src.octets());
+        ip[16..20].copy_from_slice(&self.dst.octets());
+        let sum = internet_checksum(ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        let udp = &mut frame[ETHERNET_HEADER + IPV4_HEADER..UDP4_HEADERS];
+        udp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
+        udp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
+        udp[4..6].copy_from_slice(&(ip_len - IPV4_HEADER as u16).to_be_bytes());
+        udp[6..8].fill(0);
+        Ok(())
+    }
+
+    /// A frame of `len` bytes (the FCS excluded) with these headers and a zero payload.
+    pub fn frame(&self, len: usize) -> Result<Vec<u8>, Udp4LengthError> {
+        if !(UDP4_HEADERS..=Self::MAX_FRAME).contains(&len) {
+            return Err(Udp4LengthError(len));
+        }
+        let mut f = vec![0u8; len];
+        self.write(&mut f)?;
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn spec() -> Udp4 {
+        Udp4 {
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_mac: [2, 0, 0, 0, 0, 1],
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            src_port: 5000,
+            dst_port: 53,
+            ttl: 64,
+            dont_fragment: false,
+        }
+    }
+
+    #[test]
+    fn reads_an_ipv4_udp_five_tuple_also_behind_a_vlan_tag() {
+        let f = spec().frame(60).unwrap();
+        let k = flow_key(link_type::ETHERNET, &f);
+        assert_eq!(k.src, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+        assert_eq!(k.dst, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!((k.src_port, k.dst_port, k.protocol), (5000, 53, 17));
+        let mut tagged = f[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        tagged.extend_from_slice(&f[12..]);
+        assert_eq!(flow_key(link_type::ETHERNET, &tagged), k);
+        assert_eq!(flow_key(link_type::RAW, &f[14..]), k);
+        let mut sll = vec![0u8; 16];
+        sll[14..16].copy_from_slice(&ethertype::IPV4.to_be_bytes());
+        sll.extend_from_slice(&f[14..]);
+        assert_eq!(flow_key(link_type::LINUX_SLL, &sll), k);
+    }
+
+    #[test]
+    fn short_or_foreign_frames_get_the_default_key() {
+        let f = spec().frame(60).unwrap();
+        for cut in 0..34 {
+            assert_eq!(
+                flow_key(link_type::ETHERNET, &f[..cut]),
+                FlowKey::default(),
+                "cut at {cut}"
+            );
+        }
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        assert_eq!(flow_key(link_type::ETHERNET, &arp), FlowKey::default());
+        assert_eq!(flow_key(999, &f), FlowKey::default());
+    }
+
+    #[test]
+    fn later_fragments_have_no_ports() {
+        let mut f = spec().frame(60).unwrap();
+        f[14 + 6..14 + 8].copy_from_slice(&100u16.to_be_bytes());
+        let k = flow_key(link_type::ETHERNET, &f);
+        assert_eq!((k.src_port, k.dst_port, k.protocol), (0, 0, 17));
+    }
+
+    #[test]
+    fn recognises_arp_and_neighbour_discovery_only() {
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        assert!(is_address_resolution(&arp));
+        let mut tagged = arp[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0, 5]);
+        tagged.extend_from_slice(&arp[12..]);
+        assert!(is_address_resolution(&tagged));
+        let mut ns = vec![0u8; 14 + 40 + 24];
+        ns[12..14].copy_from_slice(&ethertype::IPV6.to_be_bytes());
+        ns[14] = 0x60;
+        ns[14 + 6] = 58;
+        ns[14 + 40] = 135;
+        assert!(is_address_resolution(&ns));
+        ns[14 + 40] = 128; // echo request
+        assert!(!is_address_resolution(&ns));
+        assert!(!is_address_resolution(&spec().frame(60).unwrap()));
+        assert!(!is_address_resolution(&[0u8; 5]));
+    }
+
+    #[test]
+    fn the_checksum_matches_a_known_header() {
+        // Wikipedia's IPv4 header checksum example, whose checksum is 0xb861.
+        let header = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(internet_checksum(&header), 0xb861);
+        // An odd length pads with a zero byte.
+        assert_eq!(sum_words(&[0x12, 0x34, 0x56]), 0x1234 + 0x5600);
+    }
+
+    #[test]
+    fn frames_have_the_asked_length_and_fields() {
+        let mut s = spec();
+        s.dont_fragment = true;
+        let f = s.frame(100).unwrap();
+        assert_eq!(f.len(), 100);
+        assert_eq!(&f[12..14], &[0x08, 0x00]);
+        assert_eq!(f[14 + 6], 0x40);
+        assert_eq!(f[14 + 8], 64);
+        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 86);
+        assert_eq!(u16::from_be_bytes([f[38], f[39]]), 66);
+        assert_eq!(&f[40..42], &[0, 0], "no UDP checksum");
+        assert_eq!(s.frame(41), Err(Udp4LengthError(41)));
+        assert_eq!(
+            s.frame(Udp4::MAX_FRAME + 1),
+            Err(Udp4LengthError(Udp4::MAX_FRAME + 1))
+        );
+        assert!(s.frame(Udp4::MAX_FRAME).is_ok());
+    }
+
+    proptest! {
+        /// Every built header verifies: summed with its checksum in place, a valid header gives
+        /// all ones, whose complement is 0; likewise a UDP segment with its pseudo-header.
+        #[test]
+        fn built_checksums_verify(
+            len in UDP4_HEADERS..2000,
+            src in any::<u32>(),
+            dst in any::<u32>(),
+            ttl in any::<u8>(),
+            payload in any::<u8>(),
+        ) {
+            let s = Udp4 { src: src.into(), dst: dst.into(), ttl, ..spec() };
+            let mut f = s.frame(len).unwrap();
+            prop_assert_eq!(internet_checksum(&f[14..34]), 0);
+            f[UDP4_HEADERS..].fill(payload);
+            let sum = udp4_checksum(s.src, s.dst, &f[34..]);
+            prop_assert_ne!(sum, 0);
+            f[40..42].copy_from_slice(&sum.to_be_bytes());
+            let pseudo = sum_words(&f[26..34]) + 17 + (len - 34) as u32;
+            prop_assert!(matches!(!fold(pseudo + sum_words(&f[34..])), 0 | 0xffff));
+        }
+    }
+}
