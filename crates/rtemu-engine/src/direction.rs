@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
+use rtemu_model::timing::{Entry, TimingQueue};
 use rtemu_model::wire::{flow_key, is_address_resolution, link_type};
 use rtemu_model::{Corruption, Model, PacketMeta};
 
@@ -16,7 +17,6 @@ use crate::counters::{Counters, DropKind, Published};
 use crate::fidelity::{self, Consumer, Producer, Record};
 use crate::io::{Frame, PacketIo};
 use crate::pool::{Exhausted, Pool};
-use crate::queue::{Entry, TimingQueue};
 
 /// The most copies one release sends in one flush: bounds the time a flush takes
 /// (every copy in it gets the same send time, so a long batch would blur the fidelity record).
@@ -118,7 +118,7 @@ pub(crate) struct Direction {
     resolution: Resolution,
     model_exhausted: bool,
     pool: Pool,
-    queue: TimingQueue,
+    queue: TimingQueue<u32>,
     /// Position of the next frame among every frame received (ties in the queue).
     input_seq: u64,
     /// Position of the next frame among those the model sees ([`PacketMeta::seq`]).

@@ -15,9 +15,9 @@
 //!   program (the `rtemu-xdp` crate); side by side on veth AF_XDP relays slightly fewer
 //!   packets/s (0.87–0.99), with the same latency per hop within the noise and fewer frames
 //!   lost under load (`docs/benchmarks.md`);
-//! * [`pool`] and [`queue`]: the buffers of copies in flight (sized from rate × delay, a full
-//!   pool is the counted drop `pool-exhausted`) and the timing queue ordered by release time
-//!   (a FIFO for in-order copies, a heap for those that overtake, as the simulator's delay line);
+//! * [`pool`]: the buffers of copies in flight (sized from rate × delay, a full pool is the
+//!   counted drop `pool-exhausted`), released in time order by the simulator's own
+//!   [`rtemu_model::timing::TimingQueue`];
 //! * [`direction`]: one link direction: receive → model → queue → release, time passed in;
 //! * [`engine`]: the release loop on its own thread, the wait strategies of
 //!   [`rtemu_clock::wait`] between turns, real-time set-up, and the [`engine::EngineHandle`]
@@ -65,7 +65,7 @@
 //! # Tests and benchmark
 //!
 //! Unit tests drive directions with invented times through an in-memory I/O layer (fates equal
-//! the model's for the same seed, the queue releases in the simulator's order, counters are
+//! the model's for the same seed, counters are
 //! conserved, snapshots are never torn). Root tests (`tests/veth.rs`, `tests/afpacket.rs`)
 //! build three namespaces A ═ engine ═ B and check a 10 ms delay on UDP, `loss 100%`,
 //! conservation under overload, and the `AF_PACKET` layer itself; `tests/xdp.rs` checks the
@@ -113,7 +113,6 @@ pub mod io;
 pub mod netns;
 pub mod offload;
 pub mod pool;
-pub mod queue;
 mod sys;
 pub mod xdp;
 

@@ -16,6 +16,7 @@
 //! * [`link`]: the stages in their documented order ([`LinkModel`]);
 //! * [`trace`]: links whose drops, duplicates and delays come from a trace;
 //! * [`config`] and [`netem`]: the structured configuration and the netem syntax that fills it;
+//! * [`timing`]: the queue both engines release copies from in time order;
 //! * [`wire`]: the frames the engines carry (header views, checksums, generated frames).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -31,6 +32,7 @@ pub mod packet;
 pub mod probability;
 pub mod rate;
 pub mod rng;
+pub mod timing;
 pub mod trace;
 pub mod units;
 pub mod wire;

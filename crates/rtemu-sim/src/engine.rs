@@ -1,10 +1,10 @@
 //! The virtual-time loop: read frames, ask the model, release deliveries in time order.
 //!
 //! Time is the input's: a frame arrives at its capture timestamp, and nothing waits. Decided
-//! copies wait in a [`DelayLine`] keyed by delivery time; because a delivery is never before its
-//! packet's arrival, every copy due at or before the current arrival can be written before the
-//! next decision, so the output is in delivery order and the delay line holds only the copies in
-//! flight. Memory therefore depends on rate × delay, never on the input's length.
+//! copies wait in a [`TimingQueue`] keyed by delivery time (the real-time engine's too);
+//! because a delivery is never before its packet's arrival, every copy due at or before the
+//! current arrival can be written before the next decision, so the output is in delivery order
+//! and the queue holds only the copies in flight. Memory therefore depends on rate × delay, never on the input's length.
 //!
 //! Frame bytes of copies in flight live in recycled buffers: after warm-up the loop does not
 //! allocate. A sink that writes nothing ([`Discard`]) gets no bytes, so none are kept. Copies in
@@ -13,10 +13,10 @@
 
 use std::io::{self, Write};
 
+use rtemu_model::timing::{Entry, TimingQueue};
 use rtemu_model::wire::flow_key;
 use rtemu_model::{Corruption, Exhaustion, Model, PacketMeta};
 
-use crate::delayline::DelayLine;
 use crate::fatelog::FateLog;
 use crate::source::{FrameSource, Progress, SourceError};
 use crate::summary::{Summary, Tally};
@@ -147,7 +147,7 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
     let mut held = 0u64;
     let link = source.link_type();
     let mut tally = Tally::default();
-    let mut line = DelayLine::default();
+    let mut line = TimingQueue::default();
     let mut slots: Vec<InFlight> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut clock = 0u64;
@@ -233,7 +233,12 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
             }
             s.orig_len = frame.orig_len;
             s.corruption = d.corruption;
-            line.push((d.at_ns, seq, d.copy, slot));
+            line.push(Entry {
+                at_ns: d.at_ns,
+                seq,
+                copy: d.copy,
+                slot,
+            });
             let delay = d.at_ns - arrival;
             tally.delays.saturating_record(delay);
             tally.delay_sum += delay as u128;
@@ -266,7 +271,7 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
 
 /// Writes every copy due at or before `now`; returns the bytes it no longer keeps.
 fn release(
-    line: &mut DelayLine,
+    line: &mut TimingQueue<usize>,
     slots: &mut [InFlight],
     free: &mut Vec<usize>,
     sink: &mut dyn FrameSink,
@@ -274,7 +279,10 @@ fn release(
     now: u64,
 ) -> Result<u64, SimError> {
     let mut freed = 0;
-    while let Some((at, _, _, slot)) = line.pop_due(now) {
+    while let Some(Entry {
+        at_ns: at, slot, ..
+    }) = line.pop_due(now)
+    {
         let s = &mut slots[slot];
         s.corruption.apply(&mut s.data);
         sink.deliver(at, &s.data, s.orig_len)

@@ -4,7 +4,6 @@
 
 pub mod capture;
 pub mod capture_pair;
-pub mod delayline;
 pub mod engine;
 pub mod fatelog;
 pub mod source;
