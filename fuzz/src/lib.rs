@@ -113,7 +113,7 @@ fn read_capture(data: &[u8], capacity: usize) -> CaptureRun {
                 assert!(f.data.len() as u64 <= u64::from(MAX_FRAME_LEN));
                 assert!(f.orig_len as usize >= f.data.len());
                 // Looked at as the simulator does, to find the flow it belongs to.
-                let _ = rtemu_sim::flow::flow_key(link, f.data);
+                let _ = rtemu_model::wire::flow_key(link, f.data);
                 let frame = (f.ts_ns, f.data.to_vec(), f.orig_len);
                 let offset = reader.offset();
                 assert!(offset > last, "a frame consumed no input at byte {last}");
