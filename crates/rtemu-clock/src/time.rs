@@ -1,21 +1,12 @@
-//! Time in integer nanoseconds on `CLOCK_MONOTONIC`, and the duration syntax of the command line.
+//! Time in integer nanoseconds on `CLOCK_MONOTONIC`, and the command line's reading of durations.
 //!
 //! Durations are plain `u64` nanoseconds: the engine and the lab add, subtract and compare
 //! them on hot paths, and integers never lose precision the way `f64` seconds do after a few
 //! days of uptime.
 
-use std::fmt;
 use std::ops::{Add, Sub};
 
-/// One nanosecond expressed in each unit the duration syntax accepts.
-const UNITS: [(&str, u64); 6] = [
-    ("ns", 1),
-    ("us", 1_000),
-    ("µs", 1_000),
-    ("ms", 1_000_000),
-    ("s", 1_000_000_000),
-    ("m", 60_000_000_000),
-];
+use rtemu_model::units::{self, DurationError};
 
 /// A point in time: nanoseconds since an unspecified start, read from `CLOCK_MONOTONIC`.
 ///
@@ -80,59 +71,41 @@ pub fn realtime_ns() -> u64 {
     crate::sys::clock_gettime_ns(libc::CLOCK_REALTIME)
 }
 
-/// A duration that could not be parsed.
+/// A duration that could not be parsed: [`units::DurationError`] with the text, which on the
+/// command line is the user's own.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseDurationError {
     /// Nothing before the unit, or not a decimal number.
-    #[error("`{0}` is not a duration: give a whole number and a unit, e.g. `50us`, `2ms`, `1s`")]
+    #[error("`{0}` is not a duration: give a number and a unit, e.g. `50us`, `1.5ms`, `1s`")]
     NotANumber(String),
     /// A number with no unit or an unknown one.
     #[error("`{0}` has no known unit: use ns, us (or µs), ms, s or m, e.g. `50us`")]
     Unit(String),
+    /// Not a whole number of nanoseconds.
+    #[error("`{0}` is finer than 1 ns")]
+    TooFine(String),
     /// Does not fit in 64-bit nanoseconds.
     #[error("`{0}` is too long: at most about 584 years fit in 64-bit nanoseconds")]
     Overflow(String),
 }
 
-/// Parses `50us`, `2ms`, `1s`, `1500ns` into nanoseconds. A unit is required, because a bare
-/// number is ambiguous between tools (tc means µs, sleep(1) means seconds).
+/// Parses `50us`, `1.5ms`, `1s`, `1500ns` into nanoseconds with rtemu's one duration parser
+/// ([`units::parse_duration_ns`]). A unit is required, because a bare number is ambiguous
+/// between tools (tc means µs, sleep(1) means seconds).
 pub fn parse_duration_ns(text: &str) -> Result<u64, ParseDurationError> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| ParseDurationError::Unit(text.to_owned()))?;
-    let (number, unit) = text.split_at(split);
-    if number.is_empty() {
-        return Err(ParseDurationError::NotANumber(text.to_owned()));
-    }
-    let scale = UNITS
-        .iter()
-        .find(|(name, _)| *name == unit)
-        .map(|(_, scale)| *scale)
-        .ok_or_else(|| ParseDurationError::Unit(text.to_owned()))?;
-    let value: u64 = number
-        .parse()
-        .map_err(|_| ParseDurationError::Overflow(text.to_owned()))?;
-    value
-        .checked_mul(scale)
-        .ok_or_else(|| ParseDurationError::Overflow(text.to_owned()))
+    units::parse_duration_ns(text, None).map_err(|e| {
+        let text = text.trim().to_owned();
+        match e {
+            DurationError::NotANumber => ParseDurationError::NotANumber(text),
+            DurationError::NoUnit | DurationError::UnknownUnit => ParseDurationError::Unit(text),
+            DurationError::TooFine => ParseDurationError::TooFine(text),
+            DurationError::TooLong => ParseDurationError::Overflow(text),
+        }
+    })
 }
 
-/// Writes a nanosecond duration in the largest unit that keeps it whole (`50us`, `2ms`), the
-/// inverse of [`parse_duration_ns`].
-pub fn format_duration_ns(ns: u64) -> impl fmt::Display {
-    struct Show(u64);
-    impl fmt::Display for Show {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            let (name, scale) = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)]
-                .into_iter()
-                .find(|(_, scale)| self.0 != 0 && self.0 % scale == 0)
-                .unwrap_or(("ns", 1));
-            write!(f, "{}{}", self.0 / scale, name)
-        }
-    }
-    Show(ns)
-}
+/// The one duration formatter, here for the command line's users of [`parse_duration_ns`].
+pub use units::format_duration_ns;
 
 #[cfg(test)]
 mod tests {
@@ -147,6 +120,7 @@ mod tests {
         assert_eq!(parse_duration_ns("2ms"), Ok(2_000_000));
         assert_eq!(parse_duration_ns(" 3s "), Ok(3_000_000_000));
         assert_eq!(parse_duration_ns("1m"), Ok(60_000_000_000));
+        assert_eq!(parse_duration_ns("1.5ms"), Ok(1_500_000));
     }
 
     #[test]
@@ -166,6 +140,10 @@ mod tests {
         assert_eq!(
             parse_duration_ns("-5ms"),
             Err(ParseDurationError::NotANumber("-5ms".into()))
+        );
+        assert_eq!(
+            parse_duration_ns("1.5ns"),
+            Err(ParseDurationError::TooFine("1.5ns".into()))
         );
         assert_eq!(
             parse_duration_ns("99999999999999999999s"),
@@ -203,6 +181,12 @@ mod tests {
         fn format_then_parse_round_trips(ns in 0u64..u64::MAX / 2) {
             let text = format_duration_ns(ns).to_string();
             prop_assert_eq!(parse_duration_ns(&text), Ok(ns));
+        }
+
+        /// The clock's entry accepts exactly what the one parser accepts with a unit.
+        #[test]
+        fn agrees_with_the_one_parser(text in "[ 0-9.eE+-]{0,6}(ns|us|µs|ms|s|m|sec|min|h|)") {
+            prop_assert_eq!(parse_duration_ns(&text).ok(), units::parse_duration_ns(&text, None).ok());
         }
 
         #[test]

@@ -380,16 +380,22 @@ mod tests {
     #[test]
     fn bad_requests_say_what_is_wrong() {
         for (line, want) in [
-            ("", "empty request (ping, stats, stop, down, up, set or schedule)"),
+            (
+                "",
+                "empty request (ping, stats, stop, down, up, set or schedule)",
+            ),
             (
                 "halt",
                 "unknown request `halt` (ping, stats, stop, down, up, set or schedule)",
             ),
-            ("schedule ab both", "`schedule`: after how long? (e.g. 500ms, 2s)"),
+            (
+                "schedule ab both",
+                "`schedule`: after how long? (e.g. 500ms, 2s)",
+            ),
             (
                 "schedule ab both soon delay 1ms",
-                "`schedule`: `soon` is not a duration: give a whole number and a unit, e.g. `50us`, \
-                 `2ms`, `1s`",
+                "`schedule`: `soon` is not a duration: give a number and a unit, e.g. `50us`, \
+                 `1.5ms`, `1s`",
             ),
             ("up", "`up`: which link?"),
             ("stats now", "`stats`: unexpected `now`"),

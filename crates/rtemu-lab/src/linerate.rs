@@ -14,6 +14,7 @@ use std::str::FromStr;
 use rtemu_clock::time::thread_cpu_time_ns;
 use rtemu_clock::wait::WaitError;
 use rtemu_clock::{Instant, WaitStrategy, Waiter};
+use rtemu_model::units::Rate;
 use serde::Serialize;
 
 use crate::stats::Distribution;
@@ -163,35 +164,20 @@ pub fn measure(config: &PointConfig) -> Result<PointResult, WaitError> {
 
 /// A line rate that could not be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a line rate: give bit/s as a whole number with an optional k, M or G, from 1 to 100G, e.g. 64k or 10M")]
+#[error("`{0}` is not a line rate: give bit/s from 1 to 100G as a number with an optional k, M or G, or in tc's units, e.g. 64k, 1.5M or 10mbit")]
 pub struct ParseRateError(String);
 
 /// The largest rate accepted, bit/s: beyond it a 1-byte packet's interval rounds to 0 ns.
 pub const MAX_RATE_BPS: u64 = 100_000_000_000;
 
-/// Parses a line rate in bit/s: `1000`, `64k`, `10M`, `1G` (decimal prefixes, as tc uses).
+/// Parses a line rate in bit/s with rtemu's one rate parser ([`Rate::parse`]): `1000`, `64k`,
+/// `1.5M`, `1G`, `10mbit` (decimal prefixes, as tc uses), from 1 bit/s to [`MAX_RATE_BPS`].
 pub fn parse_rate_bps(text: &str) -> Result<u64, ParseRateError> {
-    let text = text.trim();
-    let err = || ParseRateError(text.to_owned());
-    let (number, scale) = match text.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&text[..i], 1_000),
-        Some((i, 'M')) => (&text[..i], 1_000_000),
-        Some((i, 'G')) => (&text[..i], 1_000_000_000),
-        _ => (text, 1),
-    };
-    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(err());
-    }
-    let rate = number
-        .parse::<u64>()
+    Rate::parse(text)
         .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(err)?;
-    if (1..=MAX_RATE_BPS).contains(&rate) {
-        Ok(rate)
-    } else {
-        Err(err())
-    }
+        .map(|r| r.0)
+        .filter(|r| (1..=MAX_RATE_BPS).contains(r))
+        .ok_or_else(|| ParseRateError(text.trim().to_owned()))
 }
 
 /// The packets to pace at `rate_bps` to fill about `time_ns`, within `min ..= max`.
@@ -248,21 +234,24 @@ mod tests {
         assert_eq!(parse_rate_bps("64k"), Ok(64_000));
         assert_eq!(parse_rate_bps("10M"), Ok(10_000_000));
         assert_eq!(parse_rate_bps("1G"), Ok(1_000_000_000));
-        for bad in [
-            "",
-            "k",
-            "0",
-            "10m",
-            "1.5M",
-            "-1k",
-            "101G",
-            "99999999999999999999G",
-        ] {
+        assert_eq!(parse_rate_bps("1.5M"), Ok(1_500_000));
+        assert_eq!(parse_rate_bps("10m"), Ok(10_000_000));
+        assert_eq!(parse_rate_bps("10mbit"), Ok(10_000_000));
+        for bad in ["", "k", "0", "10x", "-1k", "101G", "99999999999999999999G"] {
             assert_eq!(
                 parse_rate_bps(bad),
                 Err(ParseRateError(bad.into())),
                 "{bad}"
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// Every rate the one formatter prints, the lab reads back to the same bit/s.
+        #[test]
+        fn printed_rates_read_back(bits in 1..=MAX_RATE_BPS) {
+            let text = Rate(bits).to_string();
+            proptest::prop_assert_eq!(parse_rate_bps(&text), Ok(bits), "{}", text);
         }
     }
 

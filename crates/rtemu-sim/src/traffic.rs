@@ -16,7 +16,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
-use rtemu_model::units::{Rate, Time};
+use rtemu_model::units::{parse_duration_ns, Rate, Time};
 use rtemu_model::wire::{internet_checksum, sum_words, udp4_checksum_of_sum, Udp4};
 use rtemu_model::Stream;
 
@@ -145,7 +145,8 @@ pub enum TrafficSpecError {
 
 const RATE_VALID: &str = "expected a packet rate from 1pps to 1000000000pps (10000pps, 1.5kpps, 1mpps) or a bit rate from 1bit to 1000tbit (10mbit, 1gbit)";
 const SIZE_VALID: &str = "expected frame sizes from 42B to 65535B (Ethernet + IPv4 + UDP headers take 42), each optionally repeated 1 to 1000 times: 1000B or 64B:7,576B:4,1500B:1 (at most 64 sizes)";
-const TIME_VALID: &str = "expected a time above 0 with its unit, e.g. 10s, 500ms, 250us";
+const TIME_VALID: &str =
+    "expected a time above 0 with its unit (ns, us, ms, s or m), e.g. 10s, 1.5ms, 250us";
 
 fn invalid(what: &'static str, word: &str, valid: &'static str) -> TrafficSpecError {
     TrafficSpecError::Invalid {
@@ -210,14 +211,11 @@ fn parse_sizes(word: &str) -> Result<Vec<(u16, u32)>, TrafficSpecError> {
 }
 
 fn parse_time(what: &'static str, word: &str) -> Result<u64, TrafficSpecError> {
-    // tc reads a bare number as microseconds; a traffic spec insists on a unit.
-    if !word.bytes().any(|b| b.is_ascii_alphabetic()) {
-        return Err(invalid(what, word, TIME_VALID));
-    }
-    Time::parse(word)
+    // tc reads a bare number as microseconds; a traffic spec insists on a unit. At most
+    // `Time`'s range, so that time arithmetic has room.
+    parse_duration_ns(word, None)
         .ok()
-        .map(|t| t.0)
-        .filter(|&t| t > 0)
+        .filter(|&t| t > 0 && t <= u64::MAX / 2)
         .ok_or_else(|| invalid(what, word, TIME_VALID))
 }
 

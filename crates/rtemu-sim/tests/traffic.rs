@@ -1,6 +1,7 @@
 //! The traffic generator: spec grammar, timing, statistics and frame validity.
 
 use proptest::prelude::*;
+use rtemu_model::units::parse_duration_ns;
 use rtemu_model::wire::{fold, internet_checksum, sum_words};
 use rtemu_sim::capture::PcapWriter;
 use rtemu_sim::source::{FrameSource, ProgressUnit, LINKTYPE_ETHERNET};
@@ -375,5 +376,21 @@ proptest! {
         if let Err(e) = words.join(" ").parse::<TrafficSpec>() {
             prop_assert!(!e.to_string().is_empty());
         }
+    }
+}
+
+proptest! {
+    /// A traffic spec's duration reads as rtemu's one duration parser reads it (a unit
+    /// required, above 0): `1.5ms` means the same here as in a netem line or a trace.
+    #[test]
+    fn durations_read_as_the_one_parser_reads_them(
+        text in "[0-9]{0,3}(\\.[0-9]{0,4})?(e-?[0-9])?(ns|us|µs|ms|s|m|sec|min|)",
+    ) {
+        let one = parse_duration_ns(&text, None).ok().filter(|&ns| ns > 0);
+        let ours = format!("cbr 10pps 100B {text}")
+            .parse::<TrafficSpec>()
+            .ok()
+            .map(|s| s.duration_ns);
+        prop_assert_eq!(ours, one, "{}", text);
     }
 }

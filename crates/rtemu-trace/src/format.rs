@@ -25,8 +25,9 @@ use std::fmt;
 use std::io::{self, Read};
 use std::path::Path;
 
+use rtemu_model::units::parse_duration_ns;
+
 use crate::action::TimeUnit;
-use crate::duration::parse_duration_ns;
 use crate::error::{syntax, ErrorKind, TraceError};
 use crate::flow::FlowPattern;
 use crate::text;

@@ -37,8 +37,9 @@ use std::fs::File;
 use std::io::{Read, Seek};
 use std::path::Path;
 
+use rtemu_model::units::parse_duration_ns;
+
 use crate::action::Action;
-use crate::duration::parse_duration_ns;
 use crate::error::{syntax, ErrorKind, TraceError};
 use crate::lines::Lines;
 use crate::prefetch::UnderrunPolicy;
@@ -105,10 +106,10 @@ fn parse_sample(line: &str, line_no: u64, prev: Option<u64>) -> Result<Option<Sa
             "expected `time delay [lost]`",
         )
     })?;
-    let time_ns =
-        parse_duration_ns(time, Some(1_000_000_000)).map_err(|m| syntax(line_no, col(tcol), m))?;
-    let delay_ns =
-        parse_duration_ns(delay, Some(1_000_000)).map_err(|m| syntax(line_no, col(dcol), m))?;
+    let time_ns = parse_duration_ns(time, Some(1_000_000_000))
+        .map_err(|m| syntax(line_no, col(tcol), m.to_string()))?;
+    let delay_ns = parse_duration_ns(delay, Some(1_000_000))
+        .map_err(|m| syntax(line_no, col(dcol), m.to_string()))?;
     let lost = match fields.next() {
         None => false,
         Some((_, "0" | "ok")) => false,

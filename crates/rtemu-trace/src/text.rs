@@ -13,8 +13,10 @@
 
 use std::io::{self, Write};
 
+use rtemu_model::units::parse_duration_ns;
+
 use crate::action::Action;
-use crate::duration::{format_duration, parse_duration_ns};
+use crate::duration::format_duration;
 use crate::error::{syntax, TraceError};
 
 /// Parses one line (without its newline). `line_no` (from 1) is used in errors. Returns `None`
@@ -39,7 +41,7 @@ pub fn parse_line(line: &str, line_no: u64) -> Result<Option<Action>, TraceError
                 format!("{what} needs a delay, e.g. `{what} 1234us`"),
             )
         })?;
-        parse_duration_ns(d, None).map_err(|m| syntax(line_no, col, m))
+        parse_duration_ns(d, None).map_err(|m| syntax(line_no, col, m.to_string()))
     };
     let action = match kind.as_str() {
         "drop" => match delay {

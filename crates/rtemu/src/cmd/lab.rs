@@ -477,7 +477,7 @@ fn duration_in(
             Ok(ns)
         } else {
             Err(format!(
-                "{} is out of range: give {} to {} (a whole number with ns, us, ms, s or m)",
+                "{} is out of range: give {} to {} (a number with ns, us, ms, s or m)",
                 format_duration_ns(ns),
                 format_duration_ns(*range.start()),
                 format_duration_ns(*range.end())
@@ -2388,7 +2388,7 @@ mod tests {
         assert!(err.contains("unknown wait strategy `sleeep`"), "{err}");
         let err = parse(&["sleep", "--fifo", "0"]).unwrap_err().to_string();
         assert!(err.contains("1..=99") || err.contains("1..100"), "{err}");
-        let err = parse(&["linerate", "--rates", "10m"])
+        let err = parse(&["linerate", "--rates", "10x"])
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a line rate"), "{err}");

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use rtemu_model::units::parse_duration_ns;
 use rtemu_sim::capture::CaptureReader;
 use rtemu_sim::capture_pair::actions_from_captures;
 use rtemu_sim::source::FrameSource;
-use rtemu_trace::duration::{format_duration, parse_duration_ns};
+use rtemu_trace::duration::format_duration;
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
 use rtemu_trace::flow::FlowPattern;
 use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
