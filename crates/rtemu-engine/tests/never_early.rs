@@ -27,7 +27,8 @@ use rtemu_clock::Instant;
 use rtemu_engine::afpacket::AfPacketConfig;
 use rtemu_engine::engine::Way;
 
-use common::{root_or_skip, say, start, Lab, A_ADDR, B_ADDR};
+use common::{root_or_skip, start, Lab, A_ADDR, B_ADDR};
+use rtemu_testutil::say;
 
 const DELAY_NS: u64 = 10_000_000;
 /// Datagrams the receiver must check.

@@ -78,7 +78,7 @@ fn udp_datagrams_take_the_configured_delay_one_way_only() {
     assert_eq!(c.delivered, 8 + c.resolution_passed, "{c:?}");
     assert_eq!(ab.fidelity.count, c.delivered);
     assert_eq!(ab.kernel_drops, Some(0), "no frame lost before the engine");
-    common::say(&format!(
+    rtemu_testutil::say(&format!(
         "A→B {c:?}\nrelease error: p50 {} ns, p99 {} ns, max {} ns; notices: {:?}",
         ab.fidelity.released.p50_ns,
         ab.fidelity.released.p99_ns,

@@ -6,7 +6,6 @@
 #![allow(unsafe_code)]
 
 use std::fs::File;
-use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::process::Command;
 
@@ -90,19 +89,7 @@ fn enter(ns: &str) -> std::io::Result<()> {
 /// Whether the test may run: root, or a printed reason to skip (a failure under
 /// `RTEMU_REQUIRE_ROOT=1`).
 fn root_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var("RTEMU_REQUIRE_ROOT").as_deref() != Ok("1"),
-        "{test}: not root but RTEMU_REQUIRE_ROOT=1"
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED {test}: creating namespaces needs root"
-    );
-    false
+    rtemu_testutil::root_or_skip(test, "creating namespaces")
 }
 
 /// Runs `f` on a thread inside namespace `ns`.

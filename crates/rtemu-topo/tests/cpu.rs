@@ -22,16 +22,7 @@ impl Drop for Guard {
 }
 
 fn root_or_skip(test: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
-    );
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "skipping {test}: needs root");
-    false
+    rtemu_testutil::root_or_skip(test, "creates network namespaces and cgroups")
 }
 
 /// CPU seconds a process used, from `/proc/<pid>/stat` (utime + stime, in USER_HZ = 100).

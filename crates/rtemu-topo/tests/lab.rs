@@ -13,26 +13,11 @@ use rtemu_topo::lab::{self, node_netns};
 use rtemu_topo::state::{lab_dir, LabName};
 use rtemu_topo::Topology;
 
+use rtemu_testutil::{root_or_skip as needs_root, skip, skipping_forbidden};
+
 /// Whether the test may run; panics when root is required but missing.
 fn root_or_skip(test: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
-    );
-    skip(&format!(
-        "skipping {test}: needs root (creates network namespaces)"
-    ));
-    false
-}
-
-/// Prints why a test is skipped, past libtest's output capture (which only takes `print!`
-/// and `eprint!`), so the reason shows in a passing run too.
-fn skip(reason: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{reason}");
+    needs_root(test, "creates network namespaces")
 }
 
 /// A lab name unique to this test and process (lab names are at most 12 characters).
@@ -396,16 +381,7 @@ fn traceroute_shows_the_papers_hops_through_west_north_east() {
     if !root_or_skip("traceroute") {
         return;
     }
-    if Command::new("traceroute")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-            "traceroute is not installed (Debian package `traceroute`)"
-        );
-        skip("skipping traceroute test: traceroute is not installed");
+    if !rtemu_testutil::program_or_skip("traceroute", "traceroute", "--version", "traceroute") {
         return;
     }
     let name = unique_lab("tr");
@@ -722,12 +698,7 @@ fn a_routing_daemon_started_by_the_lab_converges_over_ospf() {
     if !root_or_skip("ospf") {
         return;
     }
-    if Command::new("bird").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-            "BIRD is not installed (Debian package `bird2`)"
-        );
-        skip("skipping ospf test: bird is not installed (Debian package `bird2`)");
+    if !rtemu_testutil::program_or_skip("ospf", "bird", "--version", "bird2") {
         return;
     }
     let name = unique_lab("o");
@@ -783,12 +754,11 @@ fn the_east_west_north_example_draws_as_svg_with_every_node() {
     // No root needed; Graphviz is. CI (RTEMU_REQUIRE_ROOT=1) installs it through install.sh.
     let topo = example("ewn");
     let svg = match rtemu_topo::graph::svg(&topo) {
-        Err(rtemu_topo::graph::SvgError::NoGraphviz(program))
-            if std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1") =>
-        {
-            skip(&format!(
-                "skipping the SVG test: Graphviz's `{program}` is not installed (Debian package graphviz)"
-            ));
+        Err(rtemu_topo::graph::SvgError::NoGraphviz(program)) if !skipping_forbidden() => {
+            skip(
+                "the SVG test",
+                &format!("Graphviz's `{program}` is not installed (Debian package graphviz)"),
+            );
             return;
         }
         other => other.unwrap(),

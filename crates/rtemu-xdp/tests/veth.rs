@@ -5,7 +5,6 @@
 //! (and with it the veths) is deleted by a guard, also when an assertion fails.
 
 use std::ffi::CString;
-use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,27 +15,8 @@ use rtemu_xdp::socket::{RingSizes, Rings, Socket};
 use rtemu_xdp::umem::{Chunk, Geometry, Umem};
 
 fn root_or_skip(test: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
-        })
-        .unwrap_or(false);
-    let why = if !root {
-        "needs root (network namespaces, AF_XDP sockets, bpf())"
-    } else if Command::new("ip").arg("-V").output().is_err() {
-        "needs the `ip` command (iproute2)"
-    } else {
-        return true;
-    };
-    assert!(
-        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "{test}: {why}, and RTEMU_REQUIRE_ROOT=1 is set"
-    );
-    let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
-    false
+    rtemu_testutil::root_or_skip(test, "network namespaces, AF_XDP sockets, bpf()")
+        && rtemu_testutil::program_or_skip(test, "ip", "-V", "iproute2")
 }
 
 fn ip(args: &[&str]) -> String {

@@ -10,7 +10,6 @@
 //! and ARP. Offloads are off on all four veth ends, as the engine requires.
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::io::Write;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::path::PathBuf;
 use std::process::Command;
@@ -30,38 +29,13 @@ use rtemu_model::{link::NoTables, netem, LinkModel};
 pub const A_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 pub const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 
-/// Prints past libtest's capture (which takes only `print!` and `eprint!`), so a skip reason
-/// shows in a passing run.
-pub fn say(text: &str) {
-    let _ = writeln!(std::io::stderr(), "{text}");
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Whether the test may run; panics when root is required (`RTEMU_REQUIRE_ROOT=1`) but missing.
+/// Whether the test may run: root and iproute2's `ip`; panics when root is required
+/// (`RTEMU_REQUIRE_ROOT=1`) but either is missing.
 pub fn root_or_skip(test: &str) -> bool {
-    let why = if !is_root() {
-        "needs root (creates network namespaces, AF_PACKET and AF_XDP sockets)"
-    } else if Command::new("ip").arg("-V").output().is_err() {
-        "needs the `ip` command (iproute2) to create namespaces"
-    } else {
-        return true;
-    };
-    assert!(
-        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "{test}: {why}, and RTEMU_REQUIRE_ROOT=1 is set"
-    );
-    say(&format!("skipping {test}: {why}"));
-    false
+    rtemu_testutil::root_or_skip(
+        test,
+        "creates network namespaces, AF_PACKET and AF_XDP sockets",
+    ) && rtemu_testutil::program_or_skip(test, "ip", "-V", "iproute2")
 }
 
 fn ip(args: &[&str]) {

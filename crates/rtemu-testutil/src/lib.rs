@@ -1,0 +1,93 @@
+//! Helpers for rtemu's own tests, shared by every crate's test suite instead of copied into
+//! each: whether a test that needs root or a program may run, and saying why it skips.
+//!
+//! A test that cannot run here prints why and passes, so `cargo test` works for anyone; CI
+//! sets `RTEMU_REQUIRE_ROOT=1`, under which a skip is a failure instead, so nothing that
+//! should run there is skipped quietly.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::io::Write;
+use std::process::Command;
+
+/// Prints past libtest's output capture (which takes only `print!` and `eprint!`), so a skip
+/// reason shows in a passing run too.
+pub fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Whether `RTEMU_REQUIRE_ROOT=1` forbids skipping.
+pub fn skipping_forbidden() -> bool {
+    std::env::var_os("RTEMU_REQUIRE_ROOT").is_some_and(|v| v == "1")
+}
+
+/// Skips `test` because of `why`: prints the reason and returns false, or panics with it when
+/// `RTEMU_REQUIRE_ROOT=1` forbids skipping.
+pub fn skip(test: &str, why: &str) -> bool {
+    assert!(
+        !skipping_forbidden(),
+        "{test}: {why}, and RTEMU_REQUIRE_ROOT=1 is set"
+    );
+    say(&format!("skipping {test}: {why}"));
+    false
+}
+
+/// Whether the process runs as root (effective user id 0, from `/proc/self/status`).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Whether `test` may run: true as root; otherwise [`skip`]s, saying it needs root for
+/// `needs` (what it does with it, e.g. "creates network namespaces").
+pub fn root_or_skip(test: &str, needs: &str) -> bool {
+    is_root() || skip(test, &format!("needs root ({needs})"))
+}
+
+/// Whether `program` can be started (it answers `program arg`); otherwise [`skip`]s, saying
+/// which package provides it.
+pub fn program_or_skip(test: &str, program: &str, arg: &str, package: &str) -> bool {
+    Command::new(program).arg(arg).output().is_ok()
+        || skip(
+            test,
+            &format!("needs `{program}`, which is not installed (Debian package `{package}`)"),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_read_from_the_effective_uid() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let uids: Vec<&str> = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(is_root(), uids[1] == "0");
+    }
+
+    #[test]
+    fn a_missing_program_skips_or_fails_as_required() {
+        let run = std::panic::catch_unwind(|| {
+            program_or_skip("t", "/nonexistent/rtemu-no-such-program", "-V", "none")
+        });
+        match run {
+            Ok(may_run) => {
+                assert!(!may_run);
+                assert!(!skipping_forbidden());
+            }
+            Err(_) => assert!(skipping_forbidden()),
+        }
+        assert!(program_or_skip("t", "true", "--version", "coreutils"));
+    }
+}
