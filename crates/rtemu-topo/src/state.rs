@@ -188,8 +188,9 @@ fn io_at(what: impl fmt::Display, path: &Path) -> impl FnOnce(io::Error) -> Stat
 }
 
 /// Checks that `path` is a real directory (not a symbolic link) owned by this process's user
-/// and writable by no one else; `Ok(false)` when it does not exist.
-fn trusted_dir(path: &Path) -> Result<bool, StateError> {
+/// and writable by no one else; `Ok(false)` when it does not exist. Whatever rtemu keeps or
+/// serves in a directory (state, sockets, tokens) goes only into one that passes.
+pub fn trusted_dir(path: &Path) -> Result<bool, StateError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -218,7 +219,7 @@ fn trusted_dir(path: &Path) -> Result<bool, StateError> {
 }
 
 /// Makes [`STATE_ROOT`] (mode 0755) when it is missing, and checks it is trusted.
-fn state_root() -> Result<&'static Path, StateError> {
+pub fn state_root() -> Result<&'static Path, StateError> {
     let root = Path::new(STATE_ROOT);
     if !trusted_dir(root)? {
         match std::fs::DirBuilder::new().mode(0o755).create(root) {

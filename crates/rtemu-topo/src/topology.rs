@@ -279,9 +279,30 @@ impl Topology {
             },
         )?;
         let file = path.display().to_string();
-        let (mut topo, validator) = Topology::validate(&file, &source)?;
         // Trace files are named relative to the topology file, as a user reads it.
         let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        Ok(Topology::parse_with(&file, &source, dir, check)?)
+    }
+
+    /// Validates `source`, the text of the file named `file` (used in error messages), and
+    /// builds every impaired link direction's model with `check` as [`Topology::load_checked`]
+    /// does, trace files named relative to `dir`: for a topology that arrives as text.
+    pub fn parse_checked(
+        file: &str,
+        source: &str,
+        dir: &std::path::Path,
+        check: &dyn LinkCheck,
+    ) -> Result<Topology, SpecError> {
+        Topology::parse_with(file, source, dir, Some(check))
+    }
+
+    fn parse_with(
+        file: &str,
+        source: &str,
+        dir: &std::path::Path,
+        check: Option<&dyn LinkCheck>,
+    ) -> Result<Topology, SpecError> {
+        let (mut topo, validator) = Topology::validate(file, source)?;
         if let Some(check) = check {
             validator.check_links(check, dir)?;
         }
