@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// The answer to a request that changes something (`ping`, `set`, `down`, `up`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Ack {
     /// Always `true`: a failure is an [`ErrorReply`].
     pub ok: bool,
@@ -24,6 +25,7 @@ impl Ack {
 
 /// The answer to a request that failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorReply {
     /// Why, with its causes.
     pub error: String,
@@ -31,12 +33,14 @@ pub struct ErrorReply {
 
 /// The answer to `stats`: counters and fidelity of every impaired link's directions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Stats {
     /// Each direction of each impaired link, in the topology's order.
     pub directions: Vec<Direction>,
     /// The packet I/O the engine runs on (`af-packet` or `af-xdp`).
     pub io: String,
     /// The lab.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub lab: LabName,
     /// The engine process's id.
     pub pid: u32,
@@ -46,6 +50,7 @@ pub struct Stats {
 
 /// One direction of an impaired link: what the engine did with its frames.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Direction {
     /// Frame buffers the direction has; `None` if unknown.
     pub buffers: Option<usize>,
@@ -94,6 +99,7 @@ impl Direction {
 
 /// How precisely one direction released its copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Fidelity {
     /// Arrival lag: how long frames waited between the kernel's receive stamp and the engine.
     pub arrival_lag: Percentiles,
@@ -115,6 +121,7 @@ pub struct Fidelity {
 
 /// Percentiles of an error, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Percentiles {
     /// Largest.
     pub max_ns: u64,
@@ -154,6 +161,7 @@ impl From<&rtemu_engine::fidelity::Summary> for Fidelity {
 
 /// The engine's last word (the answer to `stop`, and `fidelity.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum FinalReport {
     /// The engine stopped cleanly.
@@ -163,18 +171,21 @@ pub enum FinalReport {
         /// Why.
         error: String,
         /// The lab.
+        #[cfg_attr(feature = "openapi", schema(value_type = String))]
         lab: LabName,
     },
 }
 
 /// What a cleanly stopped engine did over its run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Done {
     /// CPU time the release thread used, ns.
     pub cpu_ns: u64,
     /// Each direction of each impaired link.
     pub directions: Vec<Direction>,
     /// The lab.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub lab: LabName,
     /// Each set-up step that was skipped, and why.
     pub notices: Vec<String>,

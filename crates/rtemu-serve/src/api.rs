@@ -1,0 +1,389 @@
+//! The API's request and reply bodies (see docs/api.md), and the views of a lab built from its
+//! state file.
+
+use rtemu_topo::state::State;
+use rtemu_topo::topology::SegmentKind;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Whether a lab works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LabStatus {
+    /// Everything is in place (and its engine answers, when it has impaired links).
+    Up,
+    /// Its `up` did not finish: bring it down.
+    Incomplete,
+    /// Its engine does not answer: its impaired links carry nothing; bring it down.
+    Degraded,
+}
+
+/// A running lab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Lab {
+    /// Its name.
+    pub name: String,
+    /// The topology file it came from (`<request>` for a topology sent inline).
+    pub file: String,
+    /// Whether it works.
+    pub status: LabStatus,
+    /// Its nodes.
+    pub nodes: Vec<Node>,
+    /// Its point-to-point links.
+    pub links: Vec<Link>,
+    /// Its LANs.
+    pub lans: Vec<Lan>,
+    /// The processes `rtemu exec --detach` started in it.
+    pub detached: Vec<Detached>,
+}
+
+/// A node: a network namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Node {
+    /// Its name.
+    pub name: String,
+    /// Its network namespace (`ip netns exec NETNS …`).
+    pub netns: String,
+    /// Addresses on its loopback interface, as CIDR.
+    pub loopback: Vec<String>,
+    /// Its interfaces on links and LANs.
+    pub interfaces: Vec<Interface>,
+}
+
+/// One interface of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Interface {
+    /// Its name in the node.
+    pub name: String,
+    /// Its Ethernet address.
+    pub mac: String,
+    /// Its addresses, as CIDR (IPv4 first).
+    pub addresses: Vec<String>,
+    /// The link or LAN it is on.
+    pub segment: String,
+}
+
+/// A point-to-point link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Link {
+    /// Its name.
+    pub name: String,
+    /// Its first endpoint.
+    pub a: String,
+    /// Its second endpoint.
+    pub b: String,
+    /// Whether the real-time engine carries it.
+    pub impaired: bool,
+    /// The netem parameters from `a` to `b` as the topology gave them (`null`: none).
+    pub a_to_b: Option<String>,
+    /// The netem parameters from `b` to `a` as the topology gave them (`null`: none).
+    pub b_to_a: Option<String>,
+}
+
+/// A LAN: a bridge joining its members.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Lan {
+    /// Its name.
+    pub name: String,
+    /// The nodes on it.
+    pub members: Vec<String>,
+    /// Its IPv4 subnet.
+    pub ipv4: Option<String>,
+    /// Its IPv6 subnet.
+    pub ipv6: Option<String>,
+}
+
+/// A process `rtemu exec --detach` started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Detached {
+    /// Its process id (and process group).
+    pub pid: i32,
+    /// The node it runs in.
+    pub node: String,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// Whether it still runs.
+    pub running: bool,
+    /// The file holding its output.
+    pub log: String,
+}
+
+/// `POST /v1/labs`: a lab from a topology, given inline or as a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpRequest {
+    /// The topology file's text (TOML). Exactly one of `topology` and `file`.
+    #[serde(default)]
+    pub topology: Option<String>,
+    /// A topology file's path (relative to the server's working directory).
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Run the lab under this name instead of the topology's `lab`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Bring an existing lab of the same name down first.
+    #[serde(default)]
+    pub replace: bool,
+}
+
+/// Which directions of a link a change is for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum Dir {
+    /// Both directions.
+    #[default]
+    #[serde(rename = "both")]
+    Both,
+    /// From the first endpoint to the second.
+    #[serde(rename = "a-b")]
+    AB,
+    /// From the second endpoint to the first.
+    #[serde(rename = "b-a")]
+    BA,
+}
+
+/// `POST …/links/{link}/set`: new netem parameters for an impaired link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetRequest {
+    /// The parameters, in netem's syntax (`delay 50ms loss 1%`).
+    pub netem: String,
+    /// The directions they are for.
+    #[serde(default)]
+    pub dir: Dir,
+}
+
+/// One change of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledChange {
+    /// When, after the request: a duration with its unit (`10s`, `1.5ms`).
+    pub at: String,
+    /// The parameters from then on, in netem's syntax.
+    pub netem: String,
+    /// The directions they are for.
+    #[serde(default)]
+    pub dir: Dir,
+}
+
+/// `POST …/links/{link}/schedule`: changes at set times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleRequest {
+    /// The changes (in any order).
+    pub changes: Vec<ScheduledChange>,
+}
+
+/// `POST …/nodes/{node}/exec`: a command to run in a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    /// The program and its arguments (no shell; 1 to 256 elements).
+    pub argv: Vec<String>,
+    /// Seconds it may run, in (0, 3600] (default 60); then its process group is killed.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// What a command run in a node did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ExecReply {
+    /// Its exit code; `null` when a signal ended it (or the timeout did).
+    pub status: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// Its standard output (invalid UTF-8 replaced; at most 16 MiB kept).
+    pub stdout: String,
+    /// Its standard error (likewise).
+    pub stderr: String,
+    /// Whether the timeout ended it.
+    pub timed_out: bool,
+    /// How long it ran, in seconds.
+    pub duration: f64,
+}
+
+/// The view of a lab its state file gives; `engine_alive` says whether its engine answers (only
+/// asked of a complete lab with impaired links).
+pub fn lab_view(state: &State, engine_alive: impl FnOnce() -> bool) -> Lab {
+    let topo = &state.topology;
+    let status = if !state.complete {
+        LabStatus::Incomplete
+    } else if topo.impaired_links().next().is_some() && !engine_alive() {
+        LabStatus::Degraded
+    } else {
+        LabStatus::Up
+    };
+    Lab {
+        name: state.lab.to_string(),
+        file: state.file.clone(),
+        status,
+        nodes: nodes(state),
+        links: links(state),
+        lans: lans(state),
+        detached: state
+            .detached()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| Detached {
+                running: d.running(),
+                pid: d.pid,
+                node: d.node,
+                command: d.command,
+                log: d.log.display().to_string(),
+            })
+            .collect(),
+    }
+}
+
+/// The nodes of a lab with their interfaces.
+pub fn nodes(state: &State) -> Vec<Node> {
+    let topo = &state.topology;
+    state
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(ni, (name, netns))| Node {
+            name: name.clone(),
+            netns: netns.clone(),
+            loopback: topo.nodes[ni]
+                .loopback
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            interfaces: topo
+                .segments
+                .iter()
+                .flat_map(|seg| seg.members.iter().map(move |m| (seg, m)))
+                .filter(|(_, m)| m.node == ni)
+                .map(|(seg, m)| Interface {
+                    name: m.ifname.clone(),
+                    mac: m.mac.to_string(),
+                    addresses: [m.ipv4.map(|a| a.to_string()), m.ipv6.map(|a| a.to_string())]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                    segment: seg.name.clone(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The point-to-point links of a lab.
+pub fn links(state: &State) -> Vec<Link> {
+    let topo = &state.topology;
+    topo.segments
+        .iter()
+        .filter_map(|seg| {
+            let SegmentKind::Link { impairment } = &seg.kind else {
+                return None;
+            };
+            let end = |i: usize| {
+                seg.members
+                    .get(i)
+                    .map_or_else(String::new, |m| topo.nodes[m.node].name.clone())
+            };
+            Some(Link {
+                name: seg.name.clone(),
+                a: end(0),
+                b: end(1),
+                impaired: impairment.is_some(),
+                a_to_b: impairment
+                    .as_ref()
+                    .and_then(|i| i.netem_for(false))
+                    .map(str::to_owned),
+                b_to_a: impairment
+                    .as_ref()
+                    .and_then(|i| i.netem_for(true))
+                    .map(str::to_owned),
+            })
+        })
+        .collect()
+}
+
+/// The LANs of a lab.
+pub fn lans(state: &State) -> Vec<Lan> {
+    let topo = &state.topology;
+    topo.segments
+        .iter()
+        .filter(|seg| matches!(seg.kind, SegmentKind::Lan))
+        .map(|seg| Lan {
+            name: seg.name.clone(),
+            members: seg
+                .members
+                .iter()
+                .map(|m| topo.nodes[m.node].name.clone())
+                .collect(),
+            ipv4: seg.ipv4.map(|n| n.to_string()),
+            ipv6: seg.ipv6.map(|n| n.to_string()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtemu_topo::state::LabName;
+    use rtemu_topo::Topology;
+
+    const TOPO: &str = r#"
+lab = "views"
+[nodes.a]
+[nodes.b]
+[nodes.c]
+[[links]]
+name = "ab"
+endpoints = ["a", "b"]
+netem = "delay 5ms"
+[[lans]]
+name = "office"
+members = ["a", "b", "c"]
+"#;
+
+    fn state() -> State {
+        State {
+            lab: LabName::new("views").unwrap(),
+            file: "<request>".into(),
+            namespaces: vec![],
+            nodes: ["a", "b", "c"]
+                .iter()
+                .map(|n| (n.to_string(), format!("rtemu-views-{n}")))
+                .collect(),
+            handovers: vec![],
+            cgroups: vec![],
+            complete: true,
+            topology: Topology::parse("<request>", TOPO).unwrap(),
+        }
+    }
+
+    #[test]
+    fn views_show_links_lans_and_interfaces() {
+        let s = state();
+        let links = links(&s);
+        assert_eq!(links.len(), 1);
+        assert_eq!(
+            (links[0].a.as_str(), links[0].b.as_str(), links[0].impaired),
+            ("a", "b", true)
+        );
+        assert_eq!(links[0].a_to_b.as_deref(), Some("delay 5ms"));
+        assert_eq!(links[0].b_to_a.as_deref(), Some("delay 5ms"));
+        let lans = lans(&s);
+        assert_eq!(lans.len(), 1);
+        assert_eq!(lans[0].members, ["a", "b", "c"]);
+        let nodes = nodes(&s);
+        let a = &nodes[0];
+        assert_eq!(a.netns, "rtemu-views-a");
+        let segs: Vec<&str> = a.interfaces.iter().map(|i| i.segment.as_str()).collect();
+        assert_eq!(segs, ["ab", "office"]);
+        assert!(a.interfaces.iter().all(|i| !i.addresses.is_empty()));
+        assert_eq!(nodes[2].interfaces.len(), 1);
+    }
+
+    #[test]
+    fn status_tells_incomplete_and_degraded_labs() {
+        let mut s = state();
+        assert_eq!(lab_view(&s, || true).status, LabStatus::Up);
+        assert_eq!(lab_view(&s, || false).status, LabStatus::Degraded);
+        s.complete = false;
+        assert_eq!(lab_view(&s, || true).status, LabStatus::Incomplete);
+    }
+}

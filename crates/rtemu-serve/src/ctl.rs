@@ -1,0 +1,259 @@
+//! The API over `rtemu-control`: labs up and down, their engines' stats, link changes. Every
+//! function here blocks (netlink, processes, the engine's control socket): the handlers call
+//! them on tokio's blocking threads.
+
+use std::path::Path;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use rtemu_control::engine::{BuildModels, EngineOptions};
+use rtemu_control::lab::Health;
+use rtemu_control::message::{FinalReport, Stats};
+use rtemu_engine::control::Ways;
+use rtemu_topo::state::{LabName, State};
+use rtemu_topo::topology::SegmentKind;
+use rtemu_topo::Topology;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::{self, Dir, Lab, ScheduleRequest, UpRequest};
+use crate::error::ApiError;
+
+/// The name errors give an inline topology in place of a file's.
+pub const INLINE: &str = "<request>";
+
+/// The view of lab `state`, its status from its engine's answer.
+pub fn view(state: &State) -> Lab {
+    let mut lab = api::lab_view(state, || true);
+    lab.status = match rtemu_control::lab::health(state) {
+        Health::Up => api::LabStatus::Up,
+        Health::Incomplete => api::LabStatus::Incomplete,
+        Health::Degraded => api::LabStatus::Degraded,
+    };
+    lab
+}
+
+/// Reads, checks and brings up the topology `req` gives.
+pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
+    let mut topo = match (&req.topology, &req.file) {
+        (Some(text), None) => {
+            let max = rtemu_topo::topology::MAX_TOPOLOGY_BYTES;
+            if text.len() as u64 > max {
+                return Err(ApiError::bad_request(format!(
+                    "the topology has {} bytes, over the {max} a topology may have",
+                    text.len()
+                )));
+            }
+            Topology::parse_checked(INLINE, text, Path::new(""), &BuildModels)
+                .map_err(anyhow::Error::from)?
+        }
+        (None, Some(file)) => {
+            Topology::load_checked(Path::new(file), &BuildModels).map_err(anyhow::Error::from)?
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "give exactly one of `topology` (the TOML text) and `file` (its path)",
+            ))
+        }
+    };
+    if let Some(name) = &req.name {
+        topo.lab = LabName::new(name)?.to_string();
+    }
+    let name = LabName::new(&topo.lab)?;
+    if req.replace {
+        rtemu_control::lab::down(&name).removed?;
+    }
+    let file = req.file.as_deref().unwrap_or(INLINE);
+    let up = rtemu_control::lab::up(&topo, file, &EngineOptions::default())?;
+    Ok(view(&up.state))
+}
+
+/// What `DELETE /v1/labs/{lab}` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DownReply {
+    /// The lab.
+    pub lab: String,
+    /// Whether there was a lab to remove.
+    pub removed: bool,
+    /// Its engine's final report; `null` without an engine, or when it did not answer.
+    pub report: Option<FinalReport>,
+}
+
+/// Takes lab `name` down.
+pub fn down(name: &LabName) -> Result<DownReply, ApiError> {
+    let down = rtemu_control::lab::down(name);
+    Ok(DownReply {
+        lab: name.to_string(),
+        removed: down.removed?,
+        report: down.report,
+    })
+}
+
+/// What `GET /v1/labs/{lab}/stats` answers: the engine's stats, or, for a lab without impaired
+/// links (hence without an engine), the same shape with no directions and no engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum StatsReply {
+    /// The engine's answer.
+    Engine(Stats),
+    /// A lab without an engine.
+    NoEngine(NoEngine),
+}
+
+/// The stats of a lab without impaired links.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NoEngine {
+    /// Always empty.
+    pub directions: Vec<rtemu_control::message::Direction>,
+    /// Always `null`.
+    pub io: Option<String>,
+    /// The lab.
+    pub lab: String,
+    /// Always `null`.
+    pub pid: Option<u32>,
+    /// Always `null`.
+    pub process_cpu_ns: Option<u64>,
+}
+
+/// A 503 when lab `state`'s engine does not answer (its impaired links carry nothing), else
+/// `err` as it is.
+fn engine_gone(state: &State, err: anyhow::Error) -> ApiError {
+    if rtemu_control::lab::health(state) == Health::Degraded {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            crate::error::message(err.as_ref()),
+        )
+    } else {
+        err.into()
+    }
+}
+
+/// The stats of lab `state`.
+pub fn stats(state: &State) -> Result<StatsReply, ApiError> {
+    if state.topology.impaired_links().next().is_none() {
+        return Ok(StatsReply::NoEngine(NoEngine {
+            directions: Vec::new(),
+            io: None,
+            lab: state.lab.to_string(),
+            pid: None,
+            process_cpu_ns: None,
+        }));
+    }
+    rtemu_control::lab::stats(state)
+        .map(StatsReply::Engine)
+        .map_err(|e| engine_gone(state, e))
+}
+
+/// Checks that `link` is an impaired link of lab `state`: a 404 when the lab has no such link,
+/// a 400 when it has but the link is ideal (only the engine's links can change).
+fn impaired_link(state: &State, link: &str) -> Result<(), ApiError> {
+    let Some(seg) = state
+        .topology
+        .segments
+        .iter()
+        .find(|s| s.name == link && matches!(s.kind, SegmentKind::Link { .. }))
+    else {
+        let names: Vec<String> = api::links(state).into_iter().map(|l| l.name).collect();
+        return Err(ApiError::not_found(format!(
+            "lab `{}` has no link `{link}`; its links are {}",
+            state.lab,
+            names.join(", ")
+        )));
+    };
+    match &seg.kind {
+        SegmentKind::Link {
+            impairment: Some(_),
+        } => Ok(()),
+        _ => Err(ApiError::bad_request(format!(
+            "link `{link}` of lab `{}` is ideal (a plain veth pair): only impaired links, which \
+             the engine carries, can be changed",
+            state.lab
+        ))),
+    }
+}
+
+fn ways(dir: Dir) -> Ways {
+    match dir {
+        Dir::Both => Ways::Both,
+        Dir::AB => Ways::AToB,
+        Dir::BA => Ways::BToA,
+    }
+}
+
+/// Gives `link` of lab `state` the model `netem` in the directions `dir`.
+pub fn set(state: &State, link: &str, dir: Dir, netem: &str) -> Result<(), ApiError> {
+    impaired_link(state, link)?;
+    rtemu_model::netem::parse(netem)
+        .map_err(|e| ApiError::bad_request(format!("netem {netem:?}: {e}")))?;
+    rtemu_control::lab::set_link(&state.lab, link, ways(dir), netem)
+        .map_err(|e| engine_gone(state, e))
+}
+
+/// Cuts `link` of lab `state` (`down`) or joins it again.
+pub fn cut(state: &State, link: &str, down: bool) -> Result<(), ApiError> {
+    impaired_link(state, link)?;
+    rtemu_control::lab::cut_link(&state.lab, link, down).map_err(|e| engine_gone(state, e))
+}
+
+/// One checked change of a schedule: when (after the request), which directions, what.
+pub type Step = (Duration, Dir, String);
+
+/// Checks a schedule for `link` of lab `state`: each time and netem text parses; the steps
+/// come back in time order.
+pub fn schedule_steps(
+    state: &State,
+    link: &str,
+    req: &ScheduleRequest,
+) -> Result<Vec<Step>, ApiError> {
+    impaired_link(state, link)?;
+    if req.changes.is_empty() || req.changes.len() > MAX_CHANGES {
+        return Err(ApiError::bad_request(format!(
+            "the schedule has {} changes: give 1 to {MAX_CHANGES}",
+            req.changes.len()
+        )));
+    }
+    let mut steps = Vec::new();
+    for (i, c) in req.changes.iter().enumerate() {
+        let at = rtemu_model::units::Time::parse(&c.at)
+            .map_err(|e| ApiError::bad_request(format!("changes[{i}].at: {e}")))?;
+        rtemu_model::netem::parse(&c.netem)
+            .map_err(|e| ApiError::bad_request(format!("changes[{i}].netem {:?}: {e}", c.netem)))?;
+        steps.push((Duration::from_nanos(at.0), c.dir, c.netem.clone()));
+    }
+    steps.sort_by_key(|s| s.0);
+    Ok(steps)
+}
+
+/// The most changes one schedule request may hold.
+pub const MAX_CHANGES: usize = 10_000;
+
+/// Applies `steps` to `link` of lab `state` at their times after now, on the server's runtime,
+/// until one fails (the lab went down) or `stopped` resolves (the server stops).
+pub fn run_schedule(
+    state: State,
+    link: String,
+    steps: Vec<Step>,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let start = tokio::time::Instant::now();
+    let apply = async move {
+        for (at, dir, netem) in steps {
+            tokio::time::sleep_until(start + at).await;
+            let (st, l) = (state.clone(), link.clone());
+            let done = tokio::task::spawn_blocking(move || set(&st, &l, dir, &netem)).await;
+            if let Ok(Err(e)) = done {
+                eprintln!(
+                    "rtemu serve: schedule of link {link} in lab {}: {}",
+                    state.lab, e.message
+                );
+                return;
+            }
+        }
+    };
+    tokio::spawn(async move {
+        tokio::select! {
+            () = apply => {}
+            () = stopped => {}
+        }
+    });
+}

@@ -1,0 +1,179 @@
+//! Errors as the API returns them: a status code and `{"error": TEXT}`, where TEXT is what the
+//! command line prints after `rtemu: error: `.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rtemu_topo::lab::LabError;
+use rtemu_topo::state::{BadLabName, StateError};
+use rtemu_topo::{LoadError, SpecError};
+use serde::{Deserialize, Serialize};
+
+/// The error and its causes on one line, leaving out a cause whose text the message before it
+/// already contains (library errors often print their source themselves). The command line
+/// prints errors this way too.
+pub fn message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        cause = e.source();
+    }
+    out
+}
+
+/// The body of every reply that is not a success.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, as the command line says it (topology errors as FILE:LINE:COLUMN:
+    /// MESSAGE).
+    pub error: String,
+}
+
+/// A failed request: its status and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The message.
+    pub message: String,
+}
+
+impl ApiError {
+    /// A 400: the request is wrong (its body, a parameter, a name).
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// A 404: no such lab, node or link.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// An error with `status`.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// The status an error from the lab libraries deserves, found from the first cause in its chain
+/// whose type tells; anything unrecognised is the server's failure (500).
+fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(e) = e.downcast_ref::<LabError>() {
+            return match e {
+                LabError::Exists(_) => StatusCode::CONFLICT,
+                LabError::NoSuchLab(_) | LabError::NoSuchNode { .. } => StatusCode::NOT_FOUND,
+                LabError::BadName(_) | LabError::BadTarget(_) | LabError::WhichLab(_) => {
+                    StatusCode::BAD_REQUEST
+                }
+                // Something on the host is in the way of the lab's names or needs.
+                LabError::ForeignNamespace(_)
+                | LabError::NoHostInterface(_)
+                | LabError::CpuLimit(_) => StatusCode::CONFLICT,
+                LabError::State(StateError::BadName(_)) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+        }
+        if e.is::<BadLabName>() || e.is::<SpecError>() {
+            return StatusCode::BAD_REQUEST;
+        }
+        if let Some(e) = e.downcast_ref::<LoadError>() {
+            return match e {
+                // A file the request names that is not there or not readable.
+                LoadError::Read { .. } => StatusCode::BAD_REQUEST,
+                LoadError::Invalid(_) => StatusCode::BAD_REQUEST,
+            };
+        }
+        if let Some(StateError::BadName(_)) = e.downcast_ref::<StateError>() {
+            return StatusCode::BAD_REQUEST;
+        }
+        cause = e.source();
+    }
+    StatusCode::INTERNAL_SERVER_ERROR
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(err: anyhow::Error) -> ApiError {
+        let err: &(dyn std::error::Error + 'static) = err.as_ref();
+        ApiError::new(status_of(err), message(err))
+    }
+}
+
+impl From<LabError> for ApiError {
+    fn from(err: LabError) -> ApiError {
+        ApiError::new(status_of(&err), message(&err))
+    }
+}
+
+impl From<StateError> for ApiError {
+    fn from(err: StateError) -> ApiError {
+        ApiError::new(status_of(&err), message(&err))
+    }
+}
+
+impl From<BadLabName> for ApiError {
+    fn from(err: BadLabName) -> ApiError {
+        ApiError::bad_request(err.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            axum::Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_do_not_repeat_a_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let err = anyhow::Error::new(io)
+            .context("cannot open x: no such file")
+            .context("reading x");
+        assert_eq!(
+            message(err.as_ref()),
+            "reading x: cannot open x: no such file"
+        );
+    }
+
+    #[test]
+    fn statuses_follow_the_cause_in_the_chain() {
+        let exists = anyhow::Error::new(LabError::Exists("a".into())).context("bringing up a");
+        assert_eq!(ApiError::from(exists).status, StatusCode::CONFLICT);
+        let missing = ApiError::from(LabError::NoSuchLab("a".into()));
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            missing.message,
+            "no lab `a` is running (`rtemu ls` lists the labs)"
+        );
+        let spec = rtemu_topo::Topology::parse("<request>", "lab = 1\n").unwrap_err();
+        let err = ApiError::from(anyhow::Error::new(spec));
+        assert_eq!(err.status, StatusCode::BAD_REQUEST);
+        assert!(
+            err.message.starts_with("<request>:1:7: "),
+            "{}",
+            err.message
+        );
+        let other = ApiError::from(anyhow::anyhow!("the engine fell over"));
+        assert_eq!(other.status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}

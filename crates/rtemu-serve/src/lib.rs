@@ -1,0 +1,290 @@
+//! `rtemu serve`: rtemu's HTTP/JSON API (docs/api.md), over the control plane
+//! (`rtemu-control`) and the lab library (`rtemu-topo`).
+//!
+//! * [`Server`]: the listeners (a root-only Unix socket, and TCP with a bearer token when
+//!   asked), their clean shutdown;
+//! * [`routes`]: the handlers, [`api`] and [`ctl`] their bodies and the control plane under
+//!   them, [`exec`] and [`capture`] the two that run processes and stream packets;
+//! * [`client`]: a minimal blocking client, for tests and tools;
+//! * [`error`]: errors as `{"error": TEXT}` with the command line's text and a status;
+//! * [`openapi_json`]: the OpenAPI 3.1 document, derived from the handlers and types, also
+//!   checked in as docs/openapi.json.
+//!
+//! The server runs on a tokio runtime of its own and never in the engine: each lab's engine is
+//! its own process, which the server reaches through the engine's control socket. Handlers run
+//! lab work on tokio's blocking threads.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod capture;
+pub mod client;
+pub mod ctl;
+pub mod error;
+pub mod exec;
+pub mod listen;
+pub mod routes;
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::sync::watch;
+use utoipa::OpenApi;
+
+pub use error::message;
+
+/// Where the Unix socket goes unless `--socket` says otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/rtemu/api.sock";
+
+/// Where the TCP token goes unless `--token-file` says otherwise.
+pub const DEFAULT_TOKEN_FILE: &str = "/run/rtemu/api.token";
+
+/// How long open requests (streams, captures, commands) get to end once the server stops.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// How often ended engine processes are reaped.
+const REAP_EVERY: Duration = Duration::from_secs(2);
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The Unix socket (mode 0600).
+    pub socket: PathBuf,
+    /// Also listen on this TCP address, every request needing the token.
+    pub listen: Option<SocketAddr>,
+    /// Where the token is written (with `listen`).
+    pub token_file: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            listen: None,
+            token_file: PathBuf::from(DEFAULT_TOKEN_FILE),
+        }
+    }
+}
+
+/// The OpenAPI document's parts that are not derived from a handler.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "rtemu",
+        description = "rtemu's HTTP/JSON API: labs, their nodes, links and LANs, link changes, \
+                       stats, capture and exec. Over the Unix socket (default \
+                       /run/rtemu/api.sock) no token is needed; over TCP every request needs \
+                       `Authorization: Bearer <token>` (default token file \
+                       /run/rtemu/api.token). See docs/api.md."
+    ),
+    paths(
+        routes::openapi,
+        routes::list_labs,
+        routes::up,
+        routes::get_lab,
+        routes::down,
+        routes::list_nodes,
+        routes::list_links,
+        routes::list_lans,
+        routes::set_link,
+        routes::link_down,
+        routes::link_up,
+        routes::schedule,
+        routes::stats,
+        routes::stats_stream,
+        routes::capture,
+        routes::exec,
+    ),
+    modifiers(&BearerOverTcp),
+    tags(
+        (name = "api", description = "The API itself"),
+        (name = "labs", description = "Labs: up, down, and what they are made of"),
+        (name = "links", description = "Changing impaired links while traffic flows"),
+        (name = "stats", description = "What the engine did, and how precisely"),
+        (name = "capture", description = "Packets as pcapng"),
+        (name = "exec", description = "Commands in nodes"),
+    )
+)]
+struct ApiDoc;
+
+/// Declares the bearer token, which requests over TCP need.
+struct BearerOverTcp;
+
+impl utoipa::Modify for BearerOverTcp {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "Needed over TCP only: the token `rtemu serve` wrote to its token file",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The OpenAPI 3.1 document of the API, as served at `/openapi.json` (pretty JSON, ending in a
+/// newline).
+pub fn openapi_json() -> String {
+    let mut text = ApiDoc::openapi()
+        .to_pretty_json()
+        .expect("the document serialises");
+    text.push('\n');
+    text
+}
+
+/// A running server: its listeners, and the files it made (removed when it stops).
+pub struct Server {
+    runtime: tokio::runtime::Runtime,
+    shutdown: watch::Sender<bool>,
+    serving: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
+    tcp: Option<SocketAddr>,
+    token: Option<String>,
+    files: Vec<listen::OwnFile>,
+}
+
+impl Server {
+    /// Binds the listeners `opts` asks for, writes the token file (with TCP), and starts
+    /// serving on a runtime of its own. Needs root for the default paths.
+    pub fn start(opts: &Options) -> Result<Server> {
+        let (unix, socket) = listen::bind_unix(&opts.socket)?;
+        let mut files = vec![socket];
+        let tcp = match opts.listen {
+            None => None,
+            Some(addr) => {
+                let listener = std::net::TcpListener::bind(addr)
+                    .with_context(|| format!("listening on {addr}"))?;
+                listener
+                    .set_nonblocking(true)
+                    .context("making the TCP socket non-blocking")?;
+                let token = listen::new_token()?;
+                files.push(listen::write_token(&opts.token_file, &token)?);
+                Some((listener, token))
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("rtemu-serve")
+            .enable_all()
+            .build()
+            .context("starting the server's runtime")?;
+        let (shutdown, rx) = watch::channel(false);
+        let app = routes::App {
+            shutdown: rx.clone(),
+        };
+        let stopped = move || {
+            let mut rx = rx.clone();
+            async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            }
+        };
+        let mut serving = Vec::new();
+        let _guard = runtime.enter();
+        let unix = tokio::net::UnixListener::from_std(unix).context("serving the Unix socket")?;
+        serving.push(
+            runtime.spawn(
+                axum::serve(unix, routes::router(app.clone()))
+                    .with_graceful_shutdown(stopped())
+                    .into_future(),
+            ),
+        );
+        // Engines of labs taken down are this process's children: reaped here.
+        serving.push(runtime.spawn({
+            let stop = stopped();
+            async move {
+                let reap = async {
+                    let mut every = tokio::time::interval(REAP_EVERY);
+                    loop {
+                        every.tick().await;
+                        let _ = tokio::task::spawn_blocking(exec::reap_orphans).await;
+                    }
+                };
+                tokio::select! {
+                    () = reap => {}
+                    () = stop => {}
+                }
+                Ok(())
+            }
+        }));
+        let (mut addr, mut token) = (None, None);
+        if let Some((listener, secret)) = tcp {
+            addr = Some(listener.local_addr().context("reading the TCP address")?);
+            let listener = tokio::net::TcpListener::from_std(listener).context("serving TCP")?;
+            let router = routes::router(app).layer(axum::middleware::from_fn_with_state(
+                std::sync::Arc::<str>::from(secret.as_str()),
+                listen::require_token,
+            ));
+            serving.push(
+                runtime.spawn(
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(stopped())
+                        .into_future(),
+                ),
+            );
+            token = Some(secret);
+        }
+        Ok(Server {
+            runtime,
+            shutdown,
+            serving,
+            tcp: addr,
+            token,
+            files,
+        })
+    }
+
+    /// The TCP address it listens on (the port chosen when asked for port 0).
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp
+    }
+
+    /// The TCP token.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Serves until SIGINT or SIGTERM, then stops.
+    pub fn run_until_signal(self) -> Result<()> {
+        self.runtime.block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut int = signal(SignalKind::interrupt()).context("catching SIGINT")?;
+            let mut term = signal(SignalKind::terminate()).context("catching SIGTERM")?;
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            anyhow::Ok(())
+        })?;
+        self.stop()
+    }
+
+    /// Stops: no new connections; open requests get a few seconds to end (streams end at
+    /// once); the socket and the token file are removed.
+    pub fn stop(self) -> Result<()> {
+        let _ = self.shutdown.send(true);
+        let serving = self.serving;
+        let result = self.runtime.block_on(async move {
+            let all = futures_util::future::join_all(serving);
+            match tokio::time::timeout(GRACE, all).await {
+                Ok(results) => results
+                    .into_iter()
+                    .map(|r| r.map_err(anyhow::Error::from)?.map_err(anyhow::Error::from))
+                    .collect::<Result<Vec<()>>>()
+                    .map(drop),
+                // What still runs is dropped with the runtime.
+                Err(_) => Ok(()),
+            }
+        });
+        self.runtime.shutdown_timeout(Duration::from_secs(1));
+        drop(self.files);
+        result.context("serving")
+    }
+}

@@ -1,0 +1,226 @@
+//! Where the server listens, and who may talk to it: a Unix socket that only root can open
+//! (the file's mode is the access control), and optionally TCP, where every request carries the
+//! bearer token the server wrote to a root-only file.
+
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rtemu_topo::state::{state_root, trusted_dir, STATE_ROOT};
+
+use crate::error::ApiError;
+
+/// Checks that `path`'s directory is one only root can write (rtemu's state root is made when
+/// missing), so no one else can put a file where the server's socket or token goes.
+fn check_parent(path: &Path) -> Result<&Path> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if parent == Path::new(STATE_ROOT) {
+        state_root()?;
+    } else if !trusted_dir(parent)? {
+        bail!("{} does not exist", parent.display());
+    }
+    Ok(parent)
+}
+
+/// A file the server made, removed when the server stops, unless something else has taken its
+/// place meanwhile.
+#[derive(Debug)]
+pub struct OwnFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl OwnFile {
+    fn at(path: &Path) -> io::Result<OwnFile> {
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(OwnFile {
+            path: path.to_owned(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for OwnFile {
+    fn drop(&mut self) {
+        let ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A fresh private directory beside `path` (mode 0700), where a file is made whole before it is
+/// renamed to `path`, so no one sees or opens it half-made.
+struct Staging(PathBuf);
+
+impl Staging {
+    fn beside(path: &Path, parent: &Path) -> Result<Staging> {
+        let name = path.file_name().context("the path names no file")?;
+        let dir = parent.join(format!(
+            ".{}.{}.new",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        // A leftover of a server that died here with the same pid.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Staging(dir))
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Binds the Unix socket at `path` with mode 0600. An existing socket is replaced only when no
+/// server answers on it (one left by a server that died); anything else at `path` is refused.
+/// The socket is bound in a private directory and renamed into place, so it is never open to
+/// others, not even for a moment.
+pub fn bind_unix(path: &Path) -> Result<(std::os::unix::net::UnixListener, OwnFile)> {
+    let parent = check_parent(path)?;
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("examining {}", path.display())),
+        Ok(m) if !m.file_type().is_socket() => bail!(
+            "{} exists and is not a socket: rtemu serve does not replace it; remove it or \
+             choose another path with --socket",
+            path.display()
+        ),
+        Ok(_) => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                bail!(
+                    "a server already listens on {} (another `rtemu serve`?)",
+                    path.display()
+                );
+            }
+        }
+    }
+    let staging = Staging::beside(path, parent)?;
+    let fresh = staging.0.join("sock");
+    let listener = std::os::unix::net::UnixListener::bind(&fresh)
+        .with_context(|| format!("binding {}", fresh.display()))?;
+    std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("setting the mode of {}", fresh.display()))?;
+    std::fs::rename(&fresh, path).with_context(|| format!("creating {}", path.display()))?;
+    let own = OwnFile::at(path).with_context(|| format!("examining {}", path.display()))?;
+    listener
+        .set_nonblocking(true)
+        .context("making the socket non-blocking")?;
+    Ok((listener, own))
+}
+
+/// The API token: 32 bytes from the operating system's random generator, in hex.
+pub fn new_token() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("drawing the API token: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes `token` to `path` (mode 0600): whole into a private file first, then renamed into
+/// place, replacing an older token file.
+pub fn write_token(path: &Path, token: &str) -> Result<OwnFile> {
+    let parent = check_parent(path)?;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.is_file() {
+            bail!(
+                "{} exists and is not a regular file: rtemu serve does not replace it; remove \
+                 it or choose another path with --token-file",
+                path.display()
+            );
+        }
+    }
+    let staging = Staging::beside(path, parent)?;
+    let fresh = staging.0.join("token");
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&fresh)
+        .and_then(|mut f| {
+            f.write_all(format!("{token}\n").as_bytes())?;
+            f.sync_all()
+        });
+    written.with_context(|| format!("writing {}", fresh.display()))?;
+    std::fs::rename(&fresh, path).with_context(|| format!("writing {}", path.display()))?;
+    OwnFile::at(path).with_context(|| format!("examining {}", path.display()))
+}
+
+/// Compares in time that depends only on the lengths, so a caller learns nothing from how long
+/// a wrong token takes to refuse.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// Lets a request through only with `Authorization: Bearer <token>`; anything else is a 401.
+pub async fn require_token(
+    State(token): State<std::sync::Arc<str>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(t) if same(t.trim().as_bytes(), token.as_bytes()) => next.run(request).await,
+        Some(_) => ApiError::new(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "the bearer token is wrong: use the one `rtemu serve` wrote to its token file",
+        )
+        .into_response(),
+        None => ApiError::new(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "requests over TCP need `Authorization: Bearer <token>`, with the token `rtemu \
+             serve` wrote to its token file (default /run/rtemu/api.token)",
+        )
+        .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_64_hex_digits_and_differ() {
+        let a = new_token().unwrap();
+        let b = new_token().unwrap();
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn comparison_needs_every_byte() {
+        assert!(same(b"abcd", b"abcd"));
+        assert!(!same(b"abcd", b"abce"));
+        assert!(!same(b"abcd", b"abc"));
+        assert!(!same(b"", b"a"));
+    }
+}

@@ -1,0 +1,476 @@
+//! The API's handlers. Each checks its path parameters first (lab names with [`LabName`], node
+//! and link names against the lab's state) and runs lab work (namespaces, netlink, processes,
+//! the engine's control socket) on tokio's blocking threads.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{Path, RawQuery, State as AxumState};
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use rtemu_topo::lab::LabError;
+use rtemu_topo::state::{LabName, State};
+use tokio::sync::watch;
+
+use crate::api::{
+    self, ExecReply, ExecRequest, Lab, Lan, Link, Node, ScheduleRequest, SetRequest, UpRequest,
+};
+use crate::error::{ApiError, ErrorBody};
+use crate::{capture, ctl, exec};
+use rtemu_control::message::Ack;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct App {
+    /// Becomes `true` when the server stops: endless streams end then.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl App {
+    /// Resolves when the server stops.
+    fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutdown.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    }
+}
+
+/// The API's routes (without authentication, which the TCP listener adds).
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/openapi.json", get(openapi))
+        .route("/v1/labs", get(list_labs).post(up))
+        .route("/v1/labs/{lab}", get(get_lab).delete(down))
+        .route("/v1/labs/{lab}/nodes", get(list_nodes))
+        .route("/v1/labs/{lab}/links", get(list_links))
+        .route("/v1/labs/{lab}/lans", get(list_lans))
+        .route("/v1/labs/{lab}/links/{link}/set", post(set_link))
+        .route("/v1/labs/{lab}/links/{link}/down", post(link_down))
+        .route("/v1/labs/{lab}/links/{link}/up", post(link_up))
+        .route("/v1/labs/{lab}/links/{link}/schedule", post(schedule))
+        .route("/v1/labs/{lab}/stats", get(stats))
+        .route("/v1/labs/{lab}/stats/stream", get(stats_stream))
+        .route("/v1/labs/{lab}/capture", get(capture))
+        .route("/v1/labs/{lab}/nodes/{node}/exec", post(exec))
+        .fallback(|| async {
+            ApiError::not_found(
+                "no such resource: the API is under /v1 (GET /openapi.json describes it)",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this resource does not take that method (GET /openapi.json describes the API)",
+            )
+        })
+        // A topology file may have 16 MiB; its JSON string a little more.
+        .layer(axum::extract::DefaultBodyLimit::max(40 << 20))
+        .with_state(app)
+}
+
+/// Runs `f` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the request's work failed: {e}"),
+        )
+    })?
+}
+
+/// A path's parameters, or a 400 saying why they are not.
+fn params<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    p.map(|Path(t)| t)
+        .map_err(|e| ApiError::bad_request(e.body_text()))
+}
+
+/// A JSON body, or a 400 (415 without a JSON content type) saying why it is not one.
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    b.map(|Json(t)| t).map_err(|e| {
+        let status = match e {
+            JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, e.body_text())
+    })
+}
+
+/// The state of lab `name` (a 404 when there is none). Blocks.
+pub(crate) fn load(name: &LabName) -> Result<State, ApiError> {
+    State::load(name)?.ok_or_else(|| LabError::NoSuchLab(name.to_string()).into())
+}
+
+/// Checks the lab name and loads its state.
+async fn lab_state(lab: String) -> Result<State, ApiError> {
+    let name = LabName::new(&lab)?;
+    blocking(move || load(&name)).await
+}
+
+/// A query string's pairs, decoded.
+fn query_pairs(q: Option<String>) -> Vec<(String, String)> {
+    form_urlencoded::parse(q.unwrap_or_default().as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// The OpenAPI document of this API.
+#[utoipa::path(get, path = "/openapi.json", tag = "api",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi_json(),
+    )
+        .into_response()
+}
+
+/// Every running lab.
+#[utoipa::path(get, path = "/v1/labs", tag = "labs",
+    responses((status = 200, body = [Lab]), (status = 500, body = ErrorBody)))]
+pub async fn list_labs() -> Result<Json<Vec<Lab>>, ApiError> {
+    blocking(|| {
+        let mut labs = Vec::new();
+        for name in State::labs()? {
+            // A lab going down meanwhile is simply not listed.
+            if let Some(state) = State::load(&name)? {
+                labs.push(ctl::view(&state));
+            }
+        }
+        Ok(labs)
+    })
+    .await
+    .map(Json)
+}
+
+/// Brings a lab up from a topology (inline TOML or a file).
+#[utoipa::path(post, path = "/v1/labs", tag = "labs", request_body = UpRequest,
+    responses((status = 201, body = Lab),
+        (status = 400, description = "Bad TOML (FILE:LINE:COLUMN: …), bad name", body = ErrorBody),
+        (status = 409, description = "The lab exists (and `replace` is false)", body = ErrorBody),
+        (status = 500, body = ErrorBody)))]
+pub async fn up(b: Result<Json<UpRequest>, JsonRejection>) -> Result<Response, ApiError> {
+    let req = body(b)?;
+    let lab = blocking(move || ctl::up(&req)).await?;
+    Ok((StatusCode::CREATED, Json(lab)).into_response())
+}
+
+/// One lab.
+#[utoipa::path(get, path = "/v1/labs/{lab}", tag = "labs",
+    params(("lab" = String, Path, description = "The lab's name")),
+    responses((status = 200, body = Lab), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get_lab(p: Result<Path<String>, PathRejection>) -> Result<Json<Lab>, ApiError> {
+    let state = lab_state(params(p)?).await?;
+    blocking(move || Ok(ctl::view(&state))).await.map(Json)
+}
+
+/// Takes a lab down: stops its engine (returning its final report) and removes everything it
+/// made.
+#[utoipa::path(delete, path = "/v1/labs/{lab}", tag = "labs",
+    params(("lab" = String, Path, description = "The lab's name")),
+    responses((status = 200, body = ctl::DownReply), (status = 400, body = ErrorBody), (status = 500, body = ErrorBody)))]
+pub async fn down(
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<ctl::DownReply>, ApiError> {
+    let name = LabName::new(&params(p)?)?;
+    blocking(move || ctl::down(&name)).await.map(Json)
+}
+
+/// A lab's nodes with their interfaces and addresses.
+#[utoipa::path(get, path = "/v1/labs/{lab}/nodes", tag = "labs",
+    params(("lab" = String, Path, description = "The lab's name")),
+    responses((status = 200, body = [Node]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn list_nodes(
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<Vec<Node>>, ApiError> {
+    Ok(Json(api::nodes(&lab_state(params(p)?).await?)))
+}
+
+/// A lab's point-to-point links.
+#[utoipa::path(get, path = "/v1/labs/{lab}/links", tag = "labs",
+    params(("lab" = String, Path, description = "The lab's name")),
+    responses((status = 200, body = [Link]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn list_links(
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<Vec<Link>>, ApiError> {
+    Ok(Json(api::links(&lab_state(params(p)?).await?)))
+}
+
+/// A lab's LANs.
+#[utoipa::path(get, path = "/v1/labs/{lab}/lans", tag = "labs",
+    params(("lab" = String, Path, description = "The lab's name")),
+    responses((status = 200, body = [Lan]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn list_lans(p: Result<Path<String>, PathRejection>) -> Result<Json<Vec<Lan>>, ApiError> {
+    Ok(Json(api::lans(&lab_state(params(p)?).await?)))
+}
+
+/// Gives an impaired link new netem parameters, while traffic flows.
+#[utoipa::path(post, path = "/v1/labs/{lab}/links/{link}/set", tag = "links", request_body = SetRequest,
+    params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
+    responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 503, description = "The lab's engine does not answer", body = ErrorBody)))]
+pub async fn set_link(
+    p: Result<Path<(String, String)>, PathRejection>,
+    b: Result<Json<SetRequest>, JsonRejection>,
+) -> Result<Json<Ack>, ApiError> {
+    let (lab, link) = params(p)?;
+    let req = body(b)?;
+    let state = lab_state(lab).await?;
+    blocking(move || ctl::set(&state, &link, req.dir, &req.netem)).await?;
+    Ok(Json(Ack::OK))
+}
+
+/// Cuts an impaired link: it carries nothing until `up`.
+#[utoipa::path(post, path = "/v1/labs/{lab}/links/{link}/down", tag = "links",
+    params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
+    responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn link_down(
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<Ack>, ApiError> {
+    cut(p, true).await
+}
+
+/// Joins a cut link again.
+#[utoipa::path(post, path = "/v1/labs/{lab}/links/{link}/up", tag = "links",
+    params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
+    responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn link_up(
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<Ack>, ApiError> {
+    cut(p, false).await
+}
+
+async fn cut(
+    p: Result<Path<(String, String)>, PathRejection>,
+    down: bool,
+) -> Result<Json<Ack>, ApiError> {
+    let (lab, link) = params(p)?;
+    let state = lab_state(lab).await?;
+    blocking(move || ctl::cut(&state, &link, down)).await?;
+    Ok(Json(Ack::OK))
+}
+
+/// Changes an impaired link's parameters at set times after the request.
+#[utoipa::path(post, path = "/v1/labs/{lab}/links/{link}/schedule", tag = "links", request_body = ScheduleRequest,
+    params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
+    responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn schedule(
+    AxumState(app): AxumState<App>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    b: Result<Json<ScheduleRequest>, JsonRejection>,
+) -> Result<Json<Ack>, ApiError> {
+    let (lab, link) = params(p)?;
+    let req = body(b)?;
+    let state = lab_state(lab).await?;
+    let steps = ctl::schedule_steps(&state, &link, &req)?;
+    ctl::run_schedule(state, link, steps, app.stopped());
+    Ok(Json(Ack::OK))
+}
+
+/// The counters and fidelity of every impaired link's directions, now.
+#[utoipa::path(get, path = "/v1/labs/{lab}/stats", tag = "stats",
+    params(("lab" = String, Path, description = "The lab's name")),
+    responses((status = 200, body = ctl::StatsReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 503, description = "The lab's engine does not answer", body = ErrorBody)))]
+pub async fn stats(
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<ctl::StatsReply>, ApiError> {
+    let state = lab_state(params(p)?).await?;
+    blocking(move || ctl::stats(&state)).await.map(Json)
+}
+
+/// The shortest interval between stats events, seconds.
+pub const MIN_INTERVAL: f64 = 0.05;
+/// The longest interval between stats events, seconds.
+pub const MAX_INTERVAL: f64 = 3600.0;
+/// The most stats events one stream may ask for.
+pub const MAX_EVENTS: u64 = 1_000_000;
+
+/// Reads `interval` and `count` of a stats stream.
+pub fn stream_query(pairs: &[(String, String)]) -> Result<(f64, Option<u64>), ApiError> {
+    let (mut interval, mut count) = (1.0, None);
+    for (k, v) in pairs {
+        match k.as_str() {
+            "interval" => {
+                interval = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| (MIN_INTERVAL..=MAX_INTERVAL).contains(s))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "interval {v:?} is out of range: give seconds from {MIN_INTERVAL} \
+                             to {MAX_INTERVAL}"
+                        ))
+                    })?
+            }
+            "count" => {
+                count = Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|c| (1..=MAX_EVENTS).contains(c))
+                        .ok_or_else(|| {
+                            ApiError::bad_request(format!(
+                                "count {v:?} is out of range: give a number of events from 1 \
+                                 to {MAX_EVENTS}"
+                            ))
+                        })?,
+                )
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown query parameter `{other}`: a stats stream takes interval and count"
+                )))
+            }
+        }
+    }
+    Ok((interval, count))
+}
+
+/// Stats as Server-Sent Events: an `event: stats` every `interval` seconds (the first at
+/// once), `count` of them or until the client leaves; when the lab goes down or its engine
+/// stops answering, an `event: end` with data `{}`, and the stream ends.
+#[utoipa::path(get, path = "/v1/labs/{lab}/stats/stream", tag = "stats",
+    params(("lab" = String, Path, description = "The lab's name"),
+        ("interval" = Option<f64>, Query, description = "Seconds between events, in [0.05, 3600] (default 1)"),
+        ("count" = Option<u64>, Query, description = "Events to send, in [1, 1000000] (default: until the client leaves or the lab goes down)")),
+    responses((status = 200, description = "`event: stats` with `data:` a StatsReply as one line of JSON; `event: end` with `{}` at the end", content_type = "text/event-stream"),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn stats_stream(
+    AxumState(app): AxumState<App>,
+    p: Result<Path<String>, PathRejection>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    let lab = params(p)?;
+    let (interval, count) = stream_query(&query_pairs(q))?;
+    let state = lab_state(lab).await?;
+    // The first snapshot is taken before answering, so a lab whose engine is gone is an error
+    // status rather than an empty stream.
+    let first = {
+        let state = state.clone();
+        blocking(move || ctl::stats(&state)).await?
+    };
+    let period = std::time::Duration::from_secs_f64(interval);
+    let events = futures_util::stream::unfold(
+        (Some(first), 0u64, state, false),
+        move |(ready, sent, state, ended)| async move {
+            if ended || count.is_some_and(|c| sent >= c) {
+                return None;
+            }
+            let snapshot = match ready {
+                Some(s) => Ok(s),
+                None => {
+                    tokio::time::sleep(period).await;
+                    let st = state.clone();
+                    blocking(move || ctl::stats(&st)).await
+                }
+            };
+            let event = match snapshot {
+                Ok(s) => Event::default()
+                    .event("stats")
+                    .data(serde_json::to_string(&s).expect("stats serialise")),
+                Err(_) => {
+                    return Some((
+                        Ok::<_, Infallible>(Event::default().event("end").data("{}")),
+                        (None, sent, state, true),
+                    ))
+                }
+            };
+            Some((Ok(event), (None, sent + 1, state, false)))
+        },
+    )
+    .take_until(app.stopped());
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// Packets of a lab's interfaces, as a pcapng file written while they are captured.
+#[utoipa::path(get, path = "/v1/labs/{lab}/capture", tag = "capture",
+    params(("lab" = String, Path, description = "The lab's name"),
+        ("target" = Option<Vec<String>>, Query, description = "NODE:IF or a link's name (both its ends); repeated; none: every interface"),
+        ("count" = Option<u64>, Query, description = "Stop after this many packets, 1 to 10000000"),
+        ("duration" = Option<f64>, Query, description = "Stop after this many seconds, above 0, at most 3600 (count or duration is required)")),
+    responses((status = 200, description = "A pcapng file", content_type = "application/x-pcapng"),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn capture(
+    AxumState(app): AxumState<App>,
+    p: Result<Path<String>, PathRejection>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    let lab = params(p)?;
+    let req = capture::parse(&query_pairs(q))?;
+    let state = lab_state(lab).await?;
+    let (state, targets) = {
+        let wanted = req.targets.clone();
+        blocking(move || {
+            let targets = rtemu_topo::capture::resolve_targets(&state, &wanted)?;
+            Ok((state, targets))
+        })
+        .await?
+    };
+    let (rx, guard) = capture::start(state, targets, &req);
+    let chunks = futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, Infallible>(chunk), (rx, guard)))
+    })
+    .take_until(app.stopped());
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-pcapng"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"capture.pcapng\"",
+            ),
+        ],
+        Body::from_stream(chunks),
+    )
+        .into_response())
+}
+
+/// Runs a command (an argv array, never a shell string) in a node and returns its output.
+#[utoipa::path(post, path = "/v1/labs/{lab}/nodes/{node}/exec", tag = "exec", request_body = ExecRequest,
+    params(("lab" = String, Path, description = "The lab's name"), ("node" = String, Path, description = "A node of the lab")),
+    responses((status = 200, body = ExecReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn exec(
+    p: Result<Path<(String, String)>, PathRejection>,
+    b: Result<Json<ExecRequest>, JsonRejection>,
+) -> Result<Json<ExecReply>, ApiError> {
+    let (lab, node) = params(p)?;
+    let req = body(b)?;
+    exec::check(&req)?;
+    let state = lab_state(lab).await?;
+    blocking(move || exec::run(&state, &node, &req))
+        .await
+        .map(Json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_queries_are_checked_with_the_valid_range() {
+        let q = |s: &str| stream_query(&query_pairs(Some(s.to_owned())));
+        assert_eq!(q("").unwrap(), (1.0, None));
+        assert_eq!(q("interval=0.5&count=4").unwrap(), (0.5, Some(4)));
+        for bad in [
+            "interval=0.01",
+            "interval=3601",
+            "interval=x",
+            "count=0",
+            "count=1000001",
+            "every=1",
+        ] {
+            let e = q(bad).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
+        }
+    }
+}

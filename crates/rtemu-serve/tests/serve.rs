@@ -1,0 +1,537 @@
+//! The server as a client sees it: its listeners and their access control, its errors, its
+//! OpenAPI document, and a lab driven through it.
+//!
+//! Each test runs its own server, in this process, on a socket and token file in a private
+//! temporary directory. Tests that touch labs need root; without it they print why and pass,
+//! unless `RTEMU_REQUIRE_ROOT=1` (CI) makes them fail. Every lab has a name unique to the test
+//! and process, and a guard takes it down even when an assertion fails. The full round trip
+//! over an impaired link (whose engine is the `rtemu` binary) is in crates/rtemu/tests/serve.rs.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rtemu_serve::client::{request, Reply, Target};
+use rtemu_serve::{Options, Server};
+
+/// Whether the test may run; panics when root is required but missing.
+fn root_or_skip(test: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipping {test}: needs root (creates network namespaces)"
+    );
+    false
+}
+
+/// A lab name unique to this test and process (lab names are at most 12 characters).
+fn unique_lab(tag: &str) -> String {
+    format!("s{tag}{}", std::process::id() % 100_000)
+}
+
+/// A private directory (mode 0700) for one test's socket and token, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("rtemu-serve-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A server on a socket in `dir`, and on an ephemeral TCP port of the loopback address.
+fn server(dir: &Path) -> Server {
+    Server::start(&Options {
+        socket: dir.join("api.sock"),
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        token_file: dir.join("api.token"),
+    })
+    .unwrap()
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn get(t: &Target, path: &str, headers: &[(&str, &str)]) -> Reply {
+    request(t, "GET", path, headers, None, WAIT).unwrap()
+}
+
+fn post(t: &Target, path: &str, body: &serde_json::Value) -> Reply {
+    let body = body.to_string();
+    request(t, "POST", path, &[], Some(body.as_bytes()), WAIT).unwrap()
+}
+
+/// The `error` text of an error reply, checking its status.
+fn error(reply: &Reply, status: u16) -> String {
+    assert_eq!(reply.status, status, "{}", reply.text());
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let body: serde_json::Value = reply.json().unwrap();
+    body["error"].as_str().expect("an error text").to_owned()
+}
+
+#[test]
+fn tcp_needs_the_token_and_the_unix_socket_does_not() {
+    let dir = TempDir::new("auth");
+    let s = server(&dir.0);
+    let tcp = Target::Tcp(s.tcp_addr().unwrap());
+    let unix = Target::Unix(dir.0.join("api.sock"));
+    let token = s.token().unwrap().to_owned();
+
+    let none = get(&tcp, "/openapi.json", &[]);
+    assert!(error(&none, 401).contains("Authorization: Bearer"));
+    let wrong = "0".repeat(64);
+    let r = get(
+        &tcp,
+        "/openapi.json",
+        &[("Authorization", &format!("Bearer {wrong}"))],
+    );
+    assert!(error(&r, 401).contains("token is wrong"));
+    // A token with one character less, or another scheme, is no better.
+    let short = get(
+        &tcp,
+        "/openapi.json",
+        &[("Authorization", &format!("Bearer {}", &token[1..]))],
+    );
+    assert_eq!(short.status, 401);
+    let basic = get(
+        &tcp,
+        "/openapi.json",
+        &[("Authorization", &format!("Basic {token}"))],
+    );
+    assert_eq!(basic.status, 401);
+    // Even a path that does not exist is refused before it is looked at.
+    assert_eq!(get(&tcp, "/nowhere", &[]).status, 401);
+
+    let bearer = format!("Bearer {token}");
+    let ok = get(&tcp, "/openapi.json", &[("Authorization", &bearer)]);
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let over_unix = get(&unix, "/openapi.json", &[]);
+    assert_eq!(over_unix.status, 200);
+    assert_eq!(ok.body, over_unix.body);
+    s.stop().unwrap();
+}
+
+#[test]
+fn socket_and_token_are_root_only_and_removed_at_stop() {
+    let dir = TempDir::new("files");
+    let s = server(&dir.0);
+    let sock = dir.0.join("api.sock");
+    let token_file = dir.0.join("api.token");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&sock), 0o600);
+    assert_eq!(mode(&token_file), 0o600);
+    let written = std::fs::read_to_string(&token_file).unwrap();
+    assert_eq!(written.trim(), s.token().unwrap());
+    assert_eq!(written.trim().len(), 64);
+    // Nothing else is left in the directory (no staging files).
+    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["api.sock", "api.token"]);
+    s.stop().unwrap();
+    assert!(!sock.exists(), "the socket is left");
+    assert!(!token_file.exists(), "the token file is left");
+}
+
+#[test]
+fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
+    let dir = TempDir::new("inuse");
+    let sock = dir.0.join("api.sock");
+    let opts = Options {
+        socket: sock.clone(),
+        listen: None,
+        token_file: dir.0.join("api.token"),
+    };
+    std::fs::write(&sock, "not a socket").unwrap();
+    let e = Server::start(&opts).err().expect("a file is not replaced");
+    assert!(e.to_string().contains("is not a socket"), "{e:#}");
+    assert_eq!(std::fs::read_to_string(&sock).unwrap(), "not a socket");
+    std::fs::remove_file(&sock).unwrap();
+
+    let first = Server::start(&opts).unwrap();
+    let e = Server::start(&opts)
+        .err()
+        .expect("a live server is not displaced");
+    assert!(e.to_string().contains("already listens"), "{e:#}");
+    first.stop().unwrap();
+
+    // A socket whose server died (bound, never served) is replaced.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    let again = Server::start(&opts).unwrap();
+    assert_eq!(
+        get(&Target::Unix(sock.clone()), "/openapi.json", &[]).status,
+        200
+    );
+    again.stop().unwrap();
+
+    // A directory others can write is not trusted with the socket.
+    let open = dir.0.join("open");
+    std::fs::DirBuilder::new()
+        .mode(0o777)
+        .create(&open)
+        .unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = Server::start(&Options {
+        socket: open.join("api.sock"),
+        ..opts
+    })
+    .err()
+    .expect("an untrusted directory is refused");
+    assert!(e.to_string().contains("writable by others"), "{e:#}");
+}
+
+#[test]
+fn served_openapi_matches_the_checked_in_document() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let doc = rtemu_serve::openapi_json();
+    if std::env::var_os("RTEMU_WRITE_OPENAPI").is_some_and(|v| v == "1") {
+        std::fs::write(&path, &doc).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == doc,
+        "docs/openapi.json differs from the document the server serves; regenerate it with \
+         `RTEMU_WRITE_OPENAPI=1 cargo test -p rtemu-serve --test serve served_openapi` or \
+         `rtemu serve --print-openapi > docs/openapi.json`"
+    );
+    let dir = TempDir::new("openapi");
+    let s = server(&dir.0);
+    let served = get(&Target::Unix(dir.0.join("api.sock")), "/openapi.json", &[]);
+    assert_eq!(served.status, 200);
+    assert_eq!(served.header("content-type"), Some("application/json"));
+    assert_eq!(served.text(), checked_in);
+    let parsed: serde_json::Value = served.json().unwrap();
+    assert!(parsed["openapi"].as_str().unwrap().starts_with("3.1"));
+    for path in [
+        "/v1/labs",
+        "/v1/labs/{lab}",
+        "/v1/labs/{lab}/links/{link}/schedule",
+        "/v1/labs/{lab}/stats/stream",
+        "/v1/labs/{lab}/capture",
+        "/v1/labs/{lab}/nodes/{node}/exec",
+    ] {
+        assert!(
+            parsed["paths"][path].is_object(),
+            "{path} is not documented"
+        );
+    }
+    s.stop().unwrap();
+}
+
+#[test]
+fn errors_carry_the_cli_text_and_a_status() {
+    let dir = TempDir::new("errors");
+    let s = server(&dir.0);
+    let t = Target::Unix(dir.0.join("api.sock"));
+    let e = error(&get(&t, "/v1/labs/Bad_Name", &[]), 400);
+    assert!(
+        e.starts_with("invalid lab name \"Bad_Name\": use 1 to 12 characters"),
+        "{e}"
+    );
+    let e = error(&get(&t, "/v1/labs/nosuchlab9999/nodes", &[]), 400);
+    assert!(e.contains("invalid lab name"), "{e}");
+    assert!(error(&get(&t, "/v2/labs", &[]), 404).contains("under /v1"));
+    let r = request(&t, "PUT", "/v1/labs", &[], None, WAIT).unwrap();
+    assert_eq!(r.status, 405);
+
+    // Bad TOML, and a bad value, point at the line and column of the request's text.
+    let r = post(
+        &t,
+        "/v1/labs",
+        &serde_json::json!({"topology": "lab = \"x\"\n[nodes.a\n"}),
+    );
+    let e = error(&r, 400);
+    assert!(e.starts_with("<request>:2:"), "{e}");
+    let bad_netem = "lab = \"x\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 5 parsecs\"\n";
+    let e = error(
+        &post(&t, "/v1/labs", &serde_json::json!({"topology": bad_netem})),
+        400,
+    );
+    assert!(e.starts_with("<request>:6:"), "{e}");
+    // Neither or both of topology and file; unknown fields; no JSON at all.
+    let e = error(&post(&t, "/v1/labs", &serde_json::json!({})), 400);
+    assert!(e.contains("exactly one of `topology`"), "{e}");
+    let e = error(
+        &post(
+            &t,
+            "/v1/labs",
+            &serde_json::json!({"topology": "", "file": "x"}),
+        ),
+        400,
+    );
+    assert!(e.contains("exactly one of `topology`"), "{e}");
+    let e = error(
+        &post(&t, "/v1/labs", &serde_json::json!({"topo": "x"})),
+        400,
+    );
+    assert!(e.contains("unknown field `topo`"), "{e}");
+    let r = request(&t, "POST", "/v1/labs", &[], None, WAIT).unwrap();
+    assert_eq!(r.status, 415);
+    let e = error(
+        &post(
+            &t,
+            "/v1/labs",
+            &serde_json::json!({"file": "/nonexistent/t.toml"}),
+        ),
+        400,
+    );
+    assert!(e.starts_with("cannot read /nonexistent/t.toml"), "{e}");
+    let named = serde_json::json!({"topology": "lab = \"x\"\n[nodes.a]\n", "name": "No"});
+    let e = error(&post(&t, "/v1/labs", &named), 400);
+    assert!(e.starts_with("invalid lab name \"No\""), "{e}");
+
+    // Query parameters are checked before the lab is looked for.
+    let e = error(&get(&t, "/v1/labs/anylab/capture?target=a:eth0", &[]), 400);
+    assert!(e.contains("needs a limit"), "{e}");
+    let e = error(
+        &get(&t, "/v1/labs/anylab/stats/stream?interval=0", &[]),
+        400,
+    );
+    assert!(e.contains("from 0.05 to 3600"), "{e}");
+    let e = error(
+        &post(
+            &t,
+            "/v1/labs/anylab/nodes/a/exec",
+            &serde_json::json!({"argv": []}),
+        ),
+        400,
+    );
+    assert!(e.contains("1 to 256 elements"), "{e}");
+
+    if root_or_skip("errors_carry_the_cli_text_and_a_status (unknown lab)") {
+        let lab = unique_lab("none");
+        let e = error(&get(&t, &format!("/v1/labs/{lab}"), &[]), 404);
+        assert_eq!(
+            e,
+            format!("no lab `{lab}` is running (`rtemu ls` lists the labs)")
+        );
+        let r = post(
+            &t,
+            &format!("/v1/labs/{lab}/links/x/set"),
+            &serde_json::json!({"netem": "delay 1ms"}),
+        );
+        assert_eq!(r.status, 404);
+    }
+    s.stop().unwrap();
+}
+
+/// Takes the lab down when dropped, whatever happened.
+struct Guard(String);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = rtemu_topo::lab::down(&self.0);
+    }
+}
+
+/// The network namespaces of lab `lab` that exist.
+fn namespaces_of(lab: &str) -> Vec<String> {
+    let prefix = format!("rtemu-{lab}");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n == &prefix || n.starts_with(&format!("{prefix}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_lab_of_ideal_links_through_the_api() {
+    if !root_or_skip("a_lab_of_ideal_links_through_the_api") {
+        return;
+    }
+    let lab = unique_lab("ideal");
+    let _guard = Guard(lab.clone());
+    let dir = TempDir::new("ideal");
+    let s = server(&dir.0);
+    let t = Target::Unix(dir.0.join("api.sock"));
+    let topo = format!(
+        "lab = \"{lab}\"\nneighbours = \"static\"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n\
+         [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\n\
+         [[lans]]\nname = \"office\"\nmembers = [\"b\", \"c\"]\n"
+    );
+    let r = post(&t, "/v1/labs", &serde_json::json!({"topology": topo}));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let up: serde_json::Value = r.json().unwrap();
+    assert_eq!(up["name"], lab.as_str());
+    assert_eq!(up["status"], "up");
+    assert_eq!(up["file"], "<request>");
+    // A second up of the same name is a conflict, unless it replaces.
+    let e = error(
+        &post(&t, "/v1/labs", &serde_json::json!({"topology": topo})),
+        409,
+    );
+    assert!(e.contains("already exists"), "{e}");
+
+    let labs: Vec<serde_json::Value> = get(&t, "/v1/labs", &[]).json().unwrap();
+    assert!(labs.iter().any(|l| l["name"] == lab.as_str()));
+    let nodes: Vec<serde_json::Value> = get(&t, &format!("/v1/labs/{lab}/nodes"), &[])
+        .json()
+        .unwrap();
+    assert_eq!(nodes.len(), 3);
+    assert_eq!(nodes[1]["netns"], format!("rtemu-{lab}-b"));
+    assert_eq!(nodes[1]["interfaces"].as_array().unwrap().len(), 2);
+    let links: Vec<serde_json::Value> = get(&t, &format!("/v1/labs/{lab}/links"), &[])
+        .json()
+        .unwrap();
+    assert_eq!(links.len(), 1);
+    assert_eq!(
+        (&links[0]["a"], &links[0]["b"], &links[0]["impaired"]),
+        (&"a".into(), &"b".into(), &false.into())
+    );
+    let lans: Vec<serde_json::Value> = get(&t, &format!("/v1/labs/{lab}/lans"), &[])
+        .json()
+        .unwrap();
+    assert_eq!(lans[0]["members"], serde_json::json!(["b", "c"]));
+
+    // exec: an argv, its output and status; a node that does not exist; a time limit.
+    let exec = |node: &str, body: serde_json::Value| {
+        post(&t, &format!("/v1/labs/{lab}/nodes/{node}/exec"), &body)
+    };
+    let r = exec(
+        "a",
+        serde_json::json!({"argv": ["ping", "-c", "2", "-i", "0.2", "-W", "2", "b"]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let out: serde_json::Value = r.json().unwrap();
+    assert_eq!(out["status"], 0, "{out}");
+    assert!(
+        out["stdout"].as_str().unwrap().contains("2 received"),
+        "{out}"
+    );
+    assert_eq!(out["timed_out"], false);
+    let r = exec(
+        "a",
+        serde_json::json!({"argv": ["sh", "-c", "echo out; echo err >&2; exit 3"]}),
+    );
+    let out: serde_json::Value = r.json().unwrap();
+    assert_eq!(
+        (&out["status"], &out["stdout"], &out["stderr"]),
+        (&3.into(), &"out\n".into(), &"err\n".into())
+    );
+    let r = exec(
+        "a",
+        serde_json::json!({"argv": ["sh", "-c", "sleep 30 & sleep 30"], "timeout": 0.3}),
+    );
+    let out: serde_json::Value = r.json().unwrap();
+    assert_eq!(out["timed_out"], true, "{out}");
+    assert_eq!(out["status"], serde_json::Value::Null);
+    assert_eq!(out["signal"], 9);
+    assert!(out["duration"].as_f64().unwrap() < 5.0, "{out}");
+    let e = error(&exec("zz", serde_json::json!({"argv": ["true"]})), 404);
+    assert!(e.contains("has no node `zz`; its nodes are a, b, c"), "{e}");
+    let e = error(
+        &exec("a", serde_json::json!({"argv": ["/nonexistent/program"]})),
+        400,
+    );
+    assert!(e.contains("/nonexistent/program"), "{e}");
+
+    // Stats of a lab without an engine: no directions, no engine.
+    let stats: serde_json::Value = get(&t, &format!("/v1/labs/{lab}/stats"), &[])
+        .json()
+        .unwrap();
+    assert_eq!(stats["directions"], serde_json::json!([]));
+    assert_eq!(stats["pid"], serde_json::Value::Null);
+    // Only impaired links change.
+    let e = error(
+        &post(
+            &t,
+            &format!("/v1/labs/{lab}/links/ab/set"),
+            &serde_json::json!({"netem": "delay 1ms"}),
+        ),
+        400,
+    );
+    assert!(e.contains("is ideal"), "{e}");
+    let e = error(
+        &post(
+            &t,
+            &format!("/v1/labs/{lab}/links/nope/down"),
+            &serde_json::json!({}),
+        ),
+        404,
+    );
+    assert!(e.contains("has no link `nope`; its links are ab"), "{e}");
+
+    // A capture of link ab while a pings b: a pcapng file with its packets.
+    let capture = {
+        let t = t.clone();
+        let path = format!("/v1/labs/{lab}/capture?target=ab&count=4&duration=20");
+        std::thread::spawn(move || request(&t, "GET", &path, &[], None, WAIT).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    exec(
+        "a",
+        serde_json::json!({"argv": ["ping", "-c", "3", "-i", "0.2", "b"]}),
+    );
+    let r = capture.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/x-pcapng"));
+    assert_eq!(
+        &r.body[..4],
+        &[0x0a, 0x0d, 0x0d, 0x0a],
+        "a section header block"
+    );
+    assert_eq!(enhanced_packets(&r.body), 4);
+    let e = error(
+        &get(
+            &t,
+            &format!("/v1/labs/{lab}/capture?target=zz:eth9&count=1"),
+            &[],
+        ),
+        400,
+    );
+    assert!(e.contains("`zz:eth9` is not an interface or a link"), "{e}");
+
+    let r = request(&t, "DELETE", &format!("/v1/labs/{lab}"), &[], None, WAIT).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let down: serde_json::Value = r.json().unwrap();
+    assert_eq!(
+        down,
+        serde_json::json!({"lab": lab, "removed": true, "report": null})
+    );
+    assert!(namespaces_of(&lab).is_empty(), "{:?}", namespaces_of(&lab));
+    let again: serde_json::Value =
+        request(&t, "DELETE", &format!("/v1/labs/{lab}"), &[], None, WAIT)
+            .unwrap()
+            .json()
+            .unwrap();
+    assert_eq!(again["removed"], false);
+    s.stop().unwrap();
+}
+
+/// The number of enhanced packet blocks in a pcapng file (little-endian, as rtemu writes it).
+fn enhanced_packets(file: &[u8]) -> usize {
+    let mut at = 0;
+    let mut n = 0;
+    while at + 8 <= file.len() {
+        let kind = u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(file[at + 4..at + 8].try_into().unwrap()) as usize;
+        assert!(
+            len >= 12 && at + len <= file.len(),
+            "a truncated block at {at}"
+        );
+        if kind == 6 {
+            n += 1;
+        }
+        at += len;
+    }
+    n
+}
