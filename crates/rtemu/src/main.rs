@@ -25,7 +25,8 @@ mod cmd;
   sudo rtemu stats --fidelity                       what the engine did, how precisely
   rtemu sim in.pcap --model \"delay 20ms loss 1%\" --out out.pcap
   rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 -o lrd.rpl
-  rtemu lab doctor                                  can this machine keep real time?"
+  rtemu lab doctor                                  can this machine keep real time?
+  sudo rtemu serve                                  the HTTP/JSON API on /run/rtemu/api.sock"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +49,7 @@ enum Command {
     Capture(cmd::topo::CaptureArgs),
     Stats(cmd::link::StatsArgs),
     Link(cmd::link::LinkArgs),
+    Serve(cmd::serve::ServeArgs),
     #[command(hide = true)]
     Engine(cmd::engine::EngineArgs),
 }
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Capture(args) => cmd::topo::run_capture(args),
         Command::Stats(args) => cmd::link::run_stats(args),
         Command::Link(args) => cmd::link::run_link(args),
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Engine(args) => cmd::engine::run(args),
     };
     match result {

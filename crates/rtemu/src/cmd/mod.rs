@@ -6,6 +6,7 @@ pub mod lab;
 pub mod link;
 pub mod output;
 pub mod plot;
+pub mod serve;
 pub mod sim;
 pub mod topo;
 pub mod trace;

@@ -1,0 +1,70 @@
+//! `rtemu serve`: the HTTP/JSON API (docs/api.md). The server is `rtemu-serve`'s; this module
+//! parses arguments.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+/// Serve the HTTP/JSON API on a Unix socket (and on TCP with a token) until Ctrl-C.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu serve
+  curl --unix-socket /run/rtemu/api.sock http://rtemu/v1/labs
+  sudo rtemu serve --listen 127.0.0.1:8470
+  curl -H \"Authorization: Bearer $(sudo cat /run/rtemu/api.token)\" http://127.0.0.1:8470/v1/labs")]
+pub struct ServeArgs {
+    /// The Unix socket to listen on (mode 0600: root only; no token needed).
+    #[arg(long, value_name = "PATH", default_value = rtemu_serve::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Also listen on TCP at this address (127.0.0.1:PORT or [::1]:PORT; another address only
+    /// when you mean it: anyone who can reach it and holds the token drives your labs). Every
+    /// request over TCP needs `Authorization: Bearer <token>`.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<SocketAddr>,
+    /// Where to write the TCP token (mode 0600).
+    #[arg(long, value_name = "PATH", default_value = rtemu_serve::DEFAULT_TOKEN_FILE)]
+    pub token_file: PathBuf,
+    /// Print the API's OpenAPI document and exit (no root needed).
+    #[arg(long)]
+    pub print_openapi: bool,
+}
+
+/// `rtemu serve`.
+pub fn run(args: &ServeArgs) -> Result<()> {
+    if args.print_openapi {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(rtemu_serve::openapi_json().as_bytes())
+            .and_then(|()| out.flush())
+            .context("writing the OpenAPI document");
+    }
+    rtemu_control::root::need_root("rtemu serve")?;
+    let opts = rtemu_serve::Options {
+        socket: args.socket.clone(),
+        listen: args.listen,
+        token_file: args.token_file.clone(),
+    };
+    let server = rtemu_serve::Server::start(&opts)?;
+    eprintln!(
+        "serving the rtemu API on {} (Ctrl-C stops)",
+        opts.socket.display()
+    );
+    if let Some(addr) = server.tcp_addr() {
+        if !addr.ip().is_loopback() {
+            eprintln!(
+                "warning: {addr} is not a loopback address: anyone who reaches it with the \
+                 token drives this machine's labs"
+            );
+        }
+        eprintln!(
+            "and on http://{addr}, token in {}",
+            opts.token_file.display()
+        );
+    }
+    server.run_until_signal()?;
+    eprintln!("stopped serving");
+    Ok(())
+}
