@@ -84,41 +84,17 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("rtemu: error: {}", message(&err));
+            // The API answers with the same text (rtemu_serve::message).
+            eprintln!("rtemu: error: {}", rtemu_serve::message(err.as_ref()));
             ExitCode::from(2)
         }
     }
-}
-
-/// The error and its causes on one line, leaving out a cause whose text the message before it
-/// already contains (library errors often print their source themselves).
-fn message(err: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    #[test]
-    fn messages_do_not_repeat_a_cause() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
-        let err = anyhow::Error::new(io)
-            .context("cannot open x: no such file")
-            .context("reading x");
-        assert_eq!(message(&err), "reading x: cannot open x: no such file");
-    }
 
     #[test]
     fn cli_definition_is_consistent() {
