@@ -356,33 +356,38 @@ pub async fn stats_stream(
         let state = state.clone();
         blocking(move || ctl::stats(&state)).await?
     };
-    let period = std::time::Duration::from_secs_f64(interval);
+    // Snapshots keep the interval's cadence however long each takes (a late one is not
+    // followed by a burst).
+    let mut ticks = tokio::time::interval(std::time::Duration::from_secs_f64(interval));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
     let events = futures_util::stream::unfold(
-        (Some(first), 0u64, state, false),
-        move |(ready, sent, state, ended)| async move {
+        (Some(first), 0u64, state, ticks, false),
+        move |(ready, sent, state, mut ticks, ended)| async move {
             if ended || count.is_some_and(|c| sent >= c) {
                 return None;
             }
             let snapshot = match ready {
                 Some(s) => Ok(s),
                 None => {
-                    tokio::time::sleep(period).await;
-                    let st = state.clone();
-                    blocking(move || ctl::stats(&st)).await
+                    ticks.tick().await;
+                    // Loaded again each time: a lab that went down ends the stream.
+                    let name = state.lab.clone();
+                    blocking(move || ctl::stats(&load(&name)?)).await
                 }
             };
-            let event = match snapshot {
-                Ok(s) => Event::default()
-                    .event("stats")
-                    .data(serde_json::to_string(&s).expect("stats serialise")),
-                Err(_) => {
-                    return Some((
-                        Ok::<_, Infallible>(Event::default().event("end").data("{}")),
-                        (None, sent, state, true),
-                    ))
-                }
+            let Ok(snapshot) = snapshot else {
+                // The lab went down, or its engine stopped answering.
+                let end = Event::default().event("end").data("{}");
+                return Some((Ok(end), (None, sent, state, ticks, true)));
             };
-            Some((Ok(event), (None, sent + 1, state, false)))
+            let event = Event::default()
+                .event("stats")
+                .data(serde_json::to_string(&snapshot).expect("stats serialise"));
+            Some((
+                Ok::<_, Infallible>(event),
+                (None, sent + 1, state, ticks, false),
+            ))
         },
     )
     .take_until(app.stopped());

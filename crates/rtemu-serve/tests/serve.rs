@@ -500,8 +500,18 @@ fn a_lab_of_ideal_links_through_the_api() {
     );
     assert!(e.contains("`zz:eth9` is not an interface or a link"), "{e}");
 
+    // A stream without a count ends with `event: end` when the lab goes down.
+    let stream = {
+        let t = t.clone();
+        let path = format!("/v1/labs/{lab}/stats/stream?interval=0.05");
+        std::thread::spawn(move || request(&t, "GET", &path, &[], None, WAIT).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(300));
     let r = request(&t, "DELETE", &format!("/v1/labs/{lab}"), &[], None, WAIT).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
+    let events = stream.join().unwrap().text();
+    assert!(events.matches("event: stats\n").count() >= 2, "{events}");
+    assert!(events.ends_with("event: end\ndata: {}\n\n"), "{events}");
     let down: serde_json::Value = r.json().unwrap();
     assert_eq!(
         down,
