@@ -24,13 +24,12 @@ pub const INLINE: &str = "<request>";
 
 /// The view of lab `state`, its status from its engine's answer.
 pub fn view(state: &State) -> Lab {
-    let mut lab = api::lab_view(state, || true);
-    lab.status = match rtemu_control::lab::health(state) {
+    let status = match rtemu_control::lab::health(state) {
         Health::Up => api::LabStatus::Up,
         Health::Incomplete => api::LabStatus::Incomplete,
         Health::Degraded => api::LabStatus::Degraded,
     };
-    lab
+    api::lab_view(state, status)
 }
 
 /// Reads, checks and brings up the topology `req` gives.
@@ -195,16 +194,18 @@ pub fn cut(state: &State, link: &str, down: bool) -> Result<(), ApiError> {
     rtemu_control::lab::cut_link(&state.lab, link, down).map_err(|e| engine_gone(state, e))
 }
 
-/// One checked change of a schedule: when (after the request), which directions, what.
-pub type Step = (Duration, Dir, String);
+/// The most changes one schedule request may hold.
+pub const MAX_CHANGES: usize = 10_000;
 
-/// Checks a schedule for `link` of lab `state`: each time and netem text parses; the steps
-/// come back in time order.
-pub fn schedule_steps(
+/// Queues the changes of `req` in the engine of lab `state`, each for its time after `start`
+/// (when the request came): all are checked first (times, netem texts), so a bad one queues
+/// nothing; the engine then checks and queues each (building its models) in time order.
+pub fn schedule(
     state: &State,
     link: &str,
     req: &ScheduleRequest,
-) -> Result<Vec<Step>, ApiError> {
+    start: std::time::Instant,
+) -> Result<(), ApiError> {
     impaired_link(state, link)?;
     if req.changes.is_empty() || req.changes.len() > MAX_CHANGES {
         return Err(ApiError::bad_request(format!(
@@ -218,42 +219,15 @@ pub fn schedule_steps(
             .map_err(|e| ApiError::bad_request(format!("changes[{i}].at: {e}")))?;
         rtemu_model::netem::parse(&c.netem)
             .map_err(|e| ApiError::bad_request(format!("changes[{i}].netem {:?}: {e}", c.netem)))?;
-        steps.push((Duration::from_nanos(at.0), c.dir, c.netem.clone()));
+        steps.push((Duration::from_nanos(at.0), c.dir, c.netem.as_str()));
     }
     steps.sort_by_key(|s| s.0);
-    Ok(steps)
-}
-
-/// The most changes one schedule request may hold.
-pub const MAX_CHANGES: usize = 10_000;
-
-/// Applies `steps` to `link` of lab `state` at their times after now, on the server's runtime,
-/// until one fails (the lab went down) or `stopped` resolves (the server stops).
-pub fn run_schedule(
-    state: State,
-    link: String,
-    steps: Vec<Step>,
-    stopped: impl std::future::Future<Output = ()> + Send + 'static,
-) {
-    let start = tokio::time::Instant::now();
-    let apply = async move {
-        for (at, dir, netem) in steps {
-            tokio::time::sleep_until(start + at).await;
-            let (st, l) = (state.clone(), link.clone());
-            let done = tokio::task::spawn_blocking(move || set(&st, &l, dir, &netem)).await;
-            if let Ok(Err(e)) = done {
-                eprintln!(
-                    "rtemu serve: schedule of link {link} in lab {}: {}",
-                    state.lab, e.message
-                );
-                return;
-            }
-        }
-    };
-    tokio::spawn(async move {
-        tokio::select! {
-            () = apply => {}
-            () = stopped => {}
-        }
-    });
+    for (at, dir, netem) in steps {
+        // Measured by the engine from when it gets each request: what passed since this one
+        // came is taken off.
+        let after = at.saturating_sub(start.elapsed());
+        rtemu_control::lab::schedule_link(&state.lab, link, ways(dir), after, netem)
+            .map_err(|e| engine_gone(state, e))?;
+    }
+    Ok(())
 }

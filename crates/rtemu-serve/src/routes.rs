@@ -257,20 +257,20 @@ async fn cut(
     Ok(Json(Ack::OK))
 }
 
-/// Changes an impaired link's parameters at set times after the request.
+/// Changes an impaired link's parameters at set times after the request (the engine applies
+/// them, behind the frames then in flight).
 #[utoipa::path(post, path = "/v1/labs/{lab}/links/{link}/schedule", tag = "links", request_body = ScheduleRequest,
     params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
     responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn schedule(
-    AxumState(app): AxumState<App>,
     p: Result<Path<(String, String)>, PathRejection>,
     b: Result<Json<ScheduleRequest>, JsonRejection>,
 ) -> Result<Json<Ack>, ApiError> {
+    let start = std::time::Instant::now();
     let (lab, link) = params(p)?;
     let req = body(b)?;
     let state = lab_state(lab).await?;
-    let steps = ctl::schedule_steps(&state, &link, &req)?;
-    ctl::run_schedule(state, link, steps, app.stopped());
+    blocking(move || ctl::schedule(&state, &link, &req, start)).await?;
     Ok(Json(Ack::OK))
 }
 
