@@ -36,12 +36,27 @@ const DRAIN: Duration = Duration::from_secs(1);
 static WAITED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
 /// Reaps the server's children that ended and that no request waits for: the engines `up`
-/// started. They outlive the request that started them, and the server, unlike `rtemu up`,
-/// does not exit to hand them to init, so without this each lab taken down would leave a
-/// zombie.
+/// started, and the commands of nodes' `run` lines. They outlive the request that started them,
+/// and the server, unlike `rtemu up`, does not exit to hand them to init, so without this each
+/// lab taken down would leave zombies. A child younger than [`YOUNG`] is left alone: whoever
+/// started it may still be watching it (an engine's start waits up to 10 s for its answer).
 pub fn reap_orphans() {
+    reap_older_than(YOUNG);
+}
+
+/// Reaps this process's ended children older than `young` that no request waits for.
+fn reap_older_than(young: Duration) {
     let waited = WAITED.lock().unwrap_or_else(|e| e.into_inner());
     let me = std::process::id().to_string();
+    // Start times count clock ticks of 1/100 s (USER_HZ, fixed on Linux).
+    let ticks = 100;
+    // Seconds since boot, the clock process start times count on.
+    let Some(now) = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
+    else {
+        return;
+    };
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return;
     };
@@ -59,9 +74,20 @@ pub fn reap_orphans() {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        // After the command name (in parentheses, maybe holding spaces): state, then ppid.
-        let mut fields = stat[stat.rfind(')').map_or(0, |i| i + 1)..].split_whitespace();
-        if fields.next() == Some("Z") && fields.next() == Some(me.as_str()) {
+        // After the command name (in parentheses, maybe holding spaces): the state (field 3),
+        // the parent (4), ..., the start time in ticks after boot (22).
+        let fields: Vec<&str> = stat[stat.rfind(')').map_or(0, |i| i + 1)..]
+            .split_whitespace()
+            .collect();
+        let (Some(&"Z"), Some(&ppid), Some(start)) = (
+            fields.first(),
+            fields.get(1),
+            fields.get(22 - 3).and_then(|s| s.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        let age = now - (start / ticks) as f64;
+        if ppid == me && age >= young.as_secs_f64() {
             let _ = nix::sys::wait::waitpid(
                 Pid::from_raw(pid),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),
@@ -69,6 +95,9 @@ pub fn reap_orphans() {
         }
     }
 }
+
+/// How long after its start a child is left to whoever started it.
+const YOUNG: Duration = Duration::from_secs(15);
 
 /// Checks a request: its argv and time limit.
 pub fn check(req: &ExecRequest) -> Result<Duration, ApiError> {
@@ -225,6 +254,32 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             timeout,
         }
+    }
+
+    #[test]
+    fn ended_children_nobody_waits_for_are_reaped() {
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not waited for, as the engines `up` starts are not.
+        std::mem::forget(child);
+        let zombie =
+            || rtemu_topo::state::proc_stat(pid as i32).is_some_and(|(state, _)| state == 'Z');
+        let started = Instant::now();
+        while !zombie() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "`true` did not end"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Too young to reap (its starter may be watching), then old enough.
+        reap_older_than(Duration::from_secs(3600));
+        assert!(zombie());
+        reap_older_than(Duration::ZERO);
+        assert!(
+            rtemu_topo::state::proc_stat(pid as i32).is_none(),
+            "pid {pid} is still there"
+        );
     }
 
     #[test]
