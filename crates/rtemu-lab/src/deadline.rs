@@ -20,7 +20,7 @@ use rtemu_clock::{Instant, WaitStrategy, Waiter};
 use serde::Serialize;
 
 use crate::stats::Distribution;
-use crate::tire::{Node, Tire};
+use crate::tire::{Node, Tire, TireError, TireParams};
 
 /// How steps are released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -70,6 +70,9 @@ pub enum DeadlineError {
     /// A solver thread panicked.
     #[error("a solver thread panicked")]
     Panicked,
+    /// The tire cannot be built.
+    #[error(transparent)]
+    Tire(#[from] TireError),
 }
 
 /// Missed deadlines in a series of response times.
@@ -258,10 +261,76 @@ pub fn run(
     Ok((result, state))
 }
 
+/// The runs of a sweep in real time at `period_ns`, `steps` steps each: every size (nodes
+/// per quadrant) × thread count × policy (`None`: `SCHED_OTHER`, else the `SCHED_FIFO`
+/// priority), in that order.
+pub fn sweep_runs(
+    sizes: &[usize],
+    threads: &[usize],
+    policies: &[Option<u8>],
+    steps: usize,
+    period_ns: u64,
+) -> Vec<(usize, DeadlineConfig)> {
+    let mut runs = Vec::new();
+    for &size in sizes {
+        for &threads in threads {
+            for &fifo_priority in policies {
+                let mode = Mode::RealTime { period_ns };
+                runs.push((
+                    size,
+                    DeadlineConfig {
+                        threads,
+                        steps,
+                        mode,
+                        fifo_priority,
+                    },
+                ));
+            }
+        }
+    }
+    runs
+}
+
+/// Builds the tire of `quadrant_nodes` nodes per quadrant and runs it with `config`. The
+/// model's time step is the release period `period_ns`, as in the paper (10 ms at 100 Hz,
+/// 0.5 ms for its 2 kHz pretest).
+pub fn run_sized(
+    quadrant_nodes: usize,
+    period_ns: u64,
+    config: &DeadlineConfig,
+) -> Result<DeadlineResult, DeadlineError> {
+    let params = TireParams {
+        dt: period_ns as f64 / 1e9,
+        ..TireParams::with_quadrant_nodes(quadrant_nodes)
+    };
+    Ok(run(&Tire::new(params)?, config)?.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tire::TireParams;
+
+    #[test]
+    fn a_sweep_runs_every_size_thread_count_and_policy_in_real_time() {
+        let runs = sweep_runs(&[1, 10], &[1, 2], &[None, Some(80)], 30, 10_000_000);
+        assert_eq!(runs.len(), 8);
+        assert_eq!(runs[0].0, 1);
+        assert_eq!(runs[7].0, 10);
+        let (threads, fifo): (Vec<_>, Vec<_>) = runs[..4]
+            .iter()
+            .map(|(_, c)| (c.threads, c.fifo_priority))
+            .unzip();
+        assert_eq!(threads, [1, 1, 2, 2]);
+        assert_eq!(fifo, [None, Some(80), None, Some(80)]);
+        assert!(runs.iter().all(|(_, c)| c.steps == 30
+            && c.mode
+                == Mode::RealTime {
+                    period_ns: 10_000_000
+                }));
+        // A tire too small to build is an error, not a panic.
+        let e = run_sized(0, 10_000_000, &runs[0].1).unwrap_err();
+        assert!(matches!(e, DeadlineError::Tire(_)), "{e}");
+    }
 
     #[test]
     fn misses_and_their_longest_run() {

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rtemu_clock::time::thread_cpu_time_ns;
+use rtemu_clock::time::{format_duration_ns, thread_cpu_time_ns};
 use rtemu_clock::wait::WaitError;
 use rtemu_clock::{Instant, WaitStrategy, Waiter};
 use rtemu_model::units::Rate;
@@ -101,6 +101,64 @@ pub fn sweep_time_ns(points: &[PointConfig]) -> u64 {
     points
         .iter()
         .fold(0u64, |sum, p| sum.saturating_add(p.min_time_ns()))
+}
+
+/// A sweep that would take longer than [`MAX_SWEEP_NS`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this sweep would take at least {} ({points} points; the slowest, {} bit/s, paces {} \
+     packets of {} bytes in {} alone), more than the {} a sweep may take: raise the \
+     slowest of --rates, or lower --min-packets, --time or --packet-size",
+    format_duration_ns(*expected_ns),
+    slowest.rate_bps,
+    slowest.packets,
+    slowest.packet_bytes,
+    format_duration_ns(slowest.min_time_ns()),
+    format_duration_ns(MAX_SWEEP_NS)
+)]
+pub struct SweepTooLong {
+    /// The least time the sweep takes, ns.
+    pub expected_ns: u64,
+    /// Its points.
+    pub points: usize,
+    /// The point that takes longest.
+    pub slowest: PointConfig,
+}
+
+/// The points of a sweep, every rate × method × pacer in that order, each pacing the
+/// packets of `packet_bytes` that fill about `time_ns` (within `packets`, fewest to most);
+/// an error when they would take longer than [`MAX_SWEEP_NS`].
+pub fn sweep_points(
+    rates_bps: &[u64],
+    methods: &[WaitStrategy],
+    pacers: &[Pacer],
+    packet_bytes: u32,
+    time_ns: u64,
+    packets: (usize, usize),
+) -> Result<Vec<PointConfig>, SweepTooLong> {
+    let mut points = Vec::new();
+    for &rate_bps in rates_bps {
+        for &method in methods {
+            for &pacer in pacers {
+                points.push(PointConfig {
+                    method,
+                    pacer,
+                    rate_bps,
+                    packet_bytes,
+                    packets: packets_for(time_ns, packet_bytes, rate_bps, packets.0, packets.1),
+                });
+            }
+        }
+    }
+    let expected_ns = sweep_time_ns(&points);
+    match points.iter().max_by_key(|p| p.min_time_ns()) {
+        Some(slowest) if expected_ns > MAX_SWEEP_NS => Err(SweepTooLong {
+            expected_ns,
+            points: points.len(),
+            slowest: slowest.clone(),
+        }),
+        _ => Ok(points),
+    }
 }
 
 /// The outcome of one point.
@@ -207,6 +265,34 @@ mod tests {
         assert_eq!(
             packets_for(10_000_000_000, 100, 100_000_000, 5, 10_000),
             10_000
+        );
+    }
+
+    #[test]
+    fn a_sweep_too_long_is_refused_naming_its_slowest_point() {
+        let methods = [WaitStrategy::Sleep, WaitStrategy::Spin];
+        let pacers = [Pacer::Absolute];
+        let points = sweep_points(
+            &[1_000_000, 1_000],
+            &methods,
+            &pacers,
+            100,
+            50_000_000,
+            (5, 1000),
+        )
+        .unwrap();
+        let rates: Vec<u64> = points.iter().map(|p| p.rate_bps).collect();
+        assert_eq!(rates, [1_000_000, 1_000_000, 1_000, 1_000]);
+        assert_eq!(points[0].packets, 62);
+        // 5 packets of 100 bytes at 1 bit/s: 4000 s.
+        let e =
+            sweep_points(&[1, 1_000], &methods, &pacers, 100, 50_000_000, (5, 1000)).unwrap_err();
+        assert_eq!((e.points, e.slowest.rate_bps), (4, 1));
+        let text = e.to_string();
+        assert!(
+            text.starts_with("this sweep would take at least ")
+                && text.contains("the slowest, 1 bit/s, paces 5 packets of 100 bytes"),
+            "{text}"
         );
     }
 

@@ -23,6 +23,7 @@
 //! the kernel gives no stamps (an option refused, a driver that does not stamp), the kernel
 //! figures are `None` and [`Sweep::kernel_notice`] says why.
 
+pub mod between;
 mod raw;
 mod sys;
 mod udp;
@@ -334,6 +335,27 @@ struct Tally {
 
 /// Most stale TX stamps dropped before a send: more than one means a stamp came late.
 const STALE_STAMPS: usize = 64;
+
+/// How many sizes the sweeps of `configs` measure in all; an error for sizes one of them
+/// cannot sweep.
+pub fn total_sizes(configs: &[RttConfig]) -> Result<usize, RttError> {
+    configs.iter().map(|c| c.sizes().map(|s| s.len())).sum()
+}
+
+/// Runs the sweeps of `configs` one after the other; `before_each` is called with the
+/// protocol and each size before it is measured (for a progress bar).
+pub fn run_all(
+    configs: &[RttConfig],
+    before_each: &mut dyn FnMut(&'static str, usize),
+) -> Result<Vec<Sweep>, RttError> {
+    configs
+        .iter()
+        .map(|config| {
+            let protocol = config.target.protocol();
+            run(config, &mut |size| before_each(protocol, size))
+        })
+        .collect()
+}
 
 /// Runs the sweep against `config.target`; `before_each` is called with each size before it is
 /// measured (for a progress bar).

@@ -244,7 +244,7 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
 
 /// Writes a final report (as `stop` returns it) to `path` as JSON.
 pub fn save_report(report: &FinalReport, path: &Path) -> Result<()> {
-    super::output::write(
+    rtemu_report::output::write(
         path,
         &[],
         format!("{}\n", message::pretty(report)).as_bytes(),

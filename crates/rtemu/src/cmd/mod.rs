@@ -4,8 +4,6 @@ pub mod demo;
 pub mod engine;
 pub mod lab;
 pub mod link;
-pub mod output;
-pub mod plot;
 pub mod serve;
 pub mod sim;
 pub mod topo;

@@ -18,7 +18,7 @@ use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
 use serde::Serialize;
 
-use super::output::{self, Output};
+use rtemu_report::output::{self, Output};
 
 /// The model used when `--model` is not given: a 10 Mbit/s path with 20 ms of normally
 /// distributed delay (5 ms standard deviation) and 1 % random loss.

@@ -353,7 +353,7 @@ pub fn run_graph(args: &GraphArgs) -> Result<()> {
         Some(path) => {
             let file = std::path::Path::new(&args.lab);
             let inputs: &[&std::path::Path] = if file.is_file() { &[file] } else { &[] };
-            super::output::write(path, inputs, text.as_bytes())
+            rtemu_report::output::write(path, inputs, text.as_bytes())
         }
         None => {
             use std::io::Write as _;
@@ -376,7 +376,7 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
     };
     let state = lab::resolve_lab(args.lab.as_deref())?;
     let targets = rtemu_topo::capture::resolve_targets(&state, &args.interfaces)?;
-    let mut file = super::output::Output::create(&args.write, &[])?;
+    let mut file = rtemu_report::output::Output::create(&args.write, &[])?;
     // Ctrl-C ends the capture cleanly: the file is complete up to the last packet.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, std::sync::Arc::clone(&stop))

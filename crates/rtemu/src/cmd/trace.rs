@@ -24,8 +24,8 @@ use rtemu_trace::{
     RecordWriter, TimeUnit, TraceError, UnderrunPolicy,
 };
 
-use super::output::{self, Output};
-use super::plot;
+use rtemu_report::output::{self, Output};
+use rtemu_report::plot;
 
 /// Generate, inspect, convert and benchmark per-packet action traces.
 ///

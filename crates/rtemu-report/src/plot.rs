@@ -342,7 +342,7 @@ fn render(
         Format::Svg => svg.into_bytes(),
         Format::Png => rasterise(&svg).with_context(|| format!("--plot {}", path.display()))?,
     };
-    super::output::write(path, &[], &bytes)
+    crate::output::write(path, &[], &bytes)
 }
 
 /// The PNG of `svg`, its generic `sans-serif` text set in the first of [`FONTS`] installed (or

@@ -11,7 +11,7 @@
 //! included), not by name.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -122,6 +122,19 @@ pub fn write(path: &Path, inputs: &[&Path], bytes: &[u8]) -> Result<()> {
     out.write_all(bytes)
         .with_context(|| format!("writing {}", path.display()))?;
     out.commit()
+}
+
+/// Writes `path` whole (through a buffered [`Output`]) with what `body` writes to it: a CSV
+/// file, a histogram.
+pub fn write_with(
+    path: &Path,
+    body: impl FnOnce(&mut BufWriter<Output>) -> io::Result<()>,
+) -> Result<()> {
+    let mut out = BufWriter::new(Output::create(path, &[])?);
+    body(&mut out)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("writing {}", path.display()))?;
+    out.into_inner().map_err(|e| e.into_error())?.commit()
 }
 
 /// Fails when `output` is the same file as one of `inputs`.

@@ -1,0 +1,170 @@
+//! `rtemu lab doctor`: what timing this machine can promise, and what to change.
+
+use std::io::{self, Write};
+
+use rtemu_clock::time::format_duration_ns;
+use rtemu_lab::doctor::Facts;
+use rtemu_lab::env::Header;
+use rtemu_lab::sleep::MethodResult;
+use serde::Serialize;
+
+use super::{write_header, Report};
+use crate::text::us_i;
+
+/// The doctor's verdict: the machine's facts, a sleep test and advice.
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    header: Header,
+    facts: Facts,
+    sleep_test: MethodResult,
+    advice: Vec<String>,
+    /// Length of the sleep test.
+    #[serde(skip)]
+    duration_ns: u64,
+}
+
+impl DoctorReport {
+    /// The verdict on `facts` and `sleep_test` (which ran for `duration_ns`), with `advice`.
+    pub fn new(
+        header: Header,
+        facts: Facts,
+        sleep_test: MethodResult,
+        advice: Vec<String>,
+        duration_ns: u64,
+    ) -> DoctorReport {
+        DoctorReport {
+            header,
+            facts,
+            sleep_test,
+            advice,
+            duration_ns,
+        }
+    }
+}
+
+impl Report for DoctorReport {
+    /// The facts and the sleep test's figures as one row.
+    fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        let (facts, test) = (&self.facts, &self.sleep_test);
+        writeln!(
+            out,
+            "preemption,clocksource,hz,timer_slack_ns,rt_runtime_us,isolated_cpus,virtualization,\
+             fifo_permitted,mlock_permitted,method,completed,min_ns,p50_ns,p90_ns,p99_ns,\
+             p99_9_ns,max_ns"
+        )?;
+        let text = |v: Option<String>| v.unwrap_or_default().replace(',', ";");
+        let d = &test.error_ns;
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            facts.preemption.replace(',', ";"),
+            text(facts.clocksource.clone()),
+            text(facts.hz.map(|hz| hz.to_string())),
+            text(facts.timer_slack_ns.map(|ns| ns.to_string())),
+            text(facts.rt_runtime_us.map(|us| us.to_string())),
+            text(facts.isolated_cpus.clone()),
+            text(facts.virtualization.clone()),
+            facts.fifo_permitted,
+            facts.mlock_permitted,
+            test.method,
+            test.completed,
+            d.min_ns,
+            d.p50_ns,
+            d.p90_ns,
+            d.p99_ns,
+            d.p99_9_ns,
+            d.max_ns
+        )
+    }
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let (facts, test) = (&self.facts, &self.sleep_test);
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_owned());
+        write_header(
+            out,
+            &format!(
+                "rtemu lab doctor: a {} sleep test, then the verdict",
+                format_duration_ns(self.duration_ns)
+            ),
+            &self.header,
+        )?;
+        writeln!(out, "preemption     {}", facts.preemption)?;
+        writeln!(
+            out,
+            "clocksource    {}",
+            or_unknown(facts.clocksource.clone())
+        )?;
+        writeln!(
+            out,
+            "HZ             {}",
+            or_unknown(facts.hz.map(|hz| hz.to_string()))
+        )?;
+        writeln!(
+            out,
+            "timer slack    {}",
+            or_unknown(
+                facts
+                    .timer_slack_ns
+                    .map(|ns| format_duration_ns(ns).to_string())
+            )
+        )?;
+        writeln!(
+            out,
+            "RT throttling  {}",
+            match facts.rt_runtime_us {
+                Some(-1) => "off".to_owned(),
+                Some(us) => format!("{us} µs per second"),
+                None => "unknown".to_owned(),
+            }
+        )?;
+        writeln!(
+            out,
+            "isolated CPUs  {}",
+            match facts.isolated_cpus.as_deref() {
+                Some("") | None => "none",
+                Some(list) => list,
+            }
+        )?;
+        writeln!(
+            out,
+            "virtualised    {}",
+            facts.virtualization.as_deref().unwrap_or("no")
+        )?;
+        writeln!(
+            out,
+            "SCHED_FIFO     {}    mlockall {}",
+            yes(facts.fifo_permitted),
+            yes(facts.mlock_permitted)
+        )?;
+        let d = &test.error_ns;
+        writeln!(
+            out,
+            "\nsleep test     {} requests with {}{}: late by {} µs median, {} µs p99, {} µs max",
+            test.completed,
+            test.method,
+            if facts.fifo_permitted {
+                " under SCHED_FIFO, timer slack 1ns"
+            } else {
+                " under SCHED_OTHER"
+            },
+            us_i(d.p50_ns),
+            us_i(d.p99_ns),
+            us_i(d.max_ns),
+        )?;
+        writeln!(
+            out,
+            "verdict        rtemu can release packets within {} µs of their time in 99 % of cases \
+             and within {} µs in every case measured",
+            us_i(d.p99_ns),
+            us_i(d.max_ns)
+        )?;
+        if !self.advice.is_empty() {
+            writeln!(out, "\nto do better:")?;
+            for line in &self.advice {
+                writeln!(out, "  - {line}")?;
+            }
+        }
+        Ok(())
+    }
+}

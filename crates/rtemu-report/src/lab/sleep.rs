@@ -1,0 +1,209 @@
+//! `rtemu lab sleep`: sleep accuracy per wait method (the timing paper's Table 1 and
+//! Figure 3).
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use rtemu_clock::time::format_duration_ns;
+use rtemu_lab::env::Header;
+use rtemu_lab::sleep::{MethodResult, SleepConfig, SleepSamples};
+use rtemu_lab::stats::Histogram;
+use serde::Serialize;
+
+use super::{write_header, Report};
+use crate::plot::{Axis, Chart, Series, Style};
+use crate::text::{no_samples, us, us_i};
+
+/// Requests shown per method in the figure, as in the paper's Figure 3.
+const FIRST_REQUESTS: usize = 100;
+
+/// The sleep test's report: per method, the error statistics of its requests.
+#[derive(Debug, Serialize)]
+pub struct SleepReport {
+    header: Header,
+    workload: String,
+    count: u64,
+    seed: u64,
+    time_limit_ns: u64,
+    results: Vec<MethodResult>,
+    /// The raw samples, for the CSV file, the histogram and the figure.
+    #[serde(skip)]
+    samples: Vec<SleepSamples>,
+}
+
+impl SleepReport {
+    /// The report of `samples`, measured by `config` under `header`.
+    pub fn new(header: Header, config: &SleepConfig, samples: Vec<SleepSamples>) -> SleepReport {
+        SleepReport {
+            header,
+            workload: config.workload.to_string(),
+            count: config.count as u64,
+            seed: config.seed,
+            time_limit_ns: config.time_limit_ns,
+            results: samples
+                .iter()
+                .map(|s| MethodResult::from_samples(s, config.count))
+                .collect(),
+            samples,
+        }
+    }
+
+    /// A cyclictest-style histogram of the error: one row per µs up to `max_us`, one column
+    /// per method, then the counts below 0 and above `max_us`.
+    pub fn histogram(&self, out: &mut dyn Write, max_us: usize) -> io::Result<()> {
+        let histograms: Vec<Histogram> = self
+            .samples
+            .iter()
+            .map(|s| Histogram::per_microsecond(&errors(s), max_us))
+            .collect();
+        // cyclictest -h layout: comments, then "µs count count …", then the totals.
+        write!(out, "# error in µs")?;
+        for s in &self.samples {
+            write!(out, " {}", s.method)?;
+        }
+        writeln!(out)?;
+        for bucket in 0..max_us {
+            write!(out, "{bucket:06}")?;
+            for h in &histograms {
+                write!(out, " {:06}", h.counts[bucket])?;
+            }
+            writeln!(out)?;
+        }
+        for (label, pick) in [
+            (
+                "# below 0:",
+                (|h: &Histogram| h.underflows) as fn(&Histogram) -> u64,
+            ),
+            ("# overflows:", |h: &Histogram| h.overflows),
+        ] {
+            write!(out, "{label}")?;
+            for h in &histograms {
+                write!(out, " {:05}", pick(h))?;
+            }
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// The error `y − x` of each request of `s`.
+fn errors(s: &SleepSamples) -> Vec<i64> {
+    s.requested
+        .iter()
+        .zip(&s.actual)
+        .map(|(&x, &y)| y as i64 - x as i64)
+        .collect()
+}
+
+impl Report for SleepReport {
+    fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "method,index,requested_ns,actual_ns,error_ns")?;
+        for s in &self.samples {
+            for (i, (x, y)) in s.requested.iter().zip(&s.actual).enumerate() {
+                writeln!(out, "{},{i},{x},{y},{}", s.method, *y as i64 - *x as i64)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let title = format!(
+            "rtemu lab sleep: workload {}, {} requests per method, seed {}",
+            self.workload, self.count, self.seed
+        );
+        write_header(out, &title, &self.header)?;
+        writeln!(
+            out,
+            "{:<14} {:>6} {:>10} {:>12} {:>9} {:>9} │ {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} │ {:>5}",
+            "method",
+            "n",
+            "abs mean",
+            "abs var",
+            "rel mean",
+            "rel var",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "max",
+            "cpu"
+        )?;
+        writeln!(
+            out,
+            "{:<14} {:>6} {:>10} {:>12} {:>9} {:>9} │ {:>62} │",
+            "", "", "µs", "µs²", "", "", "error y − x in µs"
+        )?;
+        for r in &self.results {
+            if r.completed == 0 {
+                writeln!(
+                    out,
+                    "{:<14} {:>6}   no samples (cut by --time-limit)",
+                    r.method, 0
+                )?;
+                continue;
+            }
+            let d = &r.error_ns;
+            writeln!(
+                out,
+                "{:<14} {:>6} {:>10} {:>12.1} {:>9.4} {:>9.4} │ {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} │ {:>4.0}%{}",
+                r.method,
+                r.completed,
+                us(r.errors.abs_mean_ns),
+                r.errors.abs_var_ns2 / 1e6,
+                r.errors.rel_mean,
+                r.errors.rel_var,
+                us_i(d.p50_ns),
+                us_i(d.p90_ns),
+                us_i(d.p99_ns),
+                us_i(d.p99_9_ns),
+                us_i(d.p99_99_ns),
+                us_i(d.max_ns),
+                r.cpu_share() * 100.0,
+                if r.truncated { "  (cut by --time-limit)" } else { "" },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Requested vs actual sleep of the first requests of each method (Figure 3).
+    fn draw(&self, path: &Path) -> anyhow::Result<()> {
+        let series = self
+            .samples
+            .iter()
+            .map(|s| {
+                let points = s.requested.iter().zip(&s.actual).take(FIRST_REQUESTS);
+                let points = points.map(|(&x, &y)| (x as f64 / 1e3, y as f64 / 1e3));
+                Series {
+                    name: s.method.to_string(),
+                    points: points.collect(),
+                    style: Style::Points,
+                }
+            })
+            .collect();
+        Chart {
+            title: "requested vs actual sleep, first 100 requests per method".into(),
+            x: Axis::linear("requested, µs"),
+            y: Axis::linear("actual, µs"),
+            series,
+            diagonal: true,
+        }
+        .draw(path)
+    }
+
+    fn complete(&self) -> anyhow::Result<()> {
+        let empty: Vec<String> = self
+            .results
+            .iter()
+            .filter(|r| r.completed == 0)
+            .map(|r| r.method.clone())
+            .collect();
+        no_samples(
+            &empty,
+            &format!(
+                "completed no request within --time-limit {}",
+                format_duration_ns(self.time_limit_ns)
+            ),
+        )
+    }
+}

@@ -1,0 +1,19 @@
+//! rtemu's reports: what its commands write for people and for other programs.
+//!
+//! * [`output`]: files written whole or not at all, never over one of the command's inputs;
+//! * [`plot`]: figures (charts and heat maps) as SVG or PNG;
+//! * [`text`]: the pieces every report shares: times in µs, JSON on stdout, CSV files;
+//! * [`lab`]: the timing lab's reports (tables, JSON, CSV and figures of `rtemu-lab`'s
+//!   results);
+//! * [`trace`]: a trace's statistics as text and as a variance-time plot.
+//!
+//! The measurements are the other crates'; this one only presents them. Errors are
+//! `anyhow`'s: a report's failures are a file that could not be written or a figure with
+//! nothing to draw, each said once with its path, for the command line to print.
+#![warn(missing_docs)]
+
+pub mod lab;
+pub mod output;
+pub mod plot;
+pub mod text;
+pub mod trace;

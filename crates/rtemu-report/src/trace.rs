@@ -1,0 +1,167 @@
+//! A trace's statistics (`rtemu trace stats`): as text, as JSON with what its framed header
+//! says, and as a variance-time plot.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use rtemu_trace::stats::TraceStats;
+use rtemu_trace::{Format, Header};
+
+use crate::plot::{Axis, Chart, Series, Style};
+use crate::text::write_indented;
+
+fn ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
+/// The statistics `s` of the trace at `path`, in the `format` form with `header` (framed
+/// traces), as text.
+pub fn write_stats(
+    out: &mut impl Write,
+    path: &Path,
+    format: Format,
+    header: Option<&Header>,
+    s: &TraceStats,
+) -> io::Result<()> {
+    writeln!(out, "{} ({} form)", path.display(), format.name())?;
+    if let Some(h) = header {
+        match h.flow {
+            Some(f) => writeln!(out, "flow        {f}")?,
+            None => writeln!(out, "flow        none (the trace names no flow)")?,
+        }
+        write!(out, "provenance  ")?;
+        write_indented(out, &h.provenance, 12)?;
+        writeln!(out, "unit        {}", h.unit)?;
+    }
+    writeln!(
+        out,
+        "records     {}   pass {}   drop {} ({:.4} %)   dup {} ({:.4} %)",
+        s.records,
+        s.passes,
+        s.drops,
+        100.0 * s.drop_fraction,
+        s.dups,
+        100.0 * s.dup_fraction
+    )?;
+    if let Some(d) = &s.delay {
+        writeln!(
+            out,
+            "delay       mean {}   std {}   min {}   max {}",
+            ms(d.mean_ns),
+            ms(d.std_ns),
+            ms(d.min_ns as f64),
+            ms(d.max_ns as f64)
+        )?;
+        let p: Vec<String> = d
+            .percentiles_ns
+            .iter()
+            .map(|(p, v)| format!("p{p} {}", ms(*v as f64)))
+            .collect();
+        writeln!(out, "percentiles {}", p.join("   "))?;
+    }
+    let ac: Vec<String> = s
+        .autocorrelation
+        .iter()
+        .map(|(lag, r)| format!("lag {lag}: {r:.4}"))
+        .collect();
+    writeln!(
+        out,
+        "autocorr.   {}   (first {} delays)",
+        ac.join("   "),
+        s.series_len
+    )?;
+    for h in &s.hurst {
+        writeln!(
+            out,
+            "Hurst       {:.3}  {} (scales {}..{}, {} points)",
+            h.hurst, h.method, h.fit_min, h.fit_max, h.points
+        )?;
+    }
+    if s.hurst.is_empty() {
+        let why = if s.series_len < 128 {
+            "too few delays (need 128)"
+        } else {
+            "the delays are constant"
+        };
+        writeln!(out, "Hurst       no estimate: {why}")?;
+    }
+    Ok(())
+}
+
+/// The statistics `s` as JSON, with the trace's form and what its framed header says (null
+/// for other forms).
+pub fn stats_json(
+    s: &TraceStats,
+    format: Format,
+    header: Option<&Header>,
+) -> serde_json::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(s)?;
+    if let serde_json::Value::Object(fields) = &mut v {
+        fields.insert("format".into(), format.name().into());
+        fields.insert(
+            "header".into(),
+            header.map_or(serde_json::Value::Null, |h| {
+                serde_json::json!({
+                    "unit": h.unit.to_string(),
+                    "flow": h.flow.map(|f| f.to_string()),
+                    "provenance": h.provenance,
+                })
+            }),
+        );
+    }
+    Ok(v)
+}
+
+/// The variance-time plot of `s` (the trace at `file`): the variance of the block means of
+/// `m` delays against `m`, on log-log axes, with the aggregated-variance fit (slope `2H − 2`)
+/// and, for comparison, the slope −1 of a series without long-range dependence, both through
+/// the first point.
+pub fn variance_time_chart(file: &Path, s: &TraceStats) -> anyhow::Result<Chart> {
+    let fit = s.hurst.iter().find(|h| h.method == "aggregated-variance");
+    let (Some(fit), [first, .., last]) = (fit, &s.variance_time[..]) else {
+        anyhow::bail!(
+            "--plot: {} delays are too few for a variance-time plot (at least 256)",
+            s.series_len
+        );
+    };
+    // Variances in ms².
+    let ms2 = |v: f64| v / 1e12;
+    let line = |slope: f64| {
+        [first.0, last.0]
+            .iter()
+            .map(|&m| {
+                (
+                    m as f64,
+                    ms2(first.1) * (m as f64 / first.0 as f64).powf(slope),
+                )
+            })
+            .collect()
+    };
+    Ok(Chart {
+        title: format!("Variance-time plot: {}", file.display()),
+        x: Axis::log("aggregation level m (delays per block)"),
+        y: Axis::log("variance of the block means (ms²)"),
+        series: vec![
+            Series {
+                name: "measured".into(),
+                points: s
+                    .variance_time
+                    .iter()
+                    .map(|&(m, v)| (m as f64, ms2(v)))
+                    .collect(),
+                style: Style::Points,
+            },
+            Series {
+                name: format!("aggregated-variance fit, H = {:.3}", fit.hurst),
+                points: line(2.0 * fit.hurst - 2.0),
+                style: Style::Lines,
+            },
+            Series {
+                name: "H = 0.5 (slope −1)".into(),
+                points: line(-1.0),
+                style: Style::Lines,
+            },
+        ],
+        diagonal: false,
+    })
+}

@@ -1,0 +1,108 @@
+//! `rtemu lab latency`: task-switch, preemption and IPC latencies, and priority inversion.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use rtemu_clock::rt;
+use rtemu_lab::env::RtRequest;
+use rtemu_lab::latency::{self, Class, InversionLock, LatencyConfig};
+use rtemu_report::lab::LatencyReport;
+
+use super::{duration_in, prepare_with, progress};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab latency
+  rtemu lab latency --iterations 10000 --period 500us --json
+  rtemu lab latency --csv latency.csv
+  sudo rtemu lab latency --cpu 1 --load --watchdog 100ms")]
+pub(super) struct LatencyArgs {
+    /// The CPU every test thread is pinned to (default: the last one allowed).
+    #[arg(long, value_name = "CPU")]
+    cpu: Option<usize>,
+    /// Samples per test and scheduling class.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    iterations: u64,
+    /// Wake-up period of the preemption test (10us to 1s).
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = duration_in(latency::PERIOD_RANGE_NS))]
+    period: u64,
+    /// Bound on each test, and on the spinning medium thread of the priority-inversion test
+    /// (1ms to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_in(latency::TIME_LIMIT_RANGE_NS))]
+    time_limit: u64,
+    /// How long the priority-inversion test lets an inversion last before ending it (1ms to
+    /// 60s).
+    #[arg(long, value_name = "DURATION", default_value = "300ms", value_parser = duration_in(1_000_000..=60_000_000_000))]
+    watchdog: u64,
+    /// Do not lock memory with mlockall.
+    #[arg(long)]
+    no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 while measuring.
+    #[arg(long)]
+    no_dma_latency: bool,
+    /// Run busy threads on the other CPUs while measuring; without a number, one per CPU.
+    #[arg(long, value_name = "THREADS", num_args = 0..=1)]
+    load: Option<Option<usize>>,
+    /// Print the report as JSON (times in integer ns) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write one row per test and class (and per priority-inversion run) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+pub(super) fn run(args: &LatencyArgs) -> anyhow::Result<()> {
+    let allowed = rt::affinity().context("reading the CPU affinity")?;
+    let cpu = match args.cpu {
+        Some(cpu) if allowed.contains(&cpu) => cpu,
+        Some(cpu) => anyhow::bail!(
+            "--cpu {cpu} is not one this process may use: pick one of {}",
+            rt::format_cpu_list(&allowed)
+        ),
+        None => *allowed.last().context("no CPU allowed")?,
+    };
+    let config = LatencyConfig {
+        cpu,
+        iterations: args.iterations as usize,
+        period_ns: args.period,
+        time_limit_ns: args.time_limit,
+    };
+    let request = RtRequest {
+        mlock: !args.no_mlock,
+        dma_latency: !args.no_dma_latency,
+        ..RtRequest::default()
+    };
+    let (setup, load, header) = prepare_with(&request, args.load, Some(cpu))?;
+    let mut skipped = Vec::new();
+    let fifo = rt::fifo_permitted();
+    let classes: &[Class] = if fifo {
+        &[Class::Other, Class::Fifo]
+    } else {
+        skipped.push(
+            "SCHED_FIFO not permitted (run as root or grant CAP_SYS_NICE): SCHED_FIFO rows and \
+             the priority-inversion test skipped"
+                .to_owned(),
+        );
+        &[Class::Other]
+    };
+    let bar = progress(classes.len() * latency::TESTS.len() + InversionLock::ALL.len());
+    let rows = latency::run(&config, classes, &mut |test, class| {
+        bar.set_message(format!("{test} {class:?}"));
+        bar.inc(1);
+    })?;
+    let mut inversion = Vec::new();
+    if fifo && allowed.len() < 2 {
+        skipped.push("priority inversion needs a second CPU to start its threads: skipped".into());
+    } else if fifo {
+        for lock in InversionLock::ALL {
+            bar.set_message(format!("priority inversion, {}", lock.name()));
+            bar.inc(1);
+            inversion.push(latency::priority_inversion_with(lock, cpu, args.watchdog)?);
+        }
+    }
+    bar.finish_and_clear();
+    drop(load);
+    drop(setup);
+    let report = LatencyReport::new(header, &config, rows, inversion, args.watchdog, skipped);
+    rtemu_report::lab::emit(&report, args.json, args.csv.as_deref(), None)
+}

@@ -1,0 +1,223 @@
+//! `rtemu lab`: the timing lab. Can this machine keep real time, and how precisely?
+//!
+//! The experiments live in `rtemu-lab` and their reports (tables in µs, JSON in integer ns,
+//! CSV of raw samples, figures) in `rtemu-report`; each module here parses one subcommand's
+//! flags, applies the real-time set-up, shows progress between measurements and prints.
+
+mod deadline;
+mod doctor;
+mod echo;
+mod latency;
+mod linerate;
+mod rtt;
+mod sleep;
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+use rtemu_clock::time::{format_duration_ns, parse_duration_ns};
+use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
+
+/// Arguments of `rtemu lab`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab doctor
+  rtemu lab sleep --methods nanosleep,spin,hybrid --count 500
+  rtemu lab linerate --rates 1M,10M,100M --json
+  rtemu lab deadline --mode both --steps 300
+  rtemu lab rtt --max-size 1024 --step 256
+  sudo rtemu lab latency --cpu 1 --json")]
+pub struct LabArgs {
+    // Boxed: the subcommands' flags are large, and LabArgs sits in the CLI's command enum.
+    #[command(subcommand)]
+    command: Box<LabCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+enum LabCommand {
+    /// Sleep accuracy per wait method (the timing paper's Table 1).
+    Sleep(sleep::SleepArgs),
+    /// Requested vs achieved line rate per wait method and pacer (the timing paper's Figure 1).
+    Linerate(linerate::LinerateArgs),
+    /// Task-switch, preemption and IPC latencies under SCHED_OTHER and SCHED_FIFO, and the
+    /// priority-inversion test (the RTOS paper's Table 1).
+    Latency(latency::LatencyArgs),
+    /// Real time vs real fast: the RTOS paper's tire model at a fixed rate against absolute
+    /// deadlines, and as fast as possible.
+    Deadline(deadline::DeadlineArgs),
+    /// A one-screen verdict: what timing this machine can promise, and what to change.
+    Doctor(doctor::DoctorArgs),
+    /// UDP and/or raw Ethernet round trips per size against `rtemu lab echo` (the real-time
+    /// UDP paper's benchmark), with the kernel's view beside the application's; UDP without
+    /// --to runs against an echo server on loopback.
+    Rtt(rtt::RttArgs),
+    /// A UDP or raw Ethernet echo server for `rtemu lab rtt`, bounded in time.
+    Echo(echo::EchoArgs),
+}
+
+/// Real-time set-up and load, shared by every lab command.
+#[derive(Debug, clap::Args)]
+struct RtArgs {
+    /// Measure under SCHED_FIFO at this priority (1–99); default SCHED_OTHER.
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    fifo: Option<u8>,
+    /// Pin the measuring thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    cpu: Option<usize>,
+    /// Do not lock memory with mlockall.
+    #[arg(long)]
+    no_mlock: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 while measuring.
+    #[arg(long)]
+    no_dma_latency: bool,
+    /// Set the measuring thread's timer slack (e.g. 1ns; the default is the kernel's, 50us).
+    #[arg(long, value_name = "DURATION", value_parser = duration_in(1..=1_000_000_000))]
+    timer_slack: Option<u64>,
+    /// Run busy threads while measuring, kept off --cpu; without a number, one per CPU.
+    #[arg(long, value_name = "THREADS", num_args = 0..=1)]
+    load: Option<Option<usize>>,
+}
+
+/// Output formats, shared by every lab command.
+#[derive(Debug, clap::Args)]
+struct OutputArgs {
+    /// Print the report as JSON (times in integer ns) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write every raw sample to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Draw the results to this SVG or PNG file, by its extension (sleep: the timing paper's
+    /// Figure 3; linerate: its Figure 1; rtt: round trip vs size; deadline: missed deadlines
+    /// per configuration).
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
+    plot: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// Refuses a `--plot` file of no known format, before anything is measured.
+    fn check(&self) -> anyhow::Result<()> {
+        if let Some(path) = &self.plot {
+            rtemu_report::plot::Format::of(path)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `report`'s files, then prints it.
+    fn emit(&self, report: &impl rtemu_report::lab::Report) -> anyhow::Result<()> {
+        rtemu_report::lab::emit(report, self.json, self.csv.as_deref(), self.plot.as_deref())
+    }
+}
+
+fn parse_duration(text: &str) -> Result<u64, String> {
+    parse_duration_ns(text).map_err(|e| e.to_string())
+}
+
+/// A duration flag's parser that takes only `range` (ns), naming it in the error: a period of
+/// 0 that would loop for ever, or a limit of 0 that measures nothing, is refused up front.
+fn duration_in(
+    range: std::ops::RangeInclusive<u64>,
+) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let ns = parse_duration(text)?;
+        if range.contains(&ns) {
+            Ok(ns)
+        } else {
+            Err(format!(
+                "{} is out of range: give {} to {} (a number with ns, us, ms, s or m)",
+                format_duration_ns(ns),
+                format_duration_ns(*range.start()),
+                format_duration_ns(*range.end())
+            ))
+        }
+    }
+}
+
+fn parse_rate(text: &str) -> Result<u64, String> {
+    rtemu_lab::linerate::parse_rate_bps(text).map_err(|e| e.to_string())
+}
+
+/// Runs `rtemu lab`.
+pub fn run(args: &LabArgs) -> anyhow::Result<()> {
+    match args.command.as_ref() {
+        LabCommand::Sleep(args) => sleep::run(args),
+        LabCommand::Linerate(args) => linerate::run(args),
+        LabCommand::Latency(args) => latency::run(args),
+        LabCommand::Deadline(args) => deadline::run(args),
+        LabCommand::Doctor(args) => doctor::run(args),
+        LabCommand::Rtt(args) => rtt::run(args),
+        LabCommand::Echo(args) => echo::run(args),
+    }
+}
+
+/// The longest any busy load may outlive its measurement by mistake.
+const LOAD_BOUND_NS: u64 = 600_000_000_000;
+
+/// Applies the real-time set-up and starts the load; keep both alive while measuring.
+fn prepare(rt: &RtArgs) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
+    let request = RtRequest {
+        fifo_priority: rt.fifo,
+        cpu: rt.cpu,
+        mlock: !rt.no_mlock,
+        dma_latency: !rt.no_dma_latency,
+        timer_slack_ns: rt.timer_slack,
+    };
+    prepare_with(&request, rt.load, rt.cpu)
+}
+
+/// Applies `request`, then starts `load` busy threads kept off `avoid_cpu`.
+fn prepare_with(
+    request: &RtRequest,
+    load: Option<Option<usize>>,
+    avoid_cpu: Option<usize>,
+) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
+    let setup = request.apply().context("real-time set-up")?;
+    let load = load
+        .map(|threads| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            BusyLoad::start(threads.unwrap_or(cpus), avoid_cpu, LOAD_BOUND_NS)
+        })
+        .transpose()
+        .context("--load")?;
+    let header = Header::probe(&setup, load.as_ref().map_or(0, BusyLoad::threads));
+    Ok((setup, load, header))
+}
+
+fn progress(len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("the template is valid"),
+    );
+    bar
+}
+
+/// `rtemu lab ARGS` parsed, for the tests of each subcommand's flags.
+#[cfg(test)]
+fn parse(args: &[&str]) -> Result<LabCommand, clap::Error> {
+    use clap::Parser;
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        lab: LabArgs,
+    }
+    Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied())).map(|c| *c.lab.command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_flags_take_only_their_range() {
+        let parse = duration_in(1_000..=1_000_000);
+        assert_eq!(parse("1us"), Ok(1_000));
+        assert_eq!(parse("1ms"), Ok(1_000_000));
+        for bad in ["0s", "999ns", "2ms"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("out of range: give 1us to 1ms"), "{bad}: {e}");
+        }
+        assert!(parse("5").unwrap_err().contains("unit"));
+    }
+}

@@ -1,0 +1,365 @@
+//! `rtemu lab rtt`: round trips per size against `rtemu lab echo`, here or between two nodes
+//! of a lab.
+
+use anyhow::Context as _;
+use rtemu_lab::rtt::{self, between, Echo, Endpoint, Mac, RttConfig};
+use rtemu_report::lab::{RttReport, RttRun};
+use rtemu_topo::lab;
+
+use super::{duration_in, prepare, progress, OutputArgs, RtArgs};
+
+/// The round trips `rtemu lab rtt` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Protocol {
+    /// UDP datagrams to `rtemu lab echo --listen`.
+    Udp,
+    /// Raw Ethernet frames to `rtemu lab echo --raw`.
+    Raw,
+    /// UDP, then raw Ethernet, reported side by side.
+    Both,
+}
+
+impl Protocol {
+    /// Whether a UDP sweep runs.
+    fn udp(self) -> bool {
+        matches!(self, Protocol::Udp | Protocol::Both)
+    }
+
+    /// Whether a raw Ethernet sweep runs.
+    fn raw(self) -> bool {
+        matches!(self, Protocol::Raw | Protocol::Both)
+    }
+
+    /// As `--protocol` spells it.
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Udp => "udp",
+            Protocol::Raw => "raw",
+            Protocol::Both => "both",
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab rtt
+  rtemu lab rtt --min-size 64 --max-size 1024 --step 64 --count 1000 --json --plot rtt.png
+  rtemu lab echo --listen 0.0.0.0:7777 --duration 10m     # on the far host, then here:
+  rtemu lab rtt --to 192.0.2.10:7777 --half-rtt --csv rtt.csv
+  sudo rtemu lab echo --raw eth0 --duration 10m           # on the far host, then here:
+  sudo rtemu lab rtt --raw eth0 --peer 02:00:5e:10:00:01 --plot raw.svg
+  sudo rtemu lab rtt --protocol both --to 192.0.2.10:7777 --raw eth0 --peer 02:00:5e:10:00:01
+  sudo rtemu lab rtt --lab demo --from a --to b --count 1000
+  sudo rtemu lab rtt --lab demo --from a --to b --protocol both --plot rtt.svg")]
+pub(super) struct RttArgs {
+    /// Which round trips: udp, raw (Ethernet frames), or both, UDP first [default: udp, or
+    /// raw when --raw is given].
+    #[arg(long, value_enum)]
+    protocol: Option<Protocol>,
+    /// The UDP echo server (`rtemu lab echo`), ADDR:PORT; with --from, the lab node to start
+    /// the echo servers in. Default: a UDP echo started on 127.0.0.1 for the run.
+    #[arg(long, value_name = "ADDR:PORT|NODE")]
+    to: Option<String>,
+    /// Run the sweeps inside this node of a running lab, against echo servers started in the
+    /// --to node for the run (raw Ethernet: on the interface facing this node).
+    #[arg(long, value_name = "NODE", requires = "to", conflicts_with = "raw")]
+    from: Option<String>,
+    /// The lab of --from and --to (default: the only one running).
+    #[arg(long, value_name = "LAB", requires = "from")]
+    lab: Option<String>,
+    /// The UDP port of the echo server started with --from.
+    #[arg(long, default_value_t = 7777, requires = "from")]
+    port: u16,
+    /// The interface raw Ethernet frames (EtherType 0x88b5) leave on, to the
+    /// `rtemu lab echo --raw` at --peer (needs CAP_NET_RAW).
+    #[arg(long, value_name = "IFACE", requires = "peer")]
+    raw: Option<String>,
+    /// The MAC address of the raw echo's interface (`ip link` on its host shows it).
+    #[arg(long, value_name = "MAC", requires = "raw")]
+    peer: Option<Mac>,
+    /// Smallest size, bytes, in each protocol's own unit: UDP payload (12–1472, default 16)
+    /// or Ethernet frame for raw (60–1514, default 64).
+    #[arg(long)]
+    min_size: Option<usize>,
+    /// Largest size, bytes (default 1472 for UDP, 1514 for raw).
+    #[arg(long)]
+    max_size: Option<usize>,
+    /// Size increment, bytes (default 182 for UDP, 145 for raw: nine and eleven sizes).
+    #[arg(long)]
+    step: Option<usize>,
+    /// Measured round trips per size (the paper's NUM_MEASUREMENTS).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    count: u64,
+    /// Discarded round trips before each size.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    warmup: u64,
+    /// How long to wait for each reply before counting the probe lost (1ms to 60s).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_in(1_000_000..=60_000_000_000))]
+    timeout: u64,
+    /// Report one-way times (half the round trip).
+    #[arg(long)]
+    half_rtt: bool,
+    #[command(flatten)]
+    rt: RtArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+impl RttArgs {
+    /// The sweep towards `target`, sizes defaulting to the protocol's.
+    fn config(&self, target: Endpoint) -> RttConfig {
+        let (min, max, step) = match target {
+            Endpoint::Udp(_) => (16, 1472, 182),
+            Endpoint::Raw { .. } => (64, 1514, 145),
+        };
+        RttConfig {
+            target,
+            min_size: self.min_size.unwrap_or(min),
+            max_size: self.max_size.unwrap_or(max),
+            step: self.step.unwrap_or(step),
+            count: self.count as usize,
+            warmup: self.warmup as usize,
+            timeout_ns: self.timeout,
+        }
+    }
+
+    /// The protocols to run, checked against the echo servers named: `--raw IFACE --peer MAC`
+    /// names the raw one, `--to ADDR:PORT` the UDP one (`--from` finds both in a lab), and a
+    /// flag the chosen protocols would not use is refused rather than ignored.
+    fn protocol(&self) -> anyhow::Result<Protocol> {
+        let in_lab = self.from.is_some();
+        let protocol = self.protocol.unwrap_or(match self.raw {
+            Some(_) => Protocol::Raw,
+            None => Protocol::Udp,
+        });
+        if !protocol.raw() && self.raw.is_some() {
+            anyhow::bail!(
+                "--raw names a raw Ethernet echo, which --protocol udp does not measure: add \
+                 --protocol both, or leave out --raw"
+            );
+        }
+        if protocol.raw() && !in_lab && self.raw.is_none() {
+            anyhow::bail!(
+                "--protocol {} needs the raw echo's interface and MAC address: add --raw IFACE \
+                 --peer MAC (--to ADDR:PORT names a UDP echo only); between two nodes of a lab, \
+                 --lab LAB --from A --to B finds them",
+                protocol.name()
+            );
+        }
+        if !protocol.udp() && !in_lab && self.to.is_some() {
+            anyhow::bail!(
+                "--to names a UDP echo, which a raw Ethernet run does not measure: add \
+                 --protocol both, or leave out --to"
+            );
+        }
+        Ok(protocol)
+    }
+
+    /// How many sizes `configs` sweep in all; an error for sizes one protocol cannot sweep.
+    fn total_sizes(&self, configs: &[RttConfig]) -> anyhow::Result<usize> {
+        match rtt::total_sizes(configs) {
+            Err(e) if configs.len() > 1 => Err(anyhow::Error::new(e).context(
+                "--min-size, --max-size and --step apply to each protocol in its own unit (UDP \
+                 payload, Ethernet frame)",
+            )),
+            sizes => Ok(sizes?),
+        }
+    }
+}
+
+pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
+    let protocol = args.protocol()?;
+    if let Some(from) = &args.from {
+        return run_in_lab(args, protocol, from);
+    }
+    let to: Option<std::net::SocketAddr> = args
+        .to
+        .as_deref()
+        .map(|to| {
+            to.parse().with_context(|| {
+                format!("--to {to}: expected ADDR:PORT (a node name needs --from)")
+            })
+        })
+        .transpose()?;
+    // The local echo lives for the run at most; ten minutes bounds a forgotten one.
+    let local = match (protocol.udp(), to) {
+        (true, None) => Some(Echo::udp("127.0.0.1:0".parse()?, 600_000_000_000)?),
+        _ => None,
+    };
+    // Where the sweeps go, UDP first: `--to`, else the local echo; the raw echo at
+    // `--raw`/`--peer`. `protocol()` made sure the flags each needs are there.
+    let udp = to
+        .map(Endpoint::Udp)
+        .or_else(|| local.as_ref().map(|echo| echo.local().clone()))
+        .filter(|_| protocol.udp());
+    let raw = args.raw.clone().zip(args.peer).filter(|_| protocol.raw());
+    let raw = raw.map(|(interface, mac)| Endpoint::Raw { interface, mac });
+    let configs: Vec<RttConfig> = udp.into_iter().chain(raw).map(|t| args.config(t)).collect();
+    let sizes = args.total_sizes(&configs)?;
+    args.output.check()?;
+    let (setup, load, header) = prepare(&args.rt)?;
+    let bar = progress(sizes);
+    let sweeps = rtt::run_all(&configs, &mut |protocol, size| {
+        bar.set_message(format!("{protocol} {size} bytes"));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    drop(load);
+    drop(setup);
+    let local_echo = local.is_some();
+    drop(local);
+    let runs = configs.into_iter().zip(sweeps?);
+    let runs = runs
+        .map(|(config, sweep)| RttRun { config, sweep })
+        .collect();
+    let probes = (args.count, args.warmup, args.timeout);
+    let report = RttReport::new(header, runs, args.half_rtt, local_echo, probes);
+    args.output.emit(&report)
+}
+
+/// `rtemu lab rtt --lab LAB --from A --to B`: the sweeps run inside node A by this program,
+/// against echo servers it starts in node B for the run.
+fn run_in_lab(args: &RttArgs, protocol: Protocol, from: &str) -> anyhow::Result<()> {
+    let to = args.to.as_deref().context("--from needs --to NODE")?;
+    let state = lab::resolve_lab(args.lab.as_deref())?;
+    let legs = between::legs(
+        &state,
+        (from, to),
+        (protocol.udp(), protocol.raw()),
+        args.port,
+    )?;
+    // Refuse bad sizes here, before anything starts in the lab.
+    let configs: Vec<_> = legs.iter().map(|l| args.config(l.target.clone())).collect();
+    let sizes = args.total_sizes(&configs)? as u64;
+    let exe = std::env::current_exe().context("finding this program")?;
+    let exe = exe.to_string_lossy().into_owned();
+    // The echo servers' own bound: the longest the sweeps can take, plus a minute. They
+    // are killed as soon as the sweeps end; the bound covers this process being killed.
+    let bound_ns = sizes
+        .saturating_mul(args.count + args.warmup)
+        .saturating_mul(args.timeout)
+        .saturating_add(60_000_000_000);
+    let mut echoes = Vec::with_capacity(legs.len());
+    for leg in &legs {
+        let mut argv = vec![exe.clone(), "lab".into(), "echo".into()];
+        argv.extend(leg.echo_args.iter().cloned());
+        argv.extend(["--duration".into(), format!("{bound_ns}ns")]);
+        echoes.push(between::start_echo(&state, to, &argv)?);
+        eprintln!("rtemu lab rtt: lab `{}`, {}", state.lab, leg.description);
+    }
+    let forwarded = between::forwarded_args(std::env::args_os().skip(1));
+    let argv = between::sweep_argv(&exe, &forwarded, protocol.name(), &legs);
+    let status = lab::node_command(&state, from, &argv)?
+        .status()
+        .with_context(|| format!("running the sweep in node `{from}`"))?;
+    drop(echoes);
+    anyhow::ensure!(
+        status.success(),
+        "the sweep in node `{from}` failed: {status}"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, LabCommand};
+    use super::*;
+
+    #[test]
+    fn rtt_raw_needs_a_peer_and_defaults_to_frame_sizes() {
+        let LabCommand::Rtt(args) =
+            parse(&["rtt", "--raw", "eth0", "--peer", "02:00:5e:10:00:01"]).unwrap()
+        else {
+            panic!("not rtt");
+        };
+        let mac: Mac = "02:00:5e:10:00:01".parse().unwrap();
+        let config = args.config(Endpoint::Raw {
+            interface: "eth0".into(),
+            mac,
+        });
+        let sizes = config.sizes().unwrap();
+        assert_eq!((sizes.len(), sizes[0], sizes[10]), (11, 64, 1514));
+        let config = args.config(Endpoint::Udp("127.0.0.1:9".parse().unwrap()));
+        let sizes = config.sizes().unwrap();
+        assert_eq!((sizes.len(), sizes[0], sizes[8]), (9, 16, 1472));
+        for bad in [
+            &["rtt", "--raw", "eth0"][..],
+            &["rtt", "--peer", "02:00:5e:10:00:01"],
+            &["rtt", "--protocol", "tcp"],
+            &["echo", "--raw", "eth0", "--listen", "0.0.0.0:7"],
+            &["rtt", "--from", "a"],
+            // A lab finds the interfaces itself.
+            &[
+                "rtt",
+                "--from",
+                "a",
+                "--to",
+                "b",
+                "--raw",
+                "eth0",
+                "--peer",
+                "02:00:5e:10:00:01",
+            ],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        let err = parse(&["rtt", "--raw", "eth0", "--peer", "02:00:5e:10:00"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad MAC address"), "{err}");
+    }
+
+    /// The protocols `rtt ARGS` runs, or the error's message.
+    fn protocol(args: &[&str]) -> Result<Protocol, String> {
+        let LabCommand::Rtt(args) = parse(&[&["rtt"][..], args].concat()).unwrap() else {
+            panic!("not rtt");
+        };
+        args.protocol().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn rtt_protocols_default_to_udp_and_need_their_echo() {
+        const RAW: [&str; 4] = ["--raw", "eth0", "--peer", "02:00:5e:10:00:01"];
+        let both_raw = [&["--protocol", "both"][..], &RAW].concat();
+        let both_to = [&both_raw[..], &["--to", "192.0.2.1:7"]].concat();
+        let lab = ["--lab", "t", "--from", "a", "--to", "b"];
+        for (args, expected) in [
+            (&[][..], Protocol::Udp),
+            (&["--to", "192.0.2.1:7"], Protocol::Udp),
+            (&RAW, Protocol::Raw),
+            (&[&["--protocol", "raw"][..], &RAW].concat(), Protocol::Raw),
+            (&both_raw, Protocol::Both),
+            (&both_to, Protocol::Both),
+            (&lab, Protocol::Udp),
+            (&[&lab[..], &["--protocol", "raw"]].concat(), Protocol::Raw),
+            (
+                &[&lab[..], &["--protocol", "both"]].concat(),
+                Protocol::Both,
+            ),
+        ] {
+            assert_eq!(protocol(args), Ok(expected), "{args:?}");
+        }
+        for (args, says) in [
+            (&["--protocol", "raw"][..], "add --raw IFACE --peer MAC"),
+            (
+                &["--protocol", "raw", "--to", "192.0.2.1:7"],
+                "--to ADDR:PORT names a UDP echo only",
+            ),
+            (
+                &["--protocol", "both"],
+                "--lab LAB --from A --to B finds them",
+            ),
+            (
+                &[&RAW[..], &["--to", "192.0.2.1:7"]].concat(),
+                "leave out --to",
+            ),
+            (
+                &[&["--protocol", "udp"][..], &RAW].concat(),
+                "leave out --raw",
+            ),
+        ] {
+            let err = protocol(args).unwrap_err();
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `rtemu lab sleep`: sleep accuracy per wait method.
+
+use std::path::PathBuf;
+
+use rtemu_clock::WaitStrategy;
+use rtemu_lab::latency;
+use rtemu_lab::sleep::{self, SleepConfig, Workload};
+use rtemu_report::lab::{print, write_files, SleepReport};
+
+use super::{duration_in, prepare, progress, OutputArgs, RtArgs};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu lab sleep
+  rtemu lab sleep --methods nanosleep,timerfd,spin,hybrid:50us --workload fixed:100us --count 1000 --timer-slack 1ns
+  rtemu lab sleep --workload uniform:10us-1ms --load 2 --json --csv sleep.csv --histogram sleep-hist.txt
+  sudo rtemu lab sleep --workload paper --count 1000 --fifo 80 --cpu 1 --plot sleep.svg")]
+pub(super) struct SleepArgs {
+    /// Wait methods to compare, comma-separated: select, nanosleep, sleep (clock-abs), timerfd,
+    /// epoll, slack, spin (busy), hybrid[:MARGIN].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "select,nanosleep,sleep,timerfd,epoll,slack,spin,hybrid"
+    )]
+    methods: Vec<WaitStrategy>,
+    /// Requested sleeps: paper (uniform 0–100 ms), micro (uniform 10us–2ms), fixed:DURATION,
+    /// uniform:MIN-MAX.
+    #[arg(long, default_value = "micro")]
+    workload: Workload,
+    /// Requests per method (the paper used 1000).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    count: u64,
+    /// Seed of the request generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop each method after this long even if requests remain (1ms to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_in(latency::TIME_LIMIT_RANGE_NS))]
+    time_limit: u64,
+    /// Write a cyclictest-style histogram of the error (one row per µs, one column per
+    /// method, up to --histogram-max µs) to this file.
+    #[arg(long, value_name = "FILE")]
+    histogram: Option<PathBuf>,
+    /// Microsecond buckets of --histogram.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    histogram_max: u64,
+    #[command(flatten)]
+    rt: RtArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+pub(super) fn run(args: &SleepArgs) -> anyhow::Result<()> {
+    let config = SleepConfig {
+        methods: args.methods.clone(),
+        workload: args.workload,
+        count: args.count as usize,
+        seed: args.seed,
+        time_limit_ns: args.time_limit,
+    };
+    args.output.check()?;
+    let (setup, load, header) = prepare(&args.rt)?;
+    let bar = progress(config.methods.len());
+    let samples = sleep::run(&config, &mut |i, method| {
+        bar.set_position(i as u64);
+        bar.set_message(method.to_string());
+    })?;
+    bar.finish_and_clear();
+    drop(load);
+    drop(setup);
+    let report = SleepReport::new(header, &config, samples);
+    let output = &args.output;
+    write_files(&report, output.csv.as_deref(), output.plot.as_deref())?;
+    if let Some(path) = &args.histogram {
+        rtemu_report::output::write_with(path, |out| {
+            report.histogram(out, args.histogram_max as usize)
+        })?;
+    }
+    print(&report, output.json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, LabCommand};
+    use super::*;
+
+    #[test]
+    fn sleep_defaults_are_small_and_complete() {
+        let LabCommand::Sleep(args) = parse(&["sleep"]).unwrap() else {
+            panic!("not sleep");
+        };
+        assert_eq!(args.methods.len(), WaitStrategy::ALL.len());
+        assert_eq!(args.workload, Workload::Micro);
+        assert_eq!(args.count, 200);
+        assert_eq!(args.rt.load, None);
+        let LabCommand::Sleep(args) = parse(&["sleep", "--load", "3"]).unwrap() else {
+            panic!("not sleep");
+        };
+        assert_eq!(args.rt.load, Some(Some(3)));
+        let LabCommand::Sleep(args) = parse(&["sleep", "--load"]).unwrap() else {
+            panic!("not sleep");
+        };
+        assert_eq!(args.rt.load, Some(None));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_reason() {
+        let err = parse(&["sleep", "--methods", "spin,sleeep"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown wait strategy `sleeep`"), "{err}");
+        let err = parse(&["sleep", "--fifo", "0"]).unwrap_err().to_string();
+        assert!(err.contains("1..=99") || err.contains("1..100"), "{err}");
+        let err = parse(&["linerate", "--rates", "10x"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a line rate"), "{err}");
+        let err = parse(&["sleep", "--workload", "fixed:5"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no known unit"), "{err}");
+    }
+}
