@@ -6,6 +6,7 @@ pub mod capture;
 pub mod capture_pair;
 pub mod engine;
 pub mod fatelog;
+pub mod record;
 pub mod source;
 pub mod summary;
 pub mod tables;

@@ -108,6 +108,20 @@ impl Action {
             Action::Pass { delay_ns } | Action::Dup { delay_ns } => Some(delay_ns),
         }
     }
+
+    /// The action with its delay rounded to the nearest multiple of `resolution_ns`.
+    pub fn rounded(self, resolution_ns: u64) -> Action {
+        let round = |d: u64| (d + resolution_ns / 2) / resolution_ns * resolution_ns;
+        match self {
+            Action::Drop => Action::Drop,
+            Action::Pass { delay_ns } => Action::Pass {
+                delay_ns: round(delay_ns),
+            },
+            Action::Dup { delay_ns } => Action::Dup {
+                delay_ns: round(delay_ns),
+            },
+        }
+    }
 }
 
 /// Why an action cannot be written as a 32-bit word.
@@ -310,6 +324,23 @@ impl Fate {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn rounding_goes_to_the_nearest_multiple_and_keeps_the_kind() {
+        assert_eq!(
+            Action::Pass { delay_ns: 1_499 }.rounded(1_000),
+            Action::Pass { delay_ns: 1_000 }
+        );
+        assert_eq!(
+            Action::Dup { delay_ns: 1_500 }.rounded(1_000),
+            Action::Dup { delay_ns: 2_000 }
+        );
+        assert_eq!(Action::Drop.rounded(1_000), Action::Drop);
+        assert_eq!(
+            Action::Pass { delay_ns: 7 }.rounded(1),
+            Action::Pass { delay_ns: 7 }
+        );
+    }
 
     #[test]
     fn words_decode_as_documented() {

@@ -88,6 +88,16 @@ impl Format {
         }
     }
 
+    /// The finest delay an output of this form holds exactly when its header (framed form)
+    /// says `unit`, ns: µs for raw, the unit for framed, 1 ns for text.
+    pub fn resolution_ns(self, unit: TimeUnit) -> u64 {
+        match self {
+            Format::Raw => TimeUnit::Us.ns(),
+            Format::Framed => unit.ns(),
+            Format::Text => 1,
+        }
+    }
+
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -443,6 +453,14 @@ fn header_err(msg: impl Into<String>) -> TraceError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_form_holds_delays_to_its_own_resolution() {
+        assert_eq!(Format::Raw.resolution_ns(TimeUnit::Ns), 1_000);
+        assert_eq!(Format::Framed.resolution_ns(TimeUnit::Ms), 1_000_000);
+        assert_eq!(Format::Framed.resolution_ns(TimeUnit::Ns), 1);
+        assert_eq!(Format::Text.resolution_ns(TimeUnit::Ms), 1);
+    }
 
     #[test]
     fn header_round_trips() {

@@ -8,14 +8,14 @@
 //! * **Streams** ([`reader`], [`writer`], [`readahead`], [`prefetch`]): block readers whose
 //!   output does not depend on buffer size, a read-ahead ring on its own thread whose consumer
 //!   side neither allocates nor locks per record, and the action trace's under-run and
-//!   end-of-trace policies on top.
+//!   end-of-trace policies on top; [`bench`] measures how fast a trace streams through them.
 //! * **Other trace kinds** ([`mahimahi`], [`series`]): delivery-opportunity traces and
 //!   delay/loss time series, each a line reader plus a stream that reads it ahead through the
 //!   same ring ([`readahead`]) as action records.
 //! * **Generators and statistics** ([`fgn`], [`onoff`], [`stats`]).
 //! * **Flows** ([`flow`]): the pattern that binds a trace to a flow, and its matcher.
 //!
-//! Everything except the readers and streams, [`writer`] and [`cache`] is pure: no clock, no
+//! Everything except the readers and streams, [`writer`], [`bench`] and [`cache`] is pure: no clock, no
 //! I/O. Time is always passed in, in nanoseconds.
 //!
 //! # Driving a link from a trace
@@ -64,6 +64,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod bench;
 pub mod cache;
 pub mod duration;
 pub mod error;

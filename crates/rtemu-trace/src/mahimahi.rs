@@ -285,10 +285,60 @@ impl OpportunityStream {
     }
 }
 
+/// What `rtemu trace stats` says of a delivery-opportunity trace.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Summary {
+    /// Delivery opportunities in one period.
+    pub opportunities: u64,
+    /// The period: the last opportunity's time, ms.
+    pub period_ms: f64,
+    /// The mean rate it allows for 1500-byte packets, Mbit/s.
+    pub mean_rate_mbps_at_1500_bytes: f64,
+}
+
+impl Summary {
+    /// Reads the trace at `path` in one pass, in constant memory; an empty trace is an error.
+    pub fn read(path: &Path) -> Result<Summary, TraceError> {
+        let mut r = OpportunityReader::open(path)?;
+        let (mut opportunities, mut period_ms) = (0u64, 0);
+        while let Some(t) = r.next_time()? {
+            opportunities += 1;
+            period_ms = t;
+        }
+        if opportunities == 0 {
+            return Err(TraceError::new(ErrorKind::Empty).with_path(path));
+        }
+        Ok(Summary {
+            opportunities,
+            period_ms: period_ms as f64,
+            mean_rate_mbps_at_1500_bytes: mean_rate_bps(opportunities, period_ms, 1500) / 1e6,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Cursor;
+
+    #[test]
+    fn a_summary_counts_one_period_and_an_empty_trace_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("rtemu-mm-summary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("link.down");
+        std::fs::write(&path, "1\n1\n2\n4\n").unwrap();
+        let s = Summary::read(&path).unwrap();
+        assert_eq!((s.opportunities, s.period_ms), (4, 4.0));
+        // Four 1500-byte packets in 4 ms: 12 Mbit/s.
+        assert!(
+            (s.mean_rate_mbps_at_1500_bytes - 12.0).abs() < 1e-9,
+            "{s:?}"
+        );
+        std::fs::write(&path, "").unwrap();
+        let e = Summary::read(&path).unwrap_err();
+        assert!(e.to_string().contains("link.down"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn stream(text: &str) -> OpportunityStream {
         let r = OpportunityReader::new(Cursor::new(text.as_bytes().to_vec()));

@@ -216,6 +216,23 @@ impl<R: Read> RecordReader<R> {
         Ok(n)
     }
 
+    /// Feeds every remaining record to `f`, read in blocks, stopping at `f`'s first error.
+    pub fn for_each_record<E: From<TraceError>>(
+        &mut self,
+        mut f: impl FnMut(Action) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut block = Vec::with_capacity(1 << 16);
+        loop {
+            block.clear();
+            if self.read_block(&mut block, 1 << 16)? == 0 {
+                return Ok(());
+            }
+            for &a in &block {
+                f(a)?;
+            }
+        }
+    }
+
     /// The next record, or `None` at the end. For bulk reading use [`read_block`].
     ///
     /// [`read_block`]: RecordReader::read_block

@@ -416,11 +416,79 @@ pub fn actions_at_rate(
     })
 }
 
+/// What `rtemu trace stats` says of a delay series.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Summary {
+    /// Samples in the series.
+    pub samples: u64,
+    /// From the first sample to the last, s.
+    pub duration_s: f64,
+    /// The share of samples that say lost.
+    pub lost_fraction: f64,
+    /// The mean delay, ms.
+    pub delay_mean_ms: f64,
+    /// The least delay, ms.
+    pub delay_min_ms: f64,
+    /// The greatest delay, ms.
+    pub delay_max_ms: f64,
+}
+
+impl Summary {
+    /// Reads the series at `path` in one pass, in constant memory; an empty series is an
+    /// error.
+    pub fn read(path: &Path) -> Result<Summary, TraceError> {
+        let mut r = SeriesReader::open(path)?;
+        let Some(first) = r.next_sample()? else {
+            return Err(TraceError::new(ErrorKind::Empty).with_path(path));
+        };
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let (mut n, mut lost, mut sum_ms) = (0u64, 0u64, 0.0);
+        let (mut min_ms, mut max_ms) = (f64::INFINITY, 0.0f64);
+        let mut last = first;
+        let mut sample = Some(first);
+        while let Some(x) = sample {
+            n += 1;
+            lost += u64::from(x.lost);
+            sum_ms += ms(x.delay_ns);
+            min_ms = min_ms.min(ms(x.delay_ns));
+            max_ms = max_ms.max(ms(x.delay_ns));
+            last = x;
+            sample = r.next_sample()?;
+        }
+        Ok(Summary {
+            samples: n,
+            duration_s: (last.time_ns - first.time_ns) as f64 / 1e9,
+            lost_fraction: lost as f64 / n as f64,
+            delay_mean_ms: sum_ms / n as f64,
+            delay_min_ms: min_ms,
+            delay_max_ms: max_ms,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::io::Cursor;
+
+    #[test]
+    fn a_summary_gives_the_delay_range_and_the_lost_share() {
+        let dir = std::env::temp_dir().join(format!("rtemu-series-summary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("probe.txt");
+        std::fs::write(&path, "0 10\n1 12 1\n2 8\n").unwrap();
+        let s = Summary::read(&path).unwrap();
+        assert_eq!((s.samples, s.duration_s), (3, 2.0));
+        assert!((s.lost_fraction - 1.0 / 3.0).abs() < 1e-12, "{s:?}");
+        assert_eq!(
+            (s.delay_mean_ms, s.delay_min_ms, s.delay_max_ms),
+            (10.0, 8.0, 12.0)
+        );
+        std::fs::write(&path, "# nothing\n").unwrap();
+        assert!(Summary::read(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     const MS: u64 = 1_000_000;
     const TEXT: &str = "# probe log\n0 10\n0.5 20 0\n1.0s 5ms lost\n2 8\n";

@@ -18,6 +18,7 @@ use rtemu_model::units::parse_duration_ns;
 use crate::action::Action;
 use crate::duration::format_duration;
 use crate::error::{syntax, TraceError};
+use crate::format::Header;
 
 /// Parses one line (without its newline). `line_no` (from 1) is used in errors. Returns `None`
 /// for a blank or comment-only line.
@@ -76,6 +77,20 @@ fn column(line: &str, word: &str) -> u64 {
     line[..byte].chars().count() as u64 + 1
 }
 
+/// Writes a framed header's flow, provenance (one comment line per line of it) and unit as
+/// `#` comments, which a text trace may start with.
+pub fn write_header_comments(w: &mut impl Write, h: &Header) -> io::Result<()> {
+    match h.flow {
+        Some(f) => writeln!(w, "# flow: {f}")?,
+        None => writeln!(w, "# flow: none")?,
+    }
+    for (i, line) in h.provenance.lines().enumerate() {
+        let label = if i == 0 { "provenance:" } else { "           " };
+        writeln!(w, "# {label} {line}")?;
+    }
+    writeln!(w, "# unit: {}", h.unit)
+}
+
 /// Writes one record as a line.
 pub fn write_action(w: &mut impl Write, action: Action) -> io::Result<()> {
     match action {
@@ -89,6 +104,22 @@ pub fn write_action(w: &mut impl Write, action: Action) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::error::ErrorKind;
+    use crate::TimeUnit;
+
+    #[test]
+    fn header_comments_keep_every_provenance_line_a_comment() {
+        let h = Header {
+            unit: TimeUnit::Us,
+            flow: None,
+            provenance: "lab A\nrun 2".into(),
+        };
+        let mut out = Vec::new();
+        write_header_comments(&mut out, &h).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "# flow: none\n# provenance: lab A\n#             run 2\n# unit: us\n"
+        );
+    }
 
     fn at(e: TraceError) -> (u64, u64, String) {
         match e.kind() {

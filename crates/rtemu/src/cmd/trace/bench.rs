@@ -1,0 +1,128 @@
+//! `rtemu trace bench`: how fast a trace streams through the prefetching reader.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _};
+use rtemu_trace::bench;
+use rtemu_trace::{EndPolicy, PrefetchConfig, UnderrunPolicy};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  rtemu trace bench big.rpl
+  rtemu trace bench big.rpl --cold --json
+  rtemu trace bench big.rpl --cold --underrun pass --pace 1000000 --limit 10000000")]
+pub(super) struct BenchArgs {
+    /// The trace to stream (make it larger than the page cache for a true cold figure).
+    file: PathBuf,
+    /// Drop the file from the page cache first (fsync, then posix_fadvise DONTNEED), so the
+    /// first pass reads from the disk.
+    #[arg(long)]
+    cold: bool,
+    /// Passes over the file after the first (warm cache), 0 to 100.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
+    warm_passes: u32,
+    /// Records per prefetch block, 1 to 4194304 (blocks × records at most 16777216, 256 MiB).
+    #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u64).range(1..=1 << 22))]
+    block_records: u64,
+    /// Blocks in the prefetch ring, 2 to 256.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=256))]
+    blocks: u64,
+    /// Under-run policy: wait (measure the reader's throughput), or pass, drop, hold-last
+    /// (measure how often a consumer of the given pace would find no record ready).
+    #[arg(long, default_value = "wait")]
+    underrun: UnderrunPolicy,
+    /// Consume at this many records per second (busy-waiting between records), as a link
+    /// would, 1 to 1000000000; default: as fast as possible. A paced run that would take more
+    /// than 10 minutes is refused (bound it with --limit).
+    #[arg(long, value_name = "RPS", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pace: Option<u64>,
+    /// Stop each pass after this many actions.
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The most records a `trace bench` ring may hold (256 MiB of actions).
+const BENCH_RING_RECORDS: u64 = 1 << 24;
+
+/// The longest a paced `trace bench` may run.
+const BENCH_PACED_NS: u64 = 600_000_000_000;
+
+pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
+    let bytes = std::fs::metadata(&a.file)
+        .with_context(|| format!("reading {}", a.file.display()))?
+        .len();
+    if a.blocks * a.block_records > BENCH_RING_RECORDS {
+        bail!(
+            "--blocks {} × --block-records {} is {} records in the ring: at most \
+             {BENCH_RING_RECORDS} (256 MiB); lower either",
+            a.blocks,
+            a.block_records,
+            a.blocks * a.block_records
+        );
+    }
+    if let Some(rate) = a.pace {
+        // Every record takes at least 4 bytes in any form, so this bounds the records read.
+        let records = a.limit.unwrap_or(u64::MAX).min(bytes / 4);
+        let passes = 1 + u64::from(a.warm_passes);
+        let ns = u128::from(records) * u128::from(passes) * 1_000_000_000 / u128::from(rate);
+        if ns > u128::from(BENCH_PACED_NS) {
+            bail!(
+                "--pace {rate} over up to {records} records × {passes} passes would take up to \
+                 {:.0} s, more than the {} s a paced run may take: raise --pace, or bound each \
+                 pass with --limit",
+                ns as f64 / 1e9,
+                BENCH_PACED_NS / 1_000_000_000
+            );
+        }
+    }
+    let config = PrefetchConfig {
+        block_records: a.block_records as usize,
+        blocks: a.blocks as usize,
+        underrun: a.underrun,
+        end: EndPolicy::Stop,
+        ..PrefetchConfig::default()
+    };
+    let mut passes = Vec::new();
+    let labels = std::iter::once(if a.cold { "cold" } else { "first" })
+        .chain(std::iter::repeat_n("warm", a.warm_passes as usize));
+    for label in labels {
+        if label == "cold" {
+            rtemu_trace::cache::evict(&a.file)
+                .with_context(|| format!("dropping {} from the page cache", a.file.display()))?;
+        }
+        passes.push(bench::pass(&a.file, label, config, a.pace, a.limit)?);
+    }
+    if a.json {
+        return rtemu_report::text::print_json(&passes);
+    }
+    println!(
+        "{}: {} bytes; prefetch blocks of {} records x {}; under-run policy {}; pace {}",
+        a.file.display(),
+        bytes,
+        a.block_records,
+        a.blocks,
+        a.underrun,
+        a.pace
+            .map_or("unlimited".to_owned(), |r| format!("{r} records/s"))
+    );
+    if a.cold {
+        println!(
+            "cold pass: file dropped from the page cache first (fsync + posix_fadvise DONTNEED)"
+        );
+    }
+    for p in &passes {
+        println!(
+            "{:<6} {:>12} records in {:>8.3} s: {:>8.1} M records/s, {:>7.1} MB/s, {} under-runs",
+            p.pass,
+            p.records,
+            p.seconds,
+            p.records_per_second / 1e6,
+            p.megabytes_per_second,
+            p.underruns
+        );
+    }
+    Ok(())
+}
