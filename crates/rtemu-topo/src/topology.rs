@@ -1295,3 +1295,46 @@ pub fn valid_ifname(name: &str) -> bool {
 fn overlaps(a: IpNet, b: IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
 }
+
+/// Where two nodes reach each other: for tools run between them (`rtemu lab rtt --from A
+/// --to B`).
+impl Topology {
+    /// The address `to` is reached at from `from`: its first address on a link or LAN both
+    /// are on (IPv4 before IPv6), else its first address at all. `None` when a node is
+    /// unknown or `to` has no address.
+    pub fn peer_address(&self, from: &str, to: &str) -> Option<IpAddr> {
+        let index = |name: &str| self.nodes.iter().position(|n| n.name == name);
+        let (a, b) = (index(from)?, index(to)?);
+        let first = |m: &Attachment| {
+            m.ipv4
+                .map(|n| IpAddr::V4(n.addr()))
+                .or(m.ipv6.map(|n| IpAddr::V6(n.addr())))
+        };
+        let shared = self
+            .segments
+            .iter()
+            .filter(|seg| seg.members.iter().any(|m| m.node == a))
+            .flat_map(|seg| seg.members.iter().filter(|m| m.node == b))
+            .find_map(first);
+        shared
+            .or_else(|| {
+                self.segments
+                    .iter()
+                    .flat_map(|seg| seg.members.iter().filter(|m| m.node == b))
+                    .find_map(first)
+            })
+            .or_else(|| self.nodes[b].loopback.first().map(|n| n.addr()))
+    }
+
+    /// The interfaces of `from` and `to` on the first link or LAN both are on, in that
+    /// order: where Ethernet frames leave `from` and arrive at `to` without crossing a
+    /// router. `None` when a node is unknown or the two share no segment.
+    pub fn facing_interfaces(&self, from: &str, to: &str) -> Option<(String, String)> {
+        let index = |name: &str| self.nodes.iter().position(|n| n.name == name);
+        let (a, b) = (index(from)?, index(to)?);
+        self.segments.iter().find_map(|seg| {
+            let on = |node: usize| seg.members.iter().find(|m| m.node == node);
+            Some((on(a)?.ifname.clone(), on(b)?.ifname.clone()))
+        })
+    }
+}

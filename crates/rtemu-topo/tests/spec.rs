@@ -289,3 +289,46 @@ fn load_checked_builds_both_directions_and_every_scheduled_change() {
         "{err}"
     );
 }
+
+#[test]
+fn a_peer_is_reached_on_a_shared_segment_first() {
+    const SRC: &str = r#"
+lab = "t"
+ip = "ipv4"
+[nodes.a]
+[nodes.b]
+[nodes.c]
+[[links]]
+endpoints = ["b", "c"]
+ipv4 = "10.0.0.0/30"
+[[links]]
+endpoints = ["a", "b"]
+ipv4 = "10.0.1.0/30"
+"#;
+    let topo = rtemu_topo::Topology::parse("t.toml", SRC).unwrap();
+    // Whether `addr` lies in the /30 `net` of this file.
+    let on = |net: &str, addr: std::net::IpAddr| match addr {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, c, d] = v4.octets();
+            net == format!("{a}.{b}.{c}.0/30") && d < 4
+        }
+        std::net::IpAddr::V6(_) => false,
+    };
+    let b = topo.peer_address("a", "b").unwrap();
+    assert!(on("10.0.1.0/30", b), "{b}");
+    // No segment shared with c: its first address at all.
+    let c = topo.peer_address("a", "c").unwrap();
+    assert!(on("10.0.0.0/30", c), "{c}");
+    assert_eq!(topo.peer_address("a", "nobody"), None);
+    // Frames need a shared segment: b is a's only neighbour, on b's second interface.
+    assert_eq!(
+        topo.facing_interfaces("a", "b"),
+        Some(("eth0".into(), "eth1".into()))
+    );
+    assert_eq!(
+        topo.facing_interfaces("b", "a"),
+        Some(("eth1".into(), "eth0".into()))
+    );
+    assert_eq!(topo.facing_interfaces("a", "c"), None);
+    assert_eq!(topo.facing_interfaces("a", "nobody"), None);
+}

@@ -4,25 +4,28 @@
 //!
 //! A UDP sweep goes to `B`'s address facing `A`; a raw Ethernet one leaves `A`'s interface
 //! facing `B` for the MAC address of `B`'s interface facing `A` (raw frames cross no router,
-//! so the two must share a link or LAN).
+//! so the two must share a link or LAN). The lab itself is the caller's: it gives the
+//! addresses and interfaces its topology names, and a [`NodeCommand`] that makes a command
+//! run inside a node.
 
+use std::error::Error;
 use std::ffi::OsString;
 use std::io::{self, BufRead as _, BufReader};
 use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Stdio};
-
-use rtemu_topo::lab::{self, LabError};
-use rtemu_topo::state::State;
-use rtemu_topo::topology::{Attachment, Topology};
+use std::process::{Child, Command, Stdio};
 
 use super::{Endpoint, Mac, MacError};
+
+/// Makes the command `argv` run inside node `node` of the lab.
+pub type NodeCommand<'a> =
+    &'a dyn Fn(&str, &[String]) -> Result<Command, Box<dyn Error + Send + Sync>>;
 
 /// Why the sweep between two nodes cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum BetweenError {
     /// A node is unknown, or a command could not be made for it.
     #[error(transparent)]
-    Lab(#[from] LabError),
+    Node(Box<dyn Error + Send + Sync>),
     /// The `to` node has no address.
     #[error("lab `{lab}`: no address of node `{to}` (or no node `{from}` or `{to}`)")]
     NoAddress {
@@ -78,45 +81,6 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> BetweenError {
     move |source| BetweenError::Io { what, source }
 }
 
-/// The address `to` is reached at from `from`: its first address on a link or LAN both are
-/// on (IPv4 before IPv6), else its first address at all. `None` when a node is unknown or
-/// `to` has no address.
-pub fn peer_address(topo: &Topology, from: &str, to: &str) -> Option<IpAddr> {
-    let index = |name: &str| topo.nodes.iter().position(|n| n.name == name);
-    let (a, b) = (index(from)?, index(to)?);
-    let first = |m: &Attachment| {
-        m.ipv4
-            .map(|n| IpAddr::V4(n.addr()))
-            .or(m.ipv6.map(|n| IpAddr::V6(n.addr())))
-    };
-    let shared = topo
-        .segments
-        .iter()
-        .filter(|seg| seg.members.iter().any(|m| m.node == a))
-        .flat_map(|seg| seg.members.iter().filter(|m| m.node == b))
-        .find_map(first);
-    shared
-        .or_else(|| {
-            topo.segments
-                .iter()
-                .flat_map(|seg| seg.members.iter().filter(|m| m.node == b))
-                .find_map(first)
-        })
-        .or_else(|| topo.nodes[b].loopback.first().map(|n| n.addr()))
-}
-
-/// The interfaces of `from` and `to` on the first link or LAN both are on, in that order:
-/// where raw Ethernet frames leave `from` and arrive at `to` (they cross no router). `None`
-/// when a node is unknown or the two share no segment.
-pub fn facing_interfaces(topo: &Topology, from: &str, to: &str) -> Option<(String, String)> {
-    let index = |name: &str| topo.nodes.iter().position(|n| n.name == name);
-    let (a, b) = (index(from)?, index(to)?);
-    topo.segments.iter().find_map(|seg| {
-        let on = |node: usize| seg.members.iter().find(|m| m.node == node);
-        Some((on(a)?.ifname.clone(), on(b)?.ifname.clone()))
-    })
-}
-
 /// A command's arguments without `--lab`, `--from`, `--to`, `--port` and `--protocol` (and
 /// their values), for the sweeps run inside the `--from` node, which are given their
 /// protocol and echo servers explicitly.
@@ -151,8 +115,12 @@ impl Drop for EchoServer {
 
 /// Starts the echo server `argv` (`rtemu lab echo …`) in node `node` and waits until it
 /// serves.
-pub fn start_echo(state: &State, node: &str, argv: &[String]) -> Result<EchoServer, BetweenError> {
-    let mut cmd = lab::node_command(state, node, argv)?;
+pub fn start_echo(
+    node_command: NodeCommand<'_>,
+    node: &str,
+    argv: &[String],
+) -> Result<EchoServer, BetweenError> {
+    let mut cmd = node_command(node, argv).map_err(BetweenError::Node)?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -178,10 +146,15 @@ pub fn start_echo(state: &State, node: &str, argv: &[String]) -> Result<EchoServ
 }
 
 /// The Ethernet address of `interface` in node `node`, read from the node's own sysfs.
-fn interface_mac(state: &State, node: &str, interface: &str) -> Result<Mac, BetweenError> {
+fn interface_mac(
+    node_command: NodeCommand<'_>,
+    node: &str,
+    interface: &str,
+) -> Result<Mac, BetweenError> {
     let path = format!("/sys/class/net/{interface}/address");
     let what = format!("reading {path} in node `{node}`");
-    let out = lab::node_command(state, node, &["cat".to_owned(), path.clone()])?
+    let out = node_command(node, &["cat".to_owned(), path.clone()])
+        .map_err(BetweenError::Node)?
         .stdin(Stdio::null())
         .output()
         .map_err(io_err(what.clone()))?;
@@ -209,23 +182,38 @@ pub struct Leg {
     pub description: String,
 }
 
-/// The sweeps from `from` to `to` in the lab of `state`, UDP (to `port`) first: `udp` and
-/// `raw` say which run.
+/// Where two nodes of a lab reach each other, as its topology says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peers<'a> {
+    /// The lab's name.
+    pub lab: &'a str,
+    /// Where the probes leave.
+    pub from: &'a str,
+    /// Where the echo runs.
+    pub to: &'a str,
+    /// `to`'s address as `from` reaches it, if it has one.
+    pub address: Option<IpAddr>,
+    /// The interfaces of `from` and `to` on a segment both are on, if any.
+    pub facing: Option<(String, String)>,
+}
+
+/// The sweeps between `peers`, UDP (to `port`) first: `udp` and `raw` say which run. The
+/// raw echo's MAC address is read in the `to` node through `node_command`.
 pub fn legs(
-    state: &State,
-    (from, to): (&str, &str),
+    peers: &Peers<'_>,
     (udp, raw): (bool, bool),
     port: u16,
+    node_command: NodeCommand<'_>,
 ) -> Result<Vec<Leg>, BetweenError> {
-    let lab = || state.lab.to_string();
+    let Peers { from, to, .. } = *peers;
+    let lab = || peers.lab.to_owned();
     let mut legs = Vec::new();
     if udp {
-        let addr =
-            peer_address(&state.topology, from, to).ok_or_else(|| BetweenError::NoAddress {
-                lab: lab(),
-                from: from.into(),
-                to: to.into(),
-            })?;
+        let addr = peers.address.ok_or_else(|| BetweenError::NoAddress {
+            lab: lab(),
+            from: from.into(),
+            to: to.into(),
+        })?;
         let target = SocketAddr::new(addr, port);
         legs.push(Leg {
             target: Endpoint::Udp(target),
@@ -234,14 +222,15 @@ pub fn legs(
         });
     }
     if raw {
-        let (near, far) = facing_interfaces(&state.topology, from, to).ok_or_else(|| {
-            BetweenError::NoSegment {
+        let (near, far) = peers
+            .facing
+            .clone()
+            .ok_or_else(|| BetweenError::NoSegment {
                 lab: lab(),
                 from: from.into(),
                 to: to.into(),
-            }
-        })?;
-        let mac = interface_mac(state, to, &far)?;
+            })?;
+        let mac = interface_mac(node_command, to, &far)?;
         legs.push(Leg {
             description: format!(
                 "raw Ethernet from node `{from}`'s {near} to node `{to}`'s {far} at {mac}"
@@ -281,46 +270,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_peer_is_found_on_a_shared_segment_first() {
-        const SRC: &str = r#"
-lab = "t"
-ip = "ipv4"
-[nodes.a]
-[nodes.b]
-[nodes.c]
-[[links]]
-endpoints = ["b", "c"]
-ipv4 = "10.0.0.0/30"
-[[links]]
-endpoints = ["a", "b"]
-ipv4 = "10.0.1.0/30"
-"#;
-        let topo = Topology::parse("t.toml", SRC).unwrap();
-        // Whether `addr` lies in the /30 `net` of this file.
-        let on = |net: &str, addr: IpAddr| match addr {
-            IpAddr::V4(v4) => {
-                let [a, b, c, d] = v4.octets();
-                net == format!("{a}.{b}.{c}.0/30") && d < 4
-            }
-            IpAddr::V6(_) => false,
+    fn legs_name_their_echo_and_missing_paths_are_errors() {
+        let never = |_: &str, _: &[String]| -> Result<Command, Box<dyn Error + Send + Sync>> {
+            panic!("no command runs for UDP")
         };
-        let b = peer_address(&topo, "a", "b").unwrap();
-        assert!(on("10.0.1.0/30", b), "{b}");
-        // No segment shared with c: its first address at all.
-        let c = peer_address(&topo, "a", "c").unwrap();
-        assert!(on("10.0.0.0/30", c), "{c}");
-        assert_eq!(peer_address(&topo, "a", "nobody"), None);
-        // Raw frames need a shared segment: b is a's only neighbour, on b's second interface.
+        let peers = Peers {
+            lab: "t",
+            from: "a",
+            to: "b",
+            address: Some("10.0.0.2".parse().unwrap()),
+            facing: None,
+        };
+        let legs = legs(&peers, (true, false), 7777, &never).unwrap();
         assert_eq!(
-            facing_interfaces(&topo, "a", "b"),
-            Some(("eth0".into(), "eth1".into()))
+            legs[0].target,
+            Endpoint::Udp("10.0.0.2:7777".parse().unwrap())
         );
+        assert_eq!(legs[0].echo_args, ["--listen", "10.0.0.2:7777"]);
+        let e = super::legs(&peers, (false, true), 7777, &never).unwrap_err();
+        assert!(e.to_string().contains("share no link or LAN"), "{e}");
+        let nowhere = Peers {
+            address: None,
+            ..peers
+        };
+        let e = super::legs(&nowhere, (true, false), 7777, &never).unwrap_err();
         assert_eq!(
-            facing_interfaces(&topo, "b", "a"),
-            Some(("eth1".into(), "eth0".into()))
+            e.to_string(),
+            "lab `t`: no address of node `b` (or no node `a` or `b`)"
         );
-        assert_eq!(facing_interfaces(&topo, "a", "c"), None);
-        assert_eq!(facing_interfaces(&topo, "a", "nobody"), None);
     }
 
     #[test]

@@ -222,12 +222,18 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
 fn run_in_lab(args: &RttArgs, protocol: Protocol, from: &str) -> anyhow::Result<()> {
     let to = args.to.as_deref().context("--from needs --to NODE")?;
     let state = lab::resolve_lab(args.lab.as_deref())?;
-    let legs = between::legs(
-        &state,
-        (from, to),
-        (protocol.udp(), protocol.raw()),
-        args.port,
-    )?;
+    let node_command: between::NodeCommand =
+        &|node, argv| Ok(lab::node_command(&state, node, argv)?);
+    let lab_name = state.lab.to_string();
+    let peers = between::Peers {
+        lab: &lab_name,
+        from,
+        to,
+        address: state.topology.peer_address(from, to),
+        facing: state.topology.facing_interfaces(from, to),
+    };
+    let sweeps = (protocol.udp(), protocol.raw());
+    let legs = between::legs(&peers, sweeps, args.port, node_command)?;
     // Refuse bad sizes here, before anything starts in the lab.
     let configs: Vec<_> = legs.iter().map(|l| args.config(l.target.clone())).collect();
     let sizes = args.total_sizes(&configs)? as u64;
@@ -244,7 +250,7 @@ fn run_in_lab(args: &RttArgs, protocol: Protocol, from: &str) -> anyhow::Result<
         let mut argv = vec![exe.clone(), "lab".into(), "echo".into()];
         argv.extend(leg.echo_args.iter().cloned());
         argv.extend(["--duration".into(), format!("{bound_ns}ns")]);
-        echoes.push(between::start_echo(&state, to, &argv)?);
+        echoes.push(between::start_echo(node_command, to, &argv)?);
         eprintln!("rtemu lab rtt: lab `{}`, {}", state.lab, leg.description);
     }
     let forwarded = between::forwarded_args(std::env::args_os().skip(1));
