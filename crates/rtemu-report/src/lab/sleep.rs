@@ -207,3 +207,92 @@ impl Report for SleepReport {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtemu_clock::WaitStrategy;
+    use rtemu_lab::env::RtSetup;
+    use rtemu_lab::sleep::Workload;
+
+    /// A report of one method that completed `actual.len()` of 3 requests of 1 and 2 µs.
+    fn report(actual: Vec<u64>) -> SleepReport {
+        let config = SleepConfig {
+            methods: vec![WaitStrategy::Spin],
+            workload: Workload::Micro,
+            count: 3,
+            seed: 1,
+            time_limit_ns: 1_000_000_000,
+        };
+        let samples = SleepSamples {
+            method: WaitStrategy::Spin,
+            requested: vec![1_000, 2_000][..actual.len()].to_vec(),
+            actual,
+            cpu_ns: 10,
+            wall_ns: 20,
+        };
+        SleepReport::new(
+            Header::probe(&RtSetup::default(), 0),
+            &config,
+            vec![samples],
+        )
+    }
+
+    fn text(write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+        let mut out = Vec::new();
+        write(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn every_form_of_the_sleep_report_shows_the_samples() {
+        let r = report(vec![1_500, 2_500]);
+        assert_eq!(
+            text(|out| r.csv(out)),
+            "method,index,requested_ns,actual_ns,error_ns\nspin,0,1000,1500,500\nspin,1,2000,2500,500\n"
+        );
+        // Both errors fall in the first µs bucket; none below 0 or over.
+        let histogram = text(|out| r.histogram(out, 2));
+        assert_eq!(
+            histogram,
+            "# error in µs spin\n000000 000002\n000001 000000\n# below 0: 00000\n# overflows: 00000\n"
+        );
+        let table = text(|out| r.text(out));
+        assert!(
+            table.starts_with("rtemu lab sleep: workload micro, 3 requests per method, seed 1\n")
+        );
+        assert!(table.contains("(cut by --time-limit)"), "{table}");
+        // The JSON has the results, not the raw samples.
+        let json: serde_json::Value = serde_json::to_value(&r).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "count",
+                "header",
+                "results",
+                "seed",
+                "time_limit_ns",
+                "workload"
+            ]
+        );
+        assert_eq!(json["results"][0]["completed"], 2);
+        assert!(r.complete().is_ok());
+    }
+
+    #[test]
+    fn a_method_with_no_sample_fails_the_run_after_its_report() {
+        let r = report(vec![]);
+        assert!(text(|out| r.text(out)).contains("spin                0   no samples"));
+        let e = r.complete().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "no samples: spin completed no request within --time-limit 1s"
+        );
+    }
+}
