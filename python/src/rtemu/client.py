@@ -1,0 +1,275 @@
+"""The connection to ``rtemu serve``: requests, error replies, and the default client."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import httpx
+
+from . import server
+from .errors import ConnectionFailed, ProtocolError, RtemuError, error_for
+from .types import DownResult, parse_list
+
+if TYPE_CHECKING:
+    from .lab import Lab
+
+#: Seconds a control request may take (reading a lab, changing a link).
+DEFAULT_TIMEOUT = 30.0
+#: Seconds bringing a lab up or down may take (namespaces, an engine, start-up commands).
+UP_DOWN_TIMEOUT = 300.0
+
+
+def segment(name: str) -> str:
+    """``name`` as one path segment: a ``/`` or ``..`` in it cannot reach another resource."""
+    return quote(name, safe="")
+
+
+class Client:
+    """A connection to an rtemu server.
+
+    ``Client()`` talks to the server on the Unix socket ``/run/rtemu/api.sock`` (root only),
+    starting ``rtemu serve`` (``$RTEMU_BIN`` or ``rtemu`` on ``PATH``) when none answers; a
+    server it started is stopped when the interpreter exits. ``Client(url="http://127.0.0.1:PORT")``
+    talks TCP to a server started with ``--listen``, with the bearer ``token`` given or read
+    from ``token_file`` (default ``/run/rtemu/api.token``); it never starts one.
+
+    Args:
+        socket: the server's Unix socket (default ``/run/rtemu/api.sock``).
+        url: the server's TCP address, instead of a socket.
+        token: the bearer token for ``url``.
+        token_file: where to read the token for ``url`` when ``token`` is not given.
+        start_server: whether to start ``rtemu serve`` when nothing answers on ``socket``.
+        timeout: seconds a control request may take.
+        transport: an httpx transport to use instead of the socket or TCP one (for tests).
+    """
+
+    def __init__(
+        self,
+        socket: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        start_server: bool = True,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if url is not None and socket is not None:
+            raise ValueError("give either socket or url, not both")
+        headers = {"Accept": "application/json"}
+        # A server can only be started for the socket this client itself connects to.
+        self._start_server = start_server and url is None and transport is None
+        self.socket: str | None
+        self.url: str
+        if url is not None:
+            if token is None:
+                token = _read_token(Path(token_file or server.DEFAULT_TOKEN_FILE))
+            headers["Authorization"] = f"Bearer {token}"
+            transport = transport or httpx.HTTPTransport()
+            self.socket, self.url = None, url.rstrip("/")
+        else:
+            self.socket = os.fspath(socket or server.DEFAULT_SOCKET)
+            transport = transport or httpx.HTTPTransport(uds=self.socket)
+            # The host is not used to connect; it only fills the request's Host header.
+            self.url = "http://rtemu"
+        self.timeout = timeout
+        self._http = httpx.Client(transport=transport, base_url=self.url, headers=headers,
+                                  timeout=timeout)
+        self._start_lock = threading.Lock()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f"socket={self.socket!r}" if self.socket else f"url={self.url!r}"
+        return f"Client({where})"
+
+    def close(self) -> None:
+        """Closes the connection (a server this process started keeps running until exit)."""
+        self._http.close()
+
+    # Labs
+
+    def up(
+        self,
+        topology: str | os.PathLike[str],
+        name: str | None = None,
+        replace: bool = False,
+    ) -> Lab:
+        """Brings a lab up and returns it; use it in a ``with`` block to bring it down after.
+
+        Args:
+            topology: a topology file's path (a :class:`~pathlib.Path`, or a ``str`` without a
+                newline), or a topology as TOML text (a ``str`` with a newline in it). A
+                relative path is taken relative to this process's working directory.
+            name: the lab's name, instead of the file's ``lab``.
+            replace: bring an existing lab of that name down first, instead of raising
+                :class:`~rtemu.Conflict`.
+        """
+        body: dict[str, Any]
+        if isinstance(topology, str) and "\n" in topology:
+            body = {"topology": topology}
+        else:
+            body = {"file": os.path.abspath(os.fspath(topology))}
+        if name is not None:
+            body["name"] = name
+        if replace:
+            body["replace"] = True
+        from .lab import Lab
+
+        reply = self.request("POST", "/v1/labs", json=body, timeout=UP_DOWN_TIMEOUT)
+        return Lab.from_json(reply, self)
+
+    def labs(self) -> list[Lab]:
+        """Every lab that is up (or half up, or degraded)."""
+        from .lab import Lab
+
+        return parse_list(self.request("GET", "/v1/labs"),
+                          lambda v, where: Lab.from_json(v, self, where), "labs")
+
+    def lab(self, name: str) -> Lab:
+        """The lab called ``name``; raises :class:`~rtemu.NotFound` when there is none."""
+        from .lab import Lab
+
+        return Lab.from_json(self.request("GET", f"/v1/labs/{segment(name)}"), self)
+
+    def down(self, name: str) -> DownResult:
+        """Brings lab ``name`` down: removes everything it made, returns the engine's report."""
+        reply = self.request("DELETE", f"/v1/labs/{segment(name)}", timeout=UP_DOWN_TIMEOUT)
+        return DownResult.from_json(reply)
+
+    def openapi(self) -> dict[str, Any]:
+        """The server's OpenAPI document."""
+        doc = self.request("GET", "/openapi.json")
+        if not isinstance(doc, dict):
+            raise ProtocolError("/openapi.json: expected a JSON object")
+        return doc
+
+    # Requests
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Any = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Sends one request and returns its JSON reply; an error reply raises.
+
+        Raises:
+            RtemuError: the subclass for the reply's status, with the server's error text.
+            ConnectionFailed: no server answered (and none could be started).
+        """
+        request = self._http.build_request(
+            method, path, json=json, params=params,
+            timeout=self.timeout if timeout is None else timeout,
+        )
+        response = self._send(request, stream=False)
+        _check(response)
+        return _json(response)
+
+    @contextmanager
+    def stream(
+        self, method: str, path: str, *, params: Any = None, timeout: float | None = None
+    ) -> Iterator[httpx.Response]:
+        """Sends one request and yields its response unread, for streaming; an error raises.
+
+        ``timeout`` bounds each wait for more of the body (``None``: no bound).
+        """
+        request = self._http.build_request(method, path, params=params,
+                                           timeout=httpx.Timeout(self.timeout, read=timeout))
+        response = self._send(request, stream=True)
+        try:
+            if response.status_code >= 300:
+                response.read()
+                _check(response)
+            yield response
+        finally:
+            response.close()
+
+    def _send(self, request: httpx.Request, stream: bool) -> httpx.Response:
+        try:
+            return self._http.send(request, stream=stream)
+        except httpx.ConnectError as e:
+            if not self._start_server or self.socket is None:
+                raise ConnectionFailed(f"no rtemu server answers at {self._where()}: {e}") from e
+        except httpx.TimeoutException as e:
+            raise RtemuError(f"{request.method} {request.url.path}: no reply in time ({e})") from e
+        except httpx.HTTPError as e:
+            raise ConnectionFailed(f"{request.method} {request.url.path}: {e}") from e
+        # Nothing answered on the socket, so the request was never sent: start a server, resend.
+        with self._start_lock:
+            if not self._answers():
+                server.start(self.socket, self._answers)
+        try:
+            return self._http.send(request, stream=stream)
+        except httpx.HTTPError as e:
+            raise ConnectionFailed(f"{request.method} {request.url.path}: {e}") from e
+
+    def _answers(self) -> bool:
+        try:
+            self._http.get("/openapi.json", timeout=2.0).close()
+        except httpx.HTTPError:
+            return False
+        return True
+
+    def _where(self) -> str:
+        return self.socket if self.socket else self.url
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text().strip()
+    except OSError as e:
+        raise ConnectionFailed(f"reading the API token from {path}: {e.strerror}") from e
+    if not token:
+        raise ConnectionFailed(f"the API token file {path} is empty")
+    return token
+
+
+def _check(response: httpx.Response) -> None:
+    """Raises the error a non-2xx ``response`` stands for, with the server's text."""
+    if response.status_code < 300:
+        return
+    text = response.text
+    try:
+        message = json.loads(text)["error"]
+        if not isinstance(message, str):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        message = text.strip() or response.reason_phrase
+    raise error_for(response.status_code, message)
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError as e:
+        raise ProtocolError(
+            f"{response.request.method} {response.request.url.path}: the reply is not JSON "
+            f"({e}): {response.text[:200]!r}"
+        ) from e
+
+
+_default: Client | None = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> Client:
+    """The client the module-level functions (``rtemu.up``, ``rtemu.labs``, ...) use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Client()
+        return _default

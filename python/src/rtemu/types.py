@@ -1,0 +1,403 @@
+"""The API's replies as dataclasses, and the parsing of its JSON into them.
+
+Parsing is strict about what the API (version 1) promises, so a server that breaks the contract
+fails here with a :class:`~rtemu.ProtocolError` naming the field, rather than later with a
+``KeyError``; fields this version does not know are ignored, so a newer server still works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .errors import ProtocolError
+
+T = TypeVar("T")
+
+Json = dict[str, Any]
+
+
+def _field(obj: Json, key: str, kind: type[T] | tuple[type, ...], where: str) -> T:
+    """``obj[key]``, checked to be of ``kind`` (``bool`` is never taken for an ``int``)."""
+    if key not in obj:
+        raise ProtocolError(f"{where}: the reply has no {key!r}")
+    value = obj[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        raise ProtocolError(f"{where}: {key!r} is {value!r}, expected {_names(kinds)}")
+    if not isinstance(value, kinds):
+        raise ProtocolError(f"{where}: {key!r} is {value!r}, expected {_names(kinds)}")
+    return value  # type: ignore[return-value]
+
+
+def _names(kinds: tuple[type, ...]) -> str:
+    return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+
+
+def _obj(value: Any, where: str) -> Json:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _list(obj: Json, key: str, where: str) -> list[Any]:
+    return _field(obj, key, list, where)
+
+
+def _strs(obj: Json, key: str, where: str) -> list[str]:
+    values = _list(obj, key, where)
+    if not all(isinstance(v, str) for v in values):
+        raise ProtocolError(f"{where}: {key!r} must be a list of strings, got {values!r}")
+    return values
+
+
+def _int(obj: Json, key: str, where: str) -> int:
+    return _field(obj, key, int, where)
+
+
+def _opt_int(obj: Json, key: str, where: str) -> int | None:
+    return _field(obj, key, (int, type(None)), where)
+
+
+def _str(obj: Json, key: str, where: str) -> str:
+    return _field(obj, key, str, where)
+
+
+def _opt_str(obj: Json, key: str, where: str) -> str | None:
+    return _field(obj, key, (str, type(None)), where)
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """Percentiles of one timing error, in nanoseconds."""
+
+    p50_ns: int
+    p99_ns: int
+    p999_ns: int
+    max_ns: int
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Percentiles:
+        """Parses the API's ``Pct`` object."""
+        o = _obj(value, where)
+        return cls(*(_int(o, k, where) for k in ("p50_ns", "p99_ns", "p999_ns", "max_ns")))
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How precisely the engine released one direction's frames at their intended times.
+
+    Attributes:
+        count: frames whose release error was measured.
+        late: frames released more than ``late_after_ns`` after their intended time.
+        early: sends started before the intended time (always 0 for a correct engine).
+        late_after_ns: the lateness threshold.
+        lost: measurements lost (the engine's recorder was full).
+        released: when the send returned minus the intended time.
+        started: when the send started minus the intended time.
+        arrival_lag: how long frames waited between the kernel's receive stamp and the engine.
+    """
+
+    count: int
+    late: int
+    early: int
+    late_after_ns: int
+    lost: int
+    released: Percentiles
+    started: Percentiles
+    arrival_lag: Percentiles
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Fidelity:
+        """Parses the API's ``fidelity`` object."""
+        o = _obj(value, where)
+        ints = (_int(o, k, where) for k in ("count", "late", "early", "late_after_ns", "lost"))
+        pcts = (Percentiles.from_json(o.get(k), f"{where}.{k}") for k in
+                ("released", "started", "arrival_lag"))
+        return cls(*ints, *pcts)
+
+
+@dataclass(frozen=True)
+class Direction:
+    """The engine's counters for one direction of one impaired link.
+
+    Attributes:
+        link: the link's name.
+        dir: ``"a-b"`` (first endpoint to second) or ``"b-a"``.
+        from_node: the node frames come from (``from`` in the JSON).
+        to_node: the node frames go to (``to`` in the JSON).
+        dropped: drops by kind (``loss``, ``queue-full``, ``link-down``, ...).
+        conserved: whether received + duplicates = delivered + dropped + in flight.
+        buffers: the direction's frame buffers, when known.
+    """
+
+    link: str
+    dir: str
+    from_node: str
+    to_node: str
+    received: int
+    received_bytes: int
+    duplicates: int
+    resolution_passed: int
+    delivered: int
+    delivered_bytes: int
+    dropped: dict[str, int]
+    in_flight: int
+    conserved: bool
+    kernel_drops: int
+    tx_busy: int
+    trace_underruns: int
+    buffers: int | None
+    fidelity: Fidelity
+
+    @property
+    def dropped_total(self) -> int:
+        """Frames dropped for any reason."""
+        return sum(self.dropped.values())
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Direction:
+        """Parses the API's ``Direction`` object."""
+        o = _obj(value, where)
+        dropped = _field(o, "dropped", dict, where)
+        if not all(isinstance(k, str) and type(v) is int for k, v in dropped.items()):
+            raise ProtocolError(f"{where}: 'dropped' must map kinds to counts, got {dropped!r}")
+        direction = _str(o, "dir", where)
+        if direction not in ("a-b", "b-a"):
+            raise ProtocolError(f"{where}: 'dir' is {direction!r}, expected 'a-b' or 'b-a'")
+        return cls(
+            link=_str(o, "link", where),
+            dir=direction,
+            from_node=_str(o, "from", where),
+            to_node=_str(o, "to", where),
+            received=_int(o, "received", where),
+            received_bytes=_int(o, "received_bytes", where),
+            duplicates=_int(o, "duplicates", where),
+            resolution_passed=_int(o, "resolution_passed", where),
+            delivered=_int(o, "delivered", where),
+            delivered_bytes=_int(o, "delivered_bytes", where),
+            dropped=dict(dropped),
+            in_flight=_int(o, "in_flight", where),
+            conserved=_field(o, "conserved", bool, where),
+            kernel_drops=_int(o, "kernel_drops", where),
+            tx_busy=_int(o, "tx_busy", where),
+            trace_underruns=_int(o, "trace_underruns", where),
+            buffers=_opt_int(o, "buffers", where),
+            fidelity=Fidelity.from_json(o.get("fidelity"), f"{where}.fidelity"),
+        )
+
+
+def parse_list(value: Any, parse: Callable[[Any, str], T], where: str) -> list[T]:
+    """Parses a JSON array with ``parse(item, where)`` for each item."""
+    if not isinstance(value, list):
+        raise ProtocolError(f"{where}: expected a JSON array, got {type(value).__name__}")
+    return [parse(v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+def _directions(o: Json, where: str) -> list[Direction]:
+    return parse_list(o.get("directions"), Direction.from_json, f"{where}.directions")
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """Both directions of one impaired link."""
+
+    name: str
+    a_to_b: Direction
+    b_to_a: Direction
+
+
+def _by_link(directions: list[Direction], where: str) -> dict[str, LinkStats]:
+    ways: dict[str, dict[str, Direction]] = {}
+    for d in directions:
+        if d.dir in ways.setdefault(d.link, {}):
+            raise ProtocolError(f"{where}: link {d.link!r} has direction {d.dir} twice")
+        ways[d.link][d.dir] = d
+    links = {}
+    for name, w in ways.items():
+        if set(w) != {"a-b", "b-a"}:
+            raise ProtocolError(f"{where}: link {name!r} has directions {sorted(w)}, "
+                                "expected both a-b and b-a")
+        links[name] = LinkStats(name, w["a-b"], w["b-a"])
+    return links
+
+
+@dataclass(frozen=True)
+class Stats:
+    """One snapshot of a lab's impaired links.
+
+    A lab without impaired links has no engine: ``directions`` is empty and ``io``/``pid`` are
+    ``None``.
+
+    Attributes:
+        lab: the lab's name.
+        io: the engine's packet I/O (``af-packet`` or ``af-xdp``).
+        pid: the engine's process id.
+        process_cpu_ns: CPU time the engine used so far, when readable.
+        directions: every direction of every impaired link, as the API lists them.
+        links: the same directions by link name, each with ``a_to_b`` and ``b_to_a``.
+    """
+
+    lab: str
+    io: str | None
+    pid: int | None
+    process_cpu_ns: int | None
+    directions: list[Direction]
+    links: dict[str, LinkStats]
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "stats") -> Stats:
+        """Parses the API's ``Stats`` object."""
+        o = _obj(value, where)
+        directions = _directions(o, where)
+        return cls(
+            lab=_str(o, "lab", where),
+            io=_opt_str(o, "io", where),
+            pid=_opt_int(o, "pid", where),
+            process_cpu_ns=_opt_int(o, "process_cpu_ns", where),
+            directions=directions,
+            links=_by_link(directions, where),
+        )
+
+
+@dataclass(frozen=True)
+class FinalReport:
+    """The engine's report when its lab went down.
+
+    ``error`` is set (and the counters empty) when the engine could not report.
+    """
+
+    lab: str
+    notices: list[Any]
+    cpu_ns: int | None
+    wall_ns: int | None
+    directions: list[Direction]
+    links: dict[str, LinkStats]
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "report") -> FinalReport:
+        """Parses the API's ``FinalReport`` object."""
+        o = _obj(value, where)
+        lab = _str(o, "lab", where)
+        if "error" in o:
+            return cls(lab, [], None, None, [], {}, _str(o, "error", where))
+        directions = _directions(o, where)
+        return cls(
+            lab=lab,
+            notices=_list(o, "notices", where),
+            cpu_ns=_int(o, "cpu_ns", where),
+            wall_ns=_int(o, "wall_ns", where),
+            directions=directions,
+            links=_by_link(directions, where),
+        )
+
+
+@dataclass(frozen=True)
+class DownResult:
+    """What ``down`` did: whether it removed anything, and the engine's final report."""
+
+    lab: str
+    removed: bool
+    report: FinalReport | None
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "down") -> DownResult:
+        """Parses the API's ``DownReply`` object."""
+        o = _obj(value, where)
+        report = o.get("report")
+        return cls(
+            lab=_str(o, "lab", where),
+            removed=_field(o, "removed", bool, where),
+            report=None if report is None else FinalReport.from_json(report, f"{where}.report"),
+        )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command run in a node ended, and what it printed.
+
+    Attributes:
+        node: the node it ran in.
+        argv: the command.
+        status: its exit status, ``None`` when a signal or the timeout ended it.
+        signal: the signal that ended it, if one did.
+        stdout: its standard output (lossy UTF-8, capped at 16 MiB).
+        stderr: its standard error (likewise).
+        timed_out: whether the timeout ended it (its process group was killed).
+        duration: how long it ran, seconds.
+    """
+
+    node: str
+    argv: list[str]
+    status: int | None
+    signal: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited with status 0."""
+        return self.status == 0
+
+    def describe(self) -> str:
+        """How it ended, in words: ``exited with status 2``, ``killed by signal 9``, ..."""
+        if self.timed_out:
+            return f"timed out after {self.duration:.3g} s"
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        return f"exited with status {self.status}"
+
+    @classmethod
+    def from_json(cls, value: Any, node: str, argv: list[str], where: str = "exec") -> ExecResult:
+        """Parses the API's ``ExecReply`` object for ``argv`` run in ``node``."""
+        o = _obj(value, where)
+        return cls(
+            node=node,
+            argv=list(argv),
+            status=_opt_int(o, "status", where),
+            signal=_opt_int(o, "signal", where),
+            stdout=_str(o, "stdout", where),
+            stderr=_str(o, "stderr", where),
+            timed_out=_field(o, "timed_out", bool, where),
+            duration=float(_field(o, "duration", (int, float), where)),
+        )
+
+
+@dataclass(frozen=True)
+class Interface:
+    """One interface of a node: its name, MAC, addresses (CIDR) and the link or LAN it is on."""
+
+    name: str
+    mac: str
+    addresses: list[str]
+    segment: str
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Interface:
+        """Parses one of the API's ``Node.interfaces``."""
+        o = _obj(value, where)
+        return cls(_str(o, "name", where), _str(o, "mac", where), _strs(o, "addresses", where),
+                   _str(o, "segment", where))
+
+
+@dataclass(frozen=True)
+class Detached:
+    """A process started in a node in the background (``rtemu exec --detach``)."""
+
+    pid: int
+    node: str
+    command: list[str]
+    running: bool
+    log: str
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Detached:
+        """Parses the API's ``Detached`` object."""
+        o = _obj(value, where)
+        return cls(_int(o, "pid", where), _str(o, "node", where), _strs(o, "command", where),
+                   _field(o, "running", bool, where), _str(o, "log", where))
+

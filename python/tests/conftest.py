@@ -1,0 +1,55 @@
+"""Shared test helpers: golden files, unique lab names, and the root-or-skip rule."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rtemu
+
+FIXTURES = Path(__file__).parent / "fixtures"
+_names = count()
+
+
+def golden(name: str) -> Any:
+    """The JSON of golden file ``fixtures/NAME``."""
+    return json.loads((FIXTURES / name).read_text())
+
+
+def unique_lab(tag: str) -> str:
+    """A lab name no other test run uses at the same time (pid-based, at most 12 chars)."""
+    name = f"py{os.getpid() % 0x100000:05x}{tag}{next(_names)}"
+    assert len(name) <= 12, name
+    return name
+
+
+def require_root() -> None:
+    """Skips the test when not root, with the reason; fails instead under RTEMU_REQUIRE_ROOT=1."""
+    if os.geteuid() == 0:
+        return
+    reason = "needs root (labs are network namespaces); run as root to include it"
+    if os.environ.get("RTEMU_REQUIRE_ROOT") == "1":
+        pytest.fail(f"RTEMU_REQUIRE_ROOT=1 but {reason}")
+    pytest.skip(reason)
+
+
+def namespaces() -> set[str]:
+    """The named network namespaces of this machine."""
+    try:
+        return set(os.listdir("/run/netns"))
+    except FileNotFoundError:
+        return set()
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator[rtemu.Client]:
+    """The client of the real server (started from RTEMU_BIN when none answers); root only."""
+    require_root()
+    with rtemu.Client() as c:
+        yield c

@@ -1,0 +1,156 @@
+"""The API's JSON (golden files captured from a real server and engine) into dataclasses."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import httpx
+import pytest
+from conftest import golden
+
+import rtemu
+from rtemu.types import Direction
+
+
+def offline() -> rtemu.Client:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"no request expected, got {request.method} {request.url}")
+
+    return rtemu.Client(transport=httpx.MockTransport(refuse))
+
+
+def test_stats_golden_has_both_directions_by_link() -> None:
+    raw = golden("stats.json")
+    s = rtemu.Stats.from_json(raw)
+    assert s.lab == raw["lab"]
+    assert s.io == "af-packet"
+    assert s.pid == raw["pid"]
+    assert [d.dir for d in s.directions] == ["a-b", "b-a"]
+    up = s.links["uplink"]
+    assert up.a_to_b is s.directions[0] and up.b_to_a is s.directions[1]
+    a = up.a_to_b
+    first = raw["directions"][0]
+    assert (a.from_node, a.to_node) == (first["from"], first["to"]) == ("client", "server")
+    assert a.received == first["received"] and a.delivered == first["delivered"]
+    assert a.dropped == first["dropped"] and a.dropped_total == sum(first["dropped"].values())
+    assert a.conserved is True
+    assert a.buffers == first["buffers"]
+    f = a.fidelity
+    assert f.count == first["fidelity"]["count"]
+    assert f.released.p99_ns == first["fidelity"]["released"]["p99_ns"]
+    assert f.arrival_lag.max_ns == first["fidelity"]["arrival_lag"]["max_ns"]
+
+
+def test_stats_without_engine_is_empty() -> None:
+    s = rtemu.Stats.from_json(golden("stats-no-engine.json"))
+    assert (s.io, s.pid, s.directions, s.links) == (None, None, [], {})
+
+
+def test_unknown_fields_are_ignored() -> None:
+    raw = golden("stats.json")
+    raw["new_field"] = 1
+    raw["directions"][0]["another"] = {"x": 1}
+    assert rtemu.Stats.from_json(raw).links["uplink"].a_to_b.received > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.pop("delivered"), "no 'delivered'"),
+        (lambda d: d.__setitem__("delivered", "10"), "'delivered' is '10', expected int"),
+        (lambda d: d.__setitem__("received", True), "'received' is True, expected int"),
+        (lambda d: d.__setitem__("dir", "up"), "'dir' is 'up'"),
+        (lambda d: d["fidelity"]["released"].pop("p99_ns"), "fidelity.released: the reply has no"),
+        (lambda d: d["dropped"].__setitem__("loss", -0.5), "'dropped' must map kinds to counts"),
+    ],
+)
+def test_broken_direction_names_the_field(change: Any, message: str) -> None:
+    raw = golden("stats.json")
+    change(raw["directions"][0])
+    with pytest.raises(rtemu.ProtocolError) as e:
+        rtemu.Stats.from_json(raw)
+    assert message in str(e.value)
+    assert "stats.directions[0]" in str(e.value)
+
+
+def test_a_link_missing_a_direction_is_refused() -> None:
+    raw = golden("stats.json")
+    del raw["directions"][1]
+    with pytest.raises(rtemu.ProtocolError, match="directions \\['a-b'\\], expected both"):
+        rtemu.Stats.from_json(raw)
+    raw = golden("stats.json")
+    raw["directions"][1] = copy.deepcopy(raw["directions"][0])
+    with pytest.raises(rtemu.ProtocolError, match="direction a-b twice"):
+        rtemu.Stats.from_json(raw)
+
+
+def test_down_reply_carries_the_final_report() -> None:
+    raw = golden("down.json")
+    d = rtemu.DownResult.from_json(raw)
+    assert d.removed is True and d.lab == raw["lab"]
+    assert d.report is not None and d.report.error is None
+    assert d.report.cpu_ns == raw["report"]["cpu_ns"]
+    assert d.report.links["uplink"].b_to_a.delivered == raw["report"]["directions"][1]["delivered"]
+
+
+def test_down_reply_with_an_engine_error_or_no_report() -> None:
+    d = rtemu.DownResult.from_json(
+        {"lab": "x", "removed": True, "report": {"lab": "x", "error": "engine gone"}})
+    assert d.report is not None and d.report.error == "engine gone" and d.report.links == {}
+    assert rtemu.DownResult.from_json({"lab": "x", "removed": False, "report": None}).report is None
+
+
+def test_lab_golden() -> None:
+    raw = golden("lab.json")
+    lab = rtemu.Lab.from_json(raw, offline())
+    assert (lab.name, lab.file, lab.status) == (raw["name"], raw["file"], raw["status"])
+    assert [n.name for n in lab.nodes] == [n["name"] for n in raw["nodes"]]
+    client = lab.nodes[0]
+    assert client.lab == lab.name and client.netns == raw["nodes"][0]["netns"]
+    assert client.interfaces[0].addresses == raw["nodes"][0]["interfaces"][0]["addresses"]
+    assert client.interfaces[0].segment == raw["nodes"][0]["interfaces"][0]["segment"]
+    link = lab.links[0]
+    rl = raw["links"][0]
+    assert (link.name, link.a, link.b, link.impaired) == (rl["name"], rl["a"], rl["b"], rl["impaired"])
+    assert (link.a_to_b, link.b_to_a) == (rl["a_to_b"], rl["b_to_a"])
+    assert [(l.name, l.members, l.ipv4, l.ipv6) for l in lab.lans] == [
+        (l["name"], l["members"], l["ipv4"], l["ipv6"]) for l in raw["lans"]]
+    assert lab.detached[0].command == raw["detached"][0]["command"]
+    # The client is not part of a lab's value.
+    assert rtemu.Lab.from_json(raw, offline()) == lab
+    assert "_client" not in repr(lab)
+
+
+def test_lab_without_a_list_is_refused() -> None:
+    raw = golden("lab.json")
+    raw["links"] = {"uplink": {}}
+    with pytest.raises(rtemu.ProtocolError, match="lab.links: expected a JSON array, got dict"):
+        rtemu.Lab.from_json(raw, offline())
+
+
+def test_exec_result() -> None:
+    raw = golden("exec.json")
+    r = rtemu.ExecResult.from_json(raw, "client", ["ping", "server"])
+    assert r.ok and r.status == 0 and r.stdout == raw["stdout"] and r.duration == raw["duration"]
+    killed = rtemu.ExecResult.from_json(dict(raw, status=None, signal=9), "client", ["x"])
+    assert not killed.ok and killed.describe() == "killed by signal 9"
+    late = dict(raw, status=None, timed_out=True, duration=2)
+    assert rtemu.ExecResult.from_json(late, "c", ["x"]).describe() == "timed out after 2 s"
+    assert rtemu.ExecResult.from_json(dict(raw, status=3), "c", ["x"]).describe() == \
+        "exited with status 3"
+
+
+def test_change_times() -> None:
+    assert rtemu.Change(1.5, "delay 5ms").to_json() == {
+        "at": "1500000us", "netem": "delay 5ms", "dir": "both"}
+    assert rtemu.Change("10s", "delay 5ms", "a-b").to_json()["at"] == "10s"
+    with pytest.raises(ValueError, match="at least 0 s"):
+        rtemu.Change(-1, "delay 5ms").to_json()
+    with pytest.raises(ValueError, match="at least 0 s"):
+        rtemu.Change(float("nan"), "delay 5ms").to_json()
+
+
+def test_direction_is_a_value() -> None:
+    raw = golden("stats.json")["directions"][0]
+    assert Direction.from_json(raw, "d") == Direction.from_json(copy.deepcopy(raw), "d")
