@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from .errors import CommandFailed, NotFound, ProtocolError
 from .sse import SSEParser
@@ -282,7 +282,7 @@ class Lab:
                           lambda v, w: Lan.from_json(v, self.name, w), "lans")
         return _named(lans, name, "LAN", self.name)
 
-    def _list(self, what: str, parse: Any) -> list[Any]:
+    def _list(self, what: str, parse: Callable[[Any, Client, str, str], N]) -> list[N]:
         reply = self._client.request("GET", _path(self.name, what))
         return parse_list(reply, lambda v, w: parse(v, self._client, self.name, w), what)
 
@@ -373,7 +373,15 @@ def _load(data: str) -> Any:
         raise ProtocolError(f"a stats event's data is not JSON ({e}): {data[:200]!r}") from e
 
 
-def _named(items: list[Any], name: str, what: str, lab: str) -> Any:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+
+def _named(items: list[N], name: str, what: str, lab: str) -> N:
     for item in items:
         if item.name == name:
             return item

@@ -112,10 +112,19 @@ class Fidelity:
     def from_json(cls, value: Any, where: str) -> Fidelity:
         """Parses the API's ``fidelity`` object."""
         o = _obj(value, where)
-        ints = (_int(o, k, where) for k in ("count", "late", "early", "late_after_ns", "lost"))
-        pcts = (Percentiles.from_json(o.get(k), f"{where}.{k}") for k in
-                ("released", "started", "arrival_lag"))
-        return cls(*ints, *pcts)
+        def pct(key: str) -> Percentiles:
+            return Percentiles.from_json(o.get(key), f"{where}.{key}")
+
+        return cls(
+            count=_int(o, "count", where),
+            late=_int(o, "late", where),
+            early=_int(o, "early", where),
+            late_after_ns=_int(o, "late_after_ns", where),
+            lost=_int(o, "lost", where),
+            released=pct("released"),
+            started=pct("started"),
+            arrival_lag=pct("arrival_lag"),
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,145 @@
+"""A full experiment on real labs through `rtemu serve` (root): up, exec, change links, stats,
+capture, down, and nothing left behind."""
+
+from __future__ import annotations
+
+import re
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import namespaces, unique_lab
+
+import rtemu
+
+TOPOLOGY = """
+lab = "{name}"
+neighbours = "static"
+
+[nodes.client]
+[nodes.server]
+
+[[links]]
+name = "uplink"
+endpoints = ["client", "server"]
+netem = "delay 10ms"
+"""
+
+
+def rtt_ms(ping: rtemu.ExecResult) -> float:
+    """The average round trip `ping` printed."""
+    m = re.search(r"= [\d.]+/([\d.]+)/", ping.stdout)
+    assert m, f"no rtt in ping's output: {ping.stdout!r} {ping.stderr!r}"
+    return float(m.group(1))
+
+
+def pcapng_blocks(data: bytes) -> list[int]:
+    """The block types of a pcapng file (little- or big-endian), checking each block's length."""
+    assert data[:4] == b"\x0a\x0d\x0d\x0a", "not a pcapng file"
+    order = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+    types, at = [], 0
+    while at < len(data):
+        kind, length = struct.unpack_from(order + "II", data, at)
+        assert length >= 12 and at + length <= len(data), "truncated block"
+        assert struct.unpack_from(order + "I", data, at + length - 4)[0] == length
+        types.append(kind)
+        at += length
+    return types
+
+
+@pytest.fixture()
+def lab(client: rtemu.Client) -> Iterator[rtemu.Lab]:
+    """A two-node lab with a 10 ms link through the engine, always brought down after."""
+    name = unique_lab("e")
+    with client.up(TOPOLOGY.format(name=name)) as lab:
+        yield lab
+    left = {n.netns for n in lab.nodes} | {f"rtemu-{name}"}
+    assert not left & namespaces(), "namespaces left after down"
+
+
+def test_full_experiment(client: rtemu.Client, lab: rtemu.Lab, tmp_path: Path) -> None:
+    assert lab.status == "up" and lab.file == "<request>"
+    assert {n.name for n in lab.nodes} == {"client", "server"}
+    assert {n.netns for n in lab.nodes} <= namespaces()
+    assert lab.name in {l.name for l in client.labs()}
+    link = lab.link("uplink")
+    assert (link.a, link.b, link.impaired, link.a_to_b) == ("client", "server", True, "delay 10ms")
+    ping = ["ping", "-c", "3", "-i", "0.2", "server"]
+    node = lab.node("client")
+
+    assert 19 < rtt_ms(node.exec(ping, timeout=20, check=True)) < 60
+
+    link.set("delay 50ms")
+    assert 99 < rtt_ms(node.exec(ping, timeout=20, check=True)) < 160
+
+    link.down()
+    cut = node.exec(["ping", "-c", "2", "-i", "0.2", "-W", "1", "server"], timeout=20)
+    assert cut.status == 1 and "100% packet loss" in cut.stdout
+    link.up()
+
+    link.schedule([(0.2, "delay 2ms")])
+    time.sleep(0.5)
+    assert 3 < rtt_ms(node.exec(ping, timeout=20, check=True)) < 30
+
+    snaps = list(lab.stats(stream=True, interval=0.1, count=3))
+    assert len(snaps) == 3
+    up = [s.links["uplink"].a_to_b for s in snaps]
+    # 3 + 3 + 2 + 3 echo requests went client → server, 2 of them into the cut.
+    assert up[0].received >= 11 and up[0].dropped["link-down"] >= 2
+    assert all(d.conserved for d in up)
+    assert [d.delivered for d in up] == sorted(d.delivered for d in up)
+
+    # Capture while pinging: each frame of the link before and after the engine.
+    pinger = threading.Thread(target=node.exec, args=(ping,), kwargs={"timeout": 20})
+    pinger.start()
+    try:
+        out = lab.capture("uplink", tmp_path / "uplink.pcapng", count=4, duration=10)
+    finally:
+        pinger.join()
+    blocks = pcapng_blocks(out.read_bytes())
+    assert blocks[0] == 0x0A0D0D0A and 1 in blocks and blocks.count(6) >= 4
+
+    final = lab.down()
+    assert final.removed and final.report is not None and final.report.error is None
+    assert final.report.links["uplink"].a_to_b.delivered >= snaps[-1].links["uplink"].a_to_b.delivered
+    with pytest.raises(rtemu.NotFound):
+        client.lab(lab.name)
+
+
+def test_errors_carry_the_server_text(client: rtemu.Client, lab: rtemu.Lab) -> None:
+    with pytest.raises(rtemu.Conflict) as e:
+        client.up(TOPOLOGY.format(name=lab.name))
+    assert lab.name in e.value.message
+    with pytest.raises(rtemu.BadRequest) as bad:
+        lab.link("uplink").set("delay 10 parsecs")
+    assert bad.value.status == 400 and "parsecs" in bad.value.message
+    with pytest.raises(rtemu.BadRequest) as toml:
+        client.up('lab = "x"\n[nodes.a]\nbogus = 1\n')
+    assert "<request>:3:1" in toml.value.message
+    with pytest.raises(rtemu.NotFound):
+        client.lab(unique_lab("n"))
+    with pytest.raises(rtemu.BadRequest):
+        lab.node("client").exec([])
+
+
+def test_exec_timeout_kills_the_command(lab: rtemu.Lab) -> None:
+    started = time.monotonic()
+    r = lab.node("server").exec(["sleep", "30"], timeout=0.5)
+    assert r.timed_out and r.status is None and not r.ok
+    assert time.monotonic() - started < 10
+
+
+def test_replace_and_a_lab_without_an_engine(client: rtemu.Client) -> None:
+    name = unique_lab("p")
+    plain = TOPOLOGY.format(name=name).replace('netem = "delay 10ms"\n', "")
+    with client.up(plain) as lab:
+        again = client.up(plain, replace=True)
+        assert again.name == name and not again.link("uplink").impaired
+        s = lab.stats()
+        assert (s.lab, s.directions, s.pid) == (name, [], None)
+        ok = lab.node("client").exec(["ping", "-c", "1", "server"], timeout=10, check=True)
+        assert rtt_ms(ok) < 5
+    assert name not in {l.name for l in client.labs()}
