@@ -170,6 +170,7 @@ def test_stats_stream_yields_each_event_until_end(cut: int) -> None:
     assert got[0].links["uplink"].a_to_b.delivered == stats["directions"][0]["delivered"]
     assert seen[-1].url.path == "/v1/labs/pyfx1/stats/stream"
     assert dict(seen[-1].url.params) == {"interval": "0.5", "count": "5"}
+    assert seen[-1].headers["accept"] == "text/event-stream"
 
 
 def test_stats_stream_error_raises_before_the_first_item() -> None:
@@ -194,6 +195,7 @@ def test_capture_writes_the_stream_to_the_file(tmp_path: Path) -> None:
     assert out.read_bytes() == body
     assert seen[-1].url.params.multi_items() == [
         ("target", "uplink"), ("target", "client:eth0"), ("count", "10"), ("duration", "2")]
+    assert seen[-1].headers["accept"] == "application/x-pcapng"
     with pytest.raises(ValueError, match="count=, duration="):
         rtemu.Lab.from_json(LAB, c).capture("uplink", tmp_path / "y.pcapng")
 

@@ -181,13 +181,21 @@ class Client:
 
     @contextmanager
     def stream(
-        self, method: str, path: str, *, params: Any = None, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        accept: str,
+        params: Any = None,
+        timeout: float | None = None,
     ) -> Iterator[httpx.Response]:
         """Sends one request and yields its response unread, for streaming; an error raises.
 
-        ``timeout`` bounds each wait for more of the body (``None``: no bound).
+        ``accept`` is the media type wanted; ``timeout`` bounds each wait for more of the body
+        (``None``: no bound).
         """
         request = self._http.build_request(method, path, params=params,
+                                           headers={"Accept": accept},
                                            timeout=httpx.Timeout(self.timeout, read=timeout))
         response = self._send(request, stream=True)
         try:

@@ -316,9 +316,10 @@ class Lab:
         # Bounded waits: a server that stops sending mid-stream raises instead of hanging.
         wait = interval + self._client.timeout
         path = _path(self.name, "stats", "stream")
-        with self._client.stream("GET", path, params=params, timeout=wait) as response:
+        with self._client.stream("GET", path, accept="text/event-stream", params=params,
+                                 timeout=wait) as response:
             parser = SSEParser()
-            for chunk in response.iter_raw():
+            for chunk in response.iter_bytes():
                 for event in parser.feed(chunk):
                     if event.event == "end":
                         return
@@ -359,9 +360,10 @@ class Lab:
             timeout = duration + self._client.timeout
         out = Path(path)
         api_path = _path(self.name, "capture")
-        with self._client.stream("GET", api_path, params=params, timeout=timeout) as response:
+        with self._client.stream("GET", api_path, accept="application/x-pcapng", params=params,
+                                 timeout=timeout) as response:
             with out.open("wb") as f:
-                for chunk in response.iter_raw():
+                for chunk in response.iter_bytes():
                     f.write(chunk)
         return out
 
