@@ -43,12 +43,20 @@ LAB = golden("lab.json")
 
 @pytest.mark.parametrize(
     ("status", "kind"),
-    [(400, rtemu.BadRequest), (401, rtemu.Unauthorized), (404, rtemu.NotFound),
-     (409, rtemu.Conflict), (422, rtemu.InvalidTopology), (500, rtemu.ServerError),
-     (503, rtemu.EngineNotRunning), (502, rtemu.ServerError)],
+    [
+        (400, rtemu.BadRequest),
+        (401, rtemu.Unauthorized),
+        (404, rtemu.NotFound),
+        (409, rtemu.Conflict),
+        (422, rtemu.InvalidTopology),
+        (500, rtemu.ServerError),
+        (503, rtemu.EngineNotRunning),
+        (502, rtemu.ServerError),
+    ],
 )
 def test_error_status_maps_to_its_exception_with_the_server_text(
-        status: int, kind: type[rtemu.RtemuError]) -> None:
+    status: int, kind: type[rtemu.RtemuError]
+) -> None:
     text = "<request>:3:7: unknown key `nodez`"
     c, _ = fake(lambda r: httpx.Response(status, json={"error": text}))
     with pytest.raises(kind) as e:
@@ -77,8 +85,9 @@ def test_a_reply_that_is_not_json_is_a_protocol_error() -> None:
         c.labs()
 
 
-def test_up_sends_inline_toml_or_an_absolute_path(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_sends_inline_toml_or_an_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     c, seen = fake(routes({("POST", "/v1/labs"): lambda r: httpx.Response(201, json=LAB)}))
     toml = 'lab = "x"\n[nodes.a]\n'
     lab = c.up(toml, name="pyx", replace=True)
@@ -100,13 +109,17 @@ def test_names_in_paths_are_one_segment() -> None:
 
 def test_link_operations_send_the_api_bodies() -> None:
     ok = {"ok": True}
-    c, seen = fake(routes({
-        ("GET", "/v1/labs/pyfx1/links"): LAB["links"],
-        ("POST", "/v1/labs/pyfx1/links/uplink/set"): ok,
-        ("POST", "/v1/labs/pyfx1/links/uplink/down"): ok,
-        ("POST", "/v1/labs/pyfx1/links/uplink/up"): ok,
-        ("POST", "/v1/labs/pyfx1/links/uplink/schedule"): ok,
-    }))
+    c, seen = fake(
+        routes(
+            {
+                ("GET", "/v1/labs/pyfx1/links"): LAB["links"],
+                ("POST", "/v1/labs/pyfx1/links/uplink/set"): ok,
+                ("POST", "/v1/labs/pyfx1/links/uplink/down"): ok,
+                ("POST", "/v1/labs/pyfx1/links/uplink/up"): ok,
+                ("POST", "/v1/labs/pyfx1/links/uplink/schedule"): ok,
+            }
+        )
+    )
     lab = rtemu.Lab.from_json(LAB, c)
     link = lab.link("uplink")
     link.set("delay 50ms loss 1%")
@@ -117,14 +130,23 @@ def test_link_operations_send_the_api_bodies() -> None:
     link.up()
     assert [r.url.path.rsplit("/", 1)[1] for r in seen[-2:]] == ["down", "up"]
     link.schedule([("2s", "delay 80ms"), rtemu.Change(0.25, "delay 5ms", "a-b")])
-    assert json.loads(seen[-1].content) == {"changes": [
-        {"at": "2s", "netem": "delay 80ms", "dir": "both"},
-        {"at": "250000us", "netem": "delay 5ms", "dir": "a-b"}]}
+    assert json.loads(seen[-1].content) == {
+        "changes": [
+            {"at": "2s", "netem": "delay 80ms", "dir": "both"},
+            {"at": "250000us", "netem": "delay 5ms", "dir": "a-b"},
+        ]
+    }
 
 
 def test_a_missing_name_lists_the_ones_there_are() -> None:
-    c, _ = fake(routes({("GET", "/v1/labs/pyfx1/links"): LAB["links"],
-                        ("GET", "/v1/labs/pyfx1/nodes"): LAB["nodes"]}))
+    c, _ = fake(
+        routes(
+            {
+                ("GET", "/v1/labs/pyfx1/links"): LAB["links"],
+                ("GET", "/v1/labs/pyfx1/nodes"): LAB["nodes"],
+            }
+        )
+    )
     lab = rtemu.Lab.from_json(LAB, c)
     with pytest.raises(rtemu.NotFound, match="lab pyfx1 has no link 'upl' \\(its links: uplink\\)"):
         lab.link("upl")
@@ -134,36 +156,45 @@ def test_a_missing_name_lists_the_ones_there_are() -> None:
 
 def test_exec_sends_argv_and_checks() -> None:
     reply = golden("exec.json")
-    c, seen = fake(routes({
-        ("GET", "/v1/labs/pyfx1/nodes"): LAB["nodes"],
-        ("POST", "/v1/labs/pyfx1/nodes/client/exec"):
-            lambda r: httpx.Response(200, json=dict(reply, status=json.loads(r.content)["timeout"]))
-    }))
+    c, seen = fake(
+        routes(
+            {
+                ("GET", "/v1/labs/pyfx1/nodes"): LAB["nodes"],
+                ("POST", "/v1/labs/pyfx1/nodes/client/exec"): lambda r: httpx.Response(
+                    200, json=dict(reply, status=json.loads(r.content)["timeout"])
+                ),
+            }
+        )
+    )
     node = rtemu.Lab.from_json(LAB, c).node("client")
     ok = node.exec(["ping", "-c", "1", Path("server")], timeout=0)
     assert json.loads(seen[-1].content) == {"argv": ["ping", "-c", "1", "server"], "timeout": 0}
     assert ok.ok and ok.argv == ["ping", "-c", "1", "server"] and ok.node == "client"
     failed = node.exec(["false"], timeout=2)
     assert failed.status == 2 and not failed.ok
-    with pytest.raises(rtemu.CommandFailed, match="`false` in node client exited with status 2") as e:
+    failure = "`false` in node client exited with status 2"
+    with pytest.raises(rtemu.CommandFailed, match=failure) as e:
         node.exec(["false"], timeout=2, check=True)
     assert e.value.result.status == 2
     with pytest.raises(TypeError, match="not a string"):
-        node.exec("ping server")  # type: ignore[arg-type]
+        node.exec("ping server")
 
 
 def sse_chunks(events: list[tuple[str, Any]], cut: int) -> Iterator[bytes]:
     data = b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
     for i in range(0, len(data), cut):
-        yield data[i:i + cut]
+        yield data[i : i + cut]
 
 
 @pytest.mark.parametrize("cut", [1, 7, 100, 100000])
 def test_stats_stream_yields_each_event_until_end(cut: int) -> None:
     stats = golden("stats.json")
     events = [("stats", dict(stats, pid=i)) for i in range(3)] + [("end", {})]
-    c, seen = fake(lambda r: httpx.Response(
-        200, headers={"content-type": "text/event-stream"}, content=sse_chunks(events, cut)))
+    c, seen = fake(
+        lambda r: httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=sse_chunks(events, cut)
+        )
+    )
     lab = rtemu.Lab.from_json(LAB, c)
     got = list(lab.stats(stream=True, interval=0.5, count=5))
     assert [s.pid for s in got] == [0, 1, 2]
@@ -188,13 +219,17 @@ def test_stats_snapshot() -> None:
 
 def test_capture_writes_the_stream_to_the_file(tmp_path: Path) -> None:
     body = bytes(range(256)) * 100
-    c, seen = fake(lambda r: httpx.Response(
-        200, content=iter([body[:1000], body[1000:]])))
-    out = rtemu.Lab.from_json(LAB, c).capture(["uplink", "client:eth0"], tmp_path / "x.pcapng",
-                                             count=10, duration=2)
+    c, seen = fake(lambda r: httpx.Response(200, content=iter([body[:1000], body[1000:]])))
+    out = rtemu.Lab.from_json(LAB, c).capture(
+        ["uplink", "client:eth0"], tmp_path / "x.pcapng", count=10, duration=2
+    )
     assert out.read_bytes() == body
     assert seen[-1].url.params.multi_items() == [
-        ("target", "uplink"), ("target", "client:eth0"), ("count", "10"), ("duration", "2")]
+        ("target", "uplink"),
+        ("target", "client:eth0"),
+        ("count", "10"),
+        ("duration", "2"),
+    ]
     assert seen[-1].headers["accept"] == "application/x-pcapng"
     with pytest.raises(ValueError, match="count=, duration="):
         rtemu.Lab.from_json(LAB, c).capture("uplink", tmp_path / "y.pcapng")
@@ -229,8 +264,9 @@ def test_tcp_client_sends_the_token_from_the_file(tmp_path: Path) -> None:
         seen.append(r)
         return httpx.Response(200, json=[])
 
-    c = rtemu.Client(url="http://127.0.0.1:9", token_file=token,
-                     transport=httpx.MockTransport(handle))
+    c = rtemu.Client(
+        url="http://127.0.0.1:9", token_file=token, transport=httpx.MockTransport(handle)
+    )
     assert c.labs() == []
     assert seen[0].headers["authorization"] == "Bearer " + "ab" * 32
     with pytest.raises(rtemu.ConnectionFailed, match="reading the API token from"):

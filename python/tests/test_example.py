@@ -25,21 +25,25 @@ def test_delay_step_experiment_runs(tmp_path: Path) -> None:
     require_root()
     name = unique_lab("x")
     plot = tmp_path / "plot.svg"
-    run = subprocess.run([sys.executable, str(SCRIPT), "--lab", name, "--plot", str(plot)],
-                         capture_output=True, text=True, timeout=120, env=os.environ)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--lab", name, "--plot", str(plot)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ,
+    )
     assert run.returncode == 0, run.stderr
     assert not {f"rtemu-{name}", f"rtemu-{name}-client"} & namespaces()
-    rows = [line.split() for line in run.stdout.splitlines()
-            if re.match(r"\s*\d+\.\d\s", line)]
+    rows = [line.split() for line in run.stdout.splitlines() if re.match(r"\s*\d+\.\d\s", line)]
     times = [float(r[0]) for r in rows]
     mbps = [float(r[1]) for r in rows]
     rtt = [float(r[2]) for r in rows]
     assert len(rows) >= 18, run.stdout
     # Before the step the path's round trip is 10 ms plus queueing; after it, 200 ms and more.
-    before = [r for t, r in zip(times, rtt) if t <= 3.5]
-    after = [r for t, r in zip(times, rtt) if t >= 5.5]
+    before = [r for t, r in zip(times, rtt, strict=True) if t <= 3.5]
+    after = [r for t, r in zip(times, rtt, strict=True) if t >= 5.5]
     assert max(before) < 150 and min(after) > 190, run.stdout
-    assert max(m for t, m in zip(times, mbps) if t <= 3.5) > 10, run.stdout
+    assert max(m for t, m in zip(times, mbps, strict=True) if t <= 3.5) > 10, run.stdout
     svg = ET.parse(plot).getroot()
     line = svg.find("{http://www.w3.org/2000/svg}polyline")
     assert line is not None and len(line.attrib["points"].split()) == len(rows)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-FAKE = textwrap.dedent('''\
+FAKE = textwrap.dedent("""\
     #!{python}
     import http.server, json, os, socketserver, sys
     args = sys.argv[1:]
@@ -43,10 +43,12 @@ FAKE = textwrap.dedent('''\
         daemon_threads = True
 
     Server(path, Handler).serve_forever()
-''')
+""")
 
-USE = ("import rtemu; c = rtemu.Client(socket={sock!r}); print(c.labs()); "
-       "print(len(__import__('rtemu.server').server._started))")
+USE = (
+    "import rtemu; c = rtemu.Client(socket={sock!r}); print(c.labs()); "
+    "print(len(__import__('rtemu.server').server._started))"
+)
 
 
 @pytest.fixture()
@@ -67,14 +69,18 @@ def alive(pid: int) -> bool:
 
 
 def run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_starts_a_server_and_stops_it_at_exit(tmp_path: Path, fake_bin: Path) -> None:
     sock, pids = tmp_path / "api.sock", tmp_path / "pids"
-    out = run(USE.format(sock=str(sock)),
-              {"RTEMU_BIN": str(fake_bin), "FAKE_PIDS": str(pids)})
+    out = run(USE.format(sock=str(sock)), {"RTEMU_BIN": str(fake_bin), "FAKE_PIDS": str(pids)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "1"]
     started = [int(p) for p in pids.read_text().split()]
@@ -93,8 +99,7 @@ def test_leaves_a_server_it_did_not_start_alone(tmp_path: Path, fake_bin: Path) 
         deadline = time.monotonic() + 10
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        out = run(USE.format(sock=str(sock)),
-                  {"RTEMU_BIN": str(fake_bin), "FAKE_PIDS": str(pids)})
+        out = run(USE.format(sock=str(sock)), {"RTEMU_BIN": str(fake_bin), "FAKE_PIDS": str(pids)})
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["[]", "0"]
         assert pids.read_text().split() == [str(theirs.pid)]
@@ -105,13 +110,19 @@ def test_leaves_a_server_it_did_not_start_alone(tmp_path: Path, fake_bin: Path) 
 
 
 def test_a_server_that_fails_to_start_says_why(tmp_path: Path, fake_bin: Path) -> None:
-    out = run(USE.format(sock=str(tmp_path / "api.sock")),
-              {"RTEMU_BIN": str(fake_bin), "FAKE_PIDS": str(tmp_path / "pids"),
-               "FAKE_FAIL": "/run/rtemu is not owned by root"})
+    out = run(
+        USE.format(sock=str(tmp_path / "api.sock")),
+        {
+            "RTEMU_BIN": str(fake_bin),
+            "FAKE_PIDS": str(tmp_path / "pids"),
+            "FAKE_FAIL": "/run/rtemu is not owned by root",
+        },
+    )
     assert out.returncode != 0
     assert "rtemu.errors.ConnectionFailed" in out.stderr
-    assert "exited with status 1; it said: rtemu: error: /run/rtemu is not owned by root" \
-        in out.stderr
+    assert (
+        "exited with status 1; it said: rtemu: error: /run/rtemu is not owned by root" in out.stderr
+    )
 
 
 def test_no_binary_says_how_to_name_one(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from itertools import pairwise
 
 import pytest
 from conftest import golden
@@ -17,12 +18,14 @@ def parse(chunks: list[bytes]) -> list[Event]:
 
 
 def test_fields_comments_and_multiline_data() -> None:
-    stream = (b": a comment\n"
-              b"event: stats\ndata: {\"a\": 1}\nid: 7\n\n"
-              b"data:no space\ndata:  two spaces\n\n"
-              b"event: nothing\n\n"
-              b"data\n\n"
-              b"event: end\r\ndata: {}\r\n\r\n")
+    stream = (
+        b": a comment\n"
+        b'event: stats\ndata: {"a": 1}\nid: 7\n\n'
+        b"data:no space\ndata:  two spaces\n\n"
+        b"event: nothing\n\n"
+        b"data\n\n"
+        b"event: end\r\ndata: {}\r\n\r\n"
+    )
     assert parse([stream]) == [
         Event("stats", '{"a": 1}', "7"),
         Event("message", "no space\n two spaces", "7"),
@@ -39,7 +42,9 @@ def test_an_event_is_dispatched_only_at_its_blank_line() -> None:
 
 def test_bom_and_lone_cr_line_endings() -> None:
     assert parse([b"\xef\xbb\xbfdata: x\r\rdata: y\r\r"]) == [
-        Event("message", "x"), Event("message", "y")]
+        Event("message", "x"),
+        Event("message", "y"),
+    ]
 
 
 def stream_and_events(rng: random.Random) -> tuple[bytes, list[Event]]:
@@ -62,7 +67,7 @@ def stream_and_events(rng: random.Random) -> tuple[bytes, list[Event]]:
 
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     bounds = [0, *sorted(cuts), len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [data[a:b] for a, b in pairwise(bounds)]
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -73,7 +78,7 @@ def test_any_chunking_gives_the_same_events(seed: int) -> None:
     # Cuts anywhere (inside CRLF, inside multi-byte characters), empty chunks included.
     cuts = [rng.randint(0, len(data)) for _ in range(rng.randint(1, 40))]
     assert parse(split(data, cuts)) == events
-    assert parse([data[i:i + 1] for i in range(len(data))]) == events
+    assert parse([data[i : i + 1] for i in range(len(data))]) == events
 
 
 def test_every_single_cut_of_a_small_stream() -> None:

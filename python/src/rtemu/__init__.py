@@ -39,8 +39,8 @@ from .types import (
     Direction,
     DownResult,
     ExecResult,
-    FinalReport,
     Fidelity,
+    FinalReport,
     Interface,
     LinkStats,
     Percentiles,
@@ -50,9 +50,7 @@ from .types import (
 __version__ = "0.1.0"
 
 
-def up(
-    topology: str | os.PathLike[str], name: str | None = None, replace: bool = False
-) -> Lab:
+def up(topology: str | os.PathLike[str], name: str | None = None, replace: bool = False) -> Lab:
     """Brings a lab up through the default client; see :meth:`Client.up`."""
     return default_client().up(topology, name=name, replace=replace)
 

@@ -8,27 +8,19 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
 
 import httpx
 
 from . import server
 from .errors import ConnectionFailed, ProtocolError, RtemuError, error_for
+from .lab import Lab, segment
 from .types import DownResult, parse_list
-
-if TYPE_CHECKING:
-    from .lab import Lab
 
 #: Seconds a control request may take (reading a lab, changing a link).
 DEFAULT_TIMEOUT = 30.0
 #: Seconds bringing a lab up or down may take (namespaces, an engine, start-up commands).
 UP_DOWN_TIMEOUT = 300.0
-
-
-def segment(name: str) -> str:
-    """``name`` as one path segment: a ``/`` or ``..`` in it cannot reach another resource."""
-    return quote(name, safe="")
 
 
 class Client:
@@ -79,8 +71,9 @@ class Client:
             # The host is not used to connect; it only fills the request's Host header.
             self.url = "http://rtemu"
         self.timeout = timeout
-        self._http = httpx.Client(transport=transport, base_url=self.url, headers=headers,
-                                  timeout=timeout)
+        self._http = httpx.Client(
+            transport=transport, base_url=self.url, headers=headers, timeout=timeout
+        )
         self._start_lock = threading.Lock()
 
     def __enter__(self) -> Client:
@@ -124,22 +117,17 @@ class Client:
             body["name"] = name
         if replace:
             body["replace"] = True
-        from .lab import Lab
-
         reply = self.request("POST", "/v1/labs", json=body, timeout=UP_DOWN_TIMEOUT)
         return Lab.from_json(reply, self)
 
     def labs(self) -> list[Lab]:
         """Every lab that is up (or half up, or degraded)."""
-        from .lab import Lab
-
-        return parse_list(self.request("GET", "/v1/labs"),
-                          lambda v, where: Lab.from_json(v, self, where), "labs")
+        return parse_list(
+            self.request("GET", "/v1/labs"), lambda v, where: Lab.from_json(v, self, where), "labs"
+        )
 
     def lab(self, name: str) -> Lab:
         """The lab called ``name``; raises :class:`~rtemu.NotFound` when there is none."""
-        from .lab import Lab
-
         return Lab.from_json(self.request("GET", f"/v1/labs/{segment(name)}"), self)
 
     def down(self, name: str) -> DownResult:
@@ -172,7 +160,10 @@ class Client:
             ConnectionFailed: no server answered (and none could be started).
         """
         request = self._http.build_request(
-            method, path, json=json, params=params,
+            method,
+            path,
+            json=json,
+            params=params,
             timeout=self.timeout if timeout is None else timeout,
         )
         response = self._send(request, stream=False)
@@ -194,9 +185,13 @@ class Client:
         ``accept`` is the media type wanted; ``timeout`` bounds each wait for more of the body
         (``None``: no bound).
         """
-        request = self._http.build_request(method, path, params=params,
-                                           headers={"Accept": accept},
-                                           timeout=httpx.Timeout(self.timeout, read=timeout))
+        request = self._http.build_request(
+            method,
+            path,
+            params=params,
+            headers={"Accept": accept},
+            timeout=httpx.Timeout(self.timeout, read=timeout),
+        )
         response = self._send(request, stream=True)
         try:
             if response.status_code >= 300:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
+from urllib.parse import quote
 
 from .errors import CommandFailed, NotFound, ProtocolError
 from .sse import SSEParser
@@ -36,9 +37,12 @@ Dir = Literal["both", "a-b", "b-a"]
 EXEC_MARGIN = 30.0
 
 
-def _path(lab: str, *rest: str) -> str:
-    from .client import segment
+def segment(name: str) -> str:
+    """``name`` as one path segment: a ``/`` or ``..`` in it cannot reach another resource."""
+    return quote(name, safe="")
 
+
+def _path(lab: str, *rest: str) -> str:
     return "/".join(["/v1/labs", segment(lab), *(segment(r) for r in rest)])
 
 
@@ -62,8 +66,7 @@ class Node:
             name=_str(o, "name", where),
             netns=_str(o, "netns", where),
             loopback=_strs(o, "loopback", where),
-            interfaces=parse_list(o.get("interfaces"), Interface.from_json,
-                                  f"{where}.interfaces"),
+            interfaces=parse_list(o.get("interfaces"), Interface.from_json, f"{where}.interfaces"),
             _client=client,
         )
 
@@ -82,14 +85,18 @@ class Node:
             check: raise :class:`~rtemu.CommandFailed` unless it exits with status 0.
         """
         if isinstance(argv, (str, bytes)):
-            raise TypeError("argv is a list of arguments, not a string: write "
-                            '["ping", "-c", "3", "server"], or ["sh", "-c", "..."] for a shell')
+            raise TypeError(
+                "argv is a list of arguments, not a string: write "
+                '["ping", "-c", "3", "server"], or ["sh", "-c", "..."] for a shell'
+            )
         args = [os.fspath(a) for a in argv]
         if not all(isinstance(a, str) for a in args):
             raise TypeError(f"argv must hold strings, got {args!r}")
         reply = self._client.request(
-            "POST", _path(self.lab, "nodes", self.name, "exec"),
-            json={"argv": args, "timeout": timeout}, timeout=timeout + EXEC_MARGIN,
+            "POST",
+            _path(self.lab, "nodes", self.name, "exec"),
+            json={"argv": args, "timeout": timeout},
+            timeout=timeout + EXEC_MARGIN,
         )
         result = ExecResult.from_json(reply, self.name, args)
         if check and not result.ok:
@@ -157,8 +164,7 @@ class Link:
         )
 
     def _post(self, action: str, body: Any = None) -> None:
-        self._client.request("POST", _path(self.lab, "links", self.name, action),
-                             json=body)
+        self._client.request("POST", _path(self.lab, "links", self.name, action), json=body)
 
     def set(self, netem: str, dir: Dir = "both") -> None:
         """Replaces the link's model with ``netem`` (netem's syntax), now, in ``dir``."""
@@ -195,8 +201,13 @@ class Lan:
     def from_json(cls, value: Any, lab: str, where: str) -> Lan:
         """Parses the API's ``Lan`` object of lab ``lab``."""
         o = _obj(value, where)
-        return cls(lab, _str(o, "name", where), _strs(o, "members", where),
-                   _opt_str(o, "ipv4", where), _opt_str(o, "ipv6", where))
+        return cls(
+            lab,
+            _str(o, "name", where),
+            _strs(o, "members", where),
+            _opt_str(o, "ipv4", where),
+            _opt_str(o, "ipv6", where),
+        )
 
 
 @dataclass(frozen=True)
@@ -231,12 +242,13 @@ class Lab:
             name=name,
             file=_str(o, "file", where),
             status=_str(o, "status", where),
-            nodes=parse_list(o.get("nodes"), lambda v, w: Node.from_json(v, client, name, w),
-                             f"{where}.nodes"),
-            links=parse_list(o.get("links"), lambda v, w: Link.from_json(v, client, name, w),
-                             f"{where}.links"),
-            lans=parse_list(o.get("lans"), lambda v, w: Lan.from_json(v, name, w),
-                            f"{where}.lans"),
+            nodes=parse_list(
+                o.get("nodes"), lambda v, w: Node.from_json(v, client, name, w), f"{where}.nodes"
+            ),
+            links=parse_list(
+                o.get("links"), lambda v, w: Link.from_json(v, client, name, w), f"{where}.links"
+            ),
+            lans=parse_list(o.get("lans"), lambda v, w: Lan.from_json(v, name, w), f"{where}.lans"),
             detached=parse_list(o.get("detached"), Detached.from_json, f"{where}.detached"),
             _client=client,
         )
@@ -278,8 +290,11 @@ class Lab:
 
     def lan(self, name: str) -> Lan:
         """The LAN called ``name``; raises :class:`~rtemu.NotFound` when there is none."""
-        lans = parse_list(self._client.request("GET", _path(self.name, "lans")),
-                          lambda v, w: Lan.from_json(v, self.name, w), "lans")
+        lans = parse_list(
+            self._client.request("GET", _path(self.name, "lans")),
+            lambda v, w: Lan.from_json(v, self.name, w),
+            "lans",
+        )
         return _named(lans, name, "LAN", self.name)
 
     def _list(self, what: str, parse: Callable[[Any, Client, str, str], N]) -> list[N]:
@@ -305,8 +320,7 @@ class Lab:
         it). Errors in the arguments raise when the stream starts.
         """
         if not stream:
-            return Stats.from_json(
-                self._client.request("GET", _path(self.name, "stats")))
+            return Stats.from_json(self._client.request("GET", _path(self.name, "stats")))
         params: dict[str, Any] = {"interval": interval}
         if count is not None:
             params["count"] = count
@@ -316,8 +330,9 @@ class Lab:
         # Bounded waits: a server that stops sending mid-stream raises instead of hanging.
         wait = interval + self._client.timeout
         path = _path(self.name, "stats", "stream")
-        with self._client.stream("GET", path, accept="text/event-stream", params=params,
-                                 timeout=wait) as response:
+        with self._client.stream(
+            "GET", path, accept="text/event-stream", params=params, timeout=wait
+        ) as response:
             parser = SSEParser()
             for chunk in response.iter_bytes():
                 for event in parser.feed(chunk):
@@ -360,8 +375,9 @@ class Lab:
             timeout = duration + self._client.timeout
         out = Path(path)
         api_path = _path(self.name, "capture")
-        with self._client.stream("GET", api_path, accept="application/x-pcapng", params=params,
-                                 timeout=timeout) as response:
+        with self._client.stream(
+            "GET", api_path, accept="application/x-pcapng", params=params, timeout=timeout
+        ) as response:
             with out.open("wb") as f:
                 for chunk in response.iter_bytes():
                     f.write(chunk)

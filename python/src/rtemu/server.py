@@ -50,8 +50,9 @@ def start(socket: str, answers: Callable[[], bool]) -> None:
     if socket != DEFAULT_SOCKET:
         argv += ["--socket", socket]
     log = tempfile.TemporaryFile(prefix="rtemu-serve-")
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+    )
     deadline = time.monotonic() + START_TIMEOUT
     delay = 0.01
     while True:
@@ -72,8 +73,11 @@ def start(socket: str, answers: Callable[[], bool]) -> None:
             log.seek(0)
             output = log.read().decode("utf-8", errors="replace").strip()
             log.close()
-            how = (f"exited with status {code}" if code is not None
-                   else f"did not answer on {socket} within {START_TIMEOUT:g} s")
+            how = (
+                f"exited with status {code}"
+                if code is not None
+                else f"did not answer on {socket} within {START_TIMEOUT:g} s"
+            )
             raise ConnectionFailed(
                 f"started `{' '.join(argv)}`, but it {how}"
                 + (f"; it said: {output}" if output else "")

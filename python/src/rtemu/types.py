@@ -7,8 +7,8 @@ fails here with a :class:`~rtemu.ProtocolError` naming the field, rather than la
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import ProtocolError
@@ -112,6 +112,7 @@ class Fidelity:
     def from_json(cls, value: Any, where: str) -> Fidelity:
         """Parses the API's ``fidelity`` object."""
         o = _obj(value, where)
+
         def pct(key: str) -> Percentiles:
             return Percentiles.from_json(o.get(key), f"{where}.{key}")
 
@@ -226,8 +227,9 @@ def _by_link(directions: list[Direction], where: str) -> dict[str, LinkStats]:
     links = {}
     for name, w in ways.items():
         if set(w) != {"a-b", "b-a"}:
-            raise ProtocolError(f"{where}: link {name!r} has directions {sorted(w)}, "
-                                "expected both a-b and b-a")
+            raise ProtocolError(
+                f"{where}: link {name!r} has directions {sorted(w)}, expected both a-b and b-a"
+            )
         links[name] = LinkStats(name, w["a-b"], w["b-a"])
     return links
 
@@ -389,8 +391,12 @@ class Interface:
     def from_json(cls, value: Any, where: str) -> Interface:
         """Parses one of the API's ``Node.interfaces``."""
         o = _obj(value, where)
-        return cls(_str(o, "name", where), _str(o, "mac", where), _strs(o, "addresses", where),
-                   _str(o, "segment", where))
+        return cls(
+            _str(o, "name", where),
+            _str(o, "mac", where),
+            _strs(o, "addresses", where),
+            _str(o, "segment", where),
+        )
 
 
 @dataclass(frozen=True)
@@ -407,6 +413,10 @@ class Detached:
     def from_json(cls, value: Any, where: str) -> Detached:
         """Parses the API's ``Detached`` object."""
         o = _obj(value, where)
-        return cls(_int(o, "pid", where), _str(o, "node", where), _strs(o, "command", where),
-                   _field(o, "running", bool, where), _str(o, "log", where))
-
+        return cls(
+            _int(o, "pid", where),
+            _str(o, "node", where),
+            _strs(o, "command", where),
+            _field(o, "running", bool, where),
+            _str(o, "log", where),
+        )
