@@ -112,11 +112,11 @@ def test_link_operations_send_the_api_bodies() -> None:
     c, seen = fake(
         routes(
             {
-                ("GET", "/v1/labs/pyfx1/links"): LAB["links"],
-                ("POST", "/v1/labs/pyfx1/links/uplink/set"): ok,
-                ("POST", "/v1/labs/pyfx1/links/uplink/down"): ok,
-                ("POST", "/v1/labs/pyfx1/links/uplink/up"): ok,
-                ("POST", "/v1/labs/pyfx1/links/uplink/schedule"): ok,
+                ("GET", "/v1/labs/pygolden/links"): golden("links.json"),
+                ("POST", "/v1/labs/pygolden/links/uplink/set"): ok,
+                ("POST", "/v1/labs/pygolden/links/uplink/down"): ok,
+                ("POST", "/v1/labs/pygolden/links/uplink/up"): ok,
+                ("POST", "/v1/labs/pygolden/links/uplink/schedule"): ok,
             }
         )
     )
@@ -142,16 +142,20 @@ def test_a_missing_name_lists_the_ones_there_are() -> None:
     c, _ = fake(
         routes(
             {
-                ("GET", "/v1/labs/pyfx1/links"): LAB["links"],
-                ("GET", "/v1/labs/pyfx1/nodes"): LAB["nodes"],
+                ("GET", "/v1/labs/pygolden/links"): golden("links.json"),
+                ("GET", "/v1/labs/pygolden/nodes"): golden("nodes.json"),
             }
         )
     )
     lab = rtemu.Lab.from_json(LAB, c)
-    with pytest.raises(rtemu.NotFound, match="lab pyfx1 has no link 'upl' \\(its links: uplink\\)"):
+    with pytest.raises(
+        rtemu.NotFound, match="lab pygolden has no link 'upl' \\(its links: uplink\\)"
+    ):
         lab.link("upl")
-    with pytest.raises(rtemu.NotFound, match="its nodes: client, server"):
-        lab.node("router")
+    with pytest.raises(
+        rtemu.NotFound, match="no node 'web' \\(its nodes: client, router, server\\)"
+    ):
+        lab.node("web")
 
 
 def test_exec_sends_argv_and_checks() -> None:
@@ -159,8 +163,8 @@ def test_exec_sends_argv_and_checks() -> None:
     c, seen = fake(
         routes(
             {
-                ("GET", "/v1/labs/pyfx1/nodes"): LAB["nodes"],
-                ("POST", "/v1/labs/pyfx1/nodes/client/exec"): lambda r: httpx.Response(
+                ("GET", "/v1/labs/pygolden/nodes"): golden("nodes.json"),
+                ("POST", "/v1/labs/pygolden/nodes/client/exec"): lambda r: httpx.Response(
                     200, json=dict(reply, status=json.loads(r.content)["timeout"])
                 ),
             }
@@ -199,7 +203,7 @@ def test_stats_stream_yields_each_event_until_end(cut: int) -> None:
     got = list(lab.stats(stream=True, interval=0.5, count=5))
     assert [s.pid for s in got] == [0, 1, 2]
     assert got[0].links["uplink"].a_to_b.delivered == stats["directions"][0]["delivered"]
-    assert seen[-1].url.path == "/v1/labs/pyfx1/stats/stream"
+    assert seen[-1].url.path == "/v1/labs/pygolden/stats/stream"
     assert dict(seen[-1].url.params) == {"interval": "0.5", "count": "5"}
     assert seen[-1].headers["accept"] == "text/event-stream"
 
@@ -212,7 +216,7 @@ def test_stats_stream_error_raises_before_the_first_item() -> None:
 
 
 def test_stats_snapshot() -> None:
-    c, _ = fake(routes({("GET", "/v1/labs/pyfx1/stats"): golden("stats.json")}))
+    c, _ = fake(routes({("GET", "/v1/labs/pygolden/stats"): golden("stats.json")}))
     s = rtemu.Lab.from_json(LAB, c).stats()
     assert isinstance(s, rtemu.Stats) and "uplink" in s.links
 
@@ -237,11 +241,11 @@ def test_capture_writes_the_stream_to_the_file(tmp_path: Path) -> None:
 
 def test_with_block_takes_the_lab_down_even_on_error() -> None:
     down = golden("down.json")
-    c, seen = fake(routes({("DELETE", "/v1/labs/pyfx1"): down}))
+    c, seen = fake(routes({("DELETE", "/v1/labs/pygolden"): down}))
     with pytest.raises(KeyError):
         with rtemu.Lab.from_json(LAB, c):
             raise KeyError("in the block")
-    assert [(r.method, r.url.path) for r in seen] == [("DELETE", "/v1/labs/pyfx1")]
+    assert [(r.method, r.url.path) for r in seen] == [("DELETE", "/v1/labs/pygolden")]
 
 
 def test_a_failing_down_is_noted_on_the_block_error() -> None:
@@ -249,7 +253,7 @@ def test_a_failing_down_is_noted_on_the_block_error() -> None:
     with pytest.raises(KeyError) as e:
         with rtemu.Lab.from_json(LAB, c):
             raise KeyError("in the block")
-    assert e.value.__notes__ == ["and bringing lab pyfx1 down failed: netlink said no"]
+    assert e.value.__notes__ == ["and bringing lab pygolden down failed: netlink said no"]
     with pytest.raises(rtemu.ServerError, match="netlink said no"):
         with rtemu.Lab.from_json(LAB, c):
             pass

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import httpx
 import pytest
-from conftest import golden
+from conftest import FIXTURES, golden
 
 import rtemu
+from rtemu.sse import SSEParser
 from rtemu.types import Direction
 
 
@@ -31,7 +33,7 @@ def test_stats_golden_has_both_directions_by_link() -> None:
     assert up.a_to_b is s.directions[0] and up.b_to_a is s.directions[1]
     a = up.a_to_b
     first = raw["directions"][0]
-    assert (a.from_node, a.to_node) == (first["from"], first["to"]) == ("client", "server")
+    assert (a.from_node, a.to_node) == (first["from"], first["to"]) == ("router", "server")
     assert a.received == first["received"] and a.delivered == first["delivered"]
     assert a.dropped == first["dropped"] and a.dropped_total == sum(first["dropped"].values())
     assert a.conserved is True
@@ -106,23 +108,73 @@ def test_lab_golden() -> None:
     raw = golden("lab.json")
     lab = rtemu.Lab.from_json(raw, offline())
     assert (lab.name, lab.file, lab.status) == (raw["name"], raw["file"], raw["status"])
+    assert lab.file == "<request>" and lab.status == "up"
     assert [n.name for n in lab.nodes] == [n["name"] for n in raw["nodes"]]
-    client = lab.nodes[0]
-    assert client.lab == lab.name and client.netns == raw["nodes"][0]["netns"]
-    assert client.interfaces[0].addresses == raw["nodes"][0]["interfaces"][0]["addresses"]
-    assert client.interfaces[0].segment == raw["nodes"][0]["interfaces"][0]["segment"]
+    for node, rn in zip(lab.nodes, raw["nodes"], strict=True):
+        assert node.lab == lab.name and node.netns == rn["netns"]
+        assert node.loopback == rn["loopback"]
+        assert [(i.name, i.mac, i.addresses, i.segment) for i in node.interfaces] == [
+            (i["name"], i["mac"], i["addresses"], i["segment"]) for i in rn["interfaces"]
+        ]
+    server = next(n for n in lab.nodes if n.name == "server")
+    assert server.loopback == ["192.0.2.1/32"]
     link = lab.links[0]
     rl = raw["links"][0]
     assert (link.name, link.a, link.b) == (rl["name"], rl["a"], rl["b"])
-    assert link.impaired == rl["impaired"]
-    assert (link.a_to_b, link.b_to_a) == (rl["a_to_b"], rl["b_to_a"])
+    assert (link.impaired, link.a_to_b, link.b_to_a) == (True, "delay 5ms loss 1%", "delay 5ms")
     assert [(x.name, x.members, x.ipv4, x.ipv6) for x in lab.lans] == [
         (x["name"], x["members"], x["ipv4"], x["ipv6"]) for x in raw["lans"]
     ]
-    assert lab.detached[0].command == raw["detached"][0]["command"]
+    assert lab.detached == []
     # The client is not part of a lab's value.
     assert rtemu.Lab.from_json(raw, offline()) == lab
     assert "_client" not in repr(lab)
+
+
+def test_lists_golden_match_the_lab() -> None:
+    c = offline()
+    lab = rtemu.Lab.from_json(golden("lab.json"), c)
+    (listed,) = [rtemu.Lab.from_json(x, c) for x in golden("labs.json")]
+    assert (listed.nodes, listed.links, listed.lans) == (lab.nodes, lab.links, lab.lans)
+    (d,) = listed.detached
+    assert (d.node, d.command, d.running) == ("server", ["sleep", "60"], True)
+    assert d.pid > 0 and d.log.endswith(".log")
+    nodes = [rtemu.Node.from_json(x, c, lab.name, "n") for x in golden("nodes.json")]
+    links = [rtemu.Link.from_json(x, c, lab.name, "l") for x in golden("links.json")]
+    lans = [rtemu.Lan.from_json(x, lab.name, "l") for x in golden("lans.json")]
+    assert (nodes, links, lans) == (lab.nodes, lab.links, lab.lans)
+
+
+def test_stream_golden_parses_to_stats() -> None:
+    events = SSEParser().feed((FIXTURES / "stats-stream.txt").read_bytes())
+    assert [e.event for e in events] == ["stats", "stats"]
+    snaps = [rtemu.Stats.from_json(json.loads(e.data)) for e in events]
+    a = [s.links["uplink"].a_to_b for s in snaps]
+    assert a[0].from_node == "router" and a[0].to_node == "server"
+    assert a[0].delivered <= a[1].delivered
+
+
+@pytest.mark.parametrize("case", sorted(golden("errors.json")))
+def test_error_golden_maps_to_its_exception(case: str) -> None:
+    expected = {
+        "up-bad-toml": rtemu.BadRequest,
+        "up-exists": rtemu.Conflict,
+        "set-bad-netem": rtemu.BadRequest,
+        "no-lab": rtemu.NotFound,
+        "bad-lab-name": rtemu.BadRequest,
+        "exec-empty-argv": rtemu.BadRequest,
+    }[case]
+    reply = golden("errors.json")[case]
+    c = rtemu.Client(
+        transport=httpx.MockTransport(lambda r: httpx.Response(reply["status"], json=reply["body"]))
+    )
+    with pytest.raises(expected) as e:
+        c.labs()
+    assert (e.value.status, e.value.message) == (reply["status"], reply["body"]["error"])
+
+
+def test_topology_errors_name_the_place() -> None:
+    assert golden("errors.json")["up-bad-toml"]["body"]["error"].startswith("<request>:3:1: ")
 
 
 def test_lab_without_a_list_is_refused() -> None:
@@ -132,8 +184,15 @@ def test_lab_without_a_list_is_refused() -> None:
         rtemu.Lab.from_json(raw, offline())
 
 
+def test_exec_timeout_golden() -> None:
+    r = rtemu.ExecResult.from_json(golden("exec-timeout.json"), "client", ["sleep", "5"])
+    assert r.timed_out and r.status is None and r.signal == 9 and not r.ok
+    assert r.describe().startswith("timed out after 0.2")
+
+
 def test_exec_result() -> None:
     raw = golden("exec.json")
+    assert "3 packets transmitted" in raw["stdout"]
     r = rtemu.ExecResult.from_json(raw, "client", ["ping", "server"])
     assert r.ok and r.status == 0 and r.stdout == raw["stdout"] and r.duration == raw["duration"]
     killed = rtemu.ExecResult.from_json(dict(raw, status=None, signal=9), "client", ["x"])
