@@ -5,6 +5,7 @@ Run as root: python3 delay_step.py [--lab NAME] [--plot FILE.svg]
 
 import argparse
 import json
+import math
 
 import rtemu
 
@@ -74,7 +75,7 @@ def write_svg(path: str, points: list[tuple[float, float]], mark: float, label: 
     """A line plot of throughput (Mbit/s) against time (s), with a marker line at ``mark``."""
     w, h, left, bottom, pad = 640, 360, 60, 40, 20
     t_max = max(t for t, _ in points)
-    y_max = max(5.0, max(v for _, v in points) * 1.1)
+    y_max = 5.0 * max(1, math.ceil(max(v for _, v in points) * 1.1 / 5))  # ticks at whole numbers
 
     def x(t: float) -> float:
         return left + (w - left - pad) * t / t_max
