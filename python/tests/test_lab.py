@@ -3,15 +3,19 @@ capture, down, and nothing left behind."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import socket
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import namespaces, unique_lab
+from conftest import namespaces, require_root, unique_lab
 
 import rtemu
 
@@ -144,3 +148,58 @@ def test_replace_and_a_lab_without_an_engine(client: rtemu.Client) -> None:
         ok = lab.node("client").exec(["ping", "-c", "1", "server"], timeout=10, check=True)
         assert rtt_ms(ok) < 5
     assert name not in {x.name for x in client.labs()}
+
+
+def test_unbounded_stream_ends_when_the_lab_goes_down(client: rtemu.Client) -> None:
+    name = unique_lab("s")
+    with client.up(TOPOLOGY.format(name=name)) as lab:
+        got: list[rtemu.Stats] = []
+        reader = threading.Thread(target=lambda: got.extend(lab.stats(stream=True, interval=0.1)))
+        reader.start()
+        time.sleep(0.6)
+        lab.down()
+        reader.join(timeout=15)
+        assert not reader.is_alive(), "the stream went on after its lab went down"
+        assert len(got) >= 2 and all(s.lab == name for s in got)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_tcp_with_the_token_file(tmp_path: Path) -> None:
+    require_root()
+    binary = os.environ.get("RTEMU_BIN") or shutil.which("rtemu")
+    assert binary, "set RTEMU_BIN to the rtemu binary"
+    sock, token = tmp_path / "api.sock", tmp_path / "api.token"
+    port = free_port()
+    argv = [
+        binary,
+        "serve",
+        "--socket",
+        str(sock),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--token-file",
+        str(token),
+    ]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while not token.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert token.exists(), f"no token file; the server said: {server.stdout}"
+        tcp = rtemu.Client(url=f"http://127.0.0.1:{port}", token_file=token)
+        assert isinstance(tcp.labs(), list)
+        assert tcp.openapi()["openapi"].startswith("3.1")
+        wrong = rtemu.Client(url=f"http://127.0.0.1:{port}", token="0" * 64)
+        with pytest.raises(rtemu.Unauthorized) as e:
+            wrong.labs()
+        assert e.value.status == 401 and "token" in e.value.message
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert not sock.exists() and not token.exists(), "the server left its socket or token"

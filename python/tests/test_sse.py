@@ -7,7 +7,7 @@ import random
 from itertools import pairwise
 
 import pytest
-from conftest import golden
+from conftest import FIXTURES, golden
 
 from rtemu.sse import Event, SSEParser
 
@@ -88,3 +88,13 @@ def test_every_single_cut_of_a_small_stream() -> None:
     for i in range(len(data) + 1):
         for j in range(i, len(data) + 1):
             assert parse(split(data, [i, j])) == whole, (i, j)
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_the_servers_own_stream_survives_any_chunking(seed: int) -> None:
+    data = (FIXTURES / "stats-stream.txt").read_bytes()
+    whole = parse([data])
+    assert [e.event for e in whole] == ["stats", "stats"]
+    rng = random.Random(seed)
+    cuts = [rng.randint(0, len(data)) for _ in range(rng.randint(1, 200))]
+    assert parse(split(data, cuts)) == whole
