@@ -308,7 +308,7 @@ pub fn flow_pattern(data: &[u8]) {
 }
 
 /// The topology loader: an error's line and column lie in the input; a valid topology's links
-/// name nodes that exist.
+/// name nodes that exist, and each netem text it holds reads as the configuration beside it.
 pub fn topology(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     match Topology::parse("fuzz.toml", &text) {
@@ -323,9 +323,11 @@ pub fn topology(data: &[u8]) {
                 {
                     for backwards in [false, true] {
                         if let Some(n) = imp.netem_for(backwards) {
-                            netem::parse(n).unwrap_or_else(|e| {
-                                panic!("link {} holds netem {n:?} that fails: {e}", seg.name)
+                            let text = n.text();
+                            let cfg = netem::parse(text).unwrap_or_else(|e| {
+                                panic!("link {} holds netem {text:?} that fails: {e}", seg.name)
                             });
+                            assert_eq!(&cfg, n.config(), "link {} netem {text:?}", seg.name);
                         }
                     }
                 }

@@ -267,18 +267,13 @@ fn label(link: &str, way: Way) -> u64 {
     rtemu_model::rng::link_label(link, way == Way::BToA)
 }
 
-/// The model of one direction from the link's trace and `netem_text`, or the direction's own
-/// netem parameters when that is `None`.
+/// The model of one direction from the link's trace and `cfg` (a direction's configuration,
+/// validated when it was parsed or read back).
 fn direction_model(
     imp: &Impairment,
-    netem_text: Option<&str>,
-    way: Way,
+    cfg: &LinkConfig,
     label: u64,
-) -> Result<(Box<dyn rtemu_model::Model + Send>, LinkConfig)> {
-    let cfg = match netem_text.or(imp.netem_for(way == Way::BToA)) {
-        Some(text) => netem::parse(text).with_context(|| format!("netem {text:?}"))?,
-        None => LinkConfig::default(),
-    };
+) -> Result<Box<dyn rtemu_model::Model + Send>> {
     let traces: Vec<TraceArg> = imp
         .trace
         .iter()
@@ -298,8 +293,7 @@ fn direction_model(
         end: EndPolicy::Loop,
         interpolation: Interpolation::Step,
     };
-    let model = build_model(&opts, &cfg, &traces, label)?;
-    Ok((model, cfg))
+    build_model(&opts, cfg, &traces, label)
 }
 
 /// Builds each impaired link direction's model as the engine will, for
@@ -312,7 +306,7 @@ impl LinkCheck for BuildModels {
         &self,
         link: &str,
         imp: &Impairment,
-        netem: Option<&str>,
+        netem: Option<&LinkConfig>,
         backwards: bool,
     ) -> std::result::Result<(), LinkCheckError> {
         // A trace that is a pipe is read once, by the engine: opening it here would wait for a
@@ -325,7 +319,8 @@ impl LinkCheck for BuildModels {
             return Ok(());
         }
         let way = if backwards { Way::BToA } else { Way::AToB };
-        direction_model(imp, netem, way, label(link, way))
+        let cfg = netem.cloned().unwrap_or_else(|| imp.config_for(backwards));
+        direction_model(imp, &cfg, label(link, way))
             .map(drop)
             .map_err(|e| LinkCheckError {
                 culprit: if e.downcast_ref::<TraceContext>().is_some() {
@@ -360,12 +355,12 @@ fn queue_frames(cfg: &LinkConfig) -> usize {
     }
 }
 
-/// A new model for one direction, ready to swap in. A rate queue longer than the direction's
-/// `pool` of buffers is refused: its frames would be dropped as `pool-exhausted`, not by the
-/// queue the user asked for.
-fn swap(imp: &Impairment, netem_text: &str, link: &str, way: Way, pool: usize) -> Result<Swap> {
-    let (model, cfg) = direction_model(imp, Some(netem_text), way, label(link, way))?;
-    if queue_frames(&cfg) > pool {
+/// A new model of `cfg` for one direction, ready to swap in. A rate queue longer than the
+/// direction's `pool` of buffers is refused: its frames would be dropped as `pool-exhausted`,
+/// not by the queue the user asked for.
+fn swap(imp: &Impairment, cfg: &LinkConfig, link: &str, way: Way, pool: usize) -> Result<Swap> {
+    let model = direction_model(imp, cfg, label(link, way))?;
+    if queue_frames(cfg) > pool {
         bail!(
             "link {link} ({}): a queue of {} frames needs as many buffers, and this direction \
              has {pool}, sized when the lab came up; give the link that limit in the topology \
@@ -376,7 +371,7 @@ fn swap(imp: &Impairment, netem_text: &str, link: &str, way: Way, pool: usize) -
     }
     Ok(Swap {
         model,
-        resolution: resolution(imp, &cfg),
+        resolution: resolution(imp, cfg),
     })
 }
 
@@ -388,7 +383,8 @@ fn direction_config(
     mtu: u32,
     sizing_pps: u64,
 ) -> Result<DirectionConfig> {
-    let (model, cfg) = direction_model(imp, None, way, label(link, way))?;
+    let cfg = imp.config_for(way == Way::BToA);
+    let model = direction_model(imp, &cfg, label(link, way))?;
     let horizon = if imp.trace.is_some() {
         TRACE_SIZING_DELAY_NS
     } else {
@@ -401,9 +397,7 @@ fn direction_config(
         .iter()
         .filter(|c| c.ways.includes(way == Way::BToA))
     {
-        let later =
-            netem::parse(&change.netem).with_context(|| format!("netem {:?}", change.netem))?;
-        queue = queue.max(queue_frames(&later));
+        queue = queue.max(queue_frames(change.netem.config()));
     }
     Ok(DirectionConfig {
         model,
@@ -510,7 +504,7 @@ pub fn run(args: &RunOptions) -> Result<()> {
             for way in [Way::AToB, Way::BToA] {
                 if change.ways.includes(way == Way::BToA) {
                     let pool = pools[&(seg.name.clone(), way)];
-                    let swap = swap(imp, &change.netem, &seg.name, way, pool)
+                    let swap = swap(imp, change.netem.config(), &seg.name, way, pool)
                         .with_context(|| format!("link `{}`: schedule", seg.name))?;
                     steps.push(Step {
                         due: start + Duration::from_nanos(change.at_ns),
@@ -636,6 +630,12 @@ fn run_schedule(
     }
 }
 
+/// The netem parameters of a `set` or `schedule` request: the user's text, read (and
+/// validated, [`LinkConfig::validate`]) here once for every direction it changes.
+fn parse_request(text: &str) -> Result<LinkConfig> {
+    netem::parse(text).with_context(|| format!("netem {text:?}"))
+}
+
 /// A reply as one line of JSON.
 fn to_json<T: serde::Serialize>(reply: &T) -> String {
     serde_json::to_string(reply).expect("replies serialise")
@@ -678,6 +678,7 @@ fn serve(
             netem,
         } => {
             let (seg, imp) = find(&link)?;
+            let cfg = parse_request(&netem)?;
             let due = Instant::now()
                 .checked_add(Duration::from_nanos(after_ns))
                 .context("`schedule`: that is too far ahead")?;
@@ -689,7 +690,7 @@ fn serve(
                     due,
                     link: link.clone(),
                     way,
-                    swap: swap(imp, &netem, &seg.name, way, pool)?,
+                    swap: swap(imp, &cfg, &seg.name, way, pool)?,
                 });
             }
             for step in steps {
@@ -701,11 +702,12 @@ fn serve(
         }
         Request::Set { link, ways, netem } => {
             let (seg, imp) = find(&link)?;
+            let cfg = parse_request(&netem)?;
             for &way in ways.ways() {
                 h.steerer().set_model(
                     &link,
                     way,
-                    swap(imp, &netem, &seg.name, way, pools[&(seg.name.clone(), way)])?,
+                    swap(imp, &cfg, &seg.name, way, pools[&(seg.name.clone(), way)])?,
                 )?;
             }
             to_json(&Ack::OK)

@@ -279,13 +279,14 @@ impl State {
 
     fn write_into(&self, dir: &Path) -> Result<(), StateError> {
         let tmp = dir.join("state.json.tmp");
-        let json = serde_json::to_vec_pretty(self).map_err(io::Error::other);
-        json.and_then(|json| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&json)?;
-            f.sync_all()
-        })
-        .map_err(io_at("writing", &tmp))?;
+        self.to_json()
+            .map_err(io::Error::other)
+            .and_then(|json| {
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(&json)?;
+                f.sync_all()
+            })
+            .map_err(io_at("writing", &tmp))?;
         std::fs::rename(&tmp, dir.join(STATE_FILE)).map_err(io_at("writing", &tmp))
     }
 
@@ -323,17 +324,29 @@ impl State {
             }
             Ok(_) => std::fs::read(&path).map_err(io_at("reading", &path))?,
         };
+        State::from_json(&bytes, &lab).map(Some).map_err(foreign)
+    }
+
+    /// The state file's content.
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec_pretty(self)
+    }
+
+    /// Reads a state file's content `bytes` as lab `lab`'s state, checked ([`State::check`]);
+    /// every link configuration in it is validated as it is read. The error says why it is
+    /// not one.
+    pub fn from_json(bytes: &[u8], lab: &LabName) -> Result<State, String> {
         // serde's message would quote the file; where the fault lies is enough.
-        let state: State = serde_json::from_slice(&bytes).map_err(|e| {
-            foreign(format!(
+        let state: State = serde_json::from_slice(bytes).map_err(|e| {
+            format!(
                 "not a lab state: {:?} error at line {} column {}",
                 e.classify(),
                 e.line(),
                 e.column()
-            ))
+            )
         })?;
-        state.check(&lab).map_err(foreign)?;
-        Ok(Some(state))
+        state.check(lab)?;
+        Ok(state)
     }
 
     /// Checks that everything this state names is something `up` makes for lab `lab`, so a

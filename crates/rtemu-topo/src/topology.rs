@@ -11,6 +11,9 @@ use std::net::IpAddr;
 use std::ops::Range;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use rtemu_model::config::ConfigError;
+use rtemu_model::netem::NetemError;
+use rtemu_model::LinkConfig;
 use toml::Spanned;
 
 use crate::error::{LoadError, SpecError};
@@ -140,37 +143,197 @@ pub enum ExternalMode {
     Macvlan,
 }
 
+/// One direction's netem parameters: the text as the file (or a program) gave it, kept for
+/// people to read (`ls --json`, link views), and the configuration it reads as, parsed and
+/// validated once, which the engine builds its models from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Netem {
+    text: String,
+    /// Boxed: a segment holds up to three, and most segments none.
+    config: Box<LinkConfig>,
+}
+
+impl Netem {
+    /// Reads netem parameters (checked by [`LinkConfig::validate`]).
+    pub fn parse(text: &str) -> Result<Netem, NetemError> {
+        Ok(Netem {
+            config: Box::new(rtemu_model::netem::parse(text)?),
+            text: text.to_owned(),
+        })
+    }
+
+    /// A configuration made by a program, checked by [`LinkConfig::validate`]; its text is
+    /// the configuration in netem syntax.
+    pub fn from_config(config: LinkConfig) -> Result<Netem, ConfigError> {
+        config.validate()?;
+        Ok(Netem {
+            text: config.to_string(),
+            config: Box::new(config),
+        })
+    }
+
+    /// A configuration read back from a record with its text, as a state file holds it: it
+    /// was validated when first parsed, but the file may have been changed since, so it is
+    /// validated again.
+    fn from_record(text: String, config: Option<LinkConfig>) -> Result<Netem, String> {
+        match config {
+            Some(config) => match config.validate() {
+                Ok(()) => Ok(Netem {
+                    text,
+                    config: Box::new(config),
+                }),
+                Err(e) => Err(format!("netem {text:?}: its configuration is invalid: {e}")),
+            },
+            // A record written before configurations were stored: its text is all there is.
+            None => Netem::parse(&text).map_err(|e| format!("netem {text:?}: {e}")),
+        }
+    }
+
+    /// The parameters as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The configuration they read as.
+    pub fn config(&self) -> &LinkConfig {
+        &self.config
+    }
+}
+
 /// Link parameters that need the real-time engine.
+///
+/// In a state file (and `ls --json`) each netem value keeps its text under its own name
+/// (`netem`, `netem_ab`, `netem_ba`, a schedule entry's `netem`) with the configuration beside
+/// it (`netem_config`, …); reading one back validates every configuration.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "ImpairmentRecord", try_from = "ImpairmentRecord")]
 pub struct Impairment {
     /// netem-style parameters of both directions.
-    pub netem: Option<String>,
+    pub netem: Option<Netem>,
     /// netem-style parameters from the first endpoint to the second, instead of `netem`.
-    #[serde(default)]
-    pub netem_ab: Option<String>,
+    pub netem_ab: Option<Netem>,
     /// netem-style parameters from the second endpoint to the first, instead of `netem`.
-    #[serde(default)]
-    pub netem_ba: Option<String>,
+    pub netem_ba: Option<Netem>,
     /// A trace file.
     pub trace: Option<String>,
     /// Whether address resolution goes through the model too (default: it passes with the
     /// base delay and is never lost).
-    #[serde(default)]
     pub resolution_modelled: bool,
     /// Parameter changes, in time order.
-    #[serde(default)]
     pub schedule: Vec<Change>,
 }
 
 impl Impairment {
     /// The netem parameters of one direction (`false`: first endpoint to second).
-    pub fn netem_for(&self, backwards: bool) -> Option<&str> {
+    pub fn netem_for(&self, backwards: bool) -> Option<&Netem> {
         let own = if backwards {
             &self.netem_ba
         } else {
             &self.netem_ab
         };
-        own.as_deref().or(self.netem.as_deref())
+        own.as_ref().or(self.netem.as_ref())
+    }
+
+    /// The configuration of one direction (`false`: first endpoint to second); an ideal link's
+    /// when it has no netem parameters (a trace alone decides).
+    pub fn config_for(&self, backwards: bool) -> LinkConfig {
+        self.netem_for(backwards)
+            .map(|n| n.config().clone())
+            .unwrap_or_default()
+    }
+}
+
+/// An [`Impairment`] as a state file holds it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ImpairmentRecord {
+    netem: Option<String>,
+    #[serde(default)]
+    netem_ab: Option<String>,
+    #[serde(default)]
+    netem_ba: Option<String>,
+    trace: Option<String>,
+    #[serde(default)]
+    resolution_modelled: bool,
+    #[serde(default)]
+    schedule: Vec<ChangeRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    netem_config: Option<LinkConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    netem_ab_config: Option<LinkConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    netem_ba_config: Option<LinkConfig>,
+}
+
+/// A [`Change`] as a state file holds it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ChangeRecord {
+    at_ns: u64,
+    ways: Ways,
+    netem: String,
+    #[serde(default)]
+    config: Option<LinkConfig>,
+}
+
+/// A netem value's text and configuration, apart.
+fn split(netem: Option<Netem>) -> (Option<String>, Option<LinkConfig>) {
+    netem.map_or((None, None), |n| (Some(n.text), Some(*n.config)))
+}
+
+impl From<Impairment> for ImpairmentRecord {
+    fn from(imp: Impairment) -> Self {
+        let (netem, netem_config) = split(imp.netem);
+        let (netem_ab, netem_ab_config) = split(imp.netem_ab);
+        let (netem_ba, netem_ba_config) = split(imp.netem_ba);
+        ImpairmentRecord {
+            netem,
+            netem_ab,
+            netem_ba,
+            trace: imp.trace,
+            resolution_modelled: imp.resolution_modelled,
+            schedule: imp
+                .schedule
+                .into_iter()
+                .map(|c| ChangeRecord {
+                    at_ns: c.at_ns,
+                    ways: c.ways,
+                    netem: c.netem.text,
+                    config: Some(*c.netem.config),
+                })
+                .collect(),
+            netem_config,
+            netem_ab_config,
+            netem_ba_config,
+        }
+    }
+}
+
+impl TryFrom<ImpairmentRecord> for Impairment {
+    type Error = String;
+
+    fn try_from(r: ImpairmentRecord) -> Result<Self, String> {
+        let join = |text: Option<String>, config: Option<LinkConfig>, what: &str| match text {
+            Some(text) => Netem::from_record(text, config).map(Some),
+            None if config.is_some() => Err(format!("{what}_config without its {what}")),
+            None => Ok(None),
+        };
+        Ok(Impairment {
+            netem: join(r.netem, r.netem_config, "netem")?,
+            netem_ab: join(r.netem_ab, r.netem_ab_config, "netem_ab")?,
+            netem_ba: join(r.netem_ba, r.netem_ba_config, "netem_ba")?,
+            trace: r.trace,
+            resolution_modelled: r.resolution_modelled,
+            schedule: r
+                .schedule
+                .into_iter()
+                .map(|c| {
+                    Ok(Change {
+                        at_ns: c.at_ns,
+                        ways: c.ways,
+                        netem: Netem::from_record(c.netem, c.config)?,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+        })
     }
 }
 
@@ -198,14 +361,14 @@ impl Ways {
 }
 
 /// A scheduled change of a link's parameters.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     /// When, ns after the engine starts.
     pub at_ns: u64,
     /// Which directions.
     pub ways: Ways,
     /// The new netem parameters.
-    pub netem: String,
+    pub netem: Netem,
 }
 
 /// A link or a LAN.
@@ -387,11 +550,15 @@ struct ImpairedLink {
     /// Byte spans of `netem`, `netem_ab` and `netem_ba`.
     netem: [Option<Range<usize>>; 3],
     trace: Option<Range<usize>>,
-    /// Each schedule entry's `netem` span, its directions and text.
-    schedule: Vec<(Range<usize>, Ways, String)>,
+    /// The span of each schedule entry's `netem`, in `imp.schedule`'s order.
+    schedule: Vec<Range<usize>>,
     /// The link's endpoints, for an error no single value is to blame for.
     endpoints: Range<usize>,
 }
+
+/// A link's impairment, with the span of each schedule entry's `netem` in its schedule's
+/// order.
+type ImpairmentAt = (Impairment, Vec<Range<usize>>);
 
 /// Which value of an impaired link a failed [`LinkCheck`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -418,12 +585,12 @@ pub struct LinkCheckError {
 pub trait LinkCheck {
     /// Builds the model of one direction of link `link` (`backwards`: from its second
     /// endpoint to its first) from `imp`, whose trace path is resolved, with `netem` instead
-    /// of the direction's own parameters when given (a scheduled change).
+    /// of the direction's own configuration when given (a scheduled change).
     fn direction(
         &self,
         link: &str,
         imp: &Impairment,
-        netem: Option<&str>,
+        netem: Option<&LinkConfig>,
         backwards: bool,
     ) -> Result<(), LinkCheckError>;
 }
@@ -490,10 +657,10 @@ impl<'a> Validator<'a> {
                 check
                     .direction(&link.name, &imp, None, backwards)
                     .map_err(|e| self.link_error(link, netem, e))?;
-                for (span, ways, text) in &link.schedule {
-                    if ways.includes(backwards) {
+                for (change, span) in link.imp.schedule.iter().zip(&link.schedule) {
+                    if change.ways.includes(backwards) {
                         check
-                            .direction(&link.name, &imp, Some(text), backwards)
+                            .direction(&link.name, &imp, Some(change.netem.config()), backwards)
                             .map_err(|e| self.link_error(link, Some(span), e))?;
                     }
                 }
@@ -620,7 +787,7 @@ impl<'a> Validator<'a> {
             };
             self.unique_segment(&mut segment_names, &name, &span)?;
             let impairment = self.impairment(link)?;
-            if let Some(imp) = &impairment {
+            if let Some((imp, schedule)) = &impairment {
                 let span = |s: &Option<Spanned<String>>| s.as_ref().map(Spanned::span);
                 self.impaired.push(ImpairedLink {
                     name: name.clone(),
@@ -631,11 +798,7 @@ impl<'a> Validator<'a> {
                         span(&link.netem_ba),
                     ],
                     trace: span(&link.trace),
-                    schedule: link
-                        .schedule
-                        .iter()
-                        .map(|c| Ok((c.netem.span(), self.ways(c)?, c.netem.get_ref().clone())))
-                        .collect::<Result<_, SpecError>>()?,
+                    schedule: schedule.clone(),
                     endpoints: link.endpoints.span(),
                 });
             }
@@ -649,7 +812,9 @@ impl<'a> Validator<'a> {
                 ipv4: self.subnet4(link.ipv4.as_ref(), &name)?,
                 ipv6: self.subnet6(link.ipv6.as_ref(), &name)?,
                 name,
-                kind: SegmentKind::Link { impairment },
+                kind: SegmentKind::Link {
+                    impairment: impairment.map(|(imp, _)| imp),
+                },
                 members: vec![a, b],
                 span,
                 mtu_span: link
@@ -787,12 +952,11 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// A link's impairment, checked; `None` for an ideal link.
-    fn impairment(&self, link: &crate::spec::LinkSpec) -> Result<Option<Impairment>, SpecError> {
-        let text = |s: &Option<Spanned<String>>| -> Result<Option<String>, SpecError> {
-            s.as_ref()
-                .map(|t| self.netem(t).map(|()| t.get_ref().clone()))
-                .transpose()
+    /// A link's impairment, checked, with the span of each schedule entry's `netem` in its
+    /// schedule's order; `None` for an ideal link.
+    fn impairment(&self, link: &crate::spec::LinkSpec) -> Result<Option<ImpairmentAt>, SpecError> {
+        let text = |s: &Option<Spanned<String>>| -> Result<Option<Netem>, SpecError> {
+            s.as_ref().map(|t| self.netem(t)).transpose()
         };
         let resolution_modelled = match &link.resolution {
             None => false,
@@ -811,16 +975,16 @@ impl<'a> Validator<'a> {
         for c in &link.schedule {
             let at = rtemu_model::units::Time::parse(c.at.get_ref())
                 .map_err(|e| self.err(c.at.span(), format!("schedule `at`: {e}")))?;
-            let ways = self.ways(c)?;
-            self.netem(&c.netem)?;
-            schedule.push(Change {
+            let change = Change {
                 at_ns: at.0,
-                ways,
-                netem: c.netem.get_ref().clone(),
-            });
+                ways: self.ways(c)?,
+                netem: self.netem(&c.netem)?,
+            };
+            schedule.push((change, c.netem.span()));
         }
         // In time order; changes at the same time keep the file's order.
-        schedule.sort_by_key(|c| c.at_ns);
+        schedule.sort_by_key(|(c, _)| c.at_ns);
+        let (schedule, spans): (Vec<Change>, Vec<Range<usize>>) = schedule.into_iter().unzip();
         let imp = Impairment {
             netem: text(&link.netem)?,
             netem_ab: text(&link.netem_ab)?,
@@ -842,7 +1006,7 @@ impl<'a> Validator<'a> {
                 ));
             }
         }
-        Ok((!ideal).then_some(imp))
+        Ok((!ideal).then_some((imp, spans)))
     }
 
     /// The directions a schedule entry applies to.
@@ -861,15 +1025,13 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// Checks a link's netem parameters, pointing at the offending word inside the string.
-    fn netem(&self, text: &Spanned<String>) -> Result<(), SpecError> {
-        rtemu_model::netem::parse(text.get_ref())
-            .map(drop)
-            .map_err(|e| {
-                // The string's text starts after its opening quote.
-                let at = text.span().start + e.column;
-                self.err(at..at, format!("netem: {e}"))
-            })
+    /// Reads a link's netem parameters, pointing at the offending word inside the string.
+    fn netem(&self, text: &Spanned<String>) -> Result<Netem, SpecError> {
+        Netem::parse(text.get_ref()).map_err(|e| {
+            // The string's text starts after its opening quote.
+            let at = text.span().start + e.column;
+            self.err(at..at, format!("netem: {e}"))
+        })
     }
 
     fn mtu(&self, mtu: &Spanned<i64>) -> Result<u32, SpecError> {

@@ -134,7 +134,9 @@ fn impaired_links_are_parsed_for_later() {
     let topo = Topology::parse("i.toml", src).unwrap();
     let impaired: Vec<_> = topo.impaired_links().collect();
     assert_eq!(impaired.len(), 1);
-    assert_eq!(impaired[0].1.netem.as_deref(), Some("delay 10ms"));
+    let netem = impaired[0].1.netem.as_ref().unwrap();
+    assert_eq!(netem.text(), "delay 10ms");
+    assert_eq!(netem.config().delay, rtemu_model::units::Time(10_000_000));
 }
 
 #[test]
@@ -228,7 +230,8 @@ proptest! {
     }
 }
 
-/// Records every direction `load_checked` asks to build, and fails the one naming `bad`.
+/// Records every direction `load_checked` asks to build (a scheduled change by its
+/// configuration in netem syntax), and fails the one naming table `bad`.
 struct Recorder(std::cell::RefCell<Vec<(String, bool, Option<String>)>>);
 
 impl rtemu_topo::topology::LinkCheck for Recorder {
@@ -236,22 +239,20 @@ impl rtemu_topo::topology::LinkCheck for Recorder {
         &self,
         link: &str,
         imp: &rtemu_topo::topology::Impairment,
-        netem: Option<&str>,
+        netem: Option<&rtemu_model::LinkConfig>,
         backwards: bool,
     ) -> Result<(), rtemu_topo::topology::LinkCheckError> {
-        let text = netem.or(imp.netem_for(backwards)).map(str::to_owned);
+        let cfg = netem.cloned().unwrap_or_else(|| imp.config_for(backwards));
         self.0
             .borrow_mut()
-            .push((link.to_owned(), backwards, netem.map(str::to_owned)));
-        match text {
-            Some(t) if t.contains("distribution bad") => {
-                Err(rtemu_topo::topology::LinkCheckError {
-                    culprit: rtemu_topo::topology::Culprit::Netem,
-                    message: "no such table".into(),
-                })
-            }
-            _ => Ok(()),
+            .push((link.to_owned(), backwards, netem.map(|c| c.to_string())));
+        if cfg.distribution == rtemu_model::config::DistName::Table("bad".into()) {
+            return Err(rtemu_topo::topology::LinkCheckError {
+                culprit: rtemu_topo::topology::Culprit::Netem,
+                message: "no such table".into(),
+            });
         }
+        Ok(())
     }
 }
 

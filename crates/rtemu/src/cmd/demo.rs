@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser};
 use rtemu_topo::lab;
 use rtemu_topo::state::State;
-use rtemu_topo::topology::{Impairment, SegmentKind};
+use rtemu_topo::topology::{Impairment, Netem, SegmentKind};
 use rtemu_topo::Topology;
 
 use super::topo::{bring_up, take_down};
@@ -60,7 +60,7 @@ fn topology() -> Result<Topology> {
         .context("the example has no north-east link")?;
     link.kind = SegmentKind::Link {
         impairment: Some(Impairment {
-            netem: Some(DEMO_NETEM.to_owned()),
+            netem: Some(Netem::parse(DEMO_NETEM).context("the demo's netem parameters")?),
             ..Impairment::default()
         }),
     };
