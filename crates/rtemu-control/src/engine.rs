@@ -789,3 +789,102 @@ fn directions(state: &State, pools: &Pools, ds: &[DirectionReport]) -> Vec<Direc
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtemu_model::{FlowKey, PacketMeta};
+    use rtemu_topo::topology::Topology;
+
+    /// A lab whose link has both directions' parameters, one direction's own, and scheduled
+    /// changes; with the text of each direction and change, as written.
+    const FILE: &str = r#"lab = "eng"
+[nodes.a]
+[nodes.b]
+[[links]]
+name = "ab"
+endpoints = ["a", "b"]
+netem = "delay 10ms 3ms 25% distribution normal loss 5% 25% duplicate 2% reorder 10% gap 2"
+netem_ba = "delay 1ms rate 2mbit limit 40 corrupt 1% seed 11"
+schedule = [
+  { at = "1s", dir = "b-a", netem = "delay 4ms 4ms distribution pareto ber 1e-5 ordered" },
+  { at = "2s", netem = "loss gemodel 3% 20% rate 5mbit 20 limit 10" },
+]
+"#;
+    const BOTH: &str =
+        "delay 10ms 3ms 25% distribution normal loss 5% 25% duplicate 2% reorder 10% gap 2";
+    const BA: &str = "delay 1ms rate 2mbit limit 40 corrupt 1% seed 11";
+    const LATER: [&str; 2] = [
+        "delay 4ms 4ms distribution pareto ber 1e-5 ordered",
+        "loss gemodel 3% 20% rate 5mbit 20 limit 10",
+    ];
+
+    /// The fates `model` gives 2000 packets of varied sizes arriving 200 µs apart.
+    fn fates(mut model: Box<dyn rtemu_model::Model + Send>) -> Vec<rtemu_model::Fate> {
+        let flow = FlowKey {
+            src: [10, 0, 0, 1].into(),
+            dst: [10, 0, 0, 2].into(),
+            src_port: 1,
+            dst_port: 2,
+            protocol: 17,
+        };
+        (0..2000u64)
+            .map(|seq| {
+                model.decide(&PacketMeta {
+                    len: 64 + (seq * 97 % 1400) as u32,
+                    flow,
+                    arrival_ns: seq * 200_000,
+                    seq,
+                })
+            })
+            .collect()
+    }
+
+    /// The engine builds from a lab's state file the very models it builds from the file's
+    /// text: for each direction and each scheduled change, the configuration read back from
+    /// the state equals the text's, and their models decide every packet alike.
+    #[test]
+    fn models_from_a_loaded_state_are_the_files_texts_models() {
+        let dir = std::env::temp_dir().join(format!("rtemu-control-typed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("eng.toml");
+        std::fs::write(&file, FILE).unwrap();
+        let topology = Topology::load_checked(&file, &BuildModels);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let state = State {
+            lab: LabName::new("eng").unwrap(),
+            file: file.display().to_string(),
+            namespaces: Vec::new(),
+            nodes: Vec::new(),
+            handovers: Vec::new(),
+            cgroups: Vec::new(),
+            complete: true,
+            topology: topology.unwrap(),
+        };
+        let loaded = State::from_json(&state.to_json().unwrap(), &state.lab).unwrap();
+        let [(_, seg, imp)] = impaired(&loaded)[..] else {
+            panic!("one impaired link");
+        };
+        let mut cases = vec![(Way::AToB, imp.config_for(false), BOTH)];
+        cases.push((Way::BToA, imp.config_for(true), BA));
+        for (change, text) in imp.schedule.iter().zip(LATER) {
+            for way in [Way::AToB, Way::BToA] {
+                if change.ways.includes(way == Way::BToA) {
+                    cases.push((way, change.netem.config().clone(), text));
+                }
+            }
+        }
+        assert_eq!(cases.len(), 5);
+        for (way, cfg, text) in cases {
+            let parsed = netem::parse(text).unwrap();
+            assert_eq!(cfg, parsed, "{text}");
+            let l = label(&seg.name, way);
+            let from_state = fates(direction_model(imp, &cfg, l).unwrap());
+            let from_text = fates(direction_model(imp, &parsed, l).unwrap());
+            assert_eq!(from_state, from_text, "{text} ({})", way.as_str());
+            // Not fates every model gives.
+            let ideal = fates(direction_model(imp, &LinkConfig::default(), l).unwrap());
+            assert_ne!(from_state, ideal, "{text}");
+        }
+    }
+}
