@@ -281,11 +281,11 @@ pub fn links(state: &State) -> Vec<Link> {
                 a_to_b: impairment
                     .as_ref()
                     .and_then(|i| i.netem_for(false))
-                    .map(str::to_owned),
+                    .map(|n| n.text().to_owned()),
                 b_to_a: impairment
                     .as_ref()
                     .and_then(|i| i.netem_for(true))
-                    .map(str::to_owned),
+                    .map(|n| n.text().to_owned()),
             })
         })
         .collect()
