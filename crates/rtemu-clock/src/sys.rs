@@ -8,20 +8,14 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use rtemu_sys::errno::{cvt, cvt_code};
+
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 fn timespec(ns: u64) -> libc::timespec {
     libc::timespec {
         tv_sec: (ns / NANOS_PER_SEC) as libc::time_t,
         tv_nsec: (ns % NANOS_PER_SEC) as libc::c_long,
-    }
-}
-
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
     }
 }
 
@@ -50,11 +44,7 @@ pub(crate) fn clock_nanosleep_abs(deadline_ns: u64) -> io::Result<()> {
             std::ptr::null_mut(),
         )
     };
-    if err == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::from_raw_os_error(err))
-    }
+    cvt_code(err)
 }
 
 /// Relative `nanosleep(ns)`.
@@ -115,11 +105,7 @@ pub(crate) fn timerfd_wait_abs(fd: &OwnedFd, deadline_ns: u64) -> io::Result<()>
             std::mem::size_of::<u64>(),
         )
     };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    cvt(n).map(drop)
 }
 
 /// A new, empty epoll instance.
@@ -156,11 +142,7 @@ pub(crate) fn set_thread_sched(policy: libc::c_int, priority: libc::c_int) -> io
     };
     // SAFETY: `pthread_self()` is always a valid handle to the calling thread; `param` is valid.
     let err = unsafe { libc::pthread_setschedparam(libc::pthread_self(), policy, &param) };
-    if err == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::from_raw_os_error(err))
-    }
+    cvt_code(err)
 }
 
 /// The calling thread's scheduling policy and priority.
@@ -169,11 +151,7 @@ pub(crate) fn thread_sched() -> io::Result<(libc::c_int, libc::c_int)> {
     let mut param = libc::sched_param { sched_priority: 0 };
     // SAFETY: both out-pointers are valid and writable; the handle is the calling thread.
     let err = unsafe { libc::pthread_getschedparam(libc::pthread_self(), &mut policy, &mut param) };
-    if err == 0 {
-        Ok((policy, param.sched_priority))
-    } else {
-        Err(io::Error::from_raw_os_error(err))
-    }
+    cvt_code(err).map(|()| (policy, param.sched_priority))
 }
 
 /// Pins the calling thread to `cpus`.

@@ -16,13 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
+use rtemu_sys::errno::cvt;
 
 /// `ETH_P_ALL` in network byte order, as `socket(2)` and `sockaddr_ll` want it.
 const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();

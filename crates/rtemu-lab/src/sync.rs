@@ -10,13 +10,7 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-fn check(err: libc::c_int) -> io::Result<()> {
-    if err == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::from_raw_os_error(err))
-    }
-}
+use rtemu_sys::errno::cvt_code;
 
 /// A `pthread_mutex_t` with a chosen protocol.
 pub struct PthreadMutex {
@@ -36,18 +30,18 @@ impl PthreadMutex {
         // SAFETY: an all-zero attribute object is valid storage for pthread_mutexattr_init.
         let mut attr: libc::pthread_mutexattr_t = unsafe { std::mem::zeroed() };
         // SAFETY: `attr` is valid, writable storage.
-        check(unsafe { libc::pthread_mutexattr_init(&mut attr) })?;
+        cvt_code(unsafe { libc::pthread_mutexattr_init(&mut attr) })?;
         let protocol = if inherit {
             libc::PTHREAD_PRIO_INHERIT
         } else {
             libc::PTHREAD_PRIO_NONE
         };
         // SAFETY: `attr` was initialised above.
-        let set = check(unsafe { libc::pthread_mutexattr_setprotocol(&mut attr, protocol) });
+        let set = cvt_code(unsafe { libc::pthread_mutexattr_setprotocol(&mut attr, protocol) });
         let inner = Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
         // SAFETY: `inner` is valid storage that will not move (boxed); `attr` is initialised.
         let init =
-            set.and_then(|()| check(unsafe { libc::pthread_mutex_init(inner.get(), &attr) }));
+            set.and_then(|()| cvt_code(unsafe { libc::pthread_mutex_init(inner.get(), &attr) }));
         // SAFETY: `attr` was initialised and is no longer needed.
         unsafe { libc::pthread_mutexattr_destroy(&mut attr) };
         init.map(|()| PthreadMutex { inner })
@@ -56,7 +50,7 @@ impl PthreadMutex {
     /// Locks, blocking; the guard unlocks when dropped.
     pub fn lock(&self) -> io::Result<PthreadGuard<'_>> {
         // SAFETY: the mutex was initialised in `new` and lives as long as `self`.
-        check(unsafe { libc::pthread_mutex_lock(self.inner.get()) })?;
+        cvt_code(unsafe { libc::pthread_mutex_lock(self.inner.get()) })?;
         Ok(PthreadGuard { mutex: self })
     }
 }

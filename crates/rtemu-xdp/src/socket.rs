@@ -12,9 +12,11 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+use rtemu_sys::errno::cvt;
+
 use crate::error::{Step, XdpError};
 use crate::ring::{CompletionRing, FillRing, RingSpec, RxRing, TxRing};
-use crate::sys::{self, cvt};
+use crate::sys;
 use crate::umem::Umem;
 
 /// Entries in each ring: powers of two.

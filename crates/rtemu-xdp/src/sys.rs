@@ -1,5 +1,5 @@
 //! The kernel's names that the `libc` crate (0.2.191) lacks, each with the header it comes
-//! from, and the few C-convention helpers every module shares.
+//! from, and the `bpf(2)` call every module shares.
 //!
 //! `libc` has the AF_XDP socket side (`sockaddr_xdp`, `xdp_umem_reg`, `xdp_mmap_offsets`,
 //! `xdp_desc`, `xdp_statistics`, `SOL_XDP`, `XDP_*` options and flags) and classic BPF's opcode
@@ -11,6 +11,8 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use rtemu_sys::errno::cvt;
 
 // `include/uapi/linux/bpf.h`, `enum bpf_cmd`.
 /// `BPF_MAP_CREATE`.
@@ -133,15 +135,6 @@ pub struct LinkCreateAttr {
     pub attach_type: u32,
     /// `flags` (for XDP: `XDP_FLAGS_*`).
     pub flags: u32,
-}
-
-/// Turns a negative return into the calling thread's `errno`.
-pub fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
 }
 
 /// `bpf(cmd, attr, size_of(A))`, returning a new descriptor for the commands that make one.

@@ -12,14 +12,7 @@ use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-/// Turns a negative return into the OS error: the one errno check of this module.
-fn check<T: Default + PartialOrd>(ret: T) -> io::Result<T> {
-    if ret < T::default() {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
+use rtemu_sys::errno::cvt;
 
 /// The index of the interface `name` in the calling thread's network namespace.
 /// `ENODEV` when there is none.
@@ -40,8 +33,7 @@ pub fn interface_index(name: &str) -> io::Result<u32> {
 /// Needs `CAP_NET_RAW` (`EPERM` without it).
 pub fn packet_socket(index: u32, ethertype: u16) -> io::Result<(OwnedFd, Vec<u8>)> {
     // SAFETY: plain socket(2) with constant arguments; the result is checked before use.
-    let fd =
-        check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+    let fd = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: `fd` is a fresh descriptor owned by nothing else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: all-zero is a valid sockaddr_ll; the fields that matter are set below.
@@ -51,7 +43,7 @@ pub fn packet_socket(index: u32, ethertype: u16) -> io::Result<(OwnedFd, Vec<u8>
     addr.sll_ifindex = index as i32;
     let len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
     // SAFETY: `addr` is a valid sockaddr_ll of `len` bytes for the whole call.
-    check(unsafe {
+    cvt(unsafe {
         libc::bind(
             fd.as_raw_fd(),
             (&addr as *const libc::sockaddr_ll).cast(),
@@ -61,7 +53,7 @@ pub fn packet_socket(index: u32, ethertype: u16) -> io::Result<(OwnedFd, Vec<u8>
     // packet(7): getsockname on a bound packet socket gives the device's hardware address.
     let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
     // SAFETY: `addr` is writable storage of `len` bytes; the kernel writes at most that.
-    check(unsafe {
+    cvt(unsafe {
         libc::getsockname(
             fd.as_raw_fd(),
             (&mut addr as *mut libc::sockaddr_ll).cast(),
@@ -80,7 +72,7 @@ pub fn enable_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
         | libc::SOF_TIMESTAMPING_RX_SOFTWARE
         | libc::SOF_TIMESTAMPING_OPT_TSONLY;
     // SAFETY: `flags` is a valid c_uint option value for the whole call.
-    check(unsafe {
+    cvt(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
@@ -100,7 +92,7 @@ pub fn set_recv_timeout(fd: BorrowedFd<'_>, ns: u64) -> io::Result<()> {
         tv_usec: (us % 1_000_000) as libc::suseconds_t,
     };
     // SAFETY: `tv` is a valid timeval for the whole call.
-    check(unsafe {
+    cvt(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
@@ -115,7 +107,7 @@ pub fn set_recv_timeout(fd: BorrowedFd<'_>, ns: u64) -> io::Result<()> {
 /// Sends `buf` whole to the connected (UDP) or bound (packet) peer.
 pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<()> {
     // SAFETY: `buf` is readable for `buf.len()` bytes for the whole call.
-    check(unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) }).map(drop)
+    cvt(unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) }).map(drop)
 }
 
 /// One received datagram or frame.
@@ -181,7 +173,7 @@ fn receive(fd: BorrowedFd<'_>, buf: &mut [u8], flags: libc::c_int) -> io::Result
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = size_of::<ControlBuffer>();
     // SAFETY: every pointer in `msg` refers to live, writable storage of the given length.
-    let len = check(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })? as usize;
+    let len = cvt(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, flags) })? as usize;
     // SAFETY: `msg` was just filled by recvmsg and `control` is alive.
     let kernel_ns = unsafe { software_stamp(&msg) };
     let packet_type = (i32::from(from.ss_family) == libc::AF_PACKET).then(|| {

@@ -1,0 +1,12 @@
+//! The Linux calls std does not offer that more than one rtemu crate needs, each written once.
+//!
+//! * [`errno`]: turning a C return convention into `io::Result`.
+//!
+//! The bottom floor of the workspace: it depends on libc only and knows nothing of labs,
+//! links or packets' contents. Every wrapper is a thin, commented `unsafe` block around one
+//! libc call; what a single crate alone needs (the engine's rings, the lab's timestamps, the
+//! clock's timers) stays in that crate.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod errno;
