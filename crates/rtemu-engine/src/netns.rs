@@ -7,10 +7,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use crate::sys;
+use rtemu_sys::netns::{self as sys_netns, RunError};
 
 /// Entering a namespace failed.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +46,7 @@ pub fn named(name: &str) -> std::path::PathBuf {
 /// processes (`/proc/PID/ns/net`), which is how a lab's teardown finds its engine.
 pub fn enter(path: &Path) -> Result<(), NetnsError> {
     let (ns, shown) = open(path)?;
-    sys::enter_netns(&ns).map_err(|source| NetnsError::Enter {
+    sys_netns::enter(ns.as_fd()).map_err(|source| NetnsError::Enter {
         path: shown,
         source,
     })
@@ -74,18 +74,13 @@ pub fn run_in<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, NetnsError> {
     let (ns, shown) = open(path)?;
-    let thread = std::thread::spawn(move || {
-        sys::enter_netns(&ns)?;
-        Ok::<T, io::Error>(f())
-    });
-    match thread.join() {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(NetnsError::Enter {
+    sys_netns::run_in(ns, f).map_err(|e| match e {
+        RunError::Enter(source) => NetnsError::Enter {
             path: shown,
             source,
-        }),
-        Err(_) => Err(NetnsError::Panicked(shown)),
-    }
+        },
+        RunError::Panicked => NetnsError::Panicked(shown),
+    })
 }
 
 /// The namespace file at `path`, and the path as errors show it.

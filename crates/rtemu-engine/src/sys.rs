@@ -2,8 +2,7 @@
 //!
 //! * [`PacketSocket`]: an `AF_PACKET` socket with a `TPACKET_V2` receive ring and transmit ring
 //!   in one shared mapping (`Documentation/networking/packet_mmap.rst` in the kernel tree);
-//! * [`set_ethtool_flag`]: the legacy `SIOCETHTOOL` "set" commands that switch one offload;
-//! * [`enter_netns`]: `setns(2)` of the calling thread into a network namespace.
+//! * [`set_ethtool_flag`]: the legacy `SIOCETHTOOL` "set" commands that switch one offload.
 //!
 //! Each wrapper turns the C convention (negative return and `errno`) into `io::Result` through
 //! [`cvt`]. Ring frames are shared with the kernel: a frame belongs to user space only while its
@@ -400,11 +399,4 @@ pub fn set_ethtool_flag(name: &str, flag: EthtoolFlag, on: bool) -> io::Result<(
     // SAFETY: `req` names the interface (NUL-terminated: the name is shorter than IFNAMSIZ) and
     // points at `value`, a live ethtool_value the kernel reads; both outlive the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) }).map(drop)
-}
-
-/// Moves the calling thread into the network namespace behind `ns` (a descriptor of
-/// `/run/netns/NAME` or `/proc/PID/ns/net`). Needs `CAP_SYS_ADMIN`.
-pub fn enter_netns(ns: &OwnedFd) -> io::Result<()> {
-    // SAFETY: `ns` is an open descriptor; setns only reads it.
-    cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }

@@ -2,11 +2,9 @@
 //! nodes of a lab, over UDP and over raw Ethernet. Needs root: skips with a printed reason without it, unless
 //! `RTEMU_REQUIRE_ROOT=1` (CI), where it fails instead. Everything it creates is named
 //! `rtemu-lt<pid>…` and removed when the test ends, whatever happens.
-// The only unsafe: entering a namespace with setns(2), which std does not offer.
-#![allow(unsafe_code)]
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::Command;
 
 use rtemu_lab::rtt::{self, Echo, Endpoint, RttConfig, SizeResult};
@@ -78,12 +76,7 @@ impl Drop for Pair {
 /// Moves the calling thread into the named network namespace.
 fn enter(ns: &str) -> std::io::Result<()> {
     let file = File::open(format!("/run/netns/{ns}"))?;
-    // SAFETY: `file` is an open namespace file for the whole call; CLONE_NEWNET asks setns to
-    // check that it is a network namespace. It changes only the calling thread.
-    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    rtemu_sys::netns::enter(file.as_fd())
 }
 
 /// Whether the test may run: root, or a printed reason to skip (a failure under

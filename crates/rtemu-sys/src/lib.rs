@@ -1,6 +1,7 @@
 //! The Linux calls std does not offer that more than one rtemu crate needs, each written once.
 //!
-//! * [`errno`]: turning a C return convention into `io::Result`.
+//! * [`errno`]: turning a C return convention into `io::Result`;
+//! * [`netns`]: moving a thread into a network namespace, and running code there.
 //!
 //! The bottom floor of the workspace: it depends on libc only and knows nothing of labs,
 //! links or packets' contents. Every wrapper is a thin, commented `unsafe` block around one
@@ -10,3 +11,4 @@
 #![warn(missing_docs)]
 
 pub mod errno;
+pub mod netns;

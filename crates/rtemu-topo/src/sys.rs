@@ -9,14 +9,15 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sched::{setns, unshare, CloneFlags};
+use nix::sched::{unshare, CloneFlags};
+use rtemu_sys::netns;
 
 /// Where named namespaces are mounted (as `ip netns` expects).
 pub const NETNS_DIR: &str = "/run/netns";
@@ -126,12 +127,10 @@ pub fn in_netns<T: Send + 'static>(
     f: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
     let ns = File::open(netns_path(name))?;
-    std::thread::spawn(move || {
-        setns(&ns, CloneFlags::CLONE_NEWNET)?;
-        f()
-    })
-    .join()
-    .map_err(|_| io::Error::other("namespace thread panicked"))?
+    netns::run_in(ns.into(), f).map_err(|e| match e {
+        netns::RunError::Enter(e) => e,
+        netns::RunError::Panicked => io::Error::other("namespace thread panicked"),
+    })?
 }
 
 /// Makes `cmd` run inside the named namespace, with the namespace's own `/sys` and
@@ -184,9 +183,7 @@ pub fn enter_netns_on_exec(cmd: &mut Command, name: &str) -> io::Result<()> {
     // closure owns it.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            netns::enter(ns.as_fd())?;
             if libc::unshare(libc::CLONE_NEWNS) != 0 {
                 return Err(io::Error::last_os_error());
             }

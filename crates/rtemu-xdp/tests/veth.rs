@@ -5,7 +5,7 @@
 //! (and with it the veths) is deleted by a guard, also when an assertion fails.
 
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -65,10 +65,7 @@ impl Ns {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let ns = std::fs::File::open(&path).expect("opening the namespace");
-                // SAFETY: `ns` is an open namespace descriptor; setns only reads it and moves
-                // this thread alone.
-                let ret = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(ret, 0, "setns: {}", std::io::Error::last_os_error());
+                rtemu_sys::netns::enter(ns.as_fd()).expect("setns");
                 f()
             })
             .join()
