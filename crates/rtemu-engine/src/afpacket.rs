@@ -12,6 +12,8 @@ use std::io;
 
 use std::os::fd::OwnedFd;
 
+use rtemu_sys::packet::if_index;
+
 use crate::io::{DropProbe, Frame, PacketIo, RxClock, VlanTag};
 use crate::sys::{self, PacketSocket, RingShape};
 
@@ -134,7 +136,7 @@ impl AfPacket {
     /// [`crate::netns::run_in`] to open one in another namespace).
     pub fn open(name: &str, config: &AfPacketConfig) -> Result<AfPacket, AfPacketError> {
         let (rx, tx) = config.shapes()?;
-        let index = sys::if_index(name).map_err(|source| AfPacketError::Interface {
+        let index = if_index(name).map_err(|source| AfPacketError::Interface {
             name: name.to_owned(),
             source,
         })?;

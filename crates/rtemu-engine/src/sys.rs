@@ -10,46 +10,17 @@
 //! that word; handing a frame back is a release store.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rtemu_sys::errno::cvt;
-
-/// `ETH_P_ALL` in network byte order, as `socket(2)` and `sockaddr_ll` want it.
-const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+use rtemu_sys::packet;
 
 /// Where the frame's bytes start in a transmit-ring frame: `TPACKET2_HDRLEN - sizeof(sockaddr_ll)`,
 /// i.e. the header rounded up to `TPACKET_ALIGNMENT` (what `tpacket_parse_header` uses when
 /// `PACKET_TX_HAS_OFF` is not set).
 pub const TX_DATA_OFFSET: usize = libc::TPACKET2_HDRLEN - std::mem::size_of::<libc::sockaddr_ll>();
-
-/// The interface index of `name` in the calling thread's network namespace.
-pub fn if_index(name: &str) -> io::Result<u32> {
-    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if index == 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(index)
-    }
-}
-
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` points to a live `T` of the size passed; the kernel only reads it.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
-}
 
 /// The shape of one ring: `frame_nr` frames of `frame_size` bytes in blocks of `block_size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,29 +96,17 @@ impl PacketSocket {
         tx: RingShape,
         qdisc_bypass: bool,
     ) -> io::Result<Self> {
-        // SAFETY: plain socket(2) call; the returned descriptor is checked and owned at once.
-        let raw =
-            cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
-        // SAFETY: `raw` is a fresh descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = packet::socket()?;
         let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)?;
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx.request())?;
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx.request())?;
+        let on: libc::c_int = 1;
+        let level = libc::SOL_PACKET;
+        packet::set_option(fd.as_fd(), level, libc::PACKET_VERSION, &version)?;
+        packet::set_option(fd.as_fd(), level, libc::PACKET_RX_RING, &rx.request())?;
+        packet::set_option(fd.as_fd(), level, libc::PACKET_TX_RING, &tx.request())?;
         if qdisc_bypass {
-            setsockopt(
-                &fd,
-                libc::SOL_PACKET,
-                libc::PACKET_QDISC_BYPASS,
-                &1 as &libc::c_int,
-            )?;
+            packet::set_option(fd.as_fd(), level, libc::PACKET_QDISC_BYPASS, &on)?;
         }
-        setsockopt(
-            &fd,
-            libc::SOL_PACKET,
-            libc::PACKET_IGNORE_OUTGOING,
-            &1 as &libc::c_int,
-        )?;
+        packet::set_option(fd.as_fd(), level, libc::PACKET_IGNORE_OUTGOING, &on)?;
         let len = rx.bytes() + tx.bytes();
         // SAFETY: a fresh shared mapping of the socket's rings, of exactly the size the kernel
         // allocated for them (receive ring first, then transmit ring); the result is checked.
@@ -171,19 +130,7 @@ impl PacketSocket {
             rx,
             tx,
         };
-        // SAFETY: an all-zero sockaddr_ll is valid; the fields that matter are set below.
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = ETH_P_ALL_BE;
-        addr.sll_ifindex = ifindex as i32;
-        // SAFETY: `addr` is a valid sockaddr_ll of the length passed.
-        cvt(unsafe {
-            libc::bind(
-                socket.fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        })?;
+        packet::bind(socket.fd.as_fd(), ifindex, libc::ETH_P_ALL as u16)?;
         Ok(socket)
     }
 

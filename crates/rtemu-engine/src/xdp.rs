@@ -19,13 +19,13 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
 use rtemu_clock::Instant;
+use rtemu_sys::packet::if_index;
 use rtemu_xdp::program::Redirect;
 use rtemu_xdp::socket::{self, RingSizes, Rings, Socket};
 use rtemu_xdp::umem::{Chunk, Geometry, Umem};
 use rtemu_xdp::XdpError;
 
 use crate::io::{DropProbe, Frame, PacketIo};
-use crate::sys;
 
 pub use rtemu_xdp::program::AttachMode;
 
@@ -116,7 +116,7 @@ impl AfXdp {
             name: name.to_owned(),
             source,
         };
-        let ifindex = sys::if_index(name).map_err(|source| AfXdpError::Interface {
+        let ifindex = if_index(name).map_err(|source| AfXdpError::Interface {
             name: name.to_owned(),
             source,
         })?;

@@ -1,7 +1,8 @@
 //! The Linux calls std does not offer that more than one rtemu crate needs, each written once.
 //!
 //! * [`errno`]: turning a C return convention into `io::Result`;
-//! * [`netns`]: moving a thread into a network namespace, and running code there.
+//! * [`netns`]: moving a thread into a network namespace, and running code there;
+//! * [`packet`]: opening and binding an `AF_PACKET` socket, interface indices, socket options.
 //!
 //! The bottom floor of the workspace: it depends on libc only and knows nothing of labs,
 //! links or packets' contents. Every wrapper is a thin, commented `unsafe` block around one
@@ -12,3 +13,4 @@
 
 pub mod errno;
 pub mod netns;
+pub mod packet;

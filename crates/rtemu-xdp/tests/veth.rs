@@ -4,7 +4,6 @@
 //! Needs root; skips with the reason otherwise, unless `RTEMU_REQUIRE_ROOT=1`. The namespace
 //! (and with it the veths) is deleted by a guard, also when an assertion fails.
 
-use std::ffi::CString;
 use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -85,11 +84,7 @@ impl Drop for Ns {
 }
 
 fn if_index(name: &str) -> u32 {
-    let c = CString::new(name).unwrap();
-    // SAFETY: `c` is a NUL-terminated string that outlives the call.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    assert_ne!(i, 0, "no interface {name}");
-    i
+    rtemu_sys::packet::if_index(name).unwrap_or_else(|e| panic!("no interface {name}: {e}"))
 }
 
 /// One interface's AF_XDP end: half the chunks in the fill ring, half free for sending.

@@ -70,7 +70,7 @@ impl Mac {
 /// A packet socket for [`ETHERTYPE`] on `interface` and the interface's address, with the
 /// errors a user can fix said plainly.
 fn open(interface: &str) -> Result<(OwnedFd, Mac), RttError> {
-    let index = sys::interface_index(interface).map_err(|e| match e.raw_os_error() {
+    let index = rtemu_sys::packet::if_index(interface).map_err(|e| match e.raw_os_error() {
         Some(libc::ENODEV) | Some(libc::ENXIO) => RttError::NoInterface(interface.to_owned()),
         _ => io_err(format!("looking up interface `{interface}`"))(e),
     })?;

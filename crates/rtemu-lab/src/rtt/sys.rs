@@ -1,5 +1,5 @@
-//! The socket calls std does not offer, for the round-trip benchmark: `AF_PACKET` sockets bound
-//! to one interface, `SO_TIMESTAMPING`, and `recvmsg` with the control messages that carry the
+//! The socket calls std does not offer, for the round-trip benchmark: an `AF_PACKET` socket
+//! bound to one interface and its hardware address, `SO_TIMESTAMPING`, and `recvmsg` with the control messages that carry the
 //! kernel's stamps. The round-trip benchmark's only `unsafe`, one libc call per block.
 //!
 //! # References
@@ -7,49 +7,22 @@
 //! stamps, `SOF_TIMESTAMPING_OPT_TSONLY`, the error queue); `cmsg(3)`.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use rtemu_sys::errno::cvt;
-
-/// The index of the interface `name` in the calling thread's network namespace.
-/// `ENODEV` when there is none.
-pub fn interface_index(name: &str) -> io::Result<u32> {
-    let c = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::ENODEV))?;
-    // SAFETY: `c` is a NUL-terminated string that lives across the call.
-    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
-        0 => Err(io::Error::last_os_error()),
-        index => Ok(index),
-    }
-}
+use rtemu_sys::packet;
 
 /// An `AF_PACKET`/`SOCK_RAW` socket that sees only frames of `ethertype` on interface
-/// `index`, and that interface's hardware address (empty when it has none).
-///
-/// The socket is created with protocol 0, which receives nothing, and given its EtherType in
-/// `bind`: created with the EtherType it would take frames from every interface until bound.
-/// Needs `CAP_NET_RAW` (`EPERM` without it).
+/// `index` (see [`packet::socket`] for why it is bound only after it is made), and that
+/// interface's hardware address (empty when it has none). Needs `CAP_NET_RAW` (`EPERM`
+/// without it).
 pub fn packet_socket(index: u32, ethertype: u16) -> io::Result<(OwnedFd, Vec<u8>)> {
-    // SAFETY: plain socket(2) with constant arguments; the result is checked before use.
-    let fd = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: `fd` is a fresh descriptor owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: all-zero is a valid sockaddr_ll; the fields that matter are set below.
+    let fd = packet::socket()?;
+    packet::bind(fd.as_fd(), index, ethertype)?;
+    // SAFETY: all-zero is a valid sockaddr_ll; getsockname fills it below.
     let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    addr.sll_family = libc::AF_PACKET as u16;
-    addr.sll_protocol = ethertype.to_be();
-    addr.sll_ifindex = index as i32;
-    let len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-    // SAFETY: `addr` is a valid sockaddr_ll of `len` bytes for the whole call.
-    cvt(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_ll).cast(),
-            len,
-        )
-    })?;
     // packet(7): getsockname on a bound packet socket gives the device's hardware address.
     let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
     // SAFETY: `addr` is writable storage of `len` bytes; the kernel writes at most that.
@@ -71,17 +44,7 @@ pub fn enable_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
         | libc::SOF_TIMESTAMPING_TX_SOFTWARE
         | libc::SOF_TIMESTAMPING_RX_SOFTWARE
         | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    // SAFETY: `flags` is a valid c_uint option value for the whole call.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            (&flags as *const libc::c_uint).cast(),
-            size_of::<libc::c_uint>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
+    packet::set_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags)
 }
 
 /// Makes a blocking receive give up after `ns` (at least 1 µs: 0 would mean never).
@@ -91,17 +54,7 @@ pub fn set_recv_timeout(fd: BorrowedFd<'_>, ns: u64) -> io::Result<()> {
         tv_sec: (us / 1_000_000) as libc::time_t,
         tv_usec: (us % 1_000_000) as libc::suseconds_t,
     };
-    // SAFETY: `tv` is a valid timeval for the whole call.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
+    packet::set_option(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)
 }
 
 /// Sends `buf` whole to the connected (UDP) or bound (packet) peer.
