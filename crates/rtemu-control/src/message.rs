@@ -6,6 +6,7 @@
 //! sorted, so `stats --json` and `fidelity.json` keep their layout.
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 use rtemu_topo::state::LabName;
 use serde::{Deserialize, Serialize};
@@ -208,6 +209,105 @@ pub fn pretty<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).expect("replies serialise")
 }
 
+/// Nanoseconds as microseconds with one decimal.
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
+}
+
+/// Writes the directions of a stats or final report as a table: with `fidelity`, the
+/// release-error percentiles and a legend; without, the counters (what `rtemu stats`, `down`
+/// and `demo` print).
+pub fn write_table(out: &mut impl Write, ds: &[Direction], fidelity: bool) -> io::Result<()> {
+    if fidelity {
+        writeln!(
+            out,
+            "{:<16} {:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
+            "link",
+            "direction",
+            "copies",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "late",
+            "early",
+            "woke p50",
+            "lag p99",
+            "lag max"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{:<16} {:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  dropped",
+            "link", "direction", "received", "delivered", "dups", "queued", "kernel"
+        )?;
+    }
+    for d in ds {
+        let way = format!("{} → {}", d.from, d.to);
+        let link = &d.link;
+        if fidelity {
+            let f = &d.fidelity;
+            let r = &f.released;
+            writeln!(
+                out,
+                "{link:<16} {way:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
+                f.count,
+                us(r.p50_ns),
+                us(r.p99_ns),
+                us(r.p999_ns),
+                us(r.max_ns),
+                f.late,
+                f.early,
+                us(f.started.p50_ns),
+                us(f.arrival_lag.p99_ns),
+                us(f.arrival_lag.max_ns),
+            )?;
+        } else {
+            let mut drops: Vec<String> = d
+                .dropped
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            if d.trace_underruns > 0 {
+                drops.push(format!(
+                    "(trace under-runs {}: passed undelayed)",
+                    d.trace_underruns
+                ));
+            }
+            writeln!(
+                out,
+                "{link:<16} {way:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  {}",
+                d.received,
+                d.delivered,
+                d.duplicates,
+                d.in_flight,
+                d.kernel_drops
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                if drops.is_empty() {
+                    "none".to_owned()
+                } else {
+                    drops.join(", ")
+                }
+            )?;
+        }
+    }
+    if fidelity {
+        let late = ds
+            .first()
+            .map(|d| us(d.fidelity.late_after_ns))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "release error: when the send returned − the intended time (kernel arrival stamp + \
+             model delay, µs); late: over {late} µs; early: sends started before the intended \
+             time (always 0); woke: when the send started; lag: how long frames waited between \
+             the kernel's receive stamp and the engine (µs)"
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +401,25 @@ mod tests {
         );
         assert!(failed.directions().is_empty());
         assert_eq!(serde_json::to_string(&Ack::OK).unwrap(), r#"{"ok":true}"#);
+    }
+
+    #[test]
+    fn the_table_shows_nonzero_drops_and_the_fidelity_legend() {
+        let mut d = direction();
+        d.trace_underruns = 2;
+        let mut out = Vec::new();
+        write_table(&mut out, &[d.clone()], false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.starts_with("l                a → b"), "{row}");
+        assert!(
+            row.ends_with("  loss 1, (trace under-runs 2: passed undelayed)"),
+            "{row}"
+        );
+        let mut out = Vec::new();
+        write_table(&mut out, &[d], true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(" 0.0 "), "{text}");
+        assert!(text.contains("late: over 100.0 µs"), "{text}");
     }
 }

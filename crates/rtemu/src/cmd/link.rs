@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rtemu_control::lab;
-use rtemu_control::message::{self, Direction, FinalReport};
+use rtemu_control::message::{self, FinalReport};
 use rtemu_engine::control::Ways;
 use rtemu_model::netem;
 use rtemu_topo::state::LabName;
@@ -47,102 +47,17 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         if args.json {
             println!("{}", message::pretty(&stats));
         } else {
-            print_directions(&stats.directions, args.fidelity);
+            message::write_table(
+                &mut std::io::stdout().lock(),
+                &stats.directions,
+                args.fidelity,
+            )
+            .context("writing the table")?;
         }
         match every {
             Some(d) => std::thread::sleep(d),
             None => return Ok(()),
         }
-    }
-}
-
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1e3)
-}
-
-/// Prints the directions of a stats or final report as a table.
-pub fn print_directions(ds: &[Direction], fidelity: bool) {
-    if fidelity {
-        println!(
-            "{:<16} {:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
-            "link",
-            "direction",
-            "copies",
-            "p50 µs",
-            "p99 µs",
-            "p99.9 µs",
-            "max µs",
-            "late",
-            "early",
-            "woke p50",
-            "lag p99",
-            "lag max"
-        );
-    } else {
-        println!(
-            "{:<16} {:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  dropped",
-            "link", "direction", "received", "delivered", "dups", "queued", "kernel"
-        );
-    }
-    for d in ds {
-        let way = format!("{} → {}", d.from, d.to);
-        let link = &d.link;
-        if fidelity {
-            let f = &d.fidelity;
-            let r = &f.released;
-            println!(
-                "{link:<16} {way:<20} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9}",
-                f.count,
-                us(r.p50_ns),
-                us(r.p99_ns),
-                us(r.p999_ns),
-                us(r.max_ns),
-                f.late,
-                f.early,
-                us(f.started.p50_ns),
-                us(f.arrival_lag.p99_ns),
-                us(f.arrival_lag.max_ns),
-            );
-        } else {
-            let mut drops: Vec<String> = d
-                .dropped
-                .iter()
-                .filter(|(_, n)| **n > 0)
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
-            if d.trace_underruns > 0 {
-                drops.push(format!(
-                    "(trace under-runs {}: passed undelayed)",
-                    d.trace_underruns
-                ));
-            }
-            println!(
-                "{link:<16} {way:<20} {:>9} {:>9} {:>6} {:>7} {:>7}  {}",
-                d.received,
-                d.delivered,
-                d.duplicates,
-                d.in_flight,
-                d.kernel_drops
-                    .map_or_else(|| "-".to_owned(), |n| n.to_string()),
-                if drops.is_empty() {
-                    "none".to_owned()
-                } else {
-                    drops.join(", ")
-                }
-            );
-        }
-    }
-    if fidelity {
-        let late = ds
-            .first()
-            .map(|d| us(d.fidelity.late_after_ns))
-            .unwrap_or_default();
-        println!(
-            "release error: when the send returned − the intended time (kernel arrival stamp + \
-             model delay, µs); late: over {late} µs; early: sends started before the intended \
-             time (always 0); woke: when the send started; lag: how long frames waited between \
-             the kernel's receive stamp and the engine (µs)"
-        );
     }
 }
 

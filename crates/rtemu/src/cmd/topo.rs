@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::lab::{self as control, Health};
+use rtemu_control::message;
 use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
@@ -209,8 +210,10 @@ pub fn take_down(name: &LabName, fidelity: Option<&std::path::Path>) -> Result<b
     let mut saved = Ok(());
     if let Some(report) = &down.report {
         println!("engine of lab {name}: final report");
-        link::print_directions(report.directions(), false);
-        link::print_directions(report.directions(), true);
+        let mut out = std::io::stdout().lock();
+        message::write_table(&mut out, report.directions(), false)
+            .and_then(|()| message::write_table(&mut out, report.directions(), true))
+            .context("writing the final report")?;
         if let Some(path) = fidelity {
             saved = link::save_report(report, path);
         }
