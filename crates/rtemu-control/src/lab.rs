@@ -2,6 +2,7 @@
 //! state, its links changed and read while traffic flows, and down with the engine's final
 //! report. The lab itself (namespaces, interfaces, routes) is `rtemu-topo`'s work.
 
+use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -174,6 +175,60 @@ pub fn cut_link(lab: &LabName, link: &str, down: bool) -> Result<()> {
     engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
 }
 
+/// Writes `states` as `rtemu ls` shows them: each lab with its health, its nodes with their
+/// interfaces and addresses, and the processes started detached in it.
+pub fn write_listing(out: &mut impl Write, states: &[State]) -> io::Result<()> {
+    if states.is_empty() {
+        writeln!(out, "no labs")?;
+    }
+    for s in states {
+        let status = match health(s) {
+            Health::Incomplete => "incomplete (run `rtemu down`)",
+            Health::Degraded => {
+                "DEGRADED: its engine is not running, impaired links carry nothing (run `rtemu down`)"
+            }
+            Health::Up => "up",
+        };
+        writeln!(out, "lab {} ({}) from {}", s.lab, status, s.file)?;
+        let t = &s.topology;
+        for (ni, (node, ns)) in s.nodes.iter().enumerate() {
+            writeln!(out, "  node {node}  (netns {ns})")?;
+            for net in &t.nodes[ni].loopback {
+                writeln!(out, "    lo  {net}")?;
+            }
+            for seg in &t.segments {
+                for m in seg.members.iter().filter(|m| m.node == ni) {
+                    let addrs: Vec<String> =
+                        [m.ipv4.map(|a| a.to_string()), m.ipv6.map(|a| a.to_string())]
+                            .into_iter()
+                            .flatten()
+                            .collect();
+                    writeln!(
+                        out,
+                        "    {:<15} {}  {}  on {}",
+                        m.ifname,
+                        m.mac,
+                        addrs.join(" "),
+                        seg.name
+                    )?;
+                }
+            }
+        }
+        for d in s.detached().unwrap_or_default() {
+            writeln!(
+                out,
+                "  detached pid {} in {}: {} ({}, log {})",
+                d.pid,
+                d.node,
+                d.command.join(" "),
+                if d.running() { "running" } else { "exited" },
+                d.log.display()
+            )?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +264,30 @@ mod tests {
         assert_eq!(
             up(None).to_string(),
             "lab t1 is up: 3 nodes, 2 links and LANs (12 ms)"
+        );
+    }
+
+    #[test]
+    fn the_listing_says_how_each_lab_stands_and_where_its_nodes_run() {
+        let mut out = Vec::new();
+        write_listing(&mut out, &[]).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "no labs\n");
+
+        let mut state = up(None).state;
+        state.complete = false;
+        state.nodes = vec![("a".to_owned(), "rtemu-t1-a".to_owned())];
+        let mut out = Vec::new();
+        write_listing(&mut out, &[state]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("lab t1 (incomplete (run `rtemu down`)) from t.toml")
+        );
+        assert_eq!(lines.next(), Some("  node a  (netns rtemu-t1-a)"));
+        assert!(
+            lines.next().is_some_and(|l| l.ends_with("  on a-b")),
+            "{text}"
         );
     }
 }

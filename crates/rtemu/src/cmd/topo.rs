@@ -7,7 +7,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rtemu_control::engine::{BuildModels, EngineOptions};
-use rtemu_control::lab::{self as control, Health};
+use rtemu_control::lab as control;
 use rtemu_control::message;
 use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
@@ -241,53 +241,8 @@ pub fn run_ls(args: &LsArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&states)?);
         return Ok(());
     }
-    if states.is_empty() {
-        println!("no labs");
-    }
-    for s in &states {
-        let status = match control::health(s) {
-            Health::Incomplete => "incomplete (run `rtemu down`)",
-            Health::Degraded => {
-                "DEGRADED: its engine is not running, impaired links carry nothing (run `rtemu down`)"
-            }
-            Health::Up => "up",
-        };
-        println!("lab {} ({}) from {}", s.lab, status, s.file);
-        let t = &s.topology;
-        for (ni, (node, ns)) in s.nodes.iter().enumerate() {
-            println!("  node {node}  (netns {ns})");
-            for net in &t.nodes[ni].loopback {
-                println!("    lo  {net}");
-            }
-            for seg in &t.segments {
-                for m in seg.members.iter().filter(|m| m.node == ni) {
-                    let addrs: Vec<String> =
-                        [m.ipv4.map(|a| a.to_string()), m.ipv6.map(|a| a.to_string())]
-                            .into_iter()
-                            .flatten()
-                            .collect();
-                    println!(
-                        "    {:<15} {}  {}  on {}",
-                        m.ifname,
-                        m.mac,
-                        addrs.join(" "),
-                        seg.name
-                    );
-                }
-            }
-        }
-        for d in s.detached().unwrap_or_default() {
-            println!(
-                "  detached pid {} in {}: {} ({}, log {})",
-                d.pid,
-                d.node,
-                d.command.join(" "),
-                if d.running() { "running" } else { "exited" },
-                d.log.display()
-            );
-        }
-    }
-    Ok(())
+    let mut out = std::io::stdout().lock();
+    control::write_listing(&mut out, &states).context("writing the list")
 }
 
 /// Waits for `cmd` and exits with its exit code (128 + signal when a signal ended it, as a
