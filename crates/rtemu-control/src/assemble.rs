@@ -1,12 +1,13 @@
 //! A link direction's model, assembled from its netem configuration and traces: what
 //! `rtemu sim` runs in virtual time and a lab's engine in real time.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use rtemu_model::trace::{untraced_stages, TraceFeed, TraceModel};
 use rtemu_model::{LinkConfig, LinkModel, Model};
-use rtemu_sim::tables::FileTables;
+use rtemu_sim::tables::{read_small_file, FileTables};
 use rtemu_sim::traced::{ActionFeed, OpportunityFeed, PerFlow, SeriesFeed};
 use rtemu_trace::flow::{FlowPattern, FlowTable};
 use rtemu_trace::format::{Content, Format};
@@ -69,6 +70,16 @@ pub struct TraceArg {
     pub pattern: Option<FlowPattern>,
     pub path: PathBuf,
     pub kind: TraceKind,
+}
+
+/// `FILE`, or `FILE for PATTERN`, as reports name a trace.
+impl fmt::Display for TraceArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.pattern {
+            Some(p) => write!(f, "{} for {p}", self.path.display()),
+            None => write!(f, "{}", self.path.display()),
+        }
+    }
 }
 
 /// How traces are read, and the seed of every stream a link's models draw from.
@@ -163,4 +174,152 @@ pub fn build_model(
     } else {
         Box::new(PerFlow::new(flows, default))
     })
+}
+
+/// The names a model file may hold (fields, loss models, distributions, table modes): the
+/// only quoted words a model file's error may repeat.
+const MODEL_FILE_NAMES: &[&str] = &[
+    "delay",
+    "jitter",
+    "delay_correlation",
+    "distribution",
+    "tables",
+    "ordered",
+    "loss",
+    "duplicate",
+    "corrupt",
+    "ber",
+    "reorder",
+    "gap",
+    "rate",
+    "limit",
+    "limit_bytes",
+    "seed",
+    "model",
+    "random",
+    "state",
+    "gemodel",
+    "probability",
+    "correlation",
+    "p13",
+    "p31",
+    "p32",
+    "p23",
+    "p14",
+    "p",
+    "r",
+    "loss_bad",
+    "loss_good",
+    "packet_overhead",
+    "cell_size",
+    "cell_overhead",
+    "uniform",
+    "normal",
+    "pareto",
+    "paretonormal",
+    "exact",
+    "netem",
+];
+
+/// `message` with every quoted part (`…` or "…") that is neither one of the model file's own
+/// names nor punctuation replaced by `…`: a TOML or JSON error quotes the words it did not expect, and the
+/// file may be one the user cannot read (rtemu under sudo).
+fn redact_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let quote = rest.as_bytes()[open] as char;
+        let Some(len) = rest[open + 1..].find(quote) else {
+            break;
+        };
+        let inner = &rest[open + 1..open + 1 + len];
+        out.push_str(&rest[..=open]);
+        // Punctuation (`=`, `]`) is the grammar's, not the file's.
+        let grammar = !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_punctuation());
+        out.push_str(if grammar || MODEL_FILE_NAMES.contains(&inner) {
+            inner
+        } else {
+            "…"
+        });
+        out.push(quote);
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Reads a `--model-file`: a regular file of at most 1 MiB, TOML or (`.json`) JSON, checked by
+/// [`LinkConfig::validate`]. Errors say `FILE:LINE:COLUMN` and what was expected, and repeat no
+/// word of the file but the model's own names.
+pub fn read_model_file(path: &Path) -> anyhow::Result<LinkConfig> {
+    let shown = path.display();
+    let text = read_small_file(path).with_context(|| format!("cannot read {shown}"))?;
+    let parsed = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| {
+            let message = e.to_string();
+            // serde_json ends its message with the position, given here as FILE:LINE:COLUMN.
+            let message = message
+                .rfind(" at line ")
+                .map_or(message.as_str(), |i| &message[..i]);
+            (e.line(), e.column(), redact_quoted(message))
+        })
+    } else {
+        toml::from_str(&text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start);
+            let (line, column) = rtemu_topo::error::line_column(&text, at);
+            (line, column, redact_quoted(e.message().trim_end()))
+        })
+    };
+    let cfg: LinkConfig = parsed.map_err(|(line, column, message)| {
+        anyhow::anyhow!("{shown}:{line}:{column}: not a valid model: {message}")
+    })?;
+    cfg.validate()
+        .with_context(|| format!("{shown}: not a valid model"))?;
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_file_error_repeats_only_the_models_own_names() {
+        assert_eq!(
+            redact_quoted("unknown field `secret`, expected `delay` or \"=\""),
+            "unknown field `…`, expected `delay` or \"=\""
+        );
+        assert_eq!(redact_quoted("unclosed `quote"), "unclosed `quote");
+    }
+
+    #[test]
+    fn a_trace_is_named_with_its_flow() {
+        let whole = TraceArg {
+            pattern: None,
+            path: PathBuf::from("d.rpl"),
+            kind: TraceKind::Rpl,
+        };
+        assert_eq!(whole.to_string(), "d.rpl");
+        let flow = TraceArg {
+            pattern: Some("proto=udp".parse().unwrap()),
+            ..whole
+        };
+        assert!(flow.to_string().starts_with("d.rpl for "), "{flow}");
+    }
+
+    #[test]
+    fn a_model_file_is_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("rtemu-mf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("m.toml");
+        std::fs::write(&good, "delay = \"10ms\"\n").unwrap();
+        let bad = dir.join("m.json");
+        std::fs::write(&bad, "{\"secret\": 1}").unwrap();
+        let read_good = read_model_file(&good);
+        let read_bad = read_model_file(&bad);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(read_good.unwrap().to_string(), "delay 10ms");
+        let e = format!("{:#}", read_bad.unwrap_err());
+        assert!(e.contains("m.json:1:"), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+    }
 }

@@ -337,3 +337,34 @@ impl fmt::Display for Summary {
         Ok(())
     }
 }
+/// What `rtemu sim` prints: the run's input, model, traces and seed, then its [`Summary`].
+/// Serialises as the `--json` report; displays as the text one.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    /// The input capture's path, or `traffic SPEC`.
+    pub input: String,
+    /// The model in netem syntax (empty: an ideal link).
+    pub model: String,
+    /// Each trace as `FILE` or `FILE for PATTERN`.
+    pub traces: Vec<String>,
+    /// The seed of every random decision.
+    pub seed: u64,
+    /// What the run did.
+    pub summary: &'a Summary,
+}
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "rtemu sim: {}", self.input)?;
+        let model = if self.model.is_empty() {
+            "ideal"
+        } else {
+            &self.model
+        };
+        writeln!(f, "model: {model}  (seed {})", self.seed)?;
+        for t in &self.traces {
+            writeln!(f, "trace: {t}")?;
+        }
+        write!(f, "{}", self.summary)
+    }
+}

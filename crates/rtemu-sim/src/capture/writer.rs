@@ -87,3 +87,12 @@ impl<W: Write> PcapWriter<W> {
             .map_err(|e| WriteError::Io(e.into_error()))
     }
 }
+
+/// A pcap written as a simulation's output: every delivered frame, stamped with its delivery
+/// time.
+impl<W: Write> crate::engine::FrameSink for PcapWriter<W> {
+    fn deliver(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        self.write_packet(ts_ns, data, orig_len)
+            .map_err(io::Error::other)
+    }
+}

@@ -1,22 +1,21 @@
 //! `rtemu sim`: run a link model in virtual time over a capture or generated traffic.
 
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
-use rtemu_control::assemble::{build_model, TraceArg, TraceKind, TraceOptions};
+use rtemu_control::assemble::{build_model, read_model_file, TraceArg, TraceKind, TraceOptions};
 use rtemu_model::{netem, rng::DEFAULT_SEED, LinkConfig};
 use rtemu_sim::capture::{CaptureReader, PcapWriter};
-use rtemu_sim::engine::{self, Discard, FrameSink};
+use rtemu_sim::engine::{self, Discard};
 use rtemu_sim::fatelog::{FateLog, LogFormat};
 use rtemu_sim::source::{FrameSource, Progress, ProgressUnit};
-use rtemu_sim::tables::read_small_file;
+use rtemu_sim::summary::Report;
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
 use rtemu_trace::flow::FlowPattern;
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
-use serde::Serialize;
 
 use rtemu_report::output::{self, Output};
 
@@ -161,118 +160,6 @@ impl From<TraceKindArg> for TraceKind {
     }
 }
 
-#[derive(Serialize)]
-struct Report<'a> {
-    input: String,
-    model: String,
-    /// Each trace as `FILE` or `FILE for PATTERN`.
-    traces: Vec<String>,
-    seed: u64,
-    summary: &'a rtemu_sim::summary::Summary,
-}
-
-/// The names a model file may hold (fields, loss models, distributions, table modes): the
-/// only quoted words a model file's error may repeat.
-const MODEL_FILE_NAMES: &[&str] = &[
-    "delay",
-    "jitter",
-    "delay_correlation",
-    "distribution",
-    "tables",
-    "ordered",
-    "loss",
-    "duplicate",
-    "corrupt",
-    "ber",
-    "reorder",
-    "gap",
-    "rate",
-    "limit",
-    "limit_bytes",
-    "seed",
-    "model",
-    "random",
-    "state",
-    "gemodel",
-    "probability",
-    "correlation",
-    "p13",
-    "p31",
-    "p32",
-    "p23",
-    "p14",
-    "p",
-    "r",
-    "loss_bad",
-    "loss_good",
-    "packet_overhead",
-    "cell_size",
-    "cell_overhead",
-    "uniform",
-    "normal",
-    "pareto",
-    "paretonormal",
-    "exact",
-    "netem",
-];
-
-/// `message` with every quoted part (`…` or "…") that is neither one of the model file's own
-/// names nor punctuation replaced by `…`: a TOML or JSON error quotes the words it did not expect, and the
-/// file may be one the user cannot read (rtemu under sudo).
-fn redact_quoted(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut rest = message;
-    while let Some(open) = rest.find(['`', '"']) {
-        let quote = rest.as_bytes()[open] as char;
-        let Some(len) = rest[open + 1..].find(quote) else {
-            break;
-        };
-        let inner = &rest[open + 1..open + 1 + len];
-        out.push_str(&rest[..=open]);
-        // Punctuation (`=`, `]`) is the grammar's, not the file's.
-        let grammar = !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_punctuation());
-        out.push_str(if grammar || MODEL_FILE_NAMES.contains(&inner) {
-            inner
-        } else {
-            "…"
-        });
-        out.push(quote);
-        rest = &rest[open + len + 2..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Reads a `--model-file`: a regular file of at most 1 MiB, TOML or (`.json`) JSON, checked by
-/// [`LinkConfig::validate`]. Errors say `FILE:LINE:COLUMN` and what was expected, and repeat no
-/// word of the file but the model's own names.
-pub(crate) fn read_model_file(path: &Path) -> anyhow::Result<LinkConfig> {
-    let shown = path.display();
-    let text = read_small_file(path).with_context(|| format!("cannot read {shown}"))?;
-    let parsed = if path.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str(&text).map_err(|e| {
-            let message = e.to_string();
-            // serde_json ends its message with the position, given here as FILE:LINE:COLUMN.
-            let message = message
-                .rfind(" at line ")
-                .map_or(message.as_str(), |i| &message[..i]);
-            (e.line(), e.column(), redact_quoted(message))
-        })
-    } else {
-        toml::from_str(&text).map_err(|e| {
-            let at = e.span().map_or(0, |s| s.start);
-            let (line, column) = rtemu_topo::error::line_column(&text, at);
-            (line, column, redact_quoted(e.message().trim_end()))
-        })
-    };
-    let cfg: LinkConfig = parsed.map_err(|(line, column, message)| {
-        anyhow::anyhow!("{shown}:{line}:{column}: not a valid model: {message}")
-    })?;
-    cfg.validate()
-        .with_context(|| format!("{shown}: not a valid model"))?;
-    Ok(cfg)
-}
-
 /// Reads the model from `--model`, `--model-file` or the default.
 fn link_config(args: &SimArgs) -> anyhow::Result<LinkConfig> {
     if let Some(path) = &args.model_file {
@@ -286,16 +173,6 @@ fn link_config(args: &SimArgs) -> anyhow::Result<LinkConfig> {
     };
     let text = args.model.as_deref().unwrap_or(default);
     netem::parse(text).with_context(|| format!("--model {text:?}"))
-}
-
-struct PcapSink<W: Write>(PcapWriter<W>);
-
-impl<W: Write> FrameSink for PcapSink<W> {
-    fn deliver(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> std::io::Result<()> {
-        self.0
-            .write_packet(ts_ns, data, orig_len)
-            .map_err(std::io::Error::other)
-    }
 }
 
 fn progress_bar(enabled: bool) -> Option<ProgressBar> {
@@ -410,7 +287,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             // The writer buffers by itself.
             let writer = PcapWriter::new(Output::create(path, &inputs)?, source.link_type())
                 .with_context(|| format!("writing {}", path.display()))?;
-            let mut sink = PcapSink(writer);
+            let mut sink = writer;
             let summary = engine::run(
                 source.as_mut(),
                 model.as_mut(),
@@ -419,8 +296,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
                 &mut on_progress,
             )
             .with_context(|| input.clone())?;
-            sink.0
-                .finish()
+            sink.finish()
                 .with_context(|| format!("writing {}", path.display()))?
                 .commit()?;
             summary
@@ -445,37 +321,19 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             .commit()?;
     }
 
-    let trace_names: Vec<String> = traces
-        .iter()
-        .map(|t| match &t.pattern {
-            Some(p) => format!("{} for {p}", t.path.display()),
-            None => t.path.display().to_string(),
-        })
-        .collect();
+    let report = Report {
+        input,
+        model: cfg.to_string(),
+        traces: traces.iter().map(TraceArg::to_string).collect(),
+        seed: args.seed,
+        summary: &summary,
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
-        let report = Report {
-            input,
-            model: cfg.to_string(),
-            traces: trace_names,
-            seed: args.seed,
-            summary: &summary,
-        };
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "rtemu sim: {input}")?;
-        let model = cfg.to_string();
-        writeln!(
-            out,
-            "model: {}  (seed {})",
-            if model.is_empty() { "ideal" } else { &model },
-            args.seed
-        )?;
-        for t in &trace_names {
-            writeln!(out, "trace: {t}")?;
-        }
-        write!(out, "{summary}")?;
+        write!(out, "{report}")?;
     }
     Ok(())
 }
