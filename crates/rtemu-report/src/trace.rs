@@ -165,3 +165,85 @@ pub fn variance_time_chart(file: &Path, s: &TraceStats) -> anyhow::Result<Chart>
         diagonal: false,
     })
 }
+/// The `--json` summary of `rtemu trace gen`.
+#[derive(Debug, serde::Serialize)]
+pub struct GenSummary<'a> {
+    /// The generator: fgn, onoff, iid or netem.
+    pub kind: &'static str,
+    /// Records written.
+    pub records: u64,
+    /// Where the trace was written.
+    pub output: String,
+    /// The output's form: raw, framed or text.
+    pub format: &'static str,
+    /// The seed of the generator's random streams.
+    pub seed: u64,
+    /// The generator's parameters as it used them (durations in ns).
+    pub parameters: serde_json::Value,
+    /// What the generator reports about its run (clamped delays, dropped probes, …).
+    pub outcome: serde_json::Value,
+    /// The command line that regenerates the trace, after the text of `--provenance` if given
+    /// (also in a framed output's header).
+    pub provenance: &'a str,
+    /// The flow pattern of a framed output's header (`--flow`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<String>,
+}
+
+/// The `--json` summary of `rtemu trace convert`.
+#[derive(Debug, serde::Serialize)]
+pub struct ConvertSummary {
+    /// The input file.
+    pub input: String,
+    /// The input's form: raw, framed or text for a trace, `series` with --series-pps,
+    /// `capture` with --receiver.
+    pub input_format: String,
+    /// The output file.
+    pub output: String,
+    /// The output's form: raw, framed or text.
+    pub output_format: &'static str,
+    /// Time unit of a framed output's header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Flow pattern of a framed output's header (`--flow`, or the input's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<String>,
+    /// Provenance of a framed output's header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
+    /// Records written.
+    pub records: u64,
+    /// With --series-pps: the packet rate and the interpolation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<serde_json::Value>,
+    /// With --receiver: the receiver capture and what matching the two captures found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub captures: Option<serde_json::Value>,
+}
+
+impl ConvertSummary {
+    /// The summary of `records` written from `input` (in `input_format`) to `output` in form
+    /// `to` under `header`; `series` and `captures` are left for the caller.
+    pub fn new(
+        input: &Path,
+        output: &Path,
+        input_format: &str,
+        to: Format,
+        header: &Header,
+        records: u64,
+    ) -> Self {
+        let framed = to == Format::Framed;
+        ConvertSummary {
+            input: input.display().to_string(),
+            input_format: input_format.to_owned(),
+            output: output.display().to_string(),
+            output_format: to.name(),
+            unit: framed.then(|| header.unit.to_string()),
+            flow: header.flow.filter(|_| framed).map(|f| f.to_string()),
+            provenance: framed.then(|| header.provenance.clone()),
+            records,
+            series: None,
+            captures: None,
+        }
+    }
+}

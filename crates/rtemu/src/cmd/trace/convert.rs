@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 use rtemu_report::output::Output;
+use rtemu_report::trace::ConvertSummary;
 use rtemu_sim::capture::CaptureReader;
 use rtemu_sim::capture_pair::actions_from_captures;
 use rtemu_sim::source::FrameSource;
@@ -52,53 +53,6 @@ pub(super) struct ConvertArgs {
     json: bool,
     #[command(flatten)]
     header: HeaderArgs,
-}
-
-/// The `--json` summary of `rtemu trace convert`.
-#[derive(Debug, serde::Serialize)]
-struct ConvertSummary {
-    input: String,
-    /// The input's form: raw, framed or text for a trace, `series` with --series-pps,
-    /// `capture` with --receiver.
-    input_format: String,
-    output: String,
-    /// The output's form: raw, framed or text.
-    output_format: &'static str,
-    /// Time unit of a framed output's header.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    unit: Option<String>,
-    /// Flow pattern of a framed output's header (`--flow`, or the input's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    flow: Option<String>,
-    /// Provenance of a framed output's header.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provenance: Option<String>,
-    /// Records written.
-    records: u64,
-    /// With --series-pps: the packet rate and the interpolation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    series: Option<serde_json::Value>,
-    /// With --receiver: the receiver capture and what matching the two captures found.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    captures: Option<serde_json::Value>,
-}
-
-impl ConvertSummary {
-    fn new(a: &ConvertArgs, input_format: &str, to: Format, header: &Header, records: u64) -> Self {
-        let framed = to == Format::Framed;
-        ConvertSummary {
-            input: a.input.display().to_string(),
-            input_format: input_format.to_owned(),
-            output: a.output.display().to_string(),
-            output_format: to.name(),
-            unit: framed.then(|| header.unit.to_string()),
-            flow: header.flow.filter(|_| framed).map(|f| f.to_string()),
-            provenance: framed.then(|| header.provenance.clone()),
-            records,
-            series: None,
-            captures: None,
-        }
-    }
 }
 
 /// The output's writer: `a.output`, written whole or not at all, never over `inputs`.
@@ -160,7 +114,7 @@ pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
         }
         let n = finish(w, &out)?;
         if a.json {
-            let mut summary = ConvertSummary::new(a, "series", to, &header, n);
+            let mut summary = ConvertSummary::new(&a.input, &a.output, "series", to, &header, n);
             summary.series = Some(serde_json::json!({
                 "packets_per_second": pps,
                 "interpolation": format!("{:?}", a.interp).to_lowercase(),
@@ -189,7 +143,7 @@ pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
     r.for_each_record(|x| w.write(x).with_context(|| format!("writing {out}")))?;
     let n = finish(w, &out)?;
     if a.json {
-        let summary = ConvertSummary::new(a, r.format().name(), to, &header, n);
+        let summary = ConvertSummary::new(&a.input, &a.output, r.format().name(), to, &header, n);
         return rtemu_report::text::print_json(&summary);
     }
     eprintln!("rtemu: converted {n} records to {out} ({} form)", to.name());
@@ -228,7 +182,7 @@ fn captures(a: &ConvertArgs, receiver: &Path, to: Format, unit: TimeUnit) -> any
     }
     let n = finish(w, &out)?;
     if a.json {
-        let mut summary = ConvertSummary::new(a, "capture", to, &header, n);
+        let mut summary = ConvertSummary::new(&a.input, &a.output, "capture", to, &header, n);
         summary.captures = Some(serde_json::json!({
             "receiver": receiver.display().to_string(),
             "sent": stats.sent,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use rtemu_model::units::parse_duration_ns;
 use rtemu_report::output::Output;
+use rtemu_report::trace::GenSummary;
 use rtemu_sim::record::ModelRecords;
 use rtemu_trace::duration::format_duration;
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
@@ -173,29 +174,6 @@ struct OnOffArgs {
     base: String,
     #[command(flatten)]
     out: OutputArgs,
-}
-
-/// The `--json` summary of `rtemu trace gen`.
-#[derive(Debug, serde::Serialize)]
-struct GenSummary<'a> {
-    /// The generator: fgn, onoff, iid or netem.
-    kind: &'static str,
-    /// Records written.
-    records: u64,
-    output: String,
-    /// The output's form: raw, framed or text.
-    format: &'static str,
-    seed: u64,
-    /// The generator's parameters as it used them (durations in ns).
-    parameters: serde_json::Value,
-    /// What the generator reports about its run (clamped delays, dropped probes, …).
-    outcome: serde_json::Value,
-    /// The command line that regenerates the trace, after the text of `--provenance` if given
-    /// (also in a framed output's header).
-    provenance: &'a str,
-    /// The flow pattern of a framed output's header (`--flow`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    flow: Option<String>,
 }
 
 pub(super) fn run(args: &GenArgs) -> anyhow::Result<()> {
