@@ -16,19 +16,7 @@ use rtemu_serve::{Options, Server};
 
 /// Whether the test may run; panics when root is required but missing.
 fn root_or_skip(test: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
-    );
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping {test}: needs root (creates network namespaces)"
-    );
-    false
+    rtemu_testutil::root_or_skip(test, "creates network namespaces")
 }
 
 /// A lab name unique to this test and process (lab names are at most 12 characters).

@@ -21,34 +21,10 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-fn is_root() -> bool {
-    // The effective user id is the second field of `Uid:`.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Whether `test` can run: true as root; otherwise it says why it skips, or fails when
 /// `RTEMU_REQUIRE_ROOT=1` (CI) forbids skipping.
 pub fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RTEMU_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "{test}: needs root and RTEMU_REQUIRE_ROOT=1 is set"
-    );
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping {test}: needs root (network namespaces, AF_PACKET)"
-    );
-    false
+    rtemu_testutil::root_or_skip(test, "network namespaces, AF_PACKET")
 }
 
 /// A lab brought up from a topology (with `LAB` replaced by a unique name), taken down at drop.
