@@ -81,6 +81,7 @@ fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
                 | LabError::NoHostInterface(_)
                 | LabError::CpuLimit(_) => StatusCode::CONFLICT,
                 LabError::State(StateError::BadName(_)) => StatusCode::BAD_REQUEST,
+                LabError::MultiHost { .. } => StatusCode::NOT_IMPLEMENTED,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
         }
@@ -173,6 +174,11 @@ mod tests {
             "{}",
             err.message
         );
+        let multi = ApiError::from(LabError::MultiHost {
+            lab: "m".into(),
+            hosts: "h1, h2".into(),
+        });
+        assert_eq!(multi.status, StatusCode::NOT_IMPLEMENTED);
         let other = ApiError::from(anyhow::anyhow!("the engine fell over"));
         assert_eq!(other.status, StatusCode::INTERNAL_SERVER_ERROR);
     }

@@ -3,13 +3,15 @@
 //! that runs a program).
 //!
 //! Nodes are boxes; a point-to-point link is an edge labelled with its two interfaces; a LAN
-//! is an ellipse with an edge to each member. Subnets label links and LANs.
+//! is an ellipse with an edge to each member. Subnets label links and LANs. In a multi-host
+//! lab each host is a box (a cluster) around its nodes, and a link between hosts is dashed
+//! and says `vxlan`: it is stitched through the underlay.
 
 use std::fmt::Write;
 use std::io::{self, Write as _};
 use std::process::{Command, Stdio};
 
-use crate::topology::{Segment, SegmentKind, Topology};
+use crate::topology::{Host, Node, Segment, SegmentKind, Topology};
 
 fn subnets(seg: &Segment) -> String {
     let nets: Vec<String> = [
@@ -27,19 +29,39 @@ pub fn dot(topo: &Topology) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "graph \"{}\" {{", topo.lab);
     out.push_str("  node [shape=box];\n");
-    for n in &topo.nodes {
-        let _ = writeln!(out, "  \"{}\";", n.name);
+    for (host, nodes) in by_host(topo) {
+        let indent = match host {
+            Some(h) => {
+                let _ = writeln!(
+                    out,
+                    "  subgraph \"cluster:{}\" {{\n    label=\"host {} ({})\";",
+                    h.name, h.name, h.address
+                );
+                "    "
+            }
+            None => "  ",
+        };
+        for n in nodes {
+            let _ = writeln!(out, "{indent}\"{}\";", n.name);
+        }
+        if host.is_some() {
+            out.push_str("  }\n");
+        }
     }
     for seg in &topo.segments {
         let name = |i: usize| &topo.nodes[seg.members[i].node].name;
         match seg.kind {
             SegmentKind::Link { .. } => {
+                let (label, style) = match crosses(topo, seg) {
+                    true => (format!("{} vxlan", subnets(seg)), ", style=dashed"),
+                    false => (subnets(seg), ""),
+                };
                 let _ = writeln!(
                     out,
-                    "  \"{}\" -- \"{}\" [label=\"{}\", taillabel=\"{}\", headlabel=\"{}\"];",
+                    "  \"{}\" -- \"{}\" [label=\"{}\", taillabel=\"{}\", headlabel=\"{}\"{style}];",
                     name(0),
                     name(1),
-                    subnets(seg),
+                    label.trim_start(),
                     seg.members[0].ifname,
                     seg.members[1].ifname
                 );
@@ -80,16 +102,34 @@ pub fn dot(topo: &Topology) -> String {
 /// Mermaid flowchart text (renders in Markdown viewers that support Mermaid).
 pub fn mermaid(topo: &Topology) -> String {
     let mut out = String::from("graph LR\n");
-    for n in &topo.nodes {
-        let _ = writeln!(out, "  n_{}[\"{}\"]", ident(&n.name), n.name);
+    for (host, nodes) in by_host(topo) {
+        if let Some(h) = host {
+            let _ = writeln!(
+                out,
+                "  subgraph m_{}[\"host {} ({})\"]",
+                ident(&h.name),
+                h.name,
+                h.address
+            );
+        }
+        for n in nodes {
+            let _ = writeln!(out, "  n_{}[\"{}\"]", ident(&n.name), n.name);
+        }
+        if host.is_some() {
+            out.push_str("  end\n");
+        }
     }
     for seg in &topo.segments {
         let name = |i: usize| ident(&topo.nodes[seg.members[i].node].name);
         match seg.kind {
             SegmentKind::Link { .. } => {
+                let (line, vxlan) = match crosses(topo, seg) {
+                    true => ("-.-", " vxlan"),
+                    false => ("---", ""),
+                };
                 let _ = writeln!(
                     out,
-                    "  n_{} ---|\"{} {} {}\"| n_{}",
+                    "  n_{} {line}|\"{} {}{vxlan} {}\"| n_{}",
                     name(0),
                     seg.members[0].ifname,
                     subnets(seg),
@@ -128,6 +168,26 @@ pub fn mermaid(topo: &Topology) -> String {
         }
     }
     out
+}
+
+/// The nodes on each host, in host order; one group without a host for a lab on one machine.
+fn by_host(topo: &Topology) -> Vec<(Option<&Host>, Vec<&Node>)> {
+    if topo.hosts.is_empty() {
+        return vec![(None, topo.nodes.iter().collect())];
+    }
+    topo.hosts
+        .iter()
+        .map(|h| {
+            let on = |n: &&Node| n.host.as_deref() == Some(h.name.as_str());
+            (Some(h), topo.nodes.iter().filter(on).collect())
+        })
+        .collect()
+}
+
+/// Whether the members of `seg` are on more than one host.
+fn crosses(topo: &Topology, seg: &Segment) -> bool {
+    let host = |m: &crate::topology::Attachment| topo.nodes[m.node].host.as_deref();
+    seg.members.iter().any(|m| host(m) != host(&seg.members[0]))
 }
 
 /// Errors of [`svg`].
@@ -202,6 +262,7 @@ pub fn render_svg(program: &str, dot_text: &str) -> Result<String, SvgError> {
 }
 
 /// Mermaid identifiers may not contain '-'; names never contain '_', so this is one-to-one.
+/// Prefixes keep kinds apart: `n_` nodes, `l_` LANs, `h_` host interfaces, `m_` machines.
 fn ident(name: &str) -> String {
     name.replace('-', "_")
 }

@@ -72,6 +72,14 @@ pub enum LabError {
          or v1 `cpu` under /sys/fs/cgroup) to enforce it; remove the line"
     )]
     CpuLimit(String),
+    /// The topology spans several hosts: each host's agent builds its part.
+    #[error("lab `{lab}` spans hosts {hosts}: a multi-host lab is built by the agent (`rtemu serve`) of each host, which this rtemu cannot drive yet; remove the `[hosts]` table to run the lab on this machine")]
+    MultiHost {
+        /// The lab.
+        lab: String,
+        /// Its hosts, comma-separated.
+        hosts: String,
+    },
     /// A name given is not a valid lab name.
     #[error(transparent)]
     BadName(#[from] BadLabName),
@@ -214,6 +222,13 @@ fn find_netns(ns: &str) -> io::Result<Found> {
 
 /// Brings `topo` up. On error, everything made so far is removed again.
 pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
+    if !topo.hosts.is_empty() {
+        let hosts: Vec<&str> = topo.hosts.iter().map(|h| h.name.as_str()).collect();
+        return Err(LabError::MultiHost {
+            lab: topo.lab.clone(),
+            hosts: hosts.join(", "),
+        });
+    }
     let limited: Vec<&crate::topology::Node> =
         topo.nodes.iter().filter(|n| n.cpu.is_some()).collect();
     let cpu = match limited.first() {

@@ -36,6 +36,19 @@ pub struct FileSpec {
     /// Host interfaces handed to nodes.
     #[serde(default)]
     pub externals: Vec<ExternalSpec>,
+    /// The machines a multi-host lab spans, by name.
+    #[serde(default)]
+    pub hosts: BTreeMap<Spanned<String>, HostSpec>,
+}
+
+/// `[hosts]`: one machine of a multi-host lab, whose agent (`rtemu serve`) builds its part.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// The machine's address on the underlay: its agent's and its tunnels' end.
+    pub address: Spanned<String>,
+    /// Its agent's TCP port.
+    pub port: Option<Spanned<i64>>,
 }
 
 /// `[pool]`: the prefixes segment subnets are allocated from.
@@ -70,6 +83,8 @@ pub struct NodeSpec {
     pub env: BTreeMap<Spanned<String>, Spanned<String>>,
     /// CPU limit in cores for processes rtemu starts in the node.
     pub cpu: Option<Spanned<f64>>,
+    /// The `[hosts]` entry the node runs on (default: placed by rtemu).
+    pub host: Option<Spanned<String>>,
 }
 
 /// `[[links]]`: a point-to-point link.
@@ -100,6 +115,9 @@ pub struct LinkSpec {
     /// Parameter changes at given times after the engine starts.
     #[serde(default)]
     pub schedule: Vec<ChangeSpec>,
+    /// The `[hosts]` entry whose engine releases an impaired link's frames (default: the first
+    /// endpoint's host); it must hold one of the endpoints.
+    pub engine: Option<Spanned<String>>,
 }
 
 /// One entry of a link's `schedule`.

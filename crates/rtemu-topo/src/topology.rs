@@ -93,7 +93,24 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// Links first (file order), then LANs (file order).
     pub segments: Vec<Segment>,
+    /// The machines of a multi-host lab, in name order; empty for a lab on one machine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<Host>,
 }
+
+/// One machine of a multi-host lab (`[hosts]`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Host {
+    /// Its name in the file.
+    pub name: String,
+    /// Its address on the underlay: where its agent listens and its tunnels end.
+    pub address: IpAddr,
+    /// Its agent's TCP port.
+    pub port: u16,
+}
+
+/// The TCP port of a host's agent when `[hosts]` does not give one.
+pub const DEFAULT_AGENT_PORT: u16 = 7781;
 
 /// A node: one network namespace.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -110,6 +127,9 @@ pub struct Node {
     pub env: Vec<(String, String)>,
     /// CPU limit in cores.
     pub cpu: Option<f64>,
+    /// In a multi-host lab, the host it runs on: the file's choice or rtemu's placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// What a segment is made of.
@@ -386,6 +406,9 @@ pub struct Segment {
     pub ipv6: Option<Ipv6Net>,
     /// The node interfaces on it.
     pub members: Vec<Attachment>,
+    /// In a multi-host lab, the host whose engine releases an impaired link's frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_host: Option<String>,
 }
 
 /// One node's interface on a segment.
@@ -409,6 +432,16 @@ impl Attachment {
         match like {
             IpAddr::V4(_) => self.ipv4.map(|n| IpAddr::V4(n.addr())),
             IpAddr::V6(_) => self.ipv6.map(|n| IpAddr::V6(n.addr())),
+        }
+    }
+}
+
+impl Segment {
+    /// An impaired link's impairment; `None` for an ideal link, a LAN or an external.
+    pub fn impairment(&self) -> Option<&Impairment> {
+        match &self.kind {
+            SegmentKind::Link { impairment } => impairment.as_ref(),
+            _ => None,
         }
     }
 }
@@ -517,12 +550,9 @@ impl Topology {
 
     /// Whether any segment asks for the real-time engine.
     pub fn impaired_links(&self) -> impl Iterator<Item = (&Segment, &Impairment)> {
-        self.segments.iter().filter_map(|s| match &s.kind {
-            SegmentKind::Link {
-                impairment: Some(i),
-            } => Some((s, i)),
-            _ => None,
-        })
+        self.segments
+            .iter()
+            .filter_map(|s| s.impairment().map(|i| (s, i)))
     }
 }
 
@@ -740,12 +770,19 @@ impl<'a> Validator<'a> {
         let default_mtu = spec.mtu.as_ref().map(|m| self.mtu(m)).transpose()?;
         let default_mtu_span = spec.mtu.as_ref().map(|m| m.span());
 
+        let machines = self.hosts(&spec)?;
         let mut nodes = Vec::new();
         let mut node_names = BTreeMap::new();
         for (name, node) in &spec.nodes {
             let checked = self.name(name, "node name", MAX_NODE_NAME)?;
             node_names.insert(checked.clone(), nodes.len());
-            nodes.push(self.node(checked, node)?);
+            let mut built = self.node(checked, node)?;
+            built.host = node
+                .host
+                .as_ref()
+                .map(|h| self.host_of(h, &machines, &format!("node `{}`", name.get_ref())))
+                .transpose()?;
+            nodes.push(built);
         }
         if nodes.is_empty() {
             return Err(self.err(
@@ -926,14 +963,150 @@ impl<'a> Validator<'a> {
             });
         }
 
-        let segments = self.finish(drafts, &spec, families, &nodes)?;
+        let mut segments = self.finish(drafts, &spec, families, &nodes)?;
+        self.place(&spec, &machines, &mut nodes, &mut segments)?;
         Ok(Topology {
             lab,
             routing,
             neighbours,
             nodes,
             segments,
+            hosts: machines,
         })
+    }
+
+    /// `[hosts]`, checked: valid names, addresses and ports, no two agents at one address.
+    fn hosts(&self, spec: &FileSpec) -> Result<Vec<Host>, SpecError> {
+        let mut hosts: Vec<Host> = Vec::new();
+        for (name, h) in &spec.hosts {
+            let name = self.name(name, "host name", MAX_NODE_NAME)?;
+            let address: IpAddr = h.address.get_ref().parse().map_err(|_| {
+                self.err(h.address.span(), format!("invalid address `{}` of host `{name}`: write the machine's IPv4 or IPv6 address on the underlay, e.g. \"192.0.2.10\"", h.address.get_ref()))
+            })?;
+            let port = match &h.port {
+                None => DEFAULT_AGENT_PORT,
+                Some(p) => u16::try_from(*p.get_ref())
+                    .ok()
+                    .filter(|&p| p != 0)
+                    .ok_or_else(|| {
+                        self.err(
+                            p.span(),
+                            format!(
+                                "port {} of host `{name}` is out of range: allowed are 1 to 65535",
+                                p.get_ref()
+                            ),
+                        )
+                    })?,
+            };
+            if let Some(other) = hosts
+                .iter()
+                .find(|o| o.address == address && o.port == port)
+            {
+                return Err(self.err(h.address.span(), format!("host `{name}` has the address and port of host `{}` ({address} port {port}): each host runs its own agent", other.name)));
+            }
+            hosts.push(Host {
+                name,
+                address,
+                port,
+            });
+        }
+        Ok(hosts)
+    }
+
+    /// The `[hosts]` entry `name` names, for `what` (a node or a link).
+    fn host_of(
+        &self,
+        name: &Spanned<String>,
+        hosts: &[Host],
+        what: &str,
+    ) -> Result<String, SpecError> {
+        let n = name.get_ref();
+        if hosts.is_empty() {
+            return Err(self.err(name.span(), format!("{what} names host `{n}`, but the file has no `[hosts]` table: add one, e.g. `{n} = {{ address = \"192.0.2.10\" }}`")));
+        }
+        if hosts.iter().any(|h| &h.name == n) {
+            return Ok(n.clone());
+        }
+        let known: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        Err(self.err(
+            name.span(),
+            format!(
+                "{what} names unknown host `{n}`: the hosts are {}",
+                known.join(", ")
+            ),
+        ))
+    }
+
+    /// Puts every node without a `host` on one ([`crate::placement`]) and picks the host of
+    /// each impaired link's engine; checks the links' `engine` values, with or without hosts.
+    fn place(
+        &self,
+        spec: &FileSpec,
+        hosts: &[Host],
+        nodes: &mut [Node],
+        segments: &mut [Segment],
+    ) -> Result<(), SpecError> {
+        // Links come first among segments, in the file's order.
+        let mut engines = Vec::new();
+        for (seg, link) in segments.iter().zip(&spec.links) {
+            let Some(engine) = &link.engine else {
+                engines.push(None);
+                continue;
+            };
+            if seg.impairment().is_none() {
+                return Err(self.err(
+                    engine.span(),
+                    format!(
+                        "link `{}` is ideal: only an impaired link has an engine to place",
+                        seg.name
+                    ),
+                ));
+            }
+            engines.push(Some((
+                self.host_of(engine, hosts, &format!("link `{}`", seg.name))?,
+                engine.span(),
+            )));
+        }
+        if hosts.is_empty() {
+            return Ok(());
+        }
+        let index = |name: &str| hosts.iter().position(|h| h.name == name);
+        let mut problem = crate::placement::Problem {
+            nodes: nodes.len(),
+            hosts: hosts.len(),
+            pinned: nodes
+                .iter()
+                .map(|n| n.host.as_deref().and_then(index))
+                .collect(),
+            ..Default::default()
+        };
+        for seg in segments.iter() {
+            let first = seg.members[0].node;
+            for m in &seg.members[1..] {
+                problem.adjacent.push((first, m.node));
+                if seg.impairment().is_some() {
+                    problem.impaired.push((first, m.node));
+                }
+            }
+        }
+        for (node, h) in nodes.iter_mut().zip(crate::placement::place(&problem)) {
+            node.host = Some(hosts[h].name.clone());
+        }
+        for (seg, engine) in segments.iter_mut().zip(engines) {
+            if seg.impairment().is_none() {
+                continue;
+            }
+            let [a, b] = [seg.members[0].node, seg.members[1].node];
+            let ends = [a, b].map(|n| nodes[n].host.clone().expect("placed above"));
+            seg.engine_host = Some(match engine {
+                None => ends[0].clone(),
+                Some((chosen, _)) if ends.contains(&chosen) => chosen,
+                Some((_, span)) => {
+                    return Err(self.err(span, format!("the engine of link `{}` must run on the host of one of its endpoints: `{}` is on {}, `{}` on {}", seg.name, nodes[a].name, ends[0], nodes[b].name, ends[1])));
+                }
+            });
+        }
+        Ok(())
     }
 
     /// Names: a lower-case letter, then lower-case letters, digits and `-`, not ending in `-`,
@@ -1112,6 +1285,7 @@ impl<'a> Validator<'a> {
             run: spec.run.iter().map(|r| r.get_ref().clone()).collect(),
             env,
             cpu,
+            host: None,
         })
     }
 
@@ -1352,6 +1526,7 @@ impl<'a> Validator<'a> {
                 ipv4,
                 ipv6,
                 members,
+                engine_host: None,
             });
         }
         Ok(segments)
