@@ -260,15 +260,21 @@ mod tests {
     }
 
     /// A reader racing a writer never sees a torn snapshot: the writer keeps the identity true
-    /// in every published state, so a torn read would break it.
+    /// in every published state, so a torn read would break it. The writer goes on until the
+    /// reader has read many times, so the two really overlap however the threads are scheduled.
     #[test]
     fn snapshots_are_never_torn() {
+        const MIN_WRITES: u64 = 200_000;
+        const MIN_READS: u64 = 1_000;
         let shared = Arc::new(Published::default());
+        let reads = Arc::new(AtomicU64::new(0));
         let writer = {
-            let shared = Arc::clone(&shared);
+            let (shared, reads) = (Arc::clone(&shared), Arc::clone(&reads));
             std::thread::spawn(move || {
                 let mut c = Counters::default();
-                for i in 0..200_000u64 {
+                let mut i = 0u64;
+                // Bounded: a reader that never runs fails the test instead of hanging it.
+                while i < MIN_WRITES || (reads.load(Ordering::Relaxed) < MIN_READS && i < 1 << 32) {
                     c.received += 1;
                     match i % 3 {
                         0 => c.delivered += 1,
@@ -276,18 +282,19 @@ mod tests {
                         _ => c.in_flight += 1,
                     }
                     shared.publish(&c);
+                    i += 1;
                 }
+                i
             })
         };
-        let mut reads = 0u64;
         while !writer.is_finished() {
             let c = shared.snapshot();
             assert!(c.conserved(), "torn snapshot: {c:?}");
-            reads += 1;
+            reads.fetch_add(1, Ordering::Relaxed);
         }
-        writer.join().unwrap();
-        assert_eq!(shared.snapshot().received, 200_000);
-        assert!(reads > 0);
+        let written = writer.join().unwrap();
+        assert_eq!(shared.snapshot().received, written);
+        assert!(reads.load(Ordering::Relaxed) >= MIN_READS);
     }
 
     #[test]
