@@ -1726,6 +1726,7 @@ mod tests {
             cgroups: Vec::new(),
             complete: true,
             topology: path.topology().unwrap(),
+            part: None,
         }
     }
 

@@ -246,19 +246,16 @@ pub fn stop(lab: &LabName) -> Option<FinalReport> {
     ask(lab, &Request::Stop, Duration::from_secs(5)).ok()
 }
 
-/// The impaired links of a lab: segment index, segment and impairment.
+/// The impaired links whose engine runs on this host (all of a lab on one machine): segment
+/// index, segment and impairment.
 pub fn impaired(state: &State) -> Vec<(usize, &Segment, &Impairment)> {
     state
         .topology
         .segments
         .iter()
         .enumerate()
-        .filter_map(|(si, seg)| match &seg.kind {
-            rtemu_topo::topology::SegmentKind::Link {
-                impairment: Some(i),
-            } => Some((si, seg, i)),
-            _ => None,
-        })
+        .filter_map(|(si, seg)| seg.impairment().map(|i| (si, seg, i)))
+        .filter(|(si, _, _)| state.runs_engine_of(*si))
         .collect()
 }
 
@@ -419,6 +416,10 @@ fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io,
     for (m, end) in seg.members.iter().zip(&ends) {
         offload::disable(end)?;
         let node = &state.topology.nodes[m.node].name;
+        // A node on another host reaches this end through a tunnel: its host's part set it up.
+        if !state.nodes.iter().any(|(n, _)| n == node) {
+            continue;
+        }
         let ifname = m.ifname.clone();
         netns::run_in(&netns::named(&node_netns(&state.lab, node)), move || {
             offload::disable(&ifname)
@@ -860,6 +861,7 @@ schedule = [
             cgroups: Vec::new(),
             complete: true,
             topology: topology.unwrap(),
+            part: None,
         };
         let loaded = State::from_json(&state.to_json().unwrap(), &state.lab).unwrap();
         let [(_, seg, imp)] = impaired(&loaded)[..] else {

@@ -247,6 +247,7 @@ mod tests {
                 cgroups: Vec::new(),
                 complete: true,
                 topology: Topology::parse("t.toml", src).unwrap(),
+                part: None,
             },
             engine_wait,
             impaired: 1,

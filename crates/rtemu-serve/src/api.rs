@@ -343,6 +343,7 @@ members = ["a", "b", "c"]
             cgroups: vec![],
             complete: true,
             topology: Topology::parse("<request>", TOPO).unwrap(),
+            part: None,
         }
     }
 

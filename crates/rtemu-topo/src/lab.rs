@@ -15,7 +15,7 @@
 //! `/etc/netns` directories and the state directory; it works on a half-built lab and is
 //! idempotent. A failed `up` runs `down` before returning its error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -23,17 +23,22 @@ use std::process::{Command, Stdio};
 
 use futures_util::TryStreamExt;
 use ipnet::IpNet;
+use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, MacVlanMode};
 use rtnetlink::packet_route::neighbour::NeighbourState;
 use rtnetlink::{
-    Handle, LinkBridge, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
+    Handle, LinkBridge, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVxlan,
+    RouteMessageBuilder,
 };
 
 use crate::cgroup;
+use crate::part::{PartError, Stitching, Tunnel, TunnelRole};
 use crate::routing::{plan, NodePlan};
-use crate::state::{lab_dir, BadLabName, Detached, Handover, LabName, State, StateError};
+use crate::state::{
+    lab_dir, BadLabName, Detached, Handover, LabName, PartState, State, StateError,
+};
 use crate::sys;
-use crate::topology::{Attachment, ExternalMode, Mac, SegmentKind, Topology};
+use crate::topology::{Attachment, ExternalMode, Host, Mac, SegmentKind, Topology};
 
 /// Errors of the lab lifecycle.
 #[derive(Debug, thiserror::Error)]
@@ -72,13 +77,24 @@ pub enum LabError {
          or v1 `cpu` under /sys/fs/cgroup) to enforce it; remove the line"
     )]
     CpuLimit(String),
-    /// The topology spans several hosts: each host's agent builds its part.
-    #[error("lab `{lab}` spans hosts {hosts}: a multi-host lab is built by the agent (`rtemu serve`) of each host, which this rtemu cannot drive yet; remove the `[hosts]` table to run the lab on this machine")]
+    /// The topology spans several hosts: each host builds its part.
+    #[error("lab `{lab}` spans hosts {hosts}: each host builds its own part (the library's `lab::up_part`, stitched by VXLAN), but the agents that drive the parts from one command are not written yet; remove the `[hosts]` table to run the whole lab on this machine")]
     MultiHost {
         /// The lab.
         lab: String,
         /// Its hosts, comma-separated.
         hosts: String,
+    },
+    /// One host's part cannot be planned.
+    #[error(transparent)]
+    Part(#[from] PartError),
+    /// A part is brought up on a machine that does not hold its host's address.
+    #[error("host `{host}`'s address {address} is on no interface here: bring up `{host}`'s part on `{host}`, or correct its address in [hosts]")]
+    NotThisHost {
+        /// The host of the part.
+        host: String,
+        /// Its `[hosts]` address.
+        address: IpAddr,
     },
     /// A name given is not a valid lab name.
     #[error(transparent)]
@@ -229,8 +245,164 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
             hosts: hosts.join(", "),
         });
     }
-    let limited: Vec<&crate::topology::Node> =
-        topo.nodes.iter().filter(|n| n.cpu.is_some()).collect();
+    let all = Share {
+        nodes: (0..topo.nodes.len()).collect(),
+        segments: (0..topo.segments.len()).collect(),
+        stitch: None,
+    };
+    build_share(topo, file, &all)
+}
+
+/// Brings up host `host`'s part of the multi-host lab `topo` ([`Topology::part`]): its nodes,
+/// its segments, and a VXLAN tunnel per segment that reaches other hosts, with the VNIs and
+/// UDP port of `stitching` (the same on every host). Run on that host: the tunnels start at
+/// the interface that holds its `[hosts]` address, and their sockets stay in the namespace
+/// this process runs in. The stitched segments' MTU follows [`crate::part::tunnel_mtu`].
+/// On error, everything made so far is removed again.
+pub fn up_part(
+    topo: &Topology,
+    file: &str,
+    host: &str,
+    stitching: &Stitching,
+) -> Result<State, LabError> {
+    let part = topo.part(host, stitching)?;
+    let underlay = find_underlay(&part.host)?;
+    let mut topo = topo.clone();
+    for t in &part.tunnels {
+        let ipv6 = part.host.address.is_ipv6();
+        topo.segments[t.segment].mtu = Some(crate::part::tunnel_mtu(
+            &topo,
+            t.segment,
+            &underlay.name,
+            underlay.mtu,
+            ipv6,
+        )?);
+    }
+    let share = Share {
+        nodes: part.nodes.clone(),
+        segments: part.segments.clone(),
+        stitch: Some(Stitch {
+            underlay: underlay.index,
+            local: part.host.address,
+            port: stitching.port,
+            state: PartState {
+                host: part.host.name.clone(),
+                stitching: stitching.clone(),
+                tunnels: part.tunnels,
+            },
+        }),
+    };
+    build_share(&topo, file, &share)
+}
+
+/// The VNIs the labs on this host use (their parts' tunnels): a new lab's must differ, since
+/// the kernel keeps one VXLAN device per VNI and port. A lab whose state cannot be read is
+/// skipped; the kernel still refuses a VNI in use.
+pub fn vnis_in_use() -> Result<BTreeSet<u32>, LabError> {
+    let mut used = BTreeSet::new();
+    for lab in State::labs()? {
+        if let Ok(Some(state)) = State::load(&lab) {
+            used.extend(
+                state
+                    .part
+                    .iter()
+                    .flat_map(|p| p.tunnels.iter().map(|t| t.vni)),
+            );
+        }
+    }
+    Ok(used)
+}
+
+/// What of a topology one `up` builds: every node and segment, or one host's part.
+struct Share {
+    /// Nodes, as indices into the topology's.
+    nodes: Vec<usize>,
+    /// Segments with a member among them, as indices into the topology's.
+    segments: Vec<usize>,
+    /// A part's tunnels and where they start.
+    stitch: Option<Stitch>,
+}
+
+impl Share {
+    /// Whether this share holds the engine of impaired link `si` (see [`State::runs_engine_of`]).
+    fn runs_engine_of(&self, topo: &Topology, si: usize) -> bool {
+        self.stitch
+            .as_ref()
+            .is_none_or(|st| topo.segments[si].engine_host.as_deref() == Some(&st.state.host))
+    }
+
+    /// The tunnel of segment `si`, when it is stitched.
+    fn tunnel(&self, si: usize) -> Option<&Tunnel> {
+        self.stitch
+            .as_ref()
+            .and_then(|st| st.state.tunnels.iter().find(|t| t.segment == si))
+    }
+}
+
+/// How a part's tunnels are made.
+struct Stitch {
+    /// The underlay interface's index in this process's namespace.
+    underlay: u32,
+    /// This host's address on it.
+    local: IpAddr,
+    /// The tunnels' UDP port.
+    port: u16,
+    /// What the state file records.
+    state: PartState,
+}
+
+/// The interface that carries a host's tunnels: the one holding its address.
+struct Underlay {
+    index: u32,
+    name: String,
+    mtu: u32,
+}
+
+/// The interface of this process's namespace that holds `host`'s address.
+fn find_underlay(host: &Host) -> Result<Underlay, LabError> {
+    let address = host.address;
+    let found = with_own_netlink(|handle| async move {
+        let mut addrs = handle.address().get().execute();
+        let mut index = None;
+        while let Some(msg) = addrs.try_next().await.map_err(io::Error::other)? {
+            let ours = msg.attributes.iter().any(|a| {
+                matches!(a, AddressAttribute::Address(a) | AddressAttribute::Local(a) if *a == address)
+            });
+            if ours {
+                index = Some(msg.header.index);
+            }
+        }
+        let Some(index) = index else {
+            return Ok(None);
+        };
+        let mut links = handle.link().get().match_index(index).execute();
+        let link = links.try_next().await.map_err(io::Error::other)?;
+        let (mut name, mut mtu) = (String::new(), 1500);
+        for a in link.into_iter().flat_map(|m| m.attributes) {
+            match a {
+                LinkAttribute::IfName(n) => name = n,
+                LinkAttribute::Mtu(m) => mtu = m,
+                _ => {}
+            }
+        }
+        Ok(Some(Underlay { index, name, mtu }))
+    })
+    .map_err(io_err("looking for the underlay interface"))?;
+    found.ok_or_else(|| LabError::NotThisHost {
+        host: host.name.clone(),
+        address,
+    })
+}
+
+/// Brings up `share` of `topo`, with `cpu` limits where the file asks. On error, everything
+/// made so far is removed again.
+fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabError> {
+    let limited: Vec<&crate::topology::Node> = share
+        .nodes
+        .iter()
+        .map(|&n| &topo.nodes[n])
+        .filter(|n| n.cpu.is_some())
+        .collect();
     let cpu = match limited.first() {
         None => None,
         Some(node) => {
@@ -242,20 +414,26 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
     if lab_dir(&lab).exists() {
         return Err(LabError::Exists(topo.lab.clone()));
     }
-    let has_lans = topo.segments.iter().any(|s| s.kind == SegmentKind::Lan)
-        || topo.impaired_links().next().is_some();
-    let nodes: Vec<(String, String)> = topo
+    let segments = || share.segments.iter().map(|&si| &topo.segments[si]);
+    // The lab namespace holds LAN bridges and the ends of the engine's links.
+    let has_lans = segments().any(|s| s.kind == SegmentKind::Lan)
+        || share
+            .segments
+            .iter()
+            .any(|&si| topo.segments[si].impairment().is_some() && share.runs_engine_of(topo, si));
+    let nodes: Vec<(String, String)> = share
         .nodes
         .iter()
-        .map(|n| (n.name.clone(), node_netns(&topo.lab, &n.name)))
+        .map(|&n| {
+            let name = &topo.nodes[n].name;
+            (name.clone(), node_netns(&topo.lab, name))
+        })
         .collect();
     let mut namespaces: Vec<String> = nodes.iter().map(|(_, ns)| ns.clone()).collect();
     if has_lans {
         namespaces.push(lab_netns(&topo.lab));
     }
-    let handovers = topo
-        .segments
-        .iter()
+    let handovers = segments()
         .filter_map(|seg| match &seg.kind {
             SegmentKind::External {
                 host,
@@ -289,6 +467,7 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
             .collect(),
         complete: false,
         topology: topo.clone(),
+        part: share.stitch.as_ref().map(|s| s.state.clone()),
     };
     // Recorded before anything exists, so `down` can reap whatever the next steps make.
     if let Err(e) = state.create() {
@@ -299,7 +478,7 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
             e => e.into(),
         });
     }
-    match build(topo, &state, cpu.as_ref()) {
+    match build(topo, share, &state, cpu.as_ref()) {
         Ok(()) => {
             state.complete = true;
             state.save()?;
@@ -544,9 +723,14 @@ pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Comman
     Ok(cmd)
 }
 
-/// Everything after the state file: namespaces, sysctls, links, addresses, routes,
-/// neighbours, hosts files and start-up commands.
-fn build(topo: &Topology, state: &State, cpu: Option<&cgroup::Controller>) -> Result<(), LabError> {
+/// Everything after the state file: namespaces, sysctls, links, tunnels, addresses, routes,
+/// neighbours, hosts files and start-up commands of `share`.
+fn build(
+    topo: &Topology,
+    share: &Share,
+    state: &State,
+    cpu: Option<&cgroup::Controller>,
+) -> Result<(), LabError> {
     for ns in &state.namespaces {
         let mark = ownership_mark(&state.lab);
         sys::create_netns(ns, move || mark_this_netns(mark))
@@ -578,8 +762,10 @@ fn build(topo: &Topology, state: &State, cpu: Option<&cgroup::Controller>) -> Re
             ],
         )?;
     }
+    // Routes and neighbours come from the whole lab, so every host plans the same.
     let plans = plan(topo);
-    for (node, p) in topo.nodes.iter().zip(&plans) {
+    for &ni in &share.nodes {
+        let p = &plans[ni];
         let mut sysctls = vec![
             // Addresses are usable at once: nothing else is on these segments, so duplicate
             // address detection only delays the first packets.
@@ -593,18 +779,19 @@ fn build(topo: &Topology, state: &State, cpu: Option<&cgroup::Controller>) -> Re
             sysctls.push(("net.ipv4.ip_forward".into(), "1".into()));
             sysctls.push(("net.ipv6.conf.all.forwarding".into(), "1".into()));
         }
-        set_sysctls(&node_netns(&topo.lab, &node.name), sysctls)?;
+        set_sysctls(&node_netns(&topo.lab, &topo.nodes[ni].name), sysctls)?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
         .map_err(io_err("starting the netlink runtime"))?;
-    runtime.block_on(build_links(topo, state, &plans))?;
-    for node in &topo.nodes {
+    runtime.block_on(build_links(topo, share, state, &plans))?;
+    for &ni in &share.nodes {
+        let node = &topo.nodes[ni];
         set_sysctls(&node_netns(&topo.lab, &node.name), node.sysctls.clone())?;
     }
-    write_hosts(topo)?;
-    start_commands(topo, state)
+    write_hosts(topo, &share.nodes)?;
+    start_commands(topo, &share.nodes, state)
 }
 
 /// Writes sysctls inside namespace `ns`.
@@ -653,10 +840,10 @@ struct End<'a> {
 
 impl<'a> End<'a> {
     /// A node's end of a segment: the file's interface name and MAC, in the node's namespace.
-    fn node(m: &'a Attachment, node_fds: &'a [OwnedFd], mtu: Option<u32>) -> End<'a> {
+    fn node(m: &'a Attachment, node_fds: &'a NodeFds, mtu: Option<u32>) -> End<'a> {
         End {
             name: &m.ifname,
-            netns: &node_fds[m.node],
+            netns: &node_fds[&m.node],
             mac: Some(m.mac),
             mtu,
         }
@@ -735,58 +922,160 @@ async fn mark_up(
     handle.link().set(msg.build()).execute().await
 }
 
-async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Result<(), LabError> {
+/// The namespaces of a share's nodes, by node index.
+type NodeFds = BTreeMap<usize, OwnedFd>;
+
+/// Creates tunnel `t` of a part directly in its namespace `netns` from the host's netlink
+/// socket, so its UDP socket is the host's: it starts at `stitch`'s underlay and address, and
+/// is a node's interface (with `mac`), an engine end or a bridge port, with MTU `mtu`.
+async fn tunnel(
+    host: &Handle,
+    t: &Tunnel,
+    stitch: &Stitch,
+    netns: &OwnedFd,
+    mac: Option<Mac>,
+    mtu: Option<u32>,
+) -> Result<(), rtnetlink::Error> {
+    let mut msg = LinkVxlan::new(&t.ifname, t.vni)
+        .dev(stitch.underlay)
+        .port(stitch.port);
+    msg = match stitch.local {
+        IpAddr::V4(a) => msg.local(a),
+        IpAddr::V6(a) => msg.local6(a),
+    };
+    if t.role != TunnelRole::Bridge {
+        // A link has one far end: every frame goes there, and there is nothing to learn.
+        msg = match t.remotes[0] {
+            IpAddr::V4(a) => msg.remote(a),
+            IpAddr::V6(a) => msg.remote6(a),
+        }
+        .learning(false);
+    }
+    let mut msg = msg.setns_by_fd(netns.as_raw_fd());
+    if let Some(mac) = mac {
+        msg = msg.address(mac.0.to_vec());
+    }
+    if let Some(mtu) = mtu {
+        msg = msg.mtu(mtu);
+    }
+    host.link().add(msg.build()).execute().await
+}
+
+/// Adds an all-zero forwarding entry to `remote` on the LAN tunnel `index` (in the namespace
+/// `handle` talks to): broadcasts, multicasts and unknown destinations are copied to every
+/// host with members (head-end replication), with no multicast needed on the underlay.
+async fn flood_to(handle: &Handle, index: u32, remote: IpAddr) -> Result<(), rtnetlink::Error> {
+    use rtnetlink::packet_core::{
+        NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_REQUEST,
+    };
+    use rtnetlink::packet_route::neighbour::{
+        NeighbourAddress, NeighbourAttribute, NeighbourFlags,
+    };
+    let mut req = handle.neighbours().add_bridge(index, &[0; 6]);
+    let msg = req.message_mut();
+    msg.header.flags = NeighbourFlags::Own;
+    msg.attributes
+        .push(NeighbourAttribute::Destination(match remote {
+            IpAddr::V4(a) => NeighbourAddress::Inet(a),
+            IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+        }));
+    // Appended, not created exclusively: one all-zero entry per remote host.
+    let mut nl = NetlinkMessage::from(rtnetlink::packet_route::RouteNetlinkMessage::NewNeighbour(
+        msg.clone(),
+    ));
+    nl.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_APPEND;
+    let mut replies = handle.clone().request(nl)?;
+    while let Some(reply) = futures_util::StreamExt::next(&mut replies).await {
+        if let NetlinkPayload::Error(e) = reply.payload {
+            return Err(rtnetlink::Error::NetlinkError(e));
+        }
+    }
+    Ok(())
+}
+
+async fn build_links(
+    topo: &Topology,
+    share: &Share,
+    state: &State,
+    plans: &[NodePlan],
+) -> Result<(), LabError> {
     let lab = &topo.lab;
     let mark = ownership_mark(lab);
-    let (conn, host, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
+    let (conn, host_handle, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
     tokio::spawn(conn);
-    let node_fds = state
-        .nodes
-        .iter()
-        .map(|(_, ns)| open_netns(ns))
-        .collect::<Result<Vec<_>, _>>()?;
-    let handles = state
-        .nodes
-        .iter()
-        .map(|(_, ns)| connect(ns))
-        .collect::<Result<Vec<_>, _>>()?;
+    let host = &host_handle;
+    let mut node_fds = NodeFds::new();
+    let mut handles = BTreeMap::new();
+    for (&ni, (_, ns)) in share.nodes.iter().zip(&state.nodes) {
+        node_fds.insert(ni, open_netns(ns)?);
+        handles.insert(ni, connect(ns)?);
+    }
     let lab_ns = state.namespaces.iter().find(|ns| **ns == lab_netns(lab));
     let lab_side = match lab_ns {
         Some(ns) => Some((open_netns(ns)?, connect(ns)?)),
         None => None,
     };
+    let local = |m: &&Attachment| node_fds.contains_key(&m.node);
 
-    // Links and LAN ports.
+    // Links, LAN ports and tunnels.
     let mut bridges = Vec::new();
     let mut engine_links = Vec::new();
-    for (si, seg) in topo.segments.iter().enumerate() {
-        match &seg.kind {
-            SegmentKind::Link {
-                impairment: Some(_),
-            } => {
-                let (fd, _) = lab_side
-                    .as_ref()
-                    .expect("a lab with impaired links has a lab namespace");
-                for (m, end) in seg.members.iter().zip(engine_ends(si)) {
-                    let node = End::node(m, &node_fds, seg.mtu);
-                    veth(&host, node, End::lab(&end, fd, seg.mtu))
-                        .await
-                        .map_err(nl_err(format!(
-                            "joining `{}` to the engine of link `{}`",
-                            topo.nodes[m.node].name, seg.name
-                        )))?;
-                }
-                engine_links.push(si);
-            }
-            SegmentKind::Link { impairment: None } => {
-                let (a, b) = (&seg.members[0], &seg.members[1]);
-                let ends = (
-                    End::node(a, &node_fds, seg.mtu),
-                    End::node(b, &node_fds, seg.mtu),
-                );
-                veth(&host, ends.0, ends.1)
+    for &si in &share.segments {
+        let seg = &topo.segments[si];
+        let tunnel_of = share.tunnel(si);
+        let stitch = share.stitch.as_ref();
+        let make_tunnel = |netns, mac| {
+            let t = tunnel_of.expect("a stitched segment");
+            let st = stitch.expect("a part");
+            let what = format!(
+                "creating the VXLAN tunnel {} (VNI {}) of `{}`",
+                t.ifname, t.vni, seg.name
+            );
+            async move {
+                tunnel(host, t, st, netns, mac, seg.mtu)
                     .await
-                    .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
+                    .map_err(nl_err(what))
+            }
+        };
+        match &seg.kind {
+            SegmentKind::Link { impairment } => {
+                let engine_here = impairment.is_some() && share.runs_engine_of(topo, si);
+                if engine_here {
+                    let (fd, _) = lab_side
+                        .as_ref()
+                        .expect("a lab with impaired links has a lab namespace");
+                    for (m, end) in seg.members.iter().zip(engine_ends(si)) {
+                        if !local(&m) {
+                            continue;
+                        }
+                        let node = End::node(m, &node_fds, seg.mtu);
+                        veth(&host, node, End::lab(&end, fd, seg.mtu))
+                            .await
+                            .map_err(nl_err(format!(
+                                "joining `{}` to the engine of link `{}`",
+                                topo.nodes[m.node].name, seg.name
+                            )))?;
+                    }
+                    if tunnel_of.is_some() {
+                        make_tunnel(fd, None).await?;
+                    }
+                    engine_links.push(si);
+                } else if let Some(t) = tunnel_of {
+                    let TunnelRole::Node { member } = t.role else {
+                        unreachable!("a link's tunnel away from its engine is a node's interface")
+                    };
+                    let m = &seg.members[member];
+                    make_tunnel(&node_fds[&m.node], Some(m.mac)).await?;
+                } else {
+                    let (a, b) = (&seg.members[0], &seg.members[1]);
+                    let ends = (
+                        End::node(a, &node_fds, seg.mtu),
+                        End::node(b, &node_fds, seg.mtu),
+                    );
+                    veth(&host, ends.0, ends.1)
+                        .await
+                        .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
+                }
             }
             SegmentKind::Lan => {
                 let (fd, handle) = lab_side
@@ -803,7 +1092,8 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
                     .execute()
                     .await
                     .map_err(nl_err(format!("creating the bridge of LAN `{}`", seg.name)))?;
-                for (mi, m) in seg.members.iter().enumerate() {
+                let mut ports = Vec::new();
+                for (mi, m) in seg.members.iter().enumerate().filter(|(_, m)| local(m)) {
                     let port = format!("s{si}p{mi}");
                     let node = End::node(m, &node_fds, seg.mtu);
                     veth(&host, node, End::lab(&port, fd, seg.mtu))
@@ -812,20 +1102,25 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
                             "joining `{}` to LAN `{}`",
                             topo.nodes[m.node].name, seg.name
                         )))?;
+                    ports.push(port);
                 }
-                bridges.push((si, bridge));
+                if let Some(t) = tunnel_of {
+                    make_tunnel(fd, None).await?;
+                    ports.push(t.ifname.clone());
+                }
+                bridges.push((bridge, ports));
             }
             SegmentKind::External { host: name, mode } => {
                 let m = &seg.members[0];
                 let index = host_index(&host, name).await?;
                 let msg = match mode {
                     ExternalMode::Move => LinkUnspec::new_with_index(index)
-                        .setns_by_fd(node_fds[m.node].as_raw_fd())
+                        .setns_by_fd(node_fds[&m.node].as_raw_fd())
                         .name(m.ifname.clone())
                         .build(),
                     ExternalMode::Macvlan => {
                         LinkMacVlan::new(&m.ifname, index, MacVlanMode::Bridge)
-                            .setns_by_fd(node_fds[m.node].as_raw_fd())
+                            .setns_by_fd(node_fds[&m.node].as_raw_fd())
                             .address(m.mac.0.to_vec())
                             .build()
                     }
@@ -852,23 +1147,38 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
                 .await
                 .map_err(nl_err(format!("setting up {end}")))?;
         }
-        for (si, bridge) in &bridges {
+        for (bridge, ports) in &bridges {
             let b = idx[bridge];
             mark_up(handle, b, Some(&mark), None)
                 .await
                 .map_err(nl_err(format!("setting up {bridge}")))?;
-            for mi in 0..topo.segments[*si].members.len() {
-                let port = idx[&format!("s{si}p{mi}")];
-                mark_up(handle, port, Some(&mark), Some(b))
+            for port in ports {
+                mark_up(handle, idx[port], Some(&mark), Some(b))
                     .await
-                    .map_err(nl_err(format!("attaching port {mi} of {bridge}")))?;
+                    .map_err(nl_err(format!("attaching {port} to {bridge}")))?;
+            }
+        }
+        let lan_tunnels = share
+            .stitch
+            .iter()
+            .flat_map(|st| &st.state.tunnels)
+            .filter(|t| t.role == TunnelRole::Bridge);
+        for t in lan_tunnels {
+            for &remote in &t.remotes {
+                flood_to(handle, idx[&t.ifname], remote)
+                    .await
+                    .map_err(nl_err(format!(
+                        "adding {remote} to the flood list of {}",
+                        t.ifname
+                    )))?;
             }
         }
     }
 
     // Per node: interfaces up, addresses, routes, neighbours.
-    for (ni, node) in topo.nodes.iter().enumerate() {
-        let handle = &handles[ni];
+    for &ni in &share.nodes {
+        let node = &topo.nodes[ni];
+        let handle = &handles[&ni];
         let what = |x: &str| format!("{x} in node `{}`", node.name);
         let idx = link_indices(handle)
             .await
@@ -952,8 +1262,9 @@ async fn build_links(topo: &Topology, state: &State, plans: &[NodePlan]) -> Resu
     Ok(())
 }
 
-/// `/etc/netns/<ns>/hosts` for every node: every node's name with its first addresses.
-fn write_hosts(topo: &Topology) -> Result<(), LabError> {
+/// `/etc/netns/<ns>/hosts` for the nodes `local` (indices): every node's name with its first
+/// addresses, those on other hosts included.
+fn write_hosts(topo: &Topology, local: &[usize]) -> Result<(), LabError> {
     let mut hosts = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost\n");
     for (ni, node) in topo.nodes.iter().enumerate() {
         let mut v4 = node
@@ -979,7 +1290,7 @@ fn write_hosts(topo: &Topology) -> Result<(), LabError> {
             hosts.push_str(&format!("{addr}\t{}\n", node.name));
         }
     }
-    for node in &topo.nodes {
+    for node in local.iter().map(|&ni| &topo.nodes[ni]) {
         let dir = std::path::Path::new("/etc/netns").join(node_netns(&topo.lab, &node.name));
         std::fs::create_dir_all(&dir)
             .and_then(|()| std::fs::write(dir.join("hosts"), &hosts))
@@ -988,11 +1299,15 @@ fn write_hosts(topo: &Topology) -> Result<(), LabError> {
     Ok(())
 }
 
-/// Starts every node's start-up commands (`sh -c`), detached, output in
+/// Starts the start-up commands of the nodes `local` (indices) (`sh -c`), detached, output in
 /// `/run/rtemu/<lab>/<node>.log`, with `RTEMU_LAB`, `RTEMU_NODE` and `RTEMU_DIR` (the lab's
 /// state directory, removed at `down`) set. `down` ends them with their namespace.
-fn start_commands(topo: &Topology, state: &State) -> Result<(), LabError> {
-    for node in topo.nodes.iter().filter(|n| !n.run.is_empty()) {
+fn start_commands(topo: &Topology, local: &[usize], state: &State) -> Result<(), LabError> {
+    for node in local
+        .iter()
+        .map(|&ni| &topo.nodes[ni])
+        .filter(|n| !n.run.is_empty())
+    {
         let log_path = lab_dir(&state.lab).join(format!("{}.log", node.name));
         let log = std::fs::File::create(&log_path)
             .map_err(io_err(format!("creating {}", log_path.display())))?;

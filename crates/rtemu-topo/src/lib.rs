@@ -5,6 +5,7 @@
 //! * [`topology`]: the validated [`Topology`] (names checked, interfaces named, addresses
 //!   assigned), with errors that name the file, line and column;
 //! * [`placement`]: which host each node of a multi-host lab runs on;
+//! * [`part`]: one host's part of a multi-host lab and its VXLAN tunnels to the others;
 //! * [`routing`]: the routes, static neighbours and forwarding flags every node gets;
 //! * [`graph`]: the topology as Graphviz DOT or Mermaid text, or as SVG through Graphviz;
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
@@ -12,7 +13,7 @@
 //! * [`capture`] and [`pcapng`]: packets of several node interfaces into one file;
 //! * [`cgroup`]: per-node CPU limits.
 //!
-//! [`spec`], [`topology`], [`placement`] and [`routing`] are pure: no root, no I/O beyond reading the file;
+//! [`spec`], [`topology`], [`placement`], [`part`] and [`routing`] are pure: no root, no I/O beyond reading the file;
 //! so are [`graph`]'s DOT and Mermaid forms (its SVG runs Graphviz's `dot`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -22,6 +23,7 @@ pub mod cgroup;
 pub mod error;
 pub mod graph;
 pub mod lab;
+pub mod part;
 pub mod pcapng;
 pub mod placement;
 pub mod routing;

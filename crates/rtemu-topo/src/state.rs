@@ -132,8 +132,35 @@ pub struct State {
     pub cgroups: Vec<(String, PathBuf)>,
     /// Whether `up` finished.
     pub complete: bool,
-    /// The validated topology, for `ls` and `graph`.
+    /// The validated topology, for `ls` and `graph`: the whole lab's, also for one host's part
+    /// (whose stitched segments' `mtu` is then the one the tunnels allow).
     pub topology: Topology,
+    /// For one host's part of a multi-host lab: which host, and its tunnels, recorded before
+    /// they are made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<PartState>,
+}
+
+/// What the state of one host's part of a multi-host lab adds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartState {
+    /// The host (its `[hosts]` name).
+    pub host: String,
+    /// The VNIs and UDP port the part was built with.
+    pub stitching: crate::part::Stitching,
+    /// Every VXLAN device of the part, each made directly in one of the lab's namespaces.
+    pub tunnels: Vec<crate::part::Tunnel>,
+}
+
+impl State {
+    /// Whether this host runs the engine of impaired link `segment`: always on one machine;
+    /// in a part, when the link's engine host is this one.
+    pub fn runs_engine_of(&self, segment: usize) -> bool {
+        match &self.part {
+            None => true,
+            Some(p) => self.topology.segments[segment].engine_host.as_deref() == Some(&p.host),
+        }
+    }
 }
 
 /// The state directory of `lab`.
@@ -381,6 +408,14 @@ impl State {
                 .map(|c| c.dir(&crate::lab::node_netns(lab, node)));
             if !self.nodes.iter().any(|(n, _)| n == node) || expected.as_ref() != Some(dir) {
                 return Err(format!("cgroup {} is not node `{node}`'s", dir.display()));
+            }
+        }
+        for t in self.part.iter().flat_map(|p| &p.tunnels) {
+            if !self.namespaces.contains(&t.netns) || !valid_ifname(&t.ifname) {
+                return Err(format!(
+                    "tunnel {:?} in {:?}: not an interface of the lab's namespaces",
+                    t.ifname, t.netns
+                ));
             }
         }
         for h in &self.handovers {

@@ -43,6 +43,7 @@ fn state() -> State {
         cgroups: Vec::new(),
         complete: true,
         topology,
+        part: None,
     }
 }
 
