@@ -1,0 +1,516 @@
+//! Multi-host labs on one machine: each "host" is a network namespace joined to the others by
+//! an underlay bridge, and each host's part of the lab is built by an agent process of its own
+//! (this test binary in its helper mode), inside that host's namespace and in a private mount
+//! namespace with its own `/run/rtemu`, `/run/netns` and `/etc/netns`, so the parts' state
+//! directories and named namespaces are as separate as on two machines.
+//!
+//! These tests need root. Without it they print why and pass, unless `RTEMU_REQUIRE_ROOT=1`
+//! (CI) makes them fail. Guards end the agents and remove the host namespaces whatever
+//! happens; an agent's lab namespaces are mounted only in its own mount namespace, so they
+//! vanish with it.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use rtemu_control::engine::{self, RunOptions};
+use rtemu_testutil::root_or_skip;
+use rtemu_topo::lab;
+use rtemu_topo::part::Stitching;
+use rtemu_topo::state::State;
+use rtemu_topo::Topology;
+use serde_json::{json, Value};
+
+/// What starts an agent's reply on its standard output (libtest writes there too).
+const REPLY: &str = "@@ ";
+
+/// The underlay interface of every host.
+const UNDERLAY_IF: &str = "u0";
+
+/// The underlay address of host `i` (0-based): documentation addresses, never routed.
+fn host_address(i: usize) -> String {
+    format!("192.0.2.{}", i + 1)
+}
+
+/// Runs `ip` with `args`, panicking with its error output when it fails.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The "machines": one namespace per host, each with interface `u0` on a bridge in an
+/// underlay namespace. Removed when dropped.
+struct Hosts {
+    names: Vec<String>,
+    underlay: String,
+}
+
+impl Hosts {
+    fn new(tag: &str, n: usize) -> Hosts {
+        let prefix = format!("rtmh{tag}{}", std::process::id() % 100_000);
+        let hosts = Hosts {
+            names: (1..=n).map(|i| format!("{prefix}-h{i}")).collect(),
+            underlay: format!("{prefix}-u"),
+        };
+        ip(&["netns", "add", &hosts.underlay]);
+        ip(&[
+            "-n",
+            &hosts.underlay,
+            "link",
+            "add",
+            "br0",
+            "type",
+            "bridge",
+        ]);
+        ip(&["-n", &hosts.underlay, "link", "set", "br0", "up"]);
+        for (i, h) in hosts.names.iter().enumerate() {
+            let port = format!("p{i}");
+            ip(&["netns", "add", h]);
+            ip(&[
+                "link",
+                "add",
+                UNDERLAY_IF,
+                "netns",
+                h,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &port,
+                "netns",
+                &hosts.underlay,
+            ]);
+            ip(&[
+                "-n",
+                &hosts.underlay,
+                "link",
+                "set",
+                &port,
+                "master",
+                "br0",
+                "up",
+            ]);
+            let addr = format!("{}/24", host_address(i));
+            ip(&["-n", h, "addr", "add", &addr, "dev", UNDERLAY_IF]);
+            ip(&["-n", h, "link", "set", UNDERLAY_IF, "up"]);
+            ip(&["-n", h, "link", "set", "lo", "up"]);
+        }
+        hosts
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in self.names.iter().chain([&self.underlay]) {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// An agent process building one host's part; killed when dropped (its mount namespace, and
+/// with it every namespace of its part, goes with it).
+struct Agent {
+    host: String,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Agent {
+    /// Starts the agent of `host` in the host namespace `netns`.
+    fn start(host: &str, netns: &str) -> Agent {
+        let exe = std::env::current_exe().unwrap();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", netns])
+            .arg(exe)
+            .args(["agent_process", "--exact", "--ignored", "--test-threads=1"])
+            .env("RTEMU_MULTIHOST_AGENT", host)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Agent {
+            host: host.to_owned(),
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        }
+    }
+
+    /// Sends `request` and returns the reply; panics on an error reply.
+    fn ask(&mut self, request: Value) -> Value {
+        writeln!(self.stdin, "{request}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "agent {} exited on {request}", self.host);
+            // libtest may have begun the line ("test agent_process ... ").
+            if let Some((_, reply)) = line.split_once(REPLY) {
+                let reply: Value = serde_json::from_str(reply).unwrap();
+                if let Some(e) = reply.get("error") {
+                    panic!("agent {}: {request}: {e}", self.host);
+                }
+                return reply;
+            }
+        }
+    }
+
+    /// Runs `argv` in node `node` (or in the host's own namespace when `node` is `None`).
+    fn exec(&mut self, node: Option<&str>, argv: &[&str]) -> (i64, String) {
+        let reply = self.ask(json!({"exec": {"node": node, "argv": argv}}));
+        (
+            reply["code"].as_i64().unwrap(),
+            reply["stdout"].as_str().unwrap().to_owned(),
+        )
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Not a test on its own (ignored unless asked for): the agent process [`Agent::start`]
+/// starts. It takes a private `/run/rtemu`, `/run/netns` and `/etc/netns`, then answers one
+/// JSON request a line on standard input until it ends.
+#[test]
+#[ignore = "helper process of the multi-host tests"]
+fn agent_process() {
+    let Ok(host) = std::env::var("RTEMU_MULTIHOST_AGENT") else {
+        return;
+    };
+    for dir in ["/run/rtemu", "/run/netns", "/etc/netns"] {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "mode=0755", "tmpfs", dir])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "mounting a tmpfs on {dir}");
+    }
+    let mut agent = AgentState::default();
+    for line in std::io::stdin().lines() {
+        let request: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let reply = agent
+            .serve(&host, &request)
+            .unwrap_or_else(|e| json!({ "error": format!("{e:#}") }));
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{REPLY}{reply}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// What an agent holds: its part, once up, and the thread running its engine.
+#[derive(Default)]
+struct AgentState {
+    part: Option<State>,
+    engine: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl AgentState {
+    /// One request: `in_use`, `up`, `exec` or `down`.
+    fn serve(&mut self, host: &str, request: &Value) -> anyhow::Result<Value> {
+        if request.get("in_use").is_some() {
+            return Ok(json!({ "vnis": lab::vnis_in_use()? }));
+        }
+        if let Some(up) = request.get("up") {
+            let text = up["topology"].as_str().unwrap_or_default();
+            let topo = Topology::parse("multihost.toml", text)?;
+            let stitching: Stitching = serde_json::from_value(up["stitching"].clone())?;
+            let built = lab::up_part(&topo, "multihost.toml", host, &stitching)?;
+            if !engine::impaired(&built).is_empty() {
+                // The engine runs as a thread of the agent (in the tests' binary there is no
+                // `rtemu engine` to start), in the part's own mount namespace.
+                let opts = RunOptions {
+                    lab: built.lab.clone(),
+                    wait: engine::default_wait(),
+                    cpu: None,
+                    io: None,
+                    sizing_pps: engine::SIZING_PPS,
+                };
+                self.engine = Some(std::thread::spawn(move || engine::run(&opts)));
+                let started = std::time::Instant::now();
+                while !engine::alive(&built.lab) {
+                    anyhow::ensure!(
+                        started.elapsed().as_secs() < 10,
+                        "the engine did not answer"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            self.part = Some(built);
+            return Ok(json!({ "ok": true }));
+        }
+        if let Some(exec) = request.get("exec") {
+            let argv: Vec<String> = serde_json::from_value(exec["argv"].clone())?;
+            let mut cmd = match (exec["node"].as_str(), &self.part) {
+                (Some(node), Some(part)) => lab::node_command(part, node, &argv)?,
+                (Some(node), None) => anyhow::bail!("no part is up to run in node {node}"),
+                (None, _) => {
+                    let mut c = Command::new(&argv[0]);
+                    c.args(&argv[1..]);
+                    c
+                }
+            };
+            let out = cmd.output()?;
+            return Ok(json!({
+                "code": out.status.code().unwrap_or(-1),
+                "stdout": String::from_utf8_lossy(&out.stdout),
+            }));
+        }
+        if request.get("down").is_some() {
+            let part = self
+                .part
+                .take()
+                .ok_or_else(|| anyhow::anyhow!("no part is up"))?;
+            rtemu_control::lab::down(&part.lab).removed?;
+            if let Some(e) = self.engine.take() {
+                e.join()
+                    .map_err(|_| anyhow::anyhow!("the engine panicked"))??;
+            }
+            // The kernel frees a removed namespace's devices (and a tunnel's socket) in the
+            // background, shortly after `down` returns.
+            let since = std::time::Instant::now();
+            let mut left = leftovers();
+            while !left.is_empty() && since.elapsed().as_secs() < 5 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                left = leftovers();
+            }
+            return Ok(json!({ "left": left }));
+        }
+        anyhow::bail!("unknown request {request}")
+    }
+}
+
+/// What of any lab is left on this host: named namespaces, state directories, `/etc/netns`
+/// entries, interfaces other than the underlay, and UDP sockets (a tunnel's).
+fn leftovers() -> Vec<String> {
+    let mut left = Vec::new();
+    for dir in ["/run/netns", "/run/rtemu", "/etc/netns"] {
+        for e in std::fs::read_dir(dir).unwrap() {
+            left.push(e.unwrap().path().display().to_string());
+        }
+    }
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    for l in String::from_utf8_lossy(&links.stdout).lines() {
+        let name = l.split(':').nth(1).unwrap_or("").trim();
+        let name = name.split('@').next().unwrap_or(name);
+        if name != "lo" && name != UNDERLAY_IF {
+            left.push(format!("interface {name}"));
+        }
+    }
+    let sockets = Command::new("ss").args(["-Huan"]).output().unwrap();
+    left.extend(
+        String::from_utf8_lossy(&sockets.stdout)
+            .lines()
+            .map(|l| format!("socket {l}")),
+    );
+    left
+}
+
+/// The chain a–b | c–d: a and b on h1, c and d on h2, link `wan` between b and c with `netem`
+/// (none: ideal).
+fn chain(lab: &str, netem: Option<&str>) -> String {
+    let netem = netem.map_or(String::new(), |n| format!("netem = \"{n}\"\n"));
+    format!(
+        r#"lab = "{lab}"
+[hosts]
+h1 = {{ address = "{}" }}
+h2 = {{ address = "{}" }}
+[nodes.a]
+host = "h1"
+[nodes.b]
+host = "h1"
+[nodes.c]
+host = "h2"
+[nodes.d]
+host = "h2"
+[[links]]
+endpoints = ["a", "b"]
+[[links]]
+name = "wan"
+endpoints = ["b", "c"]
+{netem}[[links]]
+endpoints = ["c", "d"]
+"#,
+        host_address(0),
+        host_address(1)
+    )
+}
+
+/// A lab spread over `hosts`: allocates the VNIs from what every agent uses (as a
+/// coordinator would), brings every part up, and returns the agents, in host order.
+fn bring_up(hosts: &Hosts, src: &str) -> Vec<Agent> {
+    let topo = Topology::parse("multihost.toml", src).unwrap();
+    let mut agents: Vec<Agent> = topo
+        .hosts
+        .iter()
+        .zip(&hosts.names)
+        .map(|(h, ns)| Agent::start(&h.name, ns))
+        .collect();
+    let mut in_use = BTreeSet::new();
+    for a in &mut agents {
+        let reply = a.ask(json!({"in_use": null}));
+        in_use.extend(serde_json::from_value::<Vec<u32>>(reply["vnis"].clone()).unwrap());
+    }
+    let stitching = Stitching::allocate(&topo, &in_use).unwrap();
+    for a in &mut agents {
+        a.ask(json!({"up": {"topology": src, "stitching": stitching}}));
+    }
+    agents
+}
+
+/// Pings every node from every other by name, each from the agent of its host (`placement`:
+/// node and the index of its agent); returns the pairs that failed.
+fn ping_all(agents: &mut [Agent], placement: &[(&str, usize)]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for &(from, host) in placement {
+        for &(to, _) in placement.iter().filter(|(n, _)| *n != from) {
+            let (code, out) = agents[host].exec(Some(from), &["ping", "-c", "1", "-W", "2", to]);
+            if code != 0 {
+                failed.push(format!("{from} → {to}: {out}"));
+            }
+        }
+    }
+    failed
+}
+
+/// Takes every part down and returns what each host has left.
+fn take_down(agents: &mut [Agent]) -> Vec<String> {
+    let mut left = Vec::new();
+    for a in agents.iter_mut() {
+        let reply = a.ask(json!({"down": null}));
+        for l in reply["left"].as_array().into_iter().flatten() {
+            left.push(format!("{}: {}", a.host, l.as_str().unwrap_or_default()));
+        }
+    }
+    left
+}
+
+/// The round-trip times in ms of `ping` output.
+fn rtts(ping: &str) -> Vec<f64> {
+    ping.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    assert!(!xs.is_empty(), "no round trips");
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// The chain's nodes and the index of their host's agent.
+const CHAIN_PLACEMENT: [(&str, usize); 4] = [("a", 0), ("b", 0), ("c", 1), ("d", 1)];
+
+/// A lab name unique to this test and process.
+fn unique_lab(tag: &str) -> String {
+    format!("mh{tag}{}", std::process::id() % 100_000)
+}
+
+#[test]
+fn a_chain_split_over_two_hosts_by_an_ideal_tunnel_pings_by_name_and_leaves_nothing() {
+    if !root_or_skip("chain_over_two_hosts", "creates network namespaces") {
+        return;
+    }
+    let hosts = Hosts::new("i", 2);
+    let src = chain(&unique_lab("i"), None);
+    let mut agents = bring_up(&hosts, &src);
+    // b's end of the stitched link is a VXLAN device, with the tunnel's MTU (1500 - 50).
+    let (_, link) = agents[0].exec(Some("b"), &["ip", "-d", "-o", "link", "show", "eth1"]);
+    assert!(link.contains("vxlan id"), "{link}");
+    assert!(link.contains("mtu 1450"), "{link}");
+    let failed = ping_all(&mut agents, &CHAIN_PLACEMENT);
+    assert_eq!(failed, Vec::<String>::new());
+    let left = take_down(&mut agents);
+    assert_eq!(left, Vec::<String>::new());
+}
+
+#[test]
+fn an_impaired_link_between_hosts_delays_by_its_model_plus_the_underlay() {
+    if !root_or_skip("impaired_over_two_hosts", "creates network namespaces") {
+        return;
+    }
+    let hosts = Hosts::new("d", 2);
+    let src = chain(&unique_lab("d"), Some("delay 10ms"));
+    let mut agents = bring_up(&hosts, &src);
+    let failed = ping_all(&mut agents, &CHAIN_PLACEMENT);
+    assert_eq!(failed, Vec::<String>::new());
+
+    let peer = host_address(1);
+    let (code, out) = agents[0].exec(None, &["ping", "-c", "20", "-i", "0.02", &peer]);
+    assert_eq!(code, 0, "{out}");
+    let underlay = median(rtts(&out));
+    let (code, out) = agents[0].exec(Some("b"), &["ping", "-c", "20", "-i", "0.05", "c"]);
+    assert_eq!(code, 0, "{out}");
+    let across = median(rtts(&out));
+    rtemu_testutil::say(&format!(
+        "b → c across hosts: median RTT {across:.3} ms; underlay h1 → h2: {underlay:.3} ms"
+    ));
+    assert!(
+        (across - (20.0 + underlay)).abs() <= 0.5,
+        "RTT {across:.3} ms, expected 20 ms + the underlay's {underlay:.3} ms within 0.5 ms"
+    );
+    let left = take_down(&mut agents);
+    assert_eq!(left, Vec::<String>::new());
+}
+
+#[test]
+fn a_lan_over_three_hosts_floods_to_each_and_pings_by_name() {
+    if !root_or_skip("lan_over_three_hosts", "creates network namespaces") {
+        return;
+    }
+    let hosts = Hosts::new("l", 3);
+    let name = unique_lab("l");
+    let src = format!(
+        r#"lab = "{}"
+[hosts]
+h1 = {{ address = "{}" }}
+h2 = {{ address = "{}" }}
+h3 = {{ address = "{}" }}
+[nodes.w]
+host = "h1"
+[nodes.x]
+host = "h1"
+[nodes.y]
+host = "h2"
+[nodes.z]
+host = "h3"
+[[lans]]
+name = "office"
+members = ["w", "x", "y", "z"]
+"#,
+        name,
+        host_address(0),
+        host_address(1),
+        host_address(2)
+    );
+    let mut agents = bring_up(&hosts, &src);
+    // h1's bridge floods to both other hosts: one all-zero entry each.
+    let lab_ns = lab::lab_netns(&name);
+    let (_, fdb) = agents[0].exec(
+        None,
+        &["bridge", "-n", &lab_ns, "fdb", "show", "dev", "s0vx"],
+    );
+    for peer in [host_address(1), host_address(2)] {
+        assert!(
+            fdb.contains(&format!("00:00:00:00:00:00 dst {peer}")),
+            "{fdb}"
+        );
+    }
+    let placement = [("w", 0), ("x", 0), ("y", 1), ("z", 2)];
+    let failed = ping_all(&mut agents, &placement);
+    assert_eq!(failed, Vec::<String>::new());
+    let left = take_down(&mut agents);
+    assert_eq!(left, Vec::<String>::new());
+}
