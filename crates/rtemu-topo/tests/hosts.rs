@@ -1,7 +1,13 @@
 //! Multi-host topology files: `[hosts]`, pinned and placed nodes, the engine's host, and how
 //! `rtemu graph` shows the placement.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use rtemu_topo::graph;
+use rtemu_topo::lab;
+use rtemu_topo::part::{
+    tunnel_mtu, Part, PartError, Stitching, Tunnel, TunnelRole, FIRST_VNI, MAX_VNI, VXLAN_PORT,
+};
 use rtemu_topo::topology::DEFAULT_AGENT_PORT;
 use rtemu_topo::Topology;
 
@@ -162,5 +168,111 @@ fn up_refuses_a_multi_host_lab_before_making_anything() {
     );
     assert!(
         !rtemu_topo::state::lab_dir(&rtemu_topo::state::LabName::new("split").unwrap()).exists()
+    );
+}
+
+/// The VNIs of the chain's one stitched segment, `wan`, with 1048576 taken on some host.
+fn stitching(topo: &Topology) -> Stitching {
+    Stitching::allocate(topo, &BTreeSet::from([FIRST_VNI])).unwrap()
+}
+
+#[test]
+fn vnis_go_to_the_stitched_segments_only_and_skip_those_in_use() {
+    let topo = Topology::parse("split.toml", CHAIN).unwrap();
+    let names: Vec<&str> = topo
+        .stitched()
+        .map(|si| topo.segments[si].name.as_str())
+        .collect();
+    assert_eq!(names, ["wan"]);
+    let s = stitching(&topo);
+    assert_eq!(s.port, VXLAN_PORT);
+    assert_eq!(s.vnis, BTreeMap::from([("wan".to_owned(), FIRST_VNI + 1)]));
+}
+
+#[test]
+fn each_host_builds_its_nodes_and_one_tunnel_end_of_the_impaired_link() {
+    let topo = Topology::parse("split.toml", CHAIN).unwrap();
+    let s = stitching(&topo);
+    let wan = topo.segments.iter().position(|g| g.name == "wan").unwrap();
+    let h1 = topo.part("h1", &s).unwrap();
+    let h2 = topo.part("h2", &s).unwrap();
+    let names = |p: &Part| -> Vec<String> {
+        p.nodes
+            .iter()
+            .map(|&n| topo.nodes[n].name.clone())
+            .collect()
+    };
+    assert_eq!(names(&h1), ["a", "b"]);
+    assert_eq!(names(&h2), ["c", "d"]);
+    // h1 runs the engine (the first endpoint's host): the tunnel is its far end, toward c.
+    assert_eq!(
+        h1.tunnels,
+        [Tunnel {
+            segment: wan,
+            role: TunnelRole::Engine { end: 1 },
+            netns: lab::lab_netns("split"),
+            ifname: lab::engine_ends(wan)[1].clone(),
+            vni: FIRST_VNI + 1,
+            remotes: vec!["192.0.2.11".parse().unwrap()],
+        }]
+    );
+    // On h2 the tunnel is c's own interface, with the name the whole file gives it.
+    let c = &topo.segments[wan].members[1];
+    assert_eq!(
+        h2.tunnels,
+        [Tunnel {
+            segment: wan,
+            role: TunnelRole::Node { member: 1 },
+            netns: lab::node_netns("split", "c"),
+            ifname: c.ifname.clone(),
+            vni: FIRST_VNI + 1,
+            remotes: vec!["192.0.2.10".parse().unwrap()],
+        }]
+    );
+    assert!(h1.segments.contains(&wan) && h2.segments.contains(&wan));
+}
+
+#[test]
+fn a_part_needs_hosts_a_known_host_and_a_vni_for_every_stitched_segment() {
+    let topo = Topology::parse("split.toml", CHAIN).unwrap();
+    let s = stitching(&topo);
+    assert!(matches!(
+        topo.part("h9", &s),
+        Err(PartError::UnknownHost { host, hosts, .. }) if host == "h9" && hosts == "h1, h2"
+    ));
+    let none = Stitching {
+        port: VXLAN_PORT,
+        vnis: BTreeMap::new(),
+    };
+    assert_eq!(topo.part("h1", &none), Err(PartError::NoVni("wan".into())));
+    let big = Stitching {
+        port: VXLAN_PORT,
+        vnis: BTreeMap::from([("wan".to_owned(), MAX_VNI + 1)]),
+    };
+    assert!(
+        matches!(topo.part("h1", &big), Err(PartError::BadVni { vni, .. }) if vni == MAX_VNI + 1)
+    );
+    let single = Topology::parse("one.toml", "lab = \"one\"\n[nodes.a]\n").unwrap();
+    assert_eq!(
+        single.part("h1", &none),
+        Err(PartError::NoHosts("one".into()))
+    );
+}
+
+#[test]
+fn a_tunnels_mtu_is_the_underlays_less_the_headers_or_the_files_when_smaller() {
+    let topo = Topology::parse("split.toml", CHAIN).unwrap();
+    let wan = topo.segments.iter().position(|g| g.name == "wan").unwrap();
+    assert_eq!(tunnel_mtu(&topo, wan, "eth0", 1500, false), Ok(1450));
+    assert_eq!(tunnel_mtu(&topo, wan, "eth0", 1500, true), Ok(1430));
+    let mut asks = topo.clone();
+    asks.segments[wan].mtu = Some(1400);
+    assert_eq!(tunnel_mtu(&asks, wan, "eth0", 1500, false), Ok(1400));
+    asks.segments[wan].mtu = Some(1500);
+    let err = tunnel_mtu(&asks, wan, "eth0", 1500, false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "link `wan` has mtu 1500, but a VXLAN tunnel over eth0 (MTU 1500) carries at most 1450 \
+         (50 bytes of IPv4 VXLAN headers): lower the mtu to 1450 or raise eth0's MTU to 1550"
     );
 }
