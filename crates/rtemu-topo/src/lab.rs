@@ -1049,7 +1049,7 @@ async fn build_links(
                             continue;
                         }
                         let node = End::node(m, &node_fds, seg.mtu);
-                        veth(&host, node, End::lab(&end, fd, seg.mtu))
+                        veth(host, node, End::lab(&end, fd, seg.mtu))
                             .await
                             .map_err(nl_err(format!(
                                 "joining `{}` to the engine of link `{}`",
@@ -1072,7 +1072,7 @@ async fn build_links(
                         End::node(a, &node_fds, seg.mtu),
                         End::node(b, &node_fds, seg.mtu),
                     );
-                    veth(&host, ends.0, ends.1)
+                    veth(host, ends.0, ends.1)
                         .await
                         .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
                 }
@@ -1096,7 +1096,7 @@ async fn build_links(
                 for (mi, m) in seg.members.iter().enumerate().filter(|(_, m)| local(m)) {
                     let port = format!("s{si}p{mi}");
                     let node = End::node(m, &node_fds, seg.mtu);
-                    veth(&host, node, End::lab(&port, fd, seg.mtu))
+                    veth(host, node, End::lab(&port, fd, seg.mtu))
                         .await
                         .map_err(nl_err(format!(
                             "joining `{}` to LAN `{}`",
@@ -1112,7 +1112,7 @@ async fn build_links(
             }
             SegmentKind::External { host: name, mode } => {
                 let m = &seg.members[0];
-                let index = host_index(&host, name).await?;
+                let index = host_index(host, name).await?;
                 let msg = match mode {
                     ExternalMode::Move => LinkUnspec::new_with_index(index)
                         .setns_by_fd(node_fds[&m.node].as_raw_fd())
