@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use rtemu_control::engine::{self, RunOptions};
-use rtemu_testutil::root_or_skip;
+use rtemu_testutil::{ip, root_or_skip};
 use rtemu_topo::lab;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::State;
@@ -32,15 +32,13 @@ fn host_address(i: usize) -> String {
     format!("192.0.2.{}", i + 1)
 }
 
-/// Runs `ip` with `args`, panicking with its error output when it fails.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The `[hosts]` table of `n` hosts h1, h2, … at their underlay addresses.
+fn hosts_table(n: usize) -> String {
+    let mut table = String::from("[hosts]\n");
+    for i in 0..n {
+        table += &format!("h{} = {{ address = \"{}\" }}\n", i + 1, host_address(i));
+    }
+    table
 }
 
 /// The "machines": one namespace per host, each with interface `u0` on a bridge in an
@@ -323,10 +321,7 @@ fn chain(lab: &str, netem: Option<&str>) -> String {
     let netem = netem.map_or(String::new(), |n| format!("netem = \"{n}\"\n"));
     format!(
         r#"lab = "{lab}"
-[hosts]
-h1 = {{ address = "{}" }}
-h2 = {{ address = "{}" }}
-[nodes.a]
+{}[nodes.a]
 host = "h1"
 [nodes.b]
 host = "h1"
@@ -342,8 +337,7 @@ endpoints = ["b", "c"]
 {netem}[[links]]
 endpoints = ["c", "d"]
 "#,
-        host_address(0),
-        host_address(1)
+        hosts_table(2)
     )
 }
 
@@ -473,12 +467,8 @@ fn a_lan_over_three_hosts_floods_to_each_and_pings_by_name() {
     let hosts = Hosts::new("l", 3);
     let name = unique_lab("l");
     let src = format!(
-        r#"lab = "{}"
-[hosts]
-h1 = {{ address = "{}" }}
-h2 = {{ address = "{}" }}
-h3 = {{ address = "{}" }}
-[nodes.w]
+        r#"lab = "{name}"
+{}[nodes.w]
 host = "h1"
 [nodes.x]
 host = "h1"
@@ -490,10 +480,7 @@ host = "h3"
 name = "office"
 members = ["w", "x", "y", "z"]
 "#,
-        name,
-        host_address(0),
-        host_address(1),
-        host_address(2)
+        hosts_table(3)
     );
     let mut agents = bring_up(&hosts, &src);
     // h1's bridge floods to both other hosts: one all-zero entry each.

@@ -60,6 +60,18 @@ pub fn program_or_skip(test: &str, program: &str, arg: &str, package: &str) -> b
         )
 }
 
+/// Runs `ip ARGS…` for a test's fixtures outside any lab (its own namespaces, veth pairs,
+/// bridges), panicking with `ip`'s message when it fails.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

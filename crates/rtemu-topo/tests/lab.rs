@@ -13,7 +13,7 @@ use rtemu_topo::lab::{self, node_netns};
 use rtemu_topo::state::{lab_dir, LabName};
 use rtemu_topo::Topology;
 
-use rtemu_testutil::{root_or_skip as needs_root, skip, skipping_forbidden};
+use rtemu_testutil::{ip, root_or_skip as needs_root, skip, skipping_forbidden};
 
 /// Whether the test may run; panics when root is required but missing.
 fn root_or_skip(test: &str) -> bool {
@@ -453,17 +453,6 @@ fn start_up_commands_run_in_their_node_with_their_environment_and_end_at_down() 
         "the start-up command was ended"
     );
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
-}
-
-/// Runs `ip ARGS…` for test fixtures outside any lab, panicking with its message on failure.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// An "outside host": a namespace of the test's own with a veth pair whose other end stays in
