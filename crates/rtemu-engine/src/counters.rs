@@ -99,6 +99,9 @@ pub struct Counters {
     pub received_bytes: u64,
     /// Extra copies the model made (duplicates).
     pub duplicates: u64,
+    /// Copies queued with bits the model flipped (`corrupt`, `ber`); outside the identity,
+    /// like duplicates' originals: a corrupted copy is still delivered or dropped.
+    pub corrupted: u64,
     /// Address-resolution frames (ARP, NDP) that passed with the base delay, not the model.
     pub resolution_passed: u64,
     /// Copies sent to the receiving side.
@@ -157,6 +160,7 @@ impl Counters {
             self.max_error_ns,
             self.tx_busy,
             self.trace_underruns,
+            self.corrupted,
         ];
         w[..HEAD].copy_from_slice(&head);
         w[HEAD..].copy_from_slice(&self.dropped);
@@ -178,12 +182,13 @@ impl Counters {
             max_error_ns: w[8],
             tx_busy: w[9],
             trace_underruns: w[10],
+            corrupted: w[11],
             dropped,
         }
     }
 }
 
-const HEAD: usize = 11;
+const HEAD: usize = 12;
 const WORDS: usize = HEAD + DROP_KINDS;
 
 /// [`Counters`] shared between the release thread (one writer) and any number of readers.
@@ -246,6 +251,7 @@ mod tests {
             max_error_ns: 9,
             tx_busy: 10,
             trace_underruns: 11,
+            corrupted: 12,
             ..Counters::default()
         };
         for (i, kind) in DropKind::ALL.into_iter().enumerate() {

@@ -252,6 +252,7 @@ impl Direction {
             Ok(None) => self.counters.drop_one(DropKind::Oversize),
             Ok(Some(slot)) => {
                 c.apply(self.pool.frame_mut(slot));
+                self.counters.corrupted += c.is_corrupted() as u64;
                 self.arrival_lag_ns[slot as usize] = frame.seen_ns.saturating_sub(frame.arrival_ns);
                 self.queue.push(Entry {
                     at_ns,
@@ -471,6 +472,7 @@ mod tests {
         let mut reference = model(netem, 7);
         let mut io = MemIo::new(4096);
         let mut expected = Vec::new();
+        let mut corrupted = 0;
         for i in 0..2000u32 {
             let f = udp(i);
             let meta = PacketMeta {
@@ -483,6 +485,7 @@ mod tests {
             for del in fate.delivered.as_slice() {
                 let mut copy = f.clone();
                 del.corruption.apply(&mut copy);
+                corrupted += del.corruption.is_corrupted() as u64;
                 expected.push(copy);
             }
             d.receive(at(i as u64 * 1_000, &f));
@@ -493,6 +496,9 @@ mod tests {
         assert!(c.conserved(), "{c:?}");
         assert!(c.dropped(DropKind::Loss) > 0 && c.duplicates > 0);
         assert_eq!(c.delivered, expected.len() as u64);
+        // Every copy the model corrupted was delivered here (the pool never ran out).
+        assert!(corrupted > 0);
+        assert_eq!(c.corrupted, corrupted);
     }
 
     #[test]
