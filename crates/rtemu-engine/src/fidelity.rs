@@ -12,8 +12,9 @@
 //! runs inside the engine's `sendto`. A copy whose send started before its intended time is
 //! *early*: the engine must never release one, and counts them so a report shows it didn't. A
 //! non-real-time thread drains the ring into HDR histograms per direction, summarised as
-//! [`Summary`]: p50, p99, p99.9, max, the count of late and of early copies, and the arrival
-//! lag. A full ring loses records, never blocks the release thread; lost records are counted
+//! [`Summary`]: p50, p99, p99.9, max, the count of late and of early copies, the arrival lag,
+//! and the release error's coarse histogram ([`BUCKET_EDGES_NS`]), which that thread folds
+//! out of the HDR histogram when asked, never the packet path. A full ring loses records, never blocks the release thread; lost records are counted
 //! and reported next to the summary.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -159,6 +160,44 @@ fn percentiles(h: &Histogram<u64>) -> Percentiles {
     }
 }
 
+/// The upper edges of the release-error histogram's buckets, ns: 1-2-5 steps from 1 µs to
+/// 100 ms. Bucket 0 holds errors below 1 µs, bucket `i` those from `EDGES[i - 1]` up to (not
+/// including) `EDGES[i]`, the last those of 100 ms and more. Log-spaced, because the error of
+/// a healthy engine sits in the tens of microseconds while a stall shows in milliseconds.
+pub const BUCKET_EDGES_NS: [u64; 16] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// The release-error histogram's buckets: one more than its edges.
+pub const BUCKETS: usize = BUCKET_EDGES_NS.len() + 1;
+
+/// The HDR histogram `h` folded into the buckets of [`BUCKET_EDGES_NS`]. Each of its value
+/// ranges goes whole into the bucket of its highest value, so a value within the histogram's
+/// precision (0.1 %) of an edge may land on the edge's other side.
+fn buckets(h: &Histogram<u64>) -> [u64; BUCKETS] {
+    let mut counts = [0; BUCKETS];
+    for v in h.iter_recorded() {
+        let i = BUCKET_EDGES_NS.partition_point(|&edge| edge <= v.value_iterated_to());
+        counts[i] += v.count_at_value();
+    }
+    counts
+}
+
 /// The largest error the histogram tells apart: larger errors are recorded as this (a minute is
 /// far beyond any delay a link is given).
 const MAX_TRACKED_NS: u64 = 60_000_000_000;
@@ -205,6 +244,7 @@ impl ErrorHistogram {
             released: percentiles(&self.released),
             started: percentiles(&self.started),
             arrival_lag: percentiles(&self.arrival_lag),
+            released_buckets: buckets(&self.released),
             lost,
         }
     }
@@ -242,6 +282,9 @@ pub struct Summary {
     /// Arrival lag: the I/O layer's clock read after the receive − the kernel's receive stamp
     /// (how long frames waited for the engine; 0 where the I/O layer has no stamp).
     pub arrival_lag: Percentiles,
+    /// The release error's counts in the buckets of [`BUCKET_EDGES_NS`] (they sum to
+    /// `count`).
+    pub released_buckets: [u64; BUCKETS],
     /// Records lost because the ring was full (not in the percentiles).
     pub lost: u64,
 }
@@ -359,5 +402,55 @@ mod tests {
             arrival_lag_ns: 0,
         });
         assert_eq!(h.summary(0).early, 1);
+    }
+
+    #[test]
+    fn release_errors_land_in_their_buckets_and_the_buckets_sum_to_the_count() {
+        let mut h = ErrorHistogram::new(1_000_000);
+        let mut record = |error_ns: u64, times: u64| {
+            for _ in 0..times {
+                h.record(Record {
+                    intended_ns: 1_000,
+                    started_ns: 1_000,
+                    actual_ns: 1_000 + error_ns,
+                    arrival_lag_ns: 0,
+                });
+            }
+        };
+        // (error, times, bucket): edges themselves, and values far inside buckets.
+        let cases = [
+            (0, 3, 0),
+            (999, 1, 0),
+            (1_000, 2, 1),
+            (1_999, 1, 1),
+            (3_000, 4, 2),
+            (7_000, 5, 3),
+            (15_000, 6, 4),
+            (30_000, 7, 5),
+            (70_000, 8, 6),
+            (150_000, 1, 7),
+            (300_000, 1, 8),
+            (700_000, 1, 9),
+            (1_500_000, 1, 10),
+            (3_000_000, 1, 11),
+            (7_000_000, 1, 12),
+            (15_000_000, 1, 13),
+            (30_000_000, 1, 14),
+            (70_000_000, 1, 15),
+            (150_000_000, 2, 16),
+            (90_000_000_000, 1, 16),
+        ];
+        let mut want = [0u64; BUCKETS];
+        for (error, times, bucket) in cases {
+            record(error, times);
+            want[bucket] += times;
+        }
+        let s = h.summary(0);
+        assert_eq!(s.released_buckets, want);
+        assert_eq!(s.released_buckets.iter().sum::<u64>(), s.count);
+        assert_eq!(
+            ErrorHistogram::new(1).summary(0).released_buckets,
+            [0; BUCKETS]
+        );
     }
 }
