@@ -59,7 +59,7 @@ use rtemu_engine::bench::{self, UdpFrame, Work};
 use rtemu_engine::control::Ways;
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
-use rtemu_engine::{netns, offload};
+use rtemu_engine::{ifcounters, netns, offload};
 use rtemu_topo::lab::{self, engine_ends, lab_netns, node_netns};
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{Attachment, Mac};
@@ -805,7 +805,7 @@ fn flood_once(state: &State, path: Path, frame: Vec<u8>, secs: u32) -> Result<Fl
     let b_if = &interface(state, "b", path.before_b())?.ifname;
     let a_ns = netns::named(&node_netns(&state.lab, "a"));
     let a_if = interface(state, "a", path.after_a())?.ifname.clone();
-    let before = bench::interface_counters(&b_ns, b_if)?.rx_packets;
+    let before = ifcounters::interface_counters(&b_ns, b_if)?.rx_packets;
     let cpu0 = CpuTicks::read()?;
     let generator = netns::run_in(&a_ns, move || -> Result<Work> {
         rt::set_affinity(&[0]).context("pinning the generator to CPU 0")?;
@@ -818,7 +818,7 @@ fn flood_once(state: &State, path: Path, frame: Vec<u8>, secs: u32) -> Result<Fl
     })??;
     let cpu1 = CpuTicks::read()?;
     std::thread::sleep(DRAIN);
-    let after = bench::interface_counters(&b_ns, b_if)?.rx_packets;
+    let after = ifcounters::interface_counters(&b_ns, b_if)?.rx_packets;
     let (softirq, busy) = cpu0.shares(cpu1, last_cpu() + 1);
     Ok(Flooded {
         generator,
@@ -1381,7 +1381,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
     )?;
     let base_stats = engine::stats(&state.lab)?;
     let base = a_to_b(&base_stats)?.clone();
-    let b_before = bench::interface_counters(&b_ns, &b_if)?.rx_packets;
+    let b_before = ifcounters::interface_counters(&b_ns, &b_if)?.rx_packets;
     let socket_drops_before = udp_rcvbuf_errors(&b_ns)?;
     let started = std::time::Instant::now();
     let end = started + duration;
@@ -1451,7 +1451,7 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
     // A receiver descheduled too long (the machine is shared) loses datagrams to its full
     // socket buffer: the kernel counts them, and they were delivered all the same.
     let socket_drops = udp_rcvbuf_errors(&b_ns)?.saturating_sub(socket_drops_before);
-    let at_b_if = bench::interface_counters(&b_ns, &b_if)?
+    let at_b_if = ifcounters::interface_counters(&b_ns, &b_if)?
         .rx_packets
         .saturating_sub(b_before);
     let last = snaps.last().context("no snapshot")?.clone();

@@ -7,7 +7,8 @@
 //! buffer, no qdisc) as fast as the ring takes it, for a bounded time. The sink costs nothing
 //! either: [`udp_frame`] addresses frames to [`FOREIGN_MAC`], which no interface has, so the
 //! receiving kernel drops them as soon as it sees the address, and the frames that arrived are
-//! read from the receiving interface's counters ([`interface_counters`]), not from a socket.
+//! read from the receiving interface's counters
+//! ([`crate::ifcounters::interface_counters`]), not from a socket.
 //! [`relay`] is the limit of an I/O layer: each received frame staged at once on the other
 //! interface, with no model, no pool and no timing queue.
 //!
@@ -16,7 +17,6 @@
 
 use std::io;
 use std::net::Ipv4Addr;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rtemu_clock::time::thread_cpu_time_ns;
@@ -24,7 +24,6 @@ use rtemu_clock::Instant;
 use rtemu_model::wire::Udp4;
 
 use crate::io::PacketIo;
-use crate::netns::{self, NetnsError};
 
 /// A locally administered unicast address that no interface of a lab has: a kernel receiving a
 /// frame for it drops it before its IP layer does any work.
@@ -185,65 +184,6 @@ fn flush_past_drops<P: PacketIo>(io: &mut P) -> io::Result<()> {
     }
 }
 
-/// An interface's packet counters, as the kernel keeps them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IfCounters {
-    /// Frames the interface received (a veth counts those its peer handed on to this side's
-    /// stack, before the stack dropped any).
-    pub rx_packets: u64,
-    /// Frames dropped on receive.
-    pub rx_dropped: u64,
-    /// Frames sent.
-    pub tx_packets: u64,
-    /// Frames dropped on send (a veth: its peer's backlog was full).
-    pub tx_dropped: u64,
-}
-
-/// Reading an interface's counters failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CountersError {
-    /// The namespace could not be entered.
-    #[error(transparent)]
-    Netns(#[from] NetnsError),
-    /// `/proc/thread-self/net/dev` could not be read.
-    #[error("reading /proc/thread-self/net/dev: {0}")]
-    Read(#[source] io::Error),
-    /// The interface is not listed there.
-    #[error("no interface {0} in the namespace (`ip -n NS link` lists them)")]
-    NoInterface(String),
-}
-
-/// The counters of interface `ifname` in the network namespace at `netns`, from the kernel's
-/// per-namespace `net/dev` table (sysfs would show the namespace it was mounted in instead).
-pub fn interface_counters(netns: &Path, ifname: &str) -> Result<IfCounters, CountersError> {
-    let text = netns::run_in(netns, || {
-        std::fs::read_to_string("/proc/thread-self/net/dev")
-    })?
-    .map_err(CountersError::Read)?;
-    parse_net_dev(&text, ifname).ok_or_else(|| CountersError::NoInterface(ifname.to_owned()))
-}
-
-/// The counters of `ifname` in the text of `/proc/net/dev`: per interface, `NAME:` then eight
-/// receive fields (bytes, packets, errs, drop, fifo, frame, compressed, multicast) and eight
-/// transmit fields (bytes, packets, errs, drop, …). `None` when the line is missing or short.
-pub fn parse_net_dev(text: &str, ifname: &str) -> Option<IfCounters> {
-    let line = text.lines().find_map(|l| {
-        let (name, rest) = l.split_once(':')?;
-        (name.trim() == ifname).then_some(rest)
-    })?;
-    let fields: Vec<u64> = line
-        .split_whitespace()
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    (fields.len() >= 12).then(|| IfCounters {
-        rx_packets: fields[1],
-        rx_dropped: fields[3],
-        tx_packets: fields[9],
-        tx_dropped: fields[11],
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,47 +305,5 @@ mod tests {
         let mut to = MemIo::new(3);
         let work = relay(&mut from, &mut to, &AtomicBool::new(true)).unwrap();
         assert_eq!((work.received, work.sent), (5, 3));
-    }
-
-    const NET_DEV: &str = "\
-Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
-  eth0: 1234567   89012    0    7    0     0          0         0   345678    9012    0    3    0     0       0          0
-eth10:5 6 0 1 0 0 0 0 7 8 0 2 0 0 0 0
-";
-
-    #[test]
-    fn net_dev_lines_are_read_by_interface_name() {
-        assert_eq!(
-            parse_net_dev(NET_DEV, "eth0"),
-            Some(IfCounters {
-                rx_packets: 89012,
-                rx_dropped: 7,
-                tx_packets: 9012,
-                tx_dropped: 3,
-            })
-        );
-        // No space after the colon (long counters run into the name), and a name that
-        // another one starts with.
-        assert_eq!(
-            parse_net_dev(NET_DEV, "eth10"),
-            Some(IfCounters {
-                rx_packets: 6,
-                rx_dropped: 1,
-                tx_packets: 8,
-                tx_dropped: 2,
-            })
-        );
-        assert_eq!(parse_net_dev(NET_DEV, "eth1"), None);
-    }
-
-    #[test]
-    fn a_short_or_garbled_net_dev_line_is_none() {
-        assert_eq!(parse_net_dev("  eth0: 1 2 3\n", "eth0"), None);
-        assert_eq!(
-            parse_net_dev("  eth0: 1 x 3 4 5 6 7 8 9 10 11 12\n", "eth0"),
-            None
-        );
     }
 }

@@ -109,6 +109,7 @@ pub mod counters;
 pub mod direction;
 pub mod engine;
 pub mod fidelity;
+pub mod ifcounters;
 pub mod io;
 pub mod netns;
 pub mod offload;
