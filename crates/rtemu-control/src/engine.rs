@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -343,6 +343,41 @@ fn resolution(imp: &Impairment, cfg: &LinkConfig) -> Resolution {
 /// Each direction's number of frame buffers, by link name and way.
 type Pools = std::collections::HashMap<(String, Way), usize>;
 
+/// The netem text of the model each direction runs now (`None`: a trace alone decides), by
+/// link name and way: written by `set` and by the schedule when they hand a direction a model,
+/// read by `stats`. Neither is on the packet path.
+#[derive(Debug, Clone)]
+struct InForce(Arc<Mutex<Texts>>);
+
+/// Netem texts by link name and way.
+type Texts = std::collections::HashMap<(String, Way), Option<String>>;
+
+impl InForce {
+    /// The topology's text of every impaired direction of `state`.
+    fn of(state: &State) -> InForce {
+        let texts = impaired(state)
+            .into_iter()
+            .flat_map(|(_, seg, imp)| {
+                [Way::AToB, Way::BToA].map(|way| {
+                    let text = imp.netem_for(way == Way::BToA).map(|n| n.text().to_owned());
+                    ((seg.name.clone(), way), text)
+                })
+            })
+            .collect();
+        InForce(Arc::new(Mutex::new(texts)))
+    }
+
+    fn set(&self, link: &str, way: Way, text: Option<String>) {
+        let mut texts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        texts.insert((link.to_owned(), way), text);
+    }
+
+    fn get(&self, link: &str, way: Way) -> Option<String> {
+        let texts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        texts.get(&(link.to_owned(), way)).cloned().flatten()
+    }
+}
+
 /// The frames a rate queue of `cfg` may hold at once (none without a rate).
 fn queue_frames(cfg: &LinkConfig) -> usize {
     if cfg.rate.is_some() {
@@ -512,6 +547,7 @@ pub fn run(args: &RunOptions) -> Result<()> {
                         link: seg.name.clone(),
                         way,
                         swap,
+                        netem: change.netem.text().to_owned(),
                     });
                 }
             }
@@ -524,9 +560,11 @@ pub fn run(args: &RunOptions) -> Result<()> {
         schedule.send(step).expect("the receiver is here");
     }
     let steerer = handle.steerer();
+    let in_force = InForce::of(&state);
+    let scheduled_in_force = in_force.clone();
     std::thread::Builder::new()
         .name("rtemu-schedule".into())
-        .spawn(move || run_schedule(&steerer, start, &scheduled))
+        .spawn(move || run_schedule(&steerer, &scheduled_in_force, start, &scheduled))
         .context("starting the schedule thread")?;
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -558,11 +596,11 @@ pub fn run(args: &RunOptions) -> Result<()> {
         },
         |req| match handle
             .as_ref()
-            .map(|h| serve(&state, &pools, io, h, &schedule, req))
+            .map(|h| serve(&state, &pools, &in_force, io, h, &schedule, req))
         {
             Some(Ok(Some(reply))) => (reply, After::Continue),
             Some(Ok(None)) => {
-                let report = finish(&state, &pools, handle.take().expect("running"));
+                let report = finish(&state, &pools, &in_force, handle.take().expect("running"));
                 let reply = to_json(&report);
                 final_report = Some(report);
                 (reply, After::Stop)
@@ -578,7 +616,7 @@ pub fn run(args: &RunOptions) -> Result<()> {
     )?;
     if let Some(h) = handle.take() {
         // Ended by a signal: the report is written all the same.
-        final_report = Some(finish(&state, &pools, h));
+        final_report = Some(finish(&state, &pools, &in_force, h));
     }
     if let Some(r) = final_report {
         eprintln!("engine of lab {} stopped: {}", state.lab, to_json(&r));
@@ -592,12 +630,16 @@ struct Step {
     link: String,
     way: Way,
     swap: Swap,
+    /// The netem text the model was built from.
+    netem: String,
 }
 
 /// Applies the changes `steps` brings, each at its time (in order of time, whenever it came),
-/// until the sender is dropped. `start` is when the engine started, for the log.
+/// until the sender is dropped, noting each model's text in `in_force`. `start` is when the
+/// engine started, for the log.
 fn run_schedule(
     steerer: &rtemu_engine::Steerer,
+    in_force: &InForce,
     start: Instant,
     steps: &std::sync::mpsc::Receiver<Step>,
 ) {
@@ -615,12 +657,17 @@ fn run_schedule(
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
                 let Step {
-                    link, way, swap, ..
+                    link,
+                    way,
+                    swap,
+                    netem,
+                    ..
                 } = pending.pop().expect("a step was due");
                 if let Err(e) = steerer.set_model_after_pending(&link, way, swap) {
                     eprintln!("schedule: link {link} ({}): {e}", way.as_str());
                     return;
                 }
+                in_force.set(&link, way, Some(netem));
                 eprintln!(
                     "schedule: link {link} ({}) changed at {:.3} s",
                     way.as_str(),
@@ -646,6 +693,7 @@ fn to_json<T: serde::Serialize>(reply: &T) -> String {
 fn serve(
     state: &State,
     pools: &Pools,
+    in_force: &InForce,
     io: IoKind,
     h: &EngineHandle,
     schedule: &std::sync::mpsc::Sender<Step>,
@@ -661,7 +709,7 @@ fn serve(
     Ok(Some(match req.parse::<Request>()? {
         Request::Ping => to_json(&Ack::OK),
         Request::Stats => to_json(&Stats {
-            directions: directions(state, pools, &h.snapshot()),
+            directions: directions(state, pools, in_force, &h.snapshot()),
             io: io.as_str().to_owned(),
             lab: state.lab.clone(),
             pid: std::process::id(),
@@ -692,6 +740,7 @@ fn serve(
                     link: link.clone(),
                     way,
                     swap: swap(imp, &cfg, &seg.name, way, pool)?,
+                    netem: netem.clone(),
                 });
             }
             for step in steps {
@@ -710,6 +759,7 @@ fn serve(
                     way,
                     swap(imp, &cfg, &seg.name, way, pools[&(seg.name.clone(), way)])?,
                 )?;
+                in_force.set(&link, way, Some(netem.clone()));
             }
             to_json(&Ack::OK)
         }
@@ -729,11 +779,11 @@ fn process_cpu_ns() -> Option<u64> {
 }
 
 /// Stops the engine, writes `fidelity.json` into the lab's directory and returns the report.
-fn finish(state: &State, pools: &Pools, h: EngineHandle) -> FinalReport {
+fn finish(state: &State, pools: &Pools, in_force: &InForce, h: EngineHandle) -> FinalReport {
     let report = match h.stop() {
         Ok(r) => FinalReport::Done(Done {
             cpu_ns: r.cpu_ns,
-            directions: directions(state, pools, &r.directions),
+            directions: directions(state, pools, in_force, &r.directions),
             lab: state.lab.clone(),
             notices: r.notices,
             wall_ns: r.wall_ns,
@@ -750,8 +800,14 @@ fn finish(state: &State, pools: &Pools, h: EngineHandle) -> FinalReport {
     report
 }
 
-/// The directions of `ds`, with the nodes they run between and their frame buffers.
-fn directions(state: &State, pools: &Pools, ds: &[DirectionReport]) -> Vec<Direction> {
+/// The directions of `ds`, with the nodes they run between, their frame buffers and the text
+/// of the model in force.
+fn directions(
+    state: &State,
+    pools: &Pools,
+    in_force: &InForce,
+    ds: &[DirectionReport],
+) -> Vec<Direction> {
     ds.iter()
         .map(|d| {
             let seg = state.topology.segments.iter().find(|s| s.name == d.link);
@@ -767,6 +823,7 @@ fn directions(state: &State, pools: &Pools, ds: &[DirectionReport]) -> Vec<Direc
             Direction {
                 buffers: pools.get(&(d.link.clone(), d.way)).copied(),
                 conserved: c.conserved(),
+                corrupted: c.corrupted,
                 delivered: c.delivered,
                 delivered_bytes: c.delivered_bytes,
                 dir: d.way.as_str().to_owned(),
@@ -780,6 +837,7 @@ fn directions(state: &State, pools: &Pools, ds: &[DirectionReport]) -> Vec<Direc
                 in_flight: c.in_flight,
                 kernel_drops: d.kernel_drops,
                 link: d.link.clone(),
+                netem: in_force.get(&d.link, d.way),
                 received: c.received,
                 received_bytes: c.received_bytes,
                 resolution_passed: c.resolution_passed,
@@ -888,5 +946,13 @@ schedule = [
             let ideal = fates(direction_model(imp, &LinkConfig::default(), l).unwrap());
             assert_ne!(from_state, ideal, "{text}");
         }
+        // Each direction's text in force starts as the file's, and follows what it is handed.
+        let in_force = InForce::of(&loaded);
+        assert_eq!(in_force.get("ab", Way::AToB).as_deref(), Some(BOTH));
+        assert_eq!(in_force.get("ab", Way::BToA).as_deref(), Some(BA));
+        in_force.set("ab", Way::BToA, Some(LATER[0].to_owned()));
+        assert_eq!(in_force.get("ab", Way::BToA).as_deref(), Some(LATER[0]));
+        assert_eq!(in_force.get("ab", Way::AToB).as_deref(), Some(BOTH));
+        assert_eq!(in_force.get("cd", Way::AToB), None);
     }
 }

@@ -57,6 +57,8 @@ pub struct Direction {
     pub buffers: Option<usize>,
     /// Whether the counters account for every copy.
     pub conserved: bool,
+    /// Copies queued with bits the model flipped (`corrupt`, `ber`).
+    pub corrupted: u64,
     /// Copies delivered.
     pub delivered: u64,
     /// Bytes delivered.
@@ -77,6 +79,10 @@ pub struct Direction {
     pub kernel_drops: Option<u64>,
     /// The link.
     pub link: String,
+    /// The netem parameters of the model this direction runs now (over its trace, if the link
+    /// has one): the topology's, or those of the last `set` or scheduled change it was handed;
+    /// `None` when a trace alone decides.
+    pub netem: Option<String>,
     /// Frames received.
     pub received: u64,
     /// Bytes received.
@@ -99,7 +105,7 @@ impl Direction {
 }
 
 /// How precisely one direction released its copies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Fidelity {
     /// Arrival lag: how long frames waited between the kernel's receive stamp and the engine.
@@ -116,6 +122,8 @@ pub struct Fidelity {
     pub lost: u64,
     /// Release error: when the send returned − the intended time.
     pub released: Percentiles,
+    /// The release error's distribution, coarsely.
+    pub released_histogram: Histogram,
     /// Start error: when the send started − the intended time.
     pub started: Percentiles,
 }
@@ -132,6 +140,28 @@ pub struct Percentiles {
     pub p999_ns: u64,
     /// 99th percentile.
     pub p99_ns: u64,
+}
+
+/// A coarse histogram of an error: counts between fixed, log-spaced edges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Histogram {
+    /// Copies per bucket, one more than `edges_ns`: `counts[0]` below `edges_ns[0]`,
+    /// `counts[i]` from `edges_ns[i - 1]` up to (not including) `edges_ns[i]`, the last at or
+    /// above the last edge. They sum to the fidelity's `count`.
+    pub counts: Vec<u64>,
+    /// The buckets' edges, ns, increasing (1-2-5 steps from 1 µs to 100 ms).
+    pub edges_ns: Vec<u64>,
+}
+
+impl Histogram {
+    /// The release-error histogram of an engine's summary.
+    fn released(f: &rtemu_engine::fidelity::Summary) -> Histogram {
+        Histogram {
+            counts: f.released_buckets.to_vec(),
+            edges_ns: rtemu_engine::fidelity::BUCKET_EDGES_NS.to_vec(),
+        }
+    }
 }
 
 impl From<rtemu_engine::fidelity::Percentiles> for Percentiles {
@@ -155,6 +185,7 @@ impl From<&rtemu_engine::fidelity::Summary> for Fidelity {
             late_after_ns: f.late_after_ns,
             lost: f.lost,
             released: f.released.into(),
+            released_histogram: Histogram::released(f),
             started: f.started.into(),
         }
     }
@@ -325,6 +356,7 @@ mod tests {
         Direction {
             buffers: Some(4096),
             conserved: true,
+            corrupted: 2,
             delivered: 9,
             delivered_bytes: 900,
             dir: "a-b".into(),
@@ -338,12 +370,17 @@ mod tests {
                 late_after_ns: 100_000,
                 lost: 0,
                 released: percentiles(20),
+                released_histogram: Histogram {
+                    counts: vec![0, 8, 1],
+                    edges_ns: vec![1_000, 2_000],
+                },
                 started: percentiles(30),
             },
             from: "a".into(),
             in_flight: 0,
             kernel_drops: None,
             link: "l".into(),
+            netem: Some("delay 1ms".into()),
             received: 10,
             received_bytes: 1000,
             resolution_passed: 0,
@@ -401,6 +438,25 @@ mod tests {
         );
         assert!(failed.directions().is_empty());
         assert_eq!(serde_json::to_string(&Ack::OK).unwrap(), r#"{"ok":true}"#);
+    }
+
+    #[test]
+    fn the_histogram_carries_the_engines_buckets_and_their_edges() {
+        let mut h = rtemu_engine::fidelity::ErrorHistogram::new(100_000);
+        for error_ns in [500, 1_500, 1_500, 40_000_000] {
+            h.record(rtemu_engine::fidelity::Record {
+                intended_ns: 0,
+                started_ns: 0,
+                actual_ns: error_ns,
+                arrival_lag_ns: 0,
+            });
+        }
+        let f = Fidelity::from(&h.summary(0));
+        let hist = &f.released_histogram;
+        assert_eq!(hist.edges_ns, rtemu_engine::fidelity::BUCKET_EDGES_NS);
+        assert_eq!(hist.counts.len(), hist.edges_ns.len() + 1);
+        assert_eq!(hist.counts.iter().sum::<u64>(), f.count);
+        assert_eq!((hist.counts[0], hist.counts[1], hist.counts[14]), (1, 2, 1));
     }
 
     #[test]
