@@ -2,7 +2,7 @@
 //! state file.
 
 use rtemu_topo::state::State;
-use rtemu_topo::topology::SegmentKind;
+use rtemu_topo::topology::{ExternalMode, SegmentKind};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -33,6 +33,8 @@ pub struct Lab {
     pub links: Vec<Link>,
     /// Its LANs.
     pub lans: Vec<Lan>,
+    /// The host interfaces handed to its nodes.
+    pub externals: Vec<External>,
     /// The processes `rtemu exec --detach` started in it.
     pub detached: Vec<Detached>,
 }
@@ -91,6 +93,44 @@ pub struct Lan {
     pub ipv4: Option<String>,
     /// Its IPv6 subnet.
     pub ipv6: Option<String>,
+}
+
+/// A host interface handed to a node (`[[externals]]`), so hosts outside the lab take part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct External {
+    /// Its segment's name (the `segment` of the node's interface on it).
+    pub name: String,
+    /// The node that has it.
+    pub node: String,
+    /// The host interface.
+    pub host: String,
+    /// `move` (the interface itself is in the node) or `macvlan` (the node has a macvlan on
+    /// it, and the host keeps it).
+    pub mode: String,
+}
+
+/// One interface's packet counters as the kernel keeps them (`GET …/counters`): for ideal
+/// links and LANs the only counters there are, since the engine does not carry them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct InterfaceCounters {
+    /// The node.
+    pub node: String,
+    /// The interface's name in the node.
+    pub interface: String,
+    /// The link, LAN or external interface it is on.
+    pub segment: String,
+    /// Bytes it received.
+    pub rx_bytes: u64,
+    /// Frames it received.
+    pub rx_packets: u64,
+    /// Frames it dropped on receive.
+    pub rx_dropped: u64,
+    /// Bytes it sent.
+    pub tx_bytes: u64,
+    /// Frames it sent.
+    pub tx_packets: u64,
+    /// Frames it dropped on send (a veth: its peer's backlog was full).
+    pub tx_dropped: u64,
 }
 
 /// A process `rtemu exec --detach` started.
@@ -210,6 +250,7 @@ pub fn lab_view(state: &State, status: LabStatus) -> Lab {
         nodes: nodes(state),
         links: links(state),
         lans: lans(state),
+        externals: externals(state),
         detached: state
             .detached()
             .unwrap_or_default()
@@ -291,6 +332,32 @@ pub fn links(state: &State) -> Vec<Link> {
         .collect()
 }
 
+/// The host interfaces handed to a lab's nodes.
+pub fn externals(state: &State) -> Vec<External> {
+    let topo = &state.topology;
+    topo.segments
+        .iter()
+        .filter_map(|seg| {
+            let SegmentKind::External { host, mode } = &seg.kind else {
+                return None;
+            };
+            Some(External {
+                name: seg.name.clone(),
+                node: seg
+                    .members
+                    .first()
+                    .map_or_else(String::new, |m| topo.nodes[m.node].name.clone()),
+                host: host.clone(),
+                mode: match mode {
+                    ExternalMode::Move => "move",
+                    ExternalMode::Macvlan => "macvlan",
+                }
+                .to_owned(),
+            })
+        })
+        .collect()
+}
+
 /// The LANs of a lab.
 pub fn lans(state: &State) -> Vec<Lan> {
     let topo = &state.topology;
@@ -328,6 +395,11 @@ netem = "delay 5ms"
 [[lans]]
 name = "office"
 members = ["a", "b", "c"]
+[[externals]]
+node = "c"
+host = "uplink0"
+mode = "macvlan"
+ipv4 = "198.51.100.7/24"
 "#;
 
     fn state() -> State {
@@ -376,6 +448,19 @@ members = ["a", "b", "c"]
         let segs: Vec<&str> = a.interfaces.iter().map(|i| i.segment.as_str()).collect();
         assert_eq!(segs, ["ab", "office"]);
         assert!(a.interfaces.iter().all(|i| !i.addresses.is_empty()));
-        assert_eq!(nodes[2].interfaces.len(), 1);
+        assert_eq!(nodes[2].interfaces.len(), 2);
+        let externals = externals(&s);
+        assert_eq!(externals.len(), 1);
+        let e = &externals[0];
+        assert_eq!(
+            (e.node.as_str(), e.host.as_str(), e.mode.as_str()),
+            ("c", "uplink0", "macvlan")
+        );
+        let on_it = nodes[2].interfaces.iter().find(|i| i.segment == e.name);
+        assert_eq!(
+            on_it.map(|i| i.addresses.as_slice()),
+            Some(&["198.51.100.7/24".to_owned()][..])
+        );
+        assert_eq!(lab.externals, externals);
     }
 }

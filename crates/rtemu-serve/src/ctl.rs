@@ -16,7 +16,7 @@ use rtemu_topo::Topology;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::api::{self, Dir, Lab, ScheduleRequest, UpRequest};
+use crate::api::{self, Dir, InterfaceCounters, Lab, ScheduleRequest, UpRequest};
 use crate::error::ApiError;
 
 /// The name errors give an inline topology in place of a file's.
@@ -141,6 +141,32 @@ pub fn stats(state: &State) -> Result<StatsReply, ApiError> {
     rtemu_control::lab::stats(state)
         .map(StatsReply::Engine)
         .map_err(|e| engine_gone(state, e))
+}
+
+/// The kernel's counters of every interface of lab `state`'s nodes (on links, LANs and host
+/// interfaces), node by node, each node's read at one instant.
+pub fn counters(state: &State) -> Result<Vec<InterfaceCounters>, ApiError> {
+    let mut out = Vec::new();
+    for node in api::nodes(state) {
+        let names: Vec<&str> = node.interfaces.iter().map(|i| i.name.as_str()).collect();
+        let path = rtemu_engine::netns::named(&node.netns);
+        let counters = rtemu_engine::ifcounters::interfaces_counters(&path, &names)
+            .map_err(|e| anyhow::Error::new(e).context(format!("node `{}`", node.name)))?;
+        for (i, c) in node.interfaces.iter().zip(counters) {
+            out.push(InterfaceCounters {
+                node: node.name.clone(),
+                interface: i.name.clone(),
+                segment: i.segment.clone(),
+                rx_bytes: c.rx_bytes,
+                rx_packets: c.rx_packets,
+                rx_dropped: c.rx_dropped,
+                tx_bytes: c.tx_bytes,
+                tx_packets: c.tx_packets,
+                tx_dropped: c.tx_dropped,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Checks that `link` is an impaired link of lab `state`: a 404 when the lab has no such link,

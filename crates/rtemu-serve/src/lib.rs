@@ -95,6 +95,7 @@ impl Default for Options {
         routes::schedule,
         routes::stats,
         routes::stats_stream,
+        routes::counters,
         routes::capture,
         routes::exec,
     ),

@@ -18,7 +18,8 @@ use rtemu_topo::state::{LabName, State};
 use tokio::sync::watch;
 
 use crate::api::{
-    self, ExecReply, ExecRequest, Lab, Lan, Link, Node, ScheduleRequest, SetRequest, UpRequest,
+    self, ExecReply, ExecRequest, InterfaceCounters, Lab, Lan, Link, Node, ScheduleRequest,
+    SetRequest, UpRequest,
 };
 use crate::error::{ApiError, ErrorBody};
 use crate::{capture, ctl, exec};
@@ -56,6 +57,7 @@ pub fn router(app: App) -> Router {
         .route("/v1/labs/{lab}/links/{link}/schedule", post(schedule))
         .route("/v1/labs/{lab}/stats", get(stats))
         .route("/v1/labs/{lab}/stats/stream", get(stats_stream))
+        .route("/v1/labs/{lab}/counters", get(counters))
         .route("/v1/labs/{lab}/capture", get(capture))
         .route("/v1/labs/{lab}/nodes/{node}/exec", post(exec))
         .fallback(|| async {
@@ -284,6 +286,19 @@ pub async fn stats(
 ) -> Result<Json<ctl::StatsReply>, ApiError> {
     let state = lab_state(params(p)?).await?;
     blocking(move || ctl::stats(&state)).await.map(Json)
+}
+
+/// The kernel's packet counters of every interface of the lab's nodes: the counters of ideal
+/// links and LANs, which the engine does not carry.
+#[utoipa::path(get, path = "/v1/labs/{lab}/counters", tag = "stats",
+    params(("lab" = String, Path, description = "The lab's name")),
+    responses((status = 200, body = [InterfaceCounters]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 500, body = ErrorBody)))]
+pub async fn counters(
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<Vec<InterfaceCounters>>, ApiError> {
+    let state = lab_state(params(p)?).await?;
+    blocking(move || ctl::counters(&state)).await.map(Json)
 }
 
 /// The shortest interval between stats events, seconds.

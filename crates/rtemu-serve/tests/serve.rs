@@ -211,6 +211,7 @@ fn served_openapi_matches_the_checked_in_document() {
         "/v1/labs/{lab}",
         "/v1/labs/{lab}/links/{link}/schedule",
         "/v1/labs/{lab}/stats/stream",
+        "/v1/labs/{lab}/counters",
         "/v1/labs/{lab}/capture",
         "/v1/labs/{lab}/nodes/{node}/exec",
     ] {
@@ -362,6 +363,7 @@ fn a_lab_of_ideal_links_through_the_api() {
     assert_eq!(up["name"], lab.as_str());
     assert_eq!(up["status"], "up");
     assert_eq!(up["file"], "<request>");
+    assert_eq!(up["externals"], serde_json::json!([]));
     // A second up of the same name is a conflict, unless it replaces.
     let e = error(
         &post(&t, "/v1/labs", &serde_json::json!({"topology": topo})),
@@ -406,6 +408,26 @@ fn a_lab_of_ideal_links_through_the_api() {
         "{out}"
     );
     assert_eq!(out["timed_out"], false);
+    // The ideal link's kernel counters saw the pings: a sent what b received.
+    let counters: Vec<serde_json::Value> = get(&t, &format!("/v1/labs/{lab}/counters"), &[])
+        .json()
+        .unwrap();
+    assert_eq!(counters.len(), 4, "{counters:?}");
+    let on_ab = |node: &str| {
+        counters
+            .iter()
+            .find(|c| c["node"] == node && c["segment"] == "ab")
+            .unwrap_or_else(|| panic!("no counters of {node} on ab: {counters:?}"))
+    };
+    let (a, b) = (on_ab("a"), on_ab("b"));
+    let n = |c: &serde_json::Value, k: &str| c[k].as_u64().unwrap();
+    assert!(
+        n(a, "tx_packets") >= 2 && n(b, "rx_packets") >= 2,
+        "{a} {b}"
+    );
+    assert_eq!(n(a, "tx_packets"), n(b, "rx_packets"));
+    assert_eq!(n(a, "tx_bytes"), n(b, "rx_bytes"));
+    assert!(n(a, "tx_bytes") >= 2 * 98, "two echo requests: {a}");
     let r = exec(
         "a",
         serde_json::json!({"argv": ["sh", "-c", "echo out; echo err >&2; exit 3"]}),
