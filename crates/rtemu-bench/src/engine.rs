@@ -1565,6 +1565,7 @@ mod tests {
             buffers: None,
             conserved: true,
             corrupted: 0,
+            cut: false,
             delivered,
             delivered_bytes: 0,
             dir: "a-b".to_owned(),

@@ -824,6 +824,7 @@ fn directions(
                 buffers: pools.get(&(d.link.clone(), d.way)).copied(),
                 conserved: c.conserved(),
                 corrupted: c.corrupted,
+                cut: d.cut,
                 delivered: c.delivered,
                 delivered_bytes: c.delivered_bytes,
                 dir: d.way.as_str().to_owned(),

@@ -59,6 +59,8 @@ pub struct Direction {
     pub conserved: bool,
     /// Copies queued with bits the model flipped (`corrupt`, `ber`).
     pub corrupted: u64,
+    /// Whether the direction is cut (`link down`): it carries nothing until `link up`.
+    pub cut: bool,
     /// Copies delivered.
     pub delivered: u64,
     /// Bytes delivered.
@@ -357,6 +359,7 @@ mod tests {
             buffers: Some(4096),
             conserved: true,
             corrupted: 2,
+            cut: false,
             delivered: 9,
             delivered_bytes: 900,
             dir: "a-b".into(),

@@ -209,6 +209,8 @@ pub struct DirectionReport {
     pub way: Way,
     /// Its counters.
     pub counters: Counters,
+    /// Whether it is cut (`rtemu link down`): it carries nothing until joined again.
+    pub cut: bool,
     /// Frames the kernel dropped before the engine received them (its receive ring was full),
     /// outside the counters' identity; `None` where the I/O layer cannot tell.
     pub kernel_drops: Option<u64>,
@@ -485,6 +487,7 @@ impl EngineHandle {
                 link: tap.link.clone(),
                 way: tap.way,
                 counters: tap.published.snapshot(),
+                cut: b.helm.cut.load(Ordering::Relaxed),
                 kernel_drops: b.probe.is_some().then_some(b.kernel_drops),
                 fidelity: b.errors.summary(tap.fidelity.lost()),
             })

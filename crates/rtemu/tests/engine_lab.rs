@@ -123,6 +123,16 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
         assert!(d["delivered"].as_u64().unwrap() >= 4, "{d}");
         assert_eq!(d["fidelity"]["count"], d["delivered"], "{d}");
         assert_eq!(d["buffers"], 4096, "the default sizing: {d}");
+        assert_eq!(d["netem"], "delay 10ms", "{d}");
+        assert_eq!(
+            (&d["cut"], &d["corrupted"]),
+            (&false.into(), &0.into()),
+            "{d}"
+        );
+        let hist = &d["fidelity"]["released_histogram"];
+        let counts: Vec<u64> = serde_json::from_value(hist["counts"].clone()).unwrap();
+        assert_eq!(counts.iter().sum::<u64>(), d["fidelity"]["count"], "{d}");
+        assert_eq!(counts.len(), hist["edges_ns"].as_array().unwrap().len() + 1);
     }
 
     let set = lab.link("set", &["ab", "delay", "40ms"]);
@@ -136,6 +146,10 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
         .ping_min_ms("a", "b", 3)
         .expect("ping after link set b-a");
     assert!((45.0..80.0).contains(&rtt), "RTT {rtt} ms for 40 ms + 5 ms");
+    // Stats show the model each direction runs now.
+    let stats = lab.stats();
+    assert_eq!(direction(&stats, "a")["netem"], "delay 40ms");
+    assert_eq!(direction(&stats, "b")["netem"], "delay 5ms");
 
     assert!(lab.link("down", &["ab"]).status.success());
     assert_eq!(
@@ -147,8 +161,10 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
         .as_u64()
         .unwrap();
     assert!(cut >= 2, "{cut} frames dropped as link-down");
+    assert_eq!(direction(&lab.stats(), "b")["cut"], true);
     assert!(lab.link("up", &["ab"]).status.success());
     assert!(lab.ping_min_ms("a", "b", 2).is_some(), "restored link");
+    assert_eq!(direction(&lab.stats(), "b")["cut"], false);
 
     // A bad change is refused with the parser's message, and the link keeps working.
     let bad = lab.link("set", &["ab", "loss", "120%"]);
@@ -158,6 +174,7 @@ fn ping_takes_the_links_delay_and_link_set_down_up_change_it_while_it_runs() {
     let long = lab.link("set", &["ab", "rate", "1mbit", "limit", "100000"]);
     assert!(!long.status.success());
     assert!(text(&long).contains("buffers"), "{}", text(&long));
+    assert_eq!(direction(&lab.stats(), "a")["netem"], "delay 40ms");
 
     let report = lab.dir.join("fidelity.json");
     let down = rtemu(&["down", &lab.name, "--fidelity", report.to_str().unwrap()]);
