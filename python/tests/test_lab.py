@@ -78,11 +78,17 @@ def test_full_experiment(client: rtemu.Client, lab: rtemu.Lab, tmp_path: Path) -
 
     link.set("delay 50ms")
     assert 99 < rtt_ms(node.exec(ping, timeout=20, check=True)) < 160
+    # The stats say which model each direction runs now; the lab's record keeps the file's.
+    now = lab.stats().links["uplink"]
+    assert (now.a_to_b.netem, now.b_to_a.netem) == ("delay 50ms", "delay 50ms")
+    assert lab.link("uplink").a_to_b == "delay 10ms"
 
     link.down()
     cut = node.exec(["ping", "-c", "2", "-i", "0.2", "-W", "1", "server"], timeout=20)
     assert cut.status == 1 and "100% packet loss" in cut.stdout
+    assert lab.stats().links["uplink"].a_to_b.cut
     link.up()
+    assert not lab.stats().links["uplink"].a_to_b.cut
 
     link.schedule([(0.2, "delay 2ms")])
     time.sleep(0.5)
@@ -94,6 +100,10 @@ def test_full_experiment(client: rtemu.Client, lab: rtemu.Lab, tmp_path: Path) -
     # 3 + 3 + 2 + 3 echo requests went client → server, 2 of them into the cut.
     assert up[0].received >= 11 and up[0].dropped["link-down"] >= 2
     assert all(d.conserved for d in up)
+    assert all(sum(d.fidelity.released_histogram.counts) == d.fidelity.count for d in up)
+    # The kernel's counters of the link's ends saw the echo requests too.
+    ends = {(c.node, c.segment): c for c in lab.counters()}
+    assert ends[("client", "uplink")].tx_packets >= up[-1].delivered
     assert [d.delivered for d in up] == sorted(d.delivered for d in up)
 
     # Capture while pinging: each frame of the link before and after the engine.

@@ -42,6 +42,41 @@ def test_stats_golden_has_both_directions_by_link() -> None:
     assert f.count == first["fidelity"]["count"]
     assert f.released.p99_ns == first["fidelity"]["released"]["p99_ns"]
     assert f.arrival_lag.max_ns == first["fidelity"]["arrival_lag"]["max_ns"]
+    assert (a.corrupted, a.cut, a.netem) == (0, False, "delay 5ms loss 1%")
+    assert s.links["uplink"].b_to_a.netem == "delay 5ms"
+    hist = f.released_histogram
+    assert hist.edges_ns == first["fidelity"]["released_histogram"]["edges_ns"]
+    assert sum(hist.counts) == f.count > 0
+    buckets = hist.buckets()
+    assert buckets[0][:2] == (0, 1000) and buckets[-1][1] is None
+    assert [n for _, _, n in buckets] == hist.counts
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda h: h["counts"].pop(), "16 counts for 16 edges, expected one more"),
+        (lambda h: h["edges_ns"].reverse(), "'edges_ns' must increase"),
+        (lambda h: h["counts"].__setitem__(0, 1.5), "'counts' must be a list of integers"),
+    ],
+)
+def test_a_broken_histogram_is_refused(change: Any, message: str) -> None:
+    raw = golden("stats.json")
+    change(raw["directions"][0]["fidelity"]["released_histogram"])
+    with pytest.raises(rtemu.ProtocolError, match=message):
+        rtemu.Stats.from_json(raw)
+
+
+def test_counters_golden() -> None:
+    raw = golden("counters.json")
+    counters = [rtemu.InterfaceCounters.from_json(c, f"counters[{i}]") for i, c in enumerate(raw)]
+    assert [(c.node, c.interface, c.segment) for c in counters] == [
+        (c["node"], c["interface"], c["segment"]) for c in raw
+    ]
+    # The capture pinged client → server through the router: every end carried frames.
+    by_end = {(c.node, c.segment): c for c in counters}
+    assert by_end[("client", "office")].tx_packets > 0
+    assert by_end[("server", "uplink")].rx_bytes > 0
 
 
 def test_stats_without_engine_is_empty() -> None:
@@ -125,10 +160,14 @@ def test_lab_golden() -> None:
     assert [(x.name, x.members, x.ipv4, x.ipv6) for x in lab.lans] == [
         (x["name"], x["members"], x["ipv4"], x["ipv6"]) for x in raw["lans"]
     ]
-    assert lab.detached == []
+    assert lab.detached == [] and lab.externals == []
     # The client is not part of a lab's value.
     assert rtemu.Lab.from_json(raw, offline()) == lab
     assert "_client" not in repr(lab)
+    ext = {"name": "ext-eth9", "node": "server", "host": "eth9", "mode": "macvlan"}
+    raw["externals"] = [ext]
+    (parsed,) = rtemu.Lab.from_json(raw, offline()).externals
+    assert parsed == rtemu.External("ext-eth9", "server", "eth9", "macvlan")
 
 
 def test_lists_golden_match_the_lab() -> None:

@@ -17,7 +17,9 @@ from .types import (
     Detached,
     DownResult,
     ExecResult,
+    External,
     Interface,
+    InterfaceCounters,
     Stats,
     _field,
     _obj,
@@ -230,6 +232,7 @@ class Lab:
     nodes: list[Node]
     links: list[Link]
     lans: list[Lan]
+    externals: list[External]
     detached: list[Detached]
     _client: Client = field(repr=False, compare=False)
 
@@ -249,6 +252,7 @@ class Lab:
                 o.get("links"), lambda v, w: Link.from_json(v, client, name, w), f"{where}.links"
             ),
             lans=parse_list(o.get("lans"), lambda v, w: Lan.from_json(v, name, w), f"{where}.lans"),
+            externals=parse_list(o.get("externals"), External.from_json, f"{where}.externals"),
             detached=parse_list(o.get("detached"), Detached.from_json, f"{where}.detached"),
             _client=client,
         )
@@ -340,6 +344,11 @@ class Lab:
                         return
                     if event.event == "stats":
                         yield Stats.from_json(_load(event.data), "stats event")
+
+    def counters(self) -> list[InterfaceCounters]:
+        """The kernel's packet counters of every interface of the lab's nodes."""
+        reply = self._client.request("GET", _path(self.name, "counters"))
+        return parse_list(reply, InterfaceCounters.from_json, "counters")
 
     def capture(
         self,

@@ -56,6 +56,13 @@ def _int(obj: Json, key: str, where: str) -> int:
     return _field(obj, key, int, where)
 
 
+def _ints(obj: Json, key: str, where: str) -> list[int]:
+    values = _list(obj, key, where)
+    if not all(type(v) is int for v in values):
+        raise ProtocolError(f"{where}: {key!r} must be a list of integers, got {values!r}")
+    return values
+
+
 def _opt_int(obj: Json, key: str, where: str) -> int | None:
     return _field(obj, key, (int, type(None)), where)
 
@@ -85,6 +92,39 @@ class Percentiles:
 
 
 @dataclass(frozen=True)
+class Histogram:
+    """A coarse histogram of an error: copies counted between fixed, log-spaced edges.
+
+    ``counts`` has one more entry than ``edges_ns``: ``counts[0]`` below the first edge,
+    ``counts[i]`` from ``edges_ns[i - 1]`` up to (not including) ``edges_ns[i]``, the last at or
+    above the last edge (1-2-5 steps from 1 µs to 100 ms). They sum to the fidelity's ``count``.
+    """
+
+    edges_ns: list[int]
+    counts: list[int]
+
+    def buckets(self) -> list[tuple[int, int | None, int]]:
+        """Each bucket as ``(from_ns, to_ns, count)``; ``to_ns`` is ``None`` for the last."""
+        lows = [0, *self.edges_ns]
+        highs: list[int | None] = [*self.edges_ns, None]
+        return list(zip(lows, highs, self.counts, strict=True))
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Histogram:
+        """Parses the API's ``Histogram`` object."""
+        o = _obj(value, where)
+        edges = _ints(o, "edges_ns", where)
+        counts = _ints(o, "counts", where)
+        if len(counts) != len(edges) + 1:
+            raise ProtocolError(
+                f"{where}: {len(counts)} counts for {len(edges)} edges, expected one more"
+            )
+        if any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
+            raise ProtocolError(f"{where}: 'edges_ns' must increase, got {edges!r}")
+        return cls(edges, counts)
+
+
+@dataclass(frozen=True)
 class Fidelity:
     """How precisely the engine released one direction's frames at their intended times.
 
@@ -95,6 +135,7 @@ class Fidelity:
         late_after_ns: the lateness threshold.
         lost: measurements lost (the engine's recorder was full).
         released: when the send returned minus the intended time.
+        released_histogram: the same error's distribution, coarsely.
         started: when the send started minus the intended time.
         arrival_lag: how long frames waited between the kernel's receive stamp and the engine.
     """
@@ -105,6 +146,7 @@ class Fidelity:
     late_after_ns: int
     lost: int
     released: Percentiles
+    released_histogram: Histogram
     started: Percentiles
     arrival_lag: Percentiles
 
@@ -123,6 +165,9 @@ class Fidelity:
             late_after_ns=_int(o, "late_after_ns", where),
             lost=_int(o, "lost", where),
             released=pct("released"),
+            released_histogram=Histogram.from_json(
+                o.get("released_histogram"), f"{where}.released_histogram"
+            ),
             started=pct("started"),
             arrival_lag=pct("arrival_lag"),
         )
@@ -138,6 +183,10 @@ class Direction:
         from_node: the node frames come from (``from`` in the JSON).
         to_node: the node frames go to (``to`` in the JSON).
         dropped: drops by kind (``loss``, ``queue-full``, ``link-down``, ...).
+        corrupted: copies queued with bits the model flipped (``corrupt``, ``ber``).
+        cut: whether the direction is cut (``link down``).
+        netem: the netem text of the model the direction runs now (``None``: a trace alone
+            decides).
         conserved: whether received + duplicates = delivered + dropped + in flight.
         buffers: the direction's frame buffers, when known.
     """
@@ -149,6 +198,9 @@ class Direction:
     received: int
     received_bytes: int
     duplicates: int
+    corrupted: int
+    cut: bool
+    netem: str | None
     resolution_passed: int
     delivered: int
     delivered_bytes: int
@@ -184,6 +236,9 @@ class Direction:
             received=_int(o, "received", where),
             received_bytes=_int(o, "received_bytes", where),
             duplicates=_int(o, "duplicates", where),
+            corrupted=_int(o, "corrupted", where),
+            cut=_field(o, "cut", bool, where),
+            netem=_opt_str(o, "netem", where),
             resolution_passed=_int(o, "resolution_passed", where),
             delivered=_int(o, "delivered", where),
             delivered_bytes=_int(o, "delivered_bytes", where),
@@ -396,6 +451,67 @@ class Interface:
             _str(o, "mac", where),
             _strs(o, "addresses", where),
             _str(o, "segment", where),
+        )
+
+
+@dataclass(frozen=True)
+class External:
+    """A host interface handed to a node (``[[externals]]``): ``mode`` is ``"move"`` or
+    ``"macvlan"``; ``name`` is the segment the node's interface on it names."""
+
+    name: str
+    node: str
+    host: str
+    mode: str
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> External:
+        """Parses the API's ``External`` object."""
+        o = _obj(value, where)
+        return cls(
+            _str(o, "name", where),
+            _str(o, "node", where),
+            _str(o, "host", where),
+            _str(o, "mode", where),
+        )
+
+
+@dataclass(frozen=True)
+class InterfaceCounters:
+    """One node interface's packet counters, as the kernel keeps them.
+
+    The only counters of ideal links and LANs (the engine does not carry them).
+    """
+
+    node: str
+    interface: str
+    segment: str
+    rx_bytes: int
+    rx_packets: int
+    rx_dropped: int
+    tx_bytes: int
+    tx_packets: int
+    tx_dropped: int
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> InterfaceCounters:
+        """Parses the API's ``InterfaceCounters`` object."""
+        o = _obj(value, where)
+        return cls(
+            node=_str(o, "node", where),
+            interface=_str(o, "interface", where),
+            segment=_str(o, "segment", where),
+            **{
+                k: _int(o, k, where)
+                for k in (
+                    "rx_bytes",
+                    "rx_packets",
+                    "rx_dropped",
+                    "tx_bytes",
+                    "tx_packets",
+                    "tx_dropped",
+                )
+            },
         )
 
 
