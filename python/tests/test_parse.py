@@ -28,6 +28,7 @@ def test_stats_golden_has_both_directions_by_link() -> None:
     assert s.lab == raw["lab"]
     assert s.io == "af-packet"
     assert s.pid == raw["pid"]
+    assert s.monotonic_ns == raw["monotonic_ns"] > 0
     assert [d.dir for d in s.directions] == ["a-b", "b-a"]
     up = s.links["uplink"]
     assert up.a_to_b is s.directions[0] and up.b_to_a is s.directions[1]
@@ -81,7 +82,7 @@ def test_counters_golden() -> None:
 
 def test_stats_without_engine_is_empty() -> None:
     s = rtemu.Stats.from_json(golden("stats-no-engine.json"))
-    assert (s.io, s.pid, s.directions, s.links) == (None, None, [], {})
+    assert (s.io, s.pid, s.monotonic_ns, s.directions, s.links) == (None, None, None, [], {})
 
 
 def test_unknown_fields_are_ignored() -> None:

@@ -1620,6 +1620,7 @@ mod tests {
             directions: vec![back.clone(), now],
             io: "af-packet".to_owned(),
             lab: LabName::new("bsoak1").unwrap(),
+            monotonic_ns: 1,
             pid: std::process::id(),
             process_cpu_ns: None,
         };

@@ -709,6 +709,7 @@ fn serve(
     Ok(Some(match req.parse::<Request>()? {
         Request::Ping => to_json(&Ack::OK),
         Request::Stats => to_json(&Stats {
+            monotonic_ns: rtemu_clock::Instant::now().as_nanos(),
             directions: directions(state, pools, in_force, &h.snapshot()),
             io: io.as_str().to_owned(),
             lab: state.lab.clone(),

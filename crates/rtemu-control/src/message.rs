@@ -43,6 +43,9 @@ pub struct Stats {
     /// The lab.
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub lab: LabName,
+    /// When the counters were read, ns on the engine's `CLOCK_MONOTONIC`: rates between two
+    /// snapshots divide by this difference, not by when each reached the reader.
+    pub monotonic_ns: u64,
     /// The engine process's id.
     pub pid: u32,
     /// CPU time the engine process used so far (all threads), ns; `None` if unreadable.
@@ -406,6 +409,7 @@ mod tests {
             directions: vec![direction()],
             io: "af-packet".into(),
             lab: LabName::new("t1").unwrap(),
+            monotonic_ns: 11,
             pid: 7,
             process_cpu_ns: Some(5),
         };

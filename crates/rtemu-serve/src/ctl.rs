@@ -109,6 +109,8 @@ pub struct NoEngine {
     /// The lab.
     pub lab: String,
     /// Always `null`.
+    pub monotonic_ns: Option<u64>,
+    /// Always `null`.
     pub pid: Option<u32>,
     /// Always `null`.
     pub process_cpu_ns: Option<u64>,
@@ -134,6 +136,7 @@ pub fn stats(state: &State) -> Result<StatsReply, ApiError> {
             directions: Vec::new(),
             io: None,
             lab: state.lab.to_string(),
+            monotonic_ns: None,
             pid: None,
             process_cpu_ns: None,
         }));

@@ -300,6 +300,8 @@ class Stats:
         lab: the lab's name.
         io: the engine's packet I/O (``af-packet`` or ``af-xdp``).
         pid: the engine's process id.
+        monotonic_ns: when the counters were read, on the engine's monotonic clock (for rates
+            between snapshots).
         process_cpu_ns: CPU time the engine used so far, when readable.
         directions: every direction of every impaired link, as the API lists them.
         links: the same directions by link name, each with ``a_to_b`` and ``b_to_a``.
@@ -308,6 +310,7 @@ class Stats:
     lab: str
     io: str | None
     pid: int | None
+    monotonic_ns: int | None
     process_cpu_ns: int | None
     directions: list[Direction]
     links: dict[str, LinkStats]
@@ -321,6 +324,7 @@ class Stats:
             lab=_str(o, "lab", where),
             io=_opt_str(o, "io", where),
             pid=_opt_int(o, "pid", where),
+            monotonic_ns=_opt_int(o, "monotonic_ns", where),
             process_cpu_ns=_opt_int(o, "process_cpu_ns", where),
             directions=directions,
             links=_by_link(directions, where),
