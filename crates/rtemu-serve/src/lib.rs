@@ -5,6 +5,8 @@
 //!   asked), their clean shutdown;
 //! * [`routes`]: the handlers, [`api`] and [`ctl`] their bodies and the control plane under
 //!   them, [`exec`] and [`capture`] the two that run processes and stream packets;
+//! * [`web`]: the web view's files, served at `/` without the token (they hold no data), and
+//!   [`view`], `rtemu view`: the view of a lab on localhost TCP, in one command;
 //! * [`client`]: a minimal blocking client, for tests and tools;
 //! * [`error`]: errors as `{"error": TEXT}` with the command line's text and a status;
 //! * [`openapi_json`]: the OpenAPI 3.1 document, derived from the handlers and types, also
@@ -24,6 +26,8 @@ pub mod error;
 pub mod exec;
 pub mod listen;
 pub mod routes;
+pub mod view;
+pub mod web;
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -111,6 +115,16 @@ impl Default for Options {
 )]
 struct ApiDoc;
 
+/// Binds TCP at `addr` (non-blocking, for tokio) and draws a fresh token for it.
+fn bind_tcp(addr: SocketAddr) -> Result<(std::net::TcpListener, String)> {
+    let listener =
+        std::net::TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+    listener
+        .set_nonblocking(true)
+        .context("making the TCP socket non-blocking")?;
+    Ok((listener, listen::new_token()?))
+}
+
 /// Declares the bearer token, which requests over TCP need.
 struct BearerOverTcp;
 
@@ -161,16 +175,25 @@ impl Server {
         let tcp = match opts.listen {
             None => None,
             Some(addr) => {
-                let listener = std::net::TcpListener::bind(addr)
-                    .with_context(|| format!("listening on {addr}"))?;
-                listener
-                    .set_nonblocking(true)
-                    .context("making the TCP socket non-blocking")?;
-                let token = listen::new_token()?;
-                files.push(listen::write_token(&opts.token_file, &token)?);
-                Some((listener, token))
+                let tcp = bind_tcp(addr)?;
+                files.push(listen::write_token(&opts.token_file, &tcp.1)?);
+                Some(tcp)
             }
         };
+        Server::serve(Some(unix), tcp, files)
+    }
+
+    /// Listens on TCP at `addr` only, with a token that is written nowhere: the caller hands
+    /// it on (`rtemu view` prints the page's address with it), and it dies with the server.
+    pub fn start_tcp(addr: SocketAddr) -> Result<Server> {
+        Server::serve(None, Some(bind_tcp(addr)?), Vec::new())
+    }
+
+    fn serve(
+        unix: Option<std::os::unix::net::UnixListener>,
+        tcp: Option<(std::net::TcpListener, String)>,
+        files: Vec<listen::OwnFile>,
+    ) -> Result<Server> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("rtemu-serve")
@@ -189,14 +212,18 @@ impl Server {
         };
         let mut serving = Vec::new();
         let _guard = runtime.enter();
-        let unix = tokio::net::UnixListener::from_std(unix).context("serving the Unix socket")?;
-        serving.push(
-            runtime.spawn(
-                axum::serve(unix, routes::router(app.clone()))
-                    .with_graceful_shutdown(stopped())
-                    .into_future(),
-            ),
-        );
+        if let Some(unix) = unix {
+            let unix =
+                tokio::net::UnixListener::from_std(unix).context("serving the Unix socket")?;
+            let router = web::router().merge(routes::router(app.clone()));
+            serving.push(
+                runtime.spawn(
+                    axum::serve(unix, router)
+                        .with_graceful_shutdown(stopped())
+                        .into_future(),
+                ),
+            );
+        }
         // Engines of labs taken down are this process's children: reaped here.
         serving.push(runtime.spawn({
             let stop = stopped();
@@ -219,9 +246,12 @@ impl Server {
         if let Some((listener, secret)) = tcp {
             addr = Some(listener.local_addr().context("reading the TCP address")?);
             let listener = tokio::net::TcpListener::from_std(listener).context("serving TCP")?;
-            let router = routes::router(app).layer(axum::middleware::from_fn_with_state(
-                std::sync::Arc::<str>::from(secret.as_str()),
-                listen::require_token,
+            // The page's files need no token; the API, and every path it does not know, does.
+            let router = web::router().merge(routes::router(app).layer(
+                axum::middleware::from_fn_with_state(
+                    std::sync::Arc::<str>::from(secret.as_str()),
+                    listen::require_token,
+                ),
             ));
             serving.push(
                 runtime.spawn(
@@ -250,6 +280,12 @@ impl Server {
     /// The TCP token.
     pub fn token(&self) -> Option<&str> {
         self.token.as_deref()
+    }
+
+    /// The address of the web view, with the token, preselecting `lab` (on TCP only: a
+    /// browser does not speak HTTP over a Unix socket).
+    pub fn view_url(&self, lab: Option<&str>) -> Option<String> {
+        Some(web::url(self.tcp?, self.token.as_deref()?, lab))
     }
 
     /// Serves until SIGINT or SIGTERM, then stops.

@@ -114,6 +114,77 @@ fn tcp_needs_the_token_and_the_unix_socket_does_not() {
 }
 
 #[test]
+fn the_page_is_served_without_the_token_and_the_api_still_needs_it() {
+    let dir = TempDir::new("web");
+    let s = server(&dir.0);
+    let tcp = Target::Tcp(s.tcp_addr().unwrap());
+    for (path, content_type, contains) in [
+        (
+            "/",
+            "text/html; charset=utf-8",
+            "<script src=\"/ui/app.js\" defer>",
+        ),
+        (
+            "/ui/app.js",
+            "text/javascript; charset=utf-8",
+            "Authorization",
+        ),
+        ("/ui/style.css", "text/css; charset=utf-8", "--orange"),
+        ("/ui/icon.svg", "image/svg+xml", "<svg"),
+    ] {
+        let r = get(&tcp, path, &[]);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        assert_eq!(r.header("content-type"), Some(content_type), "{path}");
+        let csp = r.header("content-security-policy").unwrap_or_default();
+        assert!(csp.starts_with("default-src 'self';"), "{path}: {csp}");
+        assert!(!csp.contains("unsafe"), "{path}: {csp}");
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        assert!(r.text().contains(contains), "{path}");
+    }
+    // The API, and any other path, still needs the token.
+    assert!(error(&get(&tcp, "/v1/labs", &[]), 401).contains("Authorization: Bearer"));
+    assert_eq!(get(&tcp, "/ui/nothing.js", &[]).status, 401);
+    let bearer = format!("Bearer {}", s.token().unwrap());
+    assert_eq!(
+        get(&tcp, "/v1/labs", &[("Authorization", &bearer)]).status,
+        200
+    );
+    // The page's address carries the token in its fragment, which no request sends.
+    let url = s.view_url(Some("lab1")).unwrap();
+    let addr = s.tcp_addr().unwrap();
+    assert_eq!(
+        url,
+        format!("http://{addr}/#token={}&lab=lab1", s.token().unwrap())
+    );
+    s.stop().unwrap();
+}
+
+#[test]
+fn a_tcp_only_server_writes_no_file_and_dies_with_its_token() {
+    let s = Server::start_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let tcp = Target::Tcp(s.tcp_addr().unwrap());
+    let token = s.token().unwrap().to_owned();
+    assert_eq!(token.len(), 64);
+    assert_eq!(get(&tcp, "/", &[]).status, 200);
+    assert_eq!(get(&tcp, "/v1/labs", &[]).status, 401);
+    let bearer = format!("Bearer {token}");
+    assert_eq!(
+        get(&tcp, "/openapi.json", &[("Authorization", &bearer)]).status,
+        200
+    );
+    assert!(s
+        .view_url(None)
+        .unwrap()
+        .ends_with(&format!("/#token={token}")));
+    let addr = s.tcp_addr().unwrap();
+    s.stop().unwrap();
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "still listening"
+    );
+}
+
+#[test]
 fn socket_and_token_are_root_only_and_removed_at_stop() {
     let dir = TempDir::new("files");
     let s = server(&dir.0);

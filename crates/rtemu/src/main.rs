@@ -26,7 +26,8 @@ mod cmd;
   rtemu sim in.pcap --model \"delay 20ms loss 1%\" --out out.pcap
   rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 -o lrd.rpl
   rtemu lab doctor                                  can this machine keep real time?
-  sudo rtemu serve                                  the HTTP/JSON API on /run/rtemu/api.sock"
+  sudo rtemu serve                                  the HTTP/JSON API on /run/rtemu/api.sock
+  sudo rtemu view                                   the running lab, live, in a web browser"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -50,6 +51,7 @@ enum Command {
     Stats(cmd::link::StatsArgs),
     Link(cmd::link::LinkArgs),
     Serve(cmd::serve::ServeArgs),
+    View(rtemu_serve::view::ViewArgs),
     #[command(hide = true)]
     Engine(cmd::engine::EngineArgs),
 }
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => cmd::link::run_stats(args),
         Command::Link(args) => cmd::link::run_link(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::View(args) => rtemu_serve::view::run(args),
         Command::Engine(args) => cmd::engine::run(args),
     };
     match result {

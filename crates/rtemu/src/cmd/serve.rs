@@ -64,6 +64,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             opts.token_file.display()
         );
     }
+    if let Some(url) = server.view_url(None) {
+        eprintln!("rtemu serve: web view at {url}");
+    }
     server.run_until_signal()?;
     eprintln!("stopped serving");
     Ok(())
