@@ -1,10 +1,13 @@
-"""Shared test helpers: golden files, unique lab names, and the root-or-skip rule."""
+"""Shared test helpers: golden files, unique lab names, and the rule that skips a test that
+cannot run here (not root, no browser) but fails it in CI."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -29,14 +32,35 @@ def unique_lab(tag: str) -> str:
     return name
 
 
-def require_root() -> None:
-    """Skips the test when not root, with the reason; fails instead under RTEMU_REQUIRE_ROOT=1."""
-    if os.geteuid() == 0:
-        return
-    reason = "needs root (labs are network namespaces); run as root to include it"
+def skip_or_fail(reason: str) -> None:
+    """Skips the test with ``reason``; fails instead under RTEMU_REQUIRE_ROOT=1 (CI), where
+    every test must run."""
     if os.environ.get("RTEMU_REQUIRE_ROOT") == "1":
         pytest.fail(f"RTEMU_REQUIRE_ROOT=1 but {reason}")
     pytest.skip(reason)
+
+
+def require_root() -> None:
+    """Skips the test when not root, with the reason; fails instead under RTEMU_REQUIRE_ROOT=1."""
+    if os.geteuid() != 0:
+        skip_or_fail("needs root (labs are network namespaces); run as root to include it")
+
+
+def rtt_ms(ping: rtemu.ExecResult) -> float:
+    """The average round trip `ping` printed."""
+    m = re.search(r"= [\d.]+/([\d.]+)/", ping.stdout)
+    assert m, f"no rtt in ping's output: {ping.stdout!r} {ping.stderr!r}"
+    return float(m.group(1))
+
+
+@contextmanager
+def lab_up(client: rtemu.Client, topology: str) -> Iterator[rtemu.Lab]:
+    """The lab of ``topology``, brought down on the way out, even on an error; then none of its
+    namespaces may be left."""
+    with client.up(topology) as lab:
+        yield lab
+    left = {n.netns for n in lab.nodes} | {f"rtemu-{lab.name}"}
+    assert not left & namespaces(), "namespaces left after down"
 
 
 def namespaces() -> set[str]:

@@ -4,7 +4,6 @@ capture, down, and nothing left behind."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import struct
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import namespaces, require_root, unique_lab
+from conftest import lab_up, namespaces, require_root, rtt_ms, unique_lab
 
 import rtemu
 
@@ -31,13 +30,6 @@ name = "uplink"
 endpoints = ["client", "server"]
 netem = "delay 10ms"
 """
-
-
-def rtt_ms(ping: rtemu.ExecResult) -> float:
-    """The average round trip `ping` printed."""
-    m = re.search(r"= [\d.]+/([\d.]+)/", ping.stdout)
-    assert m, f"no rtt in ping's output: {ping.stdout!r} {ping.stderr!r}"
-    return float(m.group(1))
 
 
 def pcapng_blocks(data: bytes) -> list[int]:
@@ -57,11 +49,8 @@ def pcapng_blocks(data: bytes) -> list[int]:
 @pytest.fixture()
 def lab(client: rtemu.Client) -> Iterator[rtemu.Lab]:
     """A two-node lab with a 10 ms link through the engine, always brought down after."""
-    name = unique_lab("e")
-    with client.up(TOPOLOGY.format(name=name)) as lab:
+    with lab_up(client, TOPOLOGY.format(name=unique_lab("e"))) as lab:
         yield lab
-    left = {n.netns for n in lab.nodes} | {f"rtemu-{name}"}
-    assert not left & namespaces(), "namespaces left after down"
 
 
 def test_full_experiment(client: rtemu.Client, lab: rtemu.Lab, tmp_path: Path) -> None:
