@@ -241,6 +241,17 @@ def submit_model(page: Any, netem: str) -> None:
     field.send_keys(netem, Keys.ENTER)
 
 
+def node_positions(page: Any) -> dict[str, tuple[str | None, str | None]]:
+    """Where the picture puts each node."""
+    return {
+        e.get_attribute("data-node"): (
+            e.find_element("css selector", "rect").get_attribute("x"),
+            e.find_element("css selector", "rect").get_attribute("y"),
+        )
+        for e in by_css(page, "#graph [data-node]")
+    }
+
+
 def router_to_server_rtt(lab: rtemu.Lab) -> float:
     ping = ["ping", "-c", "5", "-i", "0.2", address(lab, "server", "wan")]
     return rtt_ms(lab.node("router").exec(ping, timeout=20, check=True))
@@ -272,6 +283,13 @@ def test_every_node_and_link_is_listed(page: Any, web_lab: rtemu.Lab) -> None:
     assert rows == {(x.name, d) for x in web_lab.links for d in ("a-b", "b-a")}
     assert page.execute_script("return [innerWidth, innerHeight]") == list(VIEWPORT)
     assert severe_console_messages(page) == []
+    # A reload draws the same picture, and keeps the token (the tab's session storage has it).
+    before = node_positions(page)
+    page.refresh()
+    wait_for(
+        lambda: "live" in page.find_element("id", "status").text, 10, "not live after a reload"
+    )
+    assert node_positions(page) == before
 
 
 def test_udp_throughput_across_the_rate_link_shows_within_3_s(
