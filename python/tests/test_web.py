@@ -354,6 +354,39 @@ def test_an_invalid_model_shows_the_error_and_changes_nothing(
     assert (wan.a_to_b.netem, wan.b_to_a.netem) == ("delay 30ms", "delay 30ms")
 
 
+def test_cut_restore_and_capture_from_the_details(
+    page: Any, web_lab: rtemu.Lab, tmp_path: Path
+) -> None:
+    open_details(page, "wan")
+    (edge,) = by_css(page, '#graph [data-link="wan"]')
+    page.find_element("css selector", '[data-action="down"]').click()
+    # The engine says the link is cut, and the picture draws it so (class and label).
+    wait_for(lambda: "cut" in edge.get_attribute("class").split(), 5, "the link is not drawn cut")
+    assert web_lab.stats().links["wan"].a_to_b.cut
+    label = page.find_element("css selector", '#graph [data-link-label="wan"]').text
+    assert "✕ cut" in label
+    page.find_element("css selector", '[data-action="up"]').click()
+    wait_for(lambda: "cut" not in edge.get_attribute("class").split(), 5, "still drawn cut")
+    assert not web_lab.stats().links["wan"].a_to_b.cut
+    # A two-second capture of both ends, handed to the browser as a file to download.
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.find_element("id", "capture-seconds")).select_by_value("2")
+    page.find_element("css selector", '[data-action="capture"]').click()
+    link = wait_for(
+        lambda: by_css(page, "a[data-download]"), 10, "no download link after the capture"
+    )[0]
+    name = f"{web_lab.name}-wan.pcapng"
+    assert link.get_attribute("download") == name
+    # Downloaded as a user would: the browser writes the file.
+    where = {"behavior": "allow", "downloadPath": str(tmp_path)}
+    page.execute_cdp_cmd("Browser.setDownloadBehavior", where)
+    link.click()
+    file = tmp_path / name
+    wait_for(lambda: file.exists() and file.stat().st_size > 0, 5, "nothing downloaded")
+    assert file.read_bytes()[:4] == b"\x0a\x0d\x0d\x0a", "not a pcapng file"
+
+
 def test_a_screenshot_is_saved(page: Any, web_lab: rtemu.Lab, tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     out = Path(os.environ.get("RTEMU_ARTIFACTS") or root / "target" / "artifacts")
