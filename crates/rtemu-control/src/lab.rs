@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use rtemu_clock::WaitStrategy;
 use rtemu_engine::control::{Request, Ways};
 use rtemu_model::netem;
+use rtemu_topo::part::Stitching;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
@@ -56,7 +57,28 @@ impl std::fmt::Display for Up {
 pub fn up(topo: &Topology, file: &str, opts: &EngineOptions) -> Result<Up> {
     let started = Instant::now();
     let state = rtemu_topo::lab::up(topo, file)?;
-    let impaired = topo.impaired_links().count();
+    with_engine(state, opts, started)
+}
+
+/// Brings up host `host`'s part of the multi-host lab `topo`, stitched by `stitching` (see
+/// [`rtemu_topo::lab::up_part`]), and starts its engine with `opts` when this host runs the
+/// engine of any impaired link; on failure nothing of the part stays behind.
+pub fn up_part(
+    topo: &Topology,
+    file: &str,
+    host: &str,
+    stitching: &Stitching,
+    opts: &EngineOptions,
+) -> Result<Up> {
+    let started = Instant::now();
+    let state = rtemu_topo::lab::up_part(topo, file, host, stitching)?;
+    with_engine(state, opts, started)
+}
+
+/// Starts the engine of the lab (or part) `state` that just came up, when it runs impaired
+/// links, taking it down again if the engine does not start.
+fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<Up> {
+    let impaired = engine::impaired(&state).len();
     let mut engine_wait = None;
     if impaired > 0 {
         let wait = opts.wait.unwrap_or_else(engine::default_wait);
@@ -106,7 +128,8 @@ pub enum Health {
 
 /// How lab `state` stands; asks its engine when it has one.
 pub fn health(state: &State) -> Health {
-    let has_engine = state.topology.impaired_links().next().is_some();
+    // A part runs an engine only for the impaired links whose engine host it is.
+    let has_engine = !engine::impaired(state).is_empty();
     if !state.complete {
         Health::Incomplete
     } else if has_engine && !engine::alive(&state.lab) {
