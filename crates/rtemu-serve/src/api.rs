@@ -166,6 +166,58 @@ pub struct UpRequest {
     pub replace: bool,
 }
 
+/// `POST /v1/parts`: this host's part of a multi-host lab, as a coordinator (`rtemu up` on
+/// any machine) asks every host's agent for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PartRequest {
+    /// The whole topology file's text (TOML), the same for every host.
+    pub topology: String,
+    /// The file's name, for messages and `ls`.
+    pub file: String,
+    /// This host's name in the file's `[hosts]`.
+    pub host: String,
+    /// The VNIs and UDP port every host's part is stitched with.
+    pub stitching: Stitching,
+}
+
+/// The VNI of every stitched segment of a lab and its tunnels' UDP port, the same on each
+/// host (`rtemu_topo::part::Stitching`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Stitching {
+    /// The tunnels' UDP port.
+    pub port: u16,
+    /// Segment name → VNI, for every segment with members on several hosts.
+    pub vnis: std::collections::BTreeMap<String, u32>,
+}
+
+impl From<rtemu_topo::part::Stitching> for Stitching {
+    fn from(s: rtemu_topo::part::Stitching) -> Stitching {
+        Stitching {
+            port: s.port,
+            vnis: s.vnis,
+        }
+    }
+}
+
+impl From<Stitching> for rtemu_topo::part::Stitching {
+    fn from(s: Stitching) -> rtemu_topo::part::Stitching {
+        rtemu_topo::part::Stitching {
+            port: s.port,
+            vnis: s.vnis,
+        }
+    }
+}
+
+/// `GET /v1/vnis`: the VXLAN VNIs this host's labs use, which a coordinator leaves out when it
+/// allocates a new lab's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Vnis {
+    /// In ascending order.
+    pub vnis: Vec<u32>,
+}
+
 /// Which directions of a link a change is for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub enum Dir {

@@ -16,7 +16,9 @@ use rtemu_topo::Topology;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::api::{self, Dir, InterfaceCounters, Lab, ScheduleRequest, UpRequest};
+use crate::api::{
+    self, Dir, InterfaceCounters, Lab, PartRequest, ScheduleRequest, UpRequest, Vnis,
+};
 use crate::error::ApiError;
 
 /// The name errors give an inline topology in place of a file's.
@@ -32,20 +34,25 @@ pub fn view(state: &State) -> Lab {
     api::lab_view(state, status)
 }
 
+/// Checks the topology `text` a request carries; errors name it `file`.
+fn parse_inline(file: &str, text: &str) -> Result<Topology, ApiError> {
+    let max = rtemu_topo::topology::MAX_TOPOLOGY_BYTES;
+    if text.len() as u64 > max {
+        return Err(ApiError::bad_request(format!(
+            "the topology has {} bytes, over the {max} a topology may have",
+            text.len()
+        )));
+    }
+    Ok(
+        Topology::parse_checked(file, text, Path::new(""), &BuildModels)
+            .map_err(anyhow::Error::from)?,
+    )
+}
+
 /// Reads, checks and brings up the topology `req` gives.
 pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
     let mut topo = match (&req.topology, &req.file) {
-        (Some(text), None) => {
-            let max = rtemu_topo::topology::MAX_TOPOLOGY_BYTES;
-            if text.len() as u64 > max {
-                return Err(ApiError::bad_request(format!(
-                    "the topology has {} bytes, over the {max} a topology may have",
-                    text.len()
-                )));
-            }
-            Topology::parse_checked(INLINE, text, Path::new(""), &BuildModels)
-                .map_err(anyhow::Error::from)?
-        }
+        (Some(text), None) => parse_inline(INLINE, text)?,
         (None, Some(file)) => {
             Topology::load_checked(Path::new(file), &BuildModels).map_err(anyhow::Error::from)?
         }
@@ -65,6 +72,28 @@ pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
     let file = req.file.as_deref().unwrap_or(INLINE);
     let up = rtemu_control::lab::up(&topo, file, &EngineOptions::default())?;
     Ok(view(&up.state))
+}
+
+/// Checks the topology `req` gives and brings up this host's part of it, with its engine.
+pub fn up_part(req: &PartRequest) -> Result<Lab, ApiError> {
+    let topo = parse_inline(&req.file, &req.topology)?;
+    let stitching = req.stitching.clone().into();
+    let up = rtemu_control::lab::up_part(
+        &topo,
+        &req.file,
+        &req.host,
+        &stitching,
+        &EngineOptions::default(),
+    )?;
+    Ok(view(&up.state))
+}
+
+/// The VNIs this host's labs use.
+pub fn vnis() -> Result<Vnis, ApiError> {
+    let in_use = rtemu_topo::lab::vnis_in_use()?;
+    Ok(Vnis {
+        vnis: in_use.into_iter().collect(),
+    })
 }
 
 /// What `DELETE /v1/labs/{lab}` answers.

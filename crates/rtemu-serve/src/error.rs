@@ -82,6 +82,10 @@ fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
                 | LabError::CpuLimit(_) => StatusCode::CONFLICT,
                 LabError::State(StateError::BadName(_)) => StatusCode::BAD_REQUEST,
                 LabError::MultiHost { .. } => StatusCode::NOT_IMPLEMENTED,
+                // The request's part does not fit its file (a host, VNIs, an MTU).
+                LabError::Part(_) => StatusCode::BAD_REQUEST,
+                // The part was sent to the wrong machine.
+                LabError::NotThisHost { .. } => StatusCode::CONFLICT,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
         }

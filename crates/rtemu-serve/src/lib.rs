@@ -102,6 +102,8 @@ impl Default for Options {
         routes::counters,
         routes::capture,
         routes::exec,
+        routes::vnis,
+        routes::up_part,
     ),
     modifiers(&BearerOverTcp),
     tags(
@@ -111,6 +113,7 @@ impl Default for Options {
         (name = "stats", description = "What the engine did, and how precisely"),
         (name = "capture", description = "Packets as pcapng"),
         (name = "exec", description = "Commands in nodes"),
+        (name = "hosts", description = "An agent's part in a multi-host lab"),
     )
 )]
 struct ApiDoc;

@@ -18,8 +18,8 @@ use rtemu_topo::state::{LabName, State};
 use tokio::sync::watch;
 
 use crate::api::{
-    self, ExecReply, ExecRequest, InterfaceCounters, Lab, Lan, Link, Node, ScheduleRequest,
-    SetRequest, UpRequest,
+    self, ExecReply, ExecRequest, InterfaceCounters, Lab, Lan, Link, Node, PartRequest,
+    ScheduleRequest, SetRequest, UpRequest, Vnis,
 };
 use crate::error::{ApiError, ErrorBody};
 use crate::{capture, ctl, exec};
@@ -60,6 +60,8 @@ pub fn router(app: App) -> Router {
         .route("/v1/labs/{lab}/counters", get(counters))
         .route("/v1/labs/{lab}/capture", get(capture))
         .route("/v1/labs/{lab}/nodes/{node}/exec", post(exec))
+        .route("/v1/vnis", get(vnis))
+        .route("/v1/parts", post(up_part))
         .fallback(|| async {
             ApiError::not_found(
                 "no such resource: the API is under /v1 (GET /openapi.json describes it)",
@@ -470,6 +472,27 @@ pub async fn exec(
     blocking(move || exec::run(&state, &node, &req))
         .await
         .map(Json)
+}
+
+/// The VXLAN VNIs this host's labs use: a coordinator asks every host of a new multi-host lab
+/// and allocates the lab's VNIs from what none uses.
+#[utoipa::path(get, path = "/v1/vnis", tag = "hosts",
+    responses((status = 200, body = Vnis), (status = 500, body = ErrorBody)))]
+pub async fn vnis() -> Result<Json<Vnis>, ApiError> {
+    blocking(ctl::vnis).await.map(Json)
+}
+
+/// Brings up this host's part of a multi-host lab, with its engine when this host runs any
+/// impaired link's; `DELETE /v1/labs/{lab}` takes it down.
+#[utoipa::path(post, path = "/v1/parts", tag = "hosts", request_body = PartRequest,
+    responses((status = 201, body = Lab),
+        (status = 400, description = "Bad TOML (FILE:LINE:COLUMN: …), a host not in [hosts], VNIs that do not fit the file", body = ErrorBody),
+        (status = 409, description = "The lab exists here, or this machine does not hold the host's address", body = ErrorBody),
+        (status = 500, body = ErrorBody)))]
+pub async fn up_part(b: Result<Json<PartRequest>, JsonRejection>) -> Result<Response, ApiError> {
+    let req = body(b)?;
+    let lab = blocking(move || ctl::up_part(&req)).await?;
+    Ok((StatusCode::CREATED, Json(lab)).into_response())
 }
 
 #[cfg(test)]

@@ -391,6 +391,50 @@ fn errors_carry_the_cli_text_and_a_status() {
     s.stop().unwrap();
 }
 
+#[test]
+fn an_agent_refuses_a_part_that_does_not_fit_its_file_or_this_machine() {
+    let dir = TempDir::new("parts");
+    let s = server(&dir.0);
+    let t = Target::Unix(dir.0.join("api.sock"));
+    let r = get(&t, "/v1/vnis", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let vnis: serde_json::Value = r.json().unwrap();
+    assert!(vnis["vnis"].is_array(), "{vnis}");
+
+    let src = "lab = \"p\"\n[hosts]\nh1 = { address = \"192.0.2.1\" }\n\
+               h2 = { address = \"192.0.2.2\" }\n[nodes.a]\nhost = \"h1\"\n\
+               [nodes.b]\nhost = \"h2\"\n[[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\n";
+    let part = |host: &str, vnis: serde_json::Value| {
+        serde_json::json!({"topology": src, "file": "split.toml", "host": host,
+                           "stitching": {"port": 4789, "vnis": vnis}})
+    };
+    let ok_vnis = serde_json::json!({"ab": 1_048_576});
+    // Errors name the file the coordinator read.
+    let bad = serde_json::json!({"topology": "lab = 1\n", "file": "split.toml", "host": "h1",
+                                 "stitching": {"port": 4789, "vnis": {}}});
+    let e = error(&post(&t, "/v1/parts", &bad), 400);
+    assert!(e.starts_with("split.toml:1:7: "), "{e}");
+    let e = error(&post(&t, "/v1/parts", &part("h9", ok_vnis.clone())), 400);
+    assert_eq!(e, "lab `p` has no host `h9`; its hosts are h1, h2");
+    let e = error(
+        &post(&t, "/v1/parts", &part("h1", serde_json::json!({}))),
+        400,
+    );
+    assert_eq!(
+        e,
+        "segment `ab` spans hosts but the stitching gives it no VNI"
+    );
+    if root_or_skip("an_agent_refuses_a_part (not this host)") {
+        // No interface of this machine holds 192.0.2.1.
+        let e = error(&post(&t, "/v1/parts", &part("h1", ok_vnis)), 409);
+        assert!(
+            e.starts_with("host `h1`'s address 192.0.2.1 is on no interface here"),
+            "{e}"
+        );
+    }
+    s.stop().unwrap();
+}
+
 /// Takes the lab down when dropped, whatever happened.
 struct Guard(String);
 
