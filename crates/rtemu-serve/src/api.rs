@@ -175,6 +175,9 @@ pub struct PartRequest {
     pub topology: String,
     /// The file's name, for messages and `ls`.
     pub file: String,
+    /// Run the lab under this name instead of the topology's `lab`.
+    #[serde(default)]
+    pub name: Option<String>,
     /// This host's name in the file's `[hosts]`.
     pub host: String,
     /// The VNIs and UDP port every host's part is stitched with.

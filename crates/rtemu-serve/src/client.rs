@@ -52,7 +52,7 @@ impl Reply {
 }
 
 /// Sends `method path` with `headers` and `body` (JSON when given) and reads the whole reply,
-/// giving up after `timeout` without progress.
+/// giving up after `timeout` without progress (or, over TCP, without a connection).
 pub fn request(
     target: &Target,
     method: &str,
@@ -81,7 +81,8 @@ pub fn request(
             exchange(&mut s, &message)?
         }
         Target::Tcp(addr) => {
-            let mut s = std::net::TcpStream::connect(addr)?;
+            // A host that is down must not hold the caller for the kernel's SYN retries.
+            let mut s = std::net::TcpStream::connect_timeout(addr, timeout)?;
             s.set_read_timeout(Some(timeout))?;
             exchange(&mut s, &message)?
         }

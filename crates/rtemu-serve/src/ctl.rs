@@ -76,7 +76,10 @@ pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
 
 /// Checks the topology `req` gives and brings up this host's part of it, with its engine.
 pub fn up_part(req: &PartRequest) -> Result<Lab, ApiError> {
-    let topo = parse_inline(&req.file, &req.topology)?;
+    let mut topo = parse_inline(&req.file, &req.topology)?;
+    if let Some(name) = &req.name {
+        topo.lab = LabName::new(name)?.to_string();
+    }
     let stitching = req.stitching.clone().into();
     let up = rtemu_control::lab::up_part(
         &topo,

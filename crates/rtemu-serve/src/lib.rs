@@ -8,6 +8,7 @@
 //! * [`web`]: the web view's files, served at `/` without the token (they hold no data), and
 //!   [`view`], `rtemu view`: the view of a lab on localhost TCP, in one command;
 //! * [`client`]: a minimal blocking client, for tests and tools;
+//! * [`cluster`]: the coordinator of a multi-host lab, which drives every host's agent;
 //! * [`error`]: errors as `{"error": TEXT}` with the command line's text and a status;
 //! * [`openapi_json`]: the OpenAPI 3.1 document, derived from the handlers and types, also
 //!   checked in as docs/openapi.json.
@@ -21,6 +22,7 @@
 pub mod api;
 pub mod capture;
 pub mod client;
+pub mod cluster;
 pub mod ctl;
 pub mod error;
 pub mod exec;

@@ -1,0 +1,464 @@
+//! The coordinator of a multi-host lab: `rtemu up FILE` with `[hosts]`, run on any machine,
+//! asks every host's agent (`rtemu serve --listen`, over TCP with that host's token) for the
+//! VNIs it uses, allocates the lab's from what none uses, and has each agent build its part;
+//! `rtemu down LAB` takes every part down. It lives beside the API's client because it only
+//! speaks the API.
+//!
+//! The coordinating machine keeps one record per such lab, `/run/rtemu/<lab>.hosts.json` (the
+//! hosts still to take down), written before any part is built, so `down` knows where to go
+//! even after a killed `up`, and whether or not the machine holds a part itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rtemu_topo::part::Stitching;
+use rtemu_topo::state::LabName;
+use rtemu_topo::topology::{valid_name, Host, MAX_NODE_NAME};
+use rtemu_topo::Topology;
+use serde::{Deserialize, Serialize};
+
+use crate::api::{PartRequest, Vnis};
+use crate::client::{request, Target};
+use crate::ctl::DownReply;
+use crate::error::ErrorBody;
+
+/// Where the agents' tokens are read from unless `--credentials` says otherwise.
+pub const DEFAULT_CREDENTIALS: &str = "/etc/rtemu/hosts.toml";
+
+/// How long an agent may take to answer a question (its VNIs).
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an agent may take to build or remove its part (namespaces, tunnels, its engine).
+const PART_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Each host's agent token: a root-only file of `host = "token"` lines (TOML), never the
+/// topology file, which is shared and versioned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    path: PathBuf,
+    tokens: BTreeMap<String, String>,
+}
+
+impl Credentials {
+    /// Reads `path`, refusing it when anyone but its owner, this user, may read or write it
+    /// (as ssh refuses a private key).
+    pub fn load(path: &Path) -> Result<Credentials> {
+        let meta = std::fs::metadata(path).with_context(|| {
+            format!(
+                "reading the agents' tokens from {} (give another file with --credentials)",
+                path.display()
+            )
+        })?;
+        let mode = meta.mode() & 0o777;
+        if mode & 0o077 != 0 {
+            bail!(
+                "{} holds the agents' tokens but is open to group or others (mode {mode:03o}): \
+                 run `chmod 600 {}`",
+                path.display(),
+                path.display()
+            );
+        }
+        if meta.uid() != nix::unistd::geteuid().as_raw() {
+            bail!(
+                "{} holds the agents' tokens but belongs to user {}, not to this user",
+                path.display(),
+                meta.uid()
+            );
+        }
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Credentials::parse(path, &text)
+    }
+
+    /// The tokens of `text` (read from `path`, for messages).
+    pub fn parse(path: &Path, text: &str) -> Result<Credentials> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| anyhow!("{}: {}", path.display(), e.message()))?;
+        let mut tokens = BTreeMap::new();
+        for (host, value) in table {
+            if !valid_name(&host, MAX_NODE_NAME) {
+                bail!(
+                    "{}: invalid host name `{host}`: use the names of the topology's [hosts]",
+                    path.display()
+                );
+            }
+            let token = value
+                .as_str()
+                .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_graphic()))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "{}: host `{host}`: give its token as a string of printable characters \
+                         (`{host} = \"…\"`, the token its `rtemu serve` wrote)",
+                        path.display()
+                    )
+                })?;
+            tokens.insert(host, token.to_owned());
+        }
+        Ok(Credentials {
+            path: path.to_owned(),
+            tokens,
+        })
+    }
+
+    /// The agent of every host in `hosts`, or an error naming those without a token.
+    fn agents<'a>(&'a self, hosts: &'a [Host]) -> Result<Vec<Agent<'a>>> {
+        let missing: Vec<&str> = hosts
+            .iter()
+            .filter(|h| !self.tokens.contains_key(&h.name))
+            .map(|h| h.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "{} has no token for host {}",
+                self.path.display(),
+                missing.join(", ")
+            );
+        }
+        Ok(hosts
+            .iter()
+            .map(|h| Agent {
+                host: h,
+                token: &self.tokens[&h.name],
+            })
+            .collect())
+    }
+}
+
+/// One host's agent, as the coordinator reaches it.
+struct Agent<'a> {
+    host: &'a Host,
+    token: &'a str,
+}
+
+impl Agent<'_> {
+    /// Sends `method path` (with `body` as JSON) and reads the reply as `T`; an error reply
+    /// or no reply is an error naming the host.
+    fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<T> {
+        let addr = SocketAddr::new(self.host.address, self.host.port);
+        let bearer = format!("Bearer {}", self.token);
+        let reply = request(
+            &Target::Tcp(addr),
+            method,
+            path,
+            &[("Authorization", &bearer)],
+            body,
+            timeout,
+        )
+        .with_context(|| format!("host `{}`: its agent at {addr}", self.host.name))?;
+        if !(200..300).contains(&reply.status) {
+            let text = reply
+                .json::<ErrorBody>()
+                .map_or_else(|_| reply.text(), |e| e.error);
+            bail!(
+                "host `{}`: {text} (HTTP {} from its agent at {addr})",
+                self.host.name,
+                reply.status
+            );
+        }
+        Ok(reply.json()?)
+    }
+
+    /// Takes the part of lab `lab` on this host down; whether there was one.
+    fn down(&self, lab: &LabName) -> Result<bool> {
+        let reply: DownReply =
+            self.call("DELETE", &format!("/v1/labs/{lab}"), None, PART_TIMEOUT)?;
+        Ok(reply.removed)
+    }
+}
+
+/// The coordinator's record of a lab spread over hosts: those still to take down.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Record {
+    hosts: Vec<Host>,
+}
+
+/// Where lab `lab`'s record is kept (a file beside the labs' directories, which `ls` skips).
+fn record_path(lab: &LabName) -> Result<PathBuf> {
+    Ok(rtemu_topo::state::state_root()?.join(format!("{lab}.hosts.json")))
+}
+
+impl Record {
+    fn load(lab: &LabName) -> Result<Option<Record>> {
+        let path = record_path(lab)?;
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(
+                serde_json::from_slice(&bytes)
+                    .with_context(|| format!("reading {}", path.display()))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    /// Writes the record (root-only, replacing the old one whole), or removes it when no host
+    /// is left.
+    fn save(&self, lab: &LabName) -> Result<()> {
+        let path = record_path(lab)?;
+        if self.hosts.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(e).with_context(|| format!("removing {}", path.display()))
+                }
+                _ => Ok(()),
+            };
+        }
+        let new = path.with_extension(format!("new.{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&new)
+            .with_context(|| format!("creating {}", new.display()))?;
+        f.write_all(&serde_json::to_vec(self)?)
+            .and_then(|()| f.sync_all())
+            .and_then(|()| std::fs::rename(&new, &path))
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// What bringing a lab up across its hosts did.
+#[derive(Debug)]
+pub struct ClusterUp {
+    /// The lab.
+    pub lab: LabName,
+    /// Its hosts, in `[hosts]` order.
+    pub hosts: Vec<String>,
+    /// The VNIs its stitched segments got.
+    pub stitching: Stitching,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl fmt::Display for ClusterUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let vnis: Vec<String> = self
+            .stitching
+            .vnis
+            .iter()
+            .map(|(s, v)| format!("{s} {v}"))
+            .collect();
+        write!(
+            f,
+            "lab {} is up on {} (VNIs: {}) ({:.0} ms)",
+            self.lab,
+            self.hosts.join(", "),
+            if vnis.is_empty() {
+                "none".to_owned()
+            } else {
+                vnis.join(", ")
+            },
+            self.elapsed.as_secs_f64() * 1e3
+        )
+    }
+}
+
+/// Brings the multi-host lab `topo` (read from `file`, whose text every agent gets; `topo.lab`
+/// may rename it) up: every host's part, through its agent, with the tokens in
+/// `credentials`. When a host cannot be reached or fails its part, the parts already built
+/// are taken down again and the error names the host and why.
+pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp> {
+    let started = Instant::now();
+    let lab = LabName::new(&topo.lab)?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let credentials = Credentials::load(credentials)?;
+    let agents = credentials.agents(&topo.hosts)?;
+    if let Some(r) = Record::load(&lab)? {
+        let hosts: Vec<&str> = r.hosts.iter().map(|h| h.name.as_str()).collect();
+        bail!(
+            "lab `{lab}` is already up on {} (coordinated from here): `rtemu down {lab}` first",
+            hosts.join(", ")
+        );
+    }
+    let mut in_use = BTreeSet::new();
+    for a in &agents {
+        let vnis: Vnis = a.call("GET", "/v1/vnis", None, ASK_TIMEOUT)?;
+        in_use.extend(vnis.vnis);
+    }
+    let stitching = Stitching::allocate(topo, &in_use)?;
+    let part = |host: &str| PartRequest {
+        topology: text.clone(),
+        file: file.display().to_string(),
+        name: Some(lab.to_string()),
+        host: host.to_owned(),
+        stitching: stitching.clone().into(),
+    };
+    Record {
+        hosts: topo.hosts.clone(),
+    }
+    .save(&lab)?;
+    for (i, a) in agents.iter().enumerate() {
+        let body = serde_json::to_vec(&part(&a.host.name))?;
+        let built: Result<serde_json::Value> =
+            a.call("POST", "/v1/parts", Some(&body), PART_TIMEOUT);
+        if let Err(e) = built {
+            let undone = undo(&lab, &agents[..i]);
+            return Err(e.context(format!("bringing up lab `{lab}`: {undone}")));
+        }
+    }
+    Ok(ClusterUp {
+        lab,
+        hosts: topo.hosts.iter().map(|h| h.name.clone()).collect(),
+        stitching,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Takes down the parts of `lab` that `built` made, after another host failed; says what it
+/// did. The record keeps the hosts it could not reach, for a later `down`.
+fn undo(lab: &LabName, built: &[Agent<'_>]) -> String {
+    let mut left = Vec::new();
+    let mut taken = Vec::new();
+    for a in built {
+        match a.down(lab) {
+            Ok(_) => taken.push(a.host.name.as_str()),
+            Err(e) => left.push((a.host.clone(), format!("{e:#}"))),
+        }
+    }
+    let record = Record {
+        hosts: left.iter().map(|(h, _)| h.clone()).collect(),
+    };
+    let kept = record.save(lab);
+    let mut said = if taken.is_empty() {
+        "no part had been built".to_owned()
+    } else {
+        format!("the parts built on {} were taken down", taken.join(", "))
+    };
+    for (h, why) in &left {
+        said += &format!("; the part on `{}` could not be: {why}", h.name);
+    }
+    if let Err(e) = kept {
+        said += &format!("; {e:#}");
+    } else if !left.is_empty() {
+        said += &format!(" (`rtemu down {lab}` tries again)");
+    }
+    said
+}
+
+/// What taking a lab down across its hosts did.
+#[derive(Debug)]
+pub struct ClusterDown {
+    /// The lab.
+    pub lab: LabName,
+    /// The hosts that took their part down.
+    pub hosts: Vec<String>,
+}
+
+impl fmt::Display for ClusterDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lab {} is down on {}", self.lab, self.hosts.join(", "))
+    }
+}
+
+/// Takes lab `lab` down on every host this machine brought it up on, with the tokens in
+/// `credentials`; `None` when this machine coordinates no such lab (it may still hold a part,
+/// or a lab of its own). A host that cannot be reached is named in the error and kept in the
+/// record, so a later `down` tries it again; `down` on that host alone also cleans its part.
+pub fn down(lab: &LabName, credentials: &Path) -> Option<Result<ClusterDown>> {
+    let record = match Record::load(lab) {
+        Ok(r) => r?,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(down_recorded(lab, &record, credentials))
+}
+
+fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<ClusterDown> {
+    let credentials = Credentials::load(credentials)?;
+    let agents = credentials.agents(&record.hosts)?;
+    let mut done = Vec::new();
+    let mut left = Vec::new();
+    let mut why = Vec::new();
+    for a in &agents {
+        match a.down(lab) {
+            Ok(_) => done.push(a.host.name.clone()),
+            Err(e) => {
+                left.push(a.host.clone());
+                why.push(format!("{e:#}"));
+            }
+        }
+    }
+    Record { hosts: left }.save(lab)?;
+    if !why.is_empty() {
+        bail!(
+            "lab `{lab}` is down on {}, but not everywhere: {} (`rtemu down {lab}` here tries \
+             again; `rtemu down {lab}` on such a host cleans its part)",
+            if done.is_empty() {
+                "no host".to_owned()
+            } else {
+                done.join(", ")
+            },
+            why.join("; ")
+        );
+    }
+    Ok(ClusterDown {
+        lab: lab.clone(),
+        hosts: done,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_host_token_lines_with_valid_names_and_tokens() {
+        let p = Path::new("hosts.toml");
+        let c = Credentials::parse(p, "h1 = \"abc\"\nh2 = \"d-e_f\"\n").unwrap();
+        assert_eq!(c.tokens.len(), 2);
+        assert_eq!(c.tokens["h2"], "d-e_f");
+        for (bad, says) in [
+            ("H1 = \"abc\"\n", "invalid host name `H1`"),
+            ("h1 = 3\n", "host `h1`: give its token as a string"),
+            ("h1 = \"a b\"\n", "host `h1`: give its token"),
+            ("h1 = \"\"\n", "host `h1`: give its token"),
+            ("h1 = \"a\nb\"\n", "hosts.toml: "),
+        ] {
+            let e = format!("{:#}", Credentials::parse(p, bad).unwrap_err());
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn credentials_open_to_others_are_refused() {
+        let dir = std::env::temp_dir().join(format!("rtemu-cred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hosts.toml");
+        std::fs::write(&path, "h1 = \"t\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Credentials::load(&path).unwrap_err().to_string();
+        assert!(e.contains("open to group or others (mode 644)"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let c = Credentials::load(&path).unwrap();
+        let hosts = [
+            Host {
+                name: "h1".into(),
+                address: "192.0.2.1".parse().unwrap(),
+                port: 7781,
+            },
+            Host {
+                name: "h2".into(),
+                address: "192.0.2.2".parse().unwrap(),
+                port: 7781,
+            },
+        ];
+        let e = c.agents(&hosts).err().unwrap().to_string();
+        assert!(e.ends_with("hosts.toml has no token for host h2"), "{e}");
+        let e = format!("{:#}", Credentials::load(&dir.join("none")).unwrap_err());
+        assert!(e.contains("give another file with --credentials"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
