@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::lab as control;
 use rtemu_control::message;
+use rtemu_serve::cluster;
 use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
@@ -31,6 +32,9 @@ pub struct UpArgs {
     pub replace: bool,
     #[command(flatten)]
     pub engine: engine::EngineFlags,
+    /// The agents' tokens of a lab with [hosts] (a root-only file of `host = "token"` lines).
+    #[arg(long, value_name = "FILE", default_value = rtemu_serve::cluster::DEFAULT_CREDENTIALS)]
+    pub credentials: PathBuf,
 }
 
 /// Remove a lab and everything it made.
@@ -50,6 +54,9 @@ pub struct DownArgs {
     /// link) to this JSON file; it is printed as a table either way.
     #[arg(long, value_name = "FILE.json")]
     pub fidelity: Option<PathBuf>,
+    /// The agents' tokens of a lab with [hosts] (a root-only file of `host = "token"` lines).
+    #[arg(long, value_name = "FILE", default_value = rtemu_serve::cluster::DEFAULT_CREDENTIALS)]
+    pub credentials: PathBuf,
 }
 
 /// List running labs with their nodes, links and addresses.
@@ -163,6 +170,10 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     if args.replace {
         lab::down(&topo.lab)?;
     }
+    if !topo.hosts.is_empty() {
+        eprintln!("{}", cluster::up(&topo, &args.file, &args.credentials)?);
+        return Ok(());
+    }
     bring_up(
         &topo,
         &args.file.display().to_string(),
@@ -188,7 +199,11 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     let mut failed = false;
     for name in labs {
         // One lab failing to go down must not keep the others up.
-        match take_down(&name, args.fidelity.as_deref()) {
+        let down = match cluster::down(&name, &args.credentials) {
+            Some(spread) => spread.map(|d| eprintln!("{d}")).map(|()| true),
+            None => take_down(&name, args.fidelity.as_deref()),
+        };
+        match down {
             Ok(true) => eprintln!("lab {name} is down"),
             Ok(false) => eprintln!("no lab {name}: nothing to do"),
             Err(e) => {
