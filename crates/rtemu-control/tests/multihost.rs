@@ -14,7 +14,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use rtemu_control::engine::{self, RunOptions};
-use rtemu_testutil::{ip, root_or_skip};
+use rtemu_testutil::multihost::{
+    chain, host_address, hosts_table, median_rtt, ping_all, settled_leftovers, Hosts,
+    CHAIN_PLACEMENT, PRIVATE_STATE,
+};
+use rtemu_testutil::root_or_skip;
 use rtemu_topo::lab;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::State;
@@ -23,92 +27,6 @@ use serde_json::{json, Value};
 
 /// What starts an agent's reply on its standard output (libtest writes there too).
 const REPLY: &str = "@@ ";
-
-/// The underlay interface of every host.
-const UNDERLAY_IF: &str = "u0";
-
-/// The underlay address of host `i` (0-based): documentation addresses, never routed.
-fn host_address(i: usize) -> String {
-    format!("192.0.2.{}", i + 1)
-}
-
-/// The `[hosts]` table of `n` hosts h1, h2, … at their underlay addresses.
-fn hosts_table(n: usize) -> String {
-    let mut table = String::from("[hosts]\n");
-    for i in 0..n {
-        table += &format!("h{} = {{ address = \"{}\" }}\n", i + 1, host_address(i));
-    }
-    table
-}
-
-/// The "machines": one namespace per host, each with interface `u0` on a bridge in an
-/// underlay namespace. Removed when dropped.
-struct Hosts {
-    names: Vec<String>,
-    underlay: String,
-}
-
-impl Hosts {
-    fn new(tag: &str, n: usize) -> Hosts {
-        let prefix = format!("rtmh{tag}{}", std::process::id() % 100_000);
-        let hosts = Hosts {
-            names: (1..=n).map(|i| format!("{prefix}-h{i}")).collect(),
-            underlay: format!("{prefix}-u"),
-        };
-        ip(&["netns", "add", &hosts.underlay]);
-        ip(&[
-            "-n",
-            &hosts.underlay,
-            "link",
-            "add",
-            "br0",
-            "type",
-            "bridge",
-        ]);
-        ip(&["-n", &hosts.underlay, "link", "set", "br0", "up"]);
-        for (i, h) in hosts.names.iter().enumerate() {
-            let port = format!("p{i}");
-            ip(&["netns", "add", h]);
-            ip(&[
-                "link",
-                "add",
-                UNDERLAY_IF,
-                "netns",
-                h,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &port,
-                "netns",
-                &hosts.underlay,
-            ]);
-            ip(&[
-                "-n",
-                &hosts.underlay,
-                "link",
-                "set",
-                &port,
-                "master",
-                "br0",
-                "up",
-            ]);
-            let addr = format!("{}/24", host_address(i));
-            ip(&["-n", h, "addr", "add", &addr, "dev", UNDERLAY_IF]);
-            ip(&["-n", h, "link", "set", UNDERLAY_IF, "up"]);
-            ip(&["-n", h, "link", "set", "lo", "up"]);
-        }
-        hosts
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        for ns in self.names.iter().chain([&self.underlay]) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
 
 /// An agent process building one host's part; killed when dropped (its mount namespace, and
 /// with it every namespace of its part, goes with it).
@@ -187,14 +105,14 @@ fn agent_process() {
     let Ok(host) = std::env::var("RTEMU_MULTIHOST_AGENT") else {
         return;
     };
-    for dir in ["/run/rtemu", "/run/netns", "/etc/netns"] {
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "mode=0755", "tmpfs", dir])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mounting a tmpfs on {dir}");
-    }
+    let ok = Command::new("sh")
+        .args(["-c", PRIVATE_STATE])
+        .status()
+        .unwrap();
+    assert!(
+        ok.success(),
+        "mounting tmpfs on the agent's state directories"
+    );
     let mut agent = AgentState::default();
     for line in std::io::stdin().lines() {
         let request: Value = serde_json::from_str(&line.unwrap()).unwrap();
@@ -275,70 +193,10 @@ impl AgentState {
                 e.join()
                     .map_err(|_| anyhow::anyhow!("the engine panicked"))??;
             }
-            // The kernel frees a removed namespace's devices (and a tunnel's socket) in the
-            // background, shortly after `down` returns.
-            let since = std::time::Instant::now();
-            let mut left = leftovers();
-            while !left.is_empty() && since.elapsed().as_secs() < 5 {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                left = leftovers();
-            }
-            return Ok(json!({ "left": left }));
+            return Ok(json!({ "left": settled_leftovers(&[]) }));
         }
         anyhow::bail!("unknown request {request}")
     }
-}
-
-/// What of any lab is left on this host: named namespaces, state directories, `/etc/netns`
-/// entries, interfaces other than the underlay, and UDP sockets (a tunnel's).
-fn leftovers() -> Vec<String> {
-    let mut left = Vec::new();
-    for dir in ["/run/netns", "/run/rtemu", "/etc/netns"] {
-        for e in std::fs::read_dir(dir).unwrap() {
-            left.push(e.unwrap().path().display().to_string());
-        }
-    }
-    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
-    for l in String::from_utf8_lossy(&links.stdout).lines() {
-        let name = l.split(':').nth(1).unwrap_or("").trim();
-        let name = name.split('@').next().unwrap_or(name);
-        if name != "lo" && name != UNDERLAY_IF {
-            left.push(format!("interface {name}"));
-        }
-    }
-    let sockets = Command::new("ss").args(["-Huan"]).output().unwrap();
-    left.extend(
-        String::from_utf8_lossy(&sockets.stdout)
-            .lines()
-            .map(|l| format!("socket {l}")),
-    );
-    left
-}
-
-/// The chain a–b | c–d: a and b on h1, c and d on h2, link `wan` between b and c with `netem`
-/// (none: ideal).
-fn chain(lab: &str, netem: Option<&str>) -> String {
-    let netem = netem.map_or(String::new(), |n| format!("netem = \"{n}\"\n"));
-    format!(
-        r#"lab = "{lab}"
-{}[nodes.a]
-host = "h1"
-[nodes.b]
-host = "h1"
-[nodes.c]
-host = "h2"
-[nodes.d]
-host = "h2"
-[[links]]
-endpoints = ["a", "b"]
-[[links]]
-name = "wan"
-endpoints = ["b", "c"]
-{netem}[[links]]
-endpoints = ["c", "d"]
-"#,
-        hosts_table(2)
-    )
 }
 
 /// A lab spread over `hosts`: allocates the VNIs from what every agent uses (as a
@@ -363,21 +221,6 @@ fn bring_up(hosts: &Hosts, src: &str) -> Vec<Agent> {
     agents
 }
 
-/// Pings every node from every other by name, each from the agent of its host (`placement`:
-/// node and the index of its agent); returns the pairs that failed.
-fn ping_all(agents: &mut [Agent], placement: &[(&str, usize)]) -> Vec<String> {
-    let mut failed = Vec::new();
-    for &(from, host) in placement {
-        for &(to, _) in placement.iter().filter(|(n, _)| *n != from) {
-            let (code, out) = agents[host].exec(Some(from), &["ping", "-c", "1", "-W", "2", to]);
-            if code != 0 {
-                failed.push(format!("{from} → {to}: {out}"));
-            }
-        }
-    }
-    failed
-}
-
 /// Takes every part down and returns what each host has left.
 fn take_down(agents: &mut [Agent]) -> Vec<String> {
     let mut left = Vec::new();
@@ -390,23 +233,6 @@ fn take_down(agents: &mut [Agent]) -> Vec<String> {
     left
 }
 
-/// The round-trip times in ms of `ping` output.
-fn rtts(ping: &str) -> Vec<f64> {
-    ping.lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-        .collect()
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    assert!(!xs.is_empty(), "no round trips");
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-/// The chain's nodes and the index of their host's agent.
-const CHAIN_PLACEMENT: [(&str, usize); 4] = [("a", 0), ("b", 0), ("c", 1), ("d", 1)];
-
 /// A lab name unique to this test and process.
 fn unique_lab(tag: &str) -> String {
     format!("mh{tag}{}", std::process::id() % 100_000)
@@ -418,13 +244,13 @@ fn a_chain_split_over_two_hosts_by_an_ideal_tunnel_pings_by_name_and_leaves_noth
         return;
     }
     let hosts = Hosts::new("i", 2);
-    let src = chain(&unique_lab("i"), None);
+    let src = chain(&unique_lab("i"), None, None);
     let mut agents = bring_up(&hosts, &src);
     // b's end of the stitched link is a VXLAN device, with the tunnel's MTU (1500 - 50).
     let (_, link) = agents[0].exec(Some("b"), &["ip", "-d", "-o", "link", "show", "eth1"]);
     assert!(link.contains("vxlan id"), "{link}");
     assert!(link.contains("mtu 1450"), "{link}");
-    let failed = ping_all(&mut agents, &CHAIN_PLACEMENT);
+    let failed = ping_all(&CHAIN_PLACEMENT, |h, n, argv| agents[h].exec(Some(n), argv));
     assert_eq!(failed, Vec::<String>::new());
     let left = take_down(&mut agents);
     assert_eq!(left, Vec::<String>::new());
@@ -436,18 +262,18 @@ fn an_impaired_link_between_hosts_delays_by_its_model_plus_the_underlay() {
         return;
     }
     let hosts = Hosts::new("d", 2);
-    let src = chain(&unique_lab("d"), Some("delay 10ms"));
+    let src = chain(&unique_lab("d"), Some("delay 10ms"), None);
     let mut agents = bring_up(&hosts, &src);
-    let failed = ping_all(&mut agents, &CHAIN_PLACEMENT);
+    let failed = ping_all(&CHAIN_PLACEMENT, |h, n, argv| agents[h].exec(Some(n), argv));
     assert_eq!(failed, Vec::<String>::new());
 
     let peer = host_address(1);
     let (code, out) = agents[0].exec(None, &["ping", "-c", "20", "-i", "0.02", &peer]);
     assert_eq!(code, 0, "{out}");
-    let underlay = median(rtts(&out));
+    let underlay = median_rtt(&out);
     let (code, out) = agents[0].exec(Some("b"), &["ping", "-c", "20", "-i", "0.05", "c"]);
     assert_eq!(code, 0, "{out}");
-    let across = median(rtts(&out));
+    let across = median_rtt(&out);
     rtemu_testutil::say(&format!(
         "b → c across hosts: median RTT {across:.3} ms; underlay h1 → h2: {underlay:.3} ms"
     ));
@@ -480,7 +306,7 @@ host = "h3"
 name = "office"
 members = ["w", "x", "y", "z"]
 "#,
-        hosts_table(3)
+        hosts_table(3, None)
     );
     let mut agents = bring_up(&hosts, &src);
     // h1's bridge floods to both other hosts: one all-zero entry each.
@@ -496,7 +322,7 @@ members = ["w", "x", "y", "z"]
         );
     }
     let placement = [("w", 0), ("x", 0), ("y", 1), ("z", 2)];
-    let failed = ping_all(&mut agents, &placement);
+    let failed = ping_all(&placement, |h, n, argv| agents[h].exec(Some(n), argv));
     assert_eq!(failed, Vec::<String>::new());
     let left = take_down(&mut agents);
     assert_eq!(left, Vec::<String>::new());

@@ -1,5 +1,6 @@
 //! Helpers for rtemu's own tests, shared by every crate's test suite instead of copied into
-//! each: whether a test that needs root or a program may run, and saying why it skips.
+//! each: whether a test that needs root or a program may run, and saying why it skips; and
+//! [`multihost`], the multi-host tests' hosts on one machine.
 //!
 //! A test that cannot run here prints why and passes, so `cargo test` works for anyone; CI
 //! sets `RTEMU_REQUIRE_ROOT=1`, under which a skip is a failure instead, so nothing that
@@ -9,6 +10,8 @@
 
 use std::io::Write;
 use std::process::Command;
+
+pub mod multihost;
 
 /// Prints past libtest's output capture (which takes only `print!` and `eprint!`), so a skip
 /// reason shows in a passing run too.
