@@ -1,0 +1,287 @@
+//! A lab across hosts, driven as a user would: each "host" (a network namespace on an underlay
+//! bridge, see `rtemu_testutil::multihost`) runs `rtemu serve --listen` as its agent, with its
+//! own `/run/rtemu`, `/run/netns` and `/etc/netns`; `rtemu up FILE --credentials F` and
+//! `rtemu down LAB` run as the coordinator in a third host namespace, with a state directory
+//! of their own. The test reaches each agent over its Unix socket to run commands in nodes.
+//!
+//! Needs root; without it, prints why and passes, unless `RTEMU_REQUIRE_ROOT=1` (CI). Guards
+//! take every lab down, end the agents and remove the namespaces whatever happens.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rtemu_serve::client::{request, Target};
+use rtemu_testutil::multihost::{
+    chain, host_address, median_rtt, ping_all, settled_leftovers, Hosts, CHAIN_PLACEMENT,
+    PRIVATE_STATE,
+};
+use rtemu_testutil::root_or_skip;
+use serde_json::{json, Value};
+
+const RTEMU: &str = env!("CARGO_BIN_EXE_rtemu");
+
+/// The agents' TCP port (in the hosts' namespaces, so no other process's).
+const PORT: u16 = 7781;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A private directory (mode 0700) for the test's files, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("rtemu-mh-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One host's agent: `rtemu serve` in the host's namespace, its state private, its socket and
+/// token in the test's directory. Takes its labs down and ends when dropped.
+struct Agent {
+    child: Child,
+    socket: Target,
+}
+
+impl Agent {
+    fn start(netns: &str, address: &str, dir: &Path, host: &str) -> Agent {
+        let socket = dir.join(format!("{host}.sock"));
+        let token = dir.join(format!("{host}.token"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", netns, "sh", "-c"])
+            .arg(format!("{PRIVATE_STATE} && exec \"$@\""))
+            .args(["sh", RTEMU, "serve", "--socket"])
+            .arg(&socket)
+            .args(["--listen", &format!("{address}:{PORT}"), "--token-file"])
+            .arg(&token)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let agent = Agent {
+            child,
+            socket: Target::Unix(socket),
+        };
+        let started = Instant::now();
+        while request(&agent.socket, "GET", "/v1/vnis", &[], None, WAIT).is_err() {
+            assert!(started.elapsed() < WAIT, "agent {host} did not answer");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        agent
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// `method path` over the agent's socket: the status and the JSON body.
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let body = body.map(|b| b.to_string());
+        let r = request(
+            &self.socket,
+            method,
+            path,
+            &[],
+            body.as_deref().map(str::as_bytes),
+            WAIT,
+        )
+        .unwrap();
+        (r.status, r.json().unwrap_or(Value::Null))
+    }
+
+    /// Runs `argv` in node `node` of lab `lab`: its exit code and output.
+    fn exec(&self, lab: &str, node: &str, argv: &[&str]) -> (i64, String) {
+        let (status, reply) = self.call(
+            "POST",
+            &format!("/v1/labs/{lab}/nodes/{node}/exec"),
+            Some(&json!({ "argv": argv })),
+        );
+        assert_eq!(status, 200, "{reply}");
+        (
+            reply["status"].as_i64().unwrap_or(-1),
+            reply["stdout"].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+
+    /// What of any lab is left on this agent's host.
+    fn leftovers(&self) -> Vec<String> {
+        let pid = self.pid();
+        settled_leftovers(&["nsenter", "-t", &pid, "-m", "-n"])
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // Its engines run in their own process groups: take the labs down first.
+        if let Ok(r) = request(&self.socket, "GET", "/v1/labs", &[], None, WAIT) {
+            let labs: Vec<Value> = r.json().unwrap_or_default();
+            for l in labs {
+                let path = format!("/v1/labs/{}", l["name"].as_str().unwrap_or_default());
+                let _ = request(&self.socket, "DELETE", &path, &[], None, WAIT);
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The coordinator: `rtemu ARGS` in namespace `netns`, with `state` as its `/run/rtemu`.
+fn coordinate(netns: &str, state: &Path, args: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", netns, "sh", "-c"])
+        .arg("mkdir -p /run/rtemu && mount --bind \"$1\" /run/rtemu && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(state)
+        .arg(RTEMU)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_leaves_nothing() {
+    if !root_or_skip("rtemu_up_over_agents", "creates network namespaces") {
+        return;
+    }
+    let tmp = TempDir::new("a");
+    let dir = tmp.0.as_path();
+    // h1 and h2 run agents; the third namespace is the coordinator's machine.
+    let hosts = Hosts::new("a", 3);
+    let coord = hosts.names[2].as_str();
+    let state = dir.join("coordinator-run");
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&state)
+        .unwrap();
+    let mut agents: Vec<Agent> = (0..2)
+        .map(|i| {
+            Agent::start(
+                &hosts.names[i],
+                &host_address(i),
+                dir,
+                &format!("h{}", i + 1),
+            )
+        })
+        .collect();
+    let creds = dir.join("hosts.toml");
+    let mut text = String::new();
+    for h in ["h1", "h2"] {
+        let token = std::fs::read_to_string(dir.join(format!("{h}.token"))).unwrap();
+        text += &format!("{h} = \"{}\"\n", token.trim());
+    }
+    std::fs::write(&creds, text).unwrap();
+    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let creds = creds.to_str().unwrap();
+    let tag = std::process::id() % 100_000;
+    let lab_file = |lab: &str, netem| {
+        let path = dir.join(format!("{lab}.toml"));
+        std::fs::write(&path, chain(lab, netem, Some(PORT))).unwrap();
+        path.display().to_string()
+    };
+
+    // Up across both hosts, a delay 10ms link between them (its engine on h1).
+    let lab = format!("mhc{tag}");
+    let file = lab_file(&lab, Some("delay 10ms"));
+    let up = coordinate(coord, &state, &["up", &file, "--credentials", creds]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    assert!(
+        stderr(&up).contains(&format!("lab {lab} is up on h1, h2 (VNIs: wan 1048576)")),
+        "{}",
+        stderr(&up)
+    );
+    let failed = ping_all(&CHAIN_PLACEMENT, |h, node, argv| {
+        agents[h].exec(&lab, node, argv)
+    });
+    assert_eq!(failed, Vec::<String>::new());
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &hosts.names[0],
+            "ping",
+            "-c",
+            "20",
+            "-i",
+            "0.02",
+        ])
+        .arg(host_address(1))
+        .output()
+        .unwrap();
+    let underlay = median_rtt(&String::from_utf8_lossy(&out.stdout));
+    let (code, out) = agents[0].exec(&lab, "b", &["ping", "-c", "20", "-i", "0.05", "c"]);
+    assert_eq!(code, 0, "{out}");
+    let across = median_rtt(&out);
+    rtemu_testutil::say(&format!(
+        "rtemu up over agents: b → c median RTT {across:.3} ms; underlay h1 → h2 {underlay:.3} ms"
+    ));
+    assert!(
+        (across - (20.0 + underlay)).abs() <= 0.5,
+        "RTT {across:.3} ms, expected 20 ms + the underlay's {underlay:.3} ms within 0.5 ms"
+    );
+
+    // A host that fails its part: lab `taken` already runs on h2 alone. The part built on h1
+    // is taken down again, and h2's own lab is left alone.
+    let taken = format!("mht{tag}");
+    let taken_file = lab_file(&taken, None);
+    let part = json!({"topology": std::fs::read_to_string(&taken_file).unwrap(),
+                      "file": "elsewhere.toml", "host": "h2",
+                      "stitching": {"port": 4789, "vnis": {"wan": 2_000_000}}});
+    let (status, reply) = agents[1].call("POST", "/v1/parts", Some(&part));
+    assert_eq!(status, 201, "{reply}");
+    let failed = coordinate(coord, &state, &["up", &taken_file, "--credentials", creds]);
+    assert!(!failed.status.success());
+    let e = stderr(&failed);
+    assert!(e.contains("the parts built on h1 were taken down"), "{e}");
+    assert!(
+        e.contains(&format!("host `h2`: lab `{taken}` already exists")),
+        "{e}"
+    );
+    let (status, _) = agents[0].call("GET", &format!("/v1/labs/{taken}"), None);
+    assert_eq!(status, 404);
+    let (status, _) = agents[1].call("DELETE", &format!("/v1/labs/{taken}"), None);
+    assert_eq!(status, 200);
+
+    // Down everywhere: nothing is left on either host, nor in the coordinator's record.
+    let down = coordinate(coord, &state, &["down", &lab, "--credentials", creds]);
+    assert!(down.status.success(), "{}", stderr(&down));
+    assert!(
+        stderr(&down).contains(&format!("lab {lab} is down on h1, h2")),
+        "{}",
+        stderr(&down)
+    );
+    for a in &agents {
+        assert_eq!(a.leftovers(), Vec::<String>::new());
+    }
+    let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
+    assert_eq!(records.len(), 0);
+
+    // An agent that is gone: `up` names its host and builds nothing anywhere.
+    drop(agents.pop());
+    let gone = format!("mhg{tag}");
+    let gone_file = lab_file(&gone, None);
+    let failed = coordinate(coord, &state, &["up", &gone_file, "--credentials", creds]);
+    assert!(!failed.status.success());
+    let e = stderr(&failed);
+    assert!(
+        e.contains(&format!(
+            "host `h2`: its agent at {}:{PORT}",
+            host_address(1)
+        )),
+        "{e}"
+    );
+    assert_eq!(agents[0].leftovers(), Vec::<String>::new());
+    let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
+    assert_eq!(records.len(), 0);
+}
