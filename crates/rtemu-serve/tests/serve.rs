@@ -8,11 +8,12 @@
 //! over an impaired link (whose engine is the `rtemu` binary) is in crates/rtemu/tests/serve.rs.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use rtemu_serve::client::{request, Reply, Target};
 use rtemu_serve::{Options, Server};
+use rtemu_testutil::TempDir;
 
 /// Whether the test may run; panics when root is required but missing.
 fn root_or_skip(test: &str) -> bool {
@@ -22,24 +23,6 @@ fn root_or_skip(test: &str) -> bool {
 /// A lab name unique to this test and process (lab names are at most 12 characters).
 fn unique_lab(tag: &str) -> String {
     format!("s{tag}{}", std::process::id() % 100_000)
-}
-
-/// A private directory (mode 0700) for one test's socket and token, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("rtemu-serve-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A server on a socket in `dir`, and on an ephemeral TCP port of the loopback address.
@@ -73,7 +56,7 @@ fn error(reply: &Reply, status: u16) -> String {
 
 #[test]
 fn tcp_needs_the_token_and_the_unix_socket_does_not() {
-    let dir = TempDir::new("auth");
+    let dir = TempDir::new("serve-auth");
     let s = server(&dir.0);
     let tcp = Target::Tcp(s.tcp_addr().unwrap());
     let unix = Target::Unix(dir.0.join("api.sock"));
@@ -186,7 +169,7 @@ fn a_tcp_only_server_writes_no_file_and_dies_with_its_token() {
 
 #[test]
 fn socket_and_token_are_root_only_and_removed_at_stop() {
-    let dir = TempDir::new("files");
+    let dir = TempDir::new("serve-files");
     let s = server(&dir.0);
     let sock = dir.0.join("api.sock");
     let token_file = dir.0.join("api.token");
@@ -210,7 +193,7 @@ fn socket_and_token_are_root_only_and_removed_at_stop() {
 
 #[test]
 fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
-    let dir = TempDir::new("inuse");
+    let dir = TempDir::new("serve-inuse");
     let sock = dir.0.join("api.sock");
     let opts = Options {
         socket: sock.clone(),
@@ -269,7 +252,7 @@ fn served_openapi_matches_the_checked_in_document() {
          `RTEMU_WRITE_OPENAPI=1 cargo test -p rtemu-serve --test serve served_openapi` or \
          `rtemu serve --print-openapi > docs/openapi.json`"
     );
-    let dir = TempDir::new("openapi");
+    let dir = TempDir::new("serve-openapi");
     let s = server(&dir.0);
     let served = get(&Target::Unix(dir.0.join("api.sock")), "/openapi.json", &[]);
     assert_eq!(served.status, 200);
@@ -296,7 +279,7 @@ fn served_openapi_matches_the_checked_in_document() {
 
 #[test]
 fn errors_carry_the_cli_text_and_a_status() {
-    let dir = TempDir::new("errors");
+    let dir = TempDir::new("serve-errors");
     let s = server(&dir.0);
     let t = Target::Unix(dir.0.join("api.sock"));
     let e = error(&get(&t, "/v1/labs/Bad_Name", &[]), 400);
@@ -393,7 +376,7 @@ fn errors_carry_the_cli_text_and_a_status() {
 
 #[test]
 fn an_agent_refuses_a_part_that_does_not_fit_its_file_or_this_machine() {
-    let dir = TempDir::new("parts");
+    let dir = TempDir::new("serve-parts");
     let s = server(&dir.0);
     let t = Target::Unix(dir.0.join("api.sock"));
     let r = get(&t, "/v1/vnis", &[]);
@@ -464,7 +447,7 @@ fn a_lab_of_ideal_links_through_the_api() {
     }
     let lab = unique_lab("ideal");
     let _guard = Guard(lab.clone());
-    let dir = TempDir::new("ideal");
+    let dir = TempDir::new("serve-ideal");
     let s = server(&dir.0);
     let t = Target::Unix(dir.0.join("api.sock"));
     let topo = format!(

@@ -75,6 +75,27 @@ pub fn ip(args: &[&str]) {
     );
 }
 
+/// A private directory (mode 0700, so a server's socket and token may live in it) named after
+/// `tag` and this process, removed with what it holds when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// Makes it afresh.
+    pub fn new(tag: &str) -> TempDir {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!("rtemu-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

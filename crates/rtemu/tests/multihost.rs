@@ -8,7 +8,7 @@
 //! take every lab down, end the agents and remove the namespaces whatever happens.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use rtemu_testutil::multihost::{
     chain, host_address, median_rtt, ping_all, settled_leftovers, Hosts, CHAIN_PLACEMENT,
     PRIVATE_STATE,
 };
-use rtemu_testutil::root_or_skip;
+use rtemu_testutil::{root_or_skip, TempDir};
 use serde_json::{json, Value};
 
 const RTEMU: &str = env!("CARGO_BIN_EXE_rtemu");
@@ -26,24 +26,6 @@ const RTEMU: &str = env!("CARGO_BIN_EXE_rtemu");
 const PORT: u16 = 7781;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A private directory (mode 0700) for the test's files, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("rtemu-mh-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// One host's agent: `rtemu serve` in the host's namespace, its state private, its socket and
 /// token in the test's directory. Takes its labs down and ends when dropped.
@@ -155,7 +137,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_leaves_nothing
     if !root_or_skip("rtemu_up_over_agents", "creates network namespaces") {
         return;
     }
-    let tmp = TempDir::new("a");
+    let tmp = TempDir::new("mh-a");
     let dir = tmp.0.as_path();
     // h1 and h2 run agents; the third namespace is the coordinator's machine.
     let hosts = Hosts::new("a", 3);
