@@ -77,8 +77,8 @@ pub enum LabError {
          or v1 `cpu` under /sys/fs/cgroup) to enforce it; remove the line"
     )]
     CpuLimit(String),
-    /// The topology spans several hosts: each host builds its part.
-    #[error("lab `{lab}` spans hosts {hosts}: each host builds its own part (the library's `lab::up_part`, stitched by VXLAN), but the agents that drive the parts from one command are not written yet; remove the `[hosts]` table to run the whole lab on this machine")]
+    /// The topology spans several hosts: each host builds its part, driven by a coordinator.
+    #[error("lab `{lab}` spans hosts {hosts}: each host builds its own part, through its agent (`rtemu serve --listen`), which `rtemu up FILE` drives (docs/multihost.md); or remove the `[hosts]` table to run the whole lab on this machine")]
     MultiHost {
         /// The lab.
         lab: String,
