@@ -180,7 +180,7 @@ pub fn ping_all(
 }
 
 /// The median round-trip time in ms of `ping` output.
-pub fn median_rtt(ping: &str) -> f64 {
+fn median_rtt(ping: &str) -> f64 {
     let mut xs: Vec<f64> = ping
         .lines()
         .filter_map(|l| l.split("time=").nth(1))
@@ -189,4 +189,18 @@ pub fn median_rtt(ping: &str) -> f64 {
     assert!(!xs.is_empty(), "no round trips in {ping}");
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
+}
+
+/// Checks that the chain's round trip b → c across hosts (`across`, the output of 20 pings)
+/// is its link's `delay 10ms` both ways plus the underlay's round trip (`underlay`, likewise),
+/// within 0.5 ms, and says both medians, as `what` measured them.
+pub fn check_delay_across(what: &str, underlay: &str, across: &str) {
+    let (underlay, across) = (median_rtt(underlay), median_rtt(across));
+    crate::say(&format!(
+        "{what}: b → c median RTT {across:.3} ms; underlay h1 → h2 {underlay:.3} ms"
+    ));
+    assert!(
+        (across - (20.0 + underlay)).abs() <= 0.5,
+        "RTT {across:.3} ms, expected 20 ms + the underlay's {underlay:.3} ms within 0.5 ms"
+    );
 }
