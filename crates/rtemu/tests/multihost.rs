@@ -133,7 +133,7 @@ fn stderr(out: &Output) -> String {
 }
 
 #[test]
-fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_leaves_nothing() {
+fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_host() {
     if !root_or_skip("rtemu_up_over_agents", "creates network namespaces") {
         return;
     }
@@ -157,15 +157,9 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_leaves_nothing
             )
         })
         .collect();
-    let creds = dir.join("hosts.toml");
-    let mut text = String::new();
-    for h in ["h1", "h2"] {
-        let token = std::fs::read_to_string(dir.join(format!("{h}.token"))).unwrap();
-        text += &format!("{h} = \"{}\"\n", token.trim());
-    }
-    std::fs::write(&creds, text).unwrap();
-    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let creds = creds.to_str().unwrap();
+    let creds_path = dir.join("hosts.toml");
+    write_credentials(dir, &creds_path);
+    let creds = creds_path.to_str().unwrap();
     let tag = std::process::id() % 100_000;
     let lab_file = |lab: &str, netem| {
         let path = dir.join(format!("{lab}.toml"));
@@ -228,11 +222,39 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_leaves_nothing
     let (status, _) = agents[1].call("DELETE", &format!("/v1/labs/{taken}"), None);
     assert_eq!(status, 200);
 
-    // Down everywhere: nothing is left on either host, nor in the coordinator's record.
+    // h2's agent is gone (its part went with its private namespaces): `down` cleans h1,
+    // names h2 and keeps it in the record.
+    drop(agents.pop());
+    let down = coordinate(coord, &state, &["down", &lab, "--credentials", creds]);
+    assert!(!down.status.success());
+    let e = stderr(&down);
+    let unreachable = format!("host `h2`: its agent at {}:{PORT}", host_address(1));
+    assert!(
+        e.contains(&format!(
+            "lab `{lab}` is down on h1, but not everywhere: {unreachable}"
+        )),
+        "{e}"
+    );
+    assert_eq!(agents[0].leftovers(), Vec::<String>::new());
+    let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
+    assert_eq!(records.len(), 1);
+
+    // `up` of another lab names the host that is gone and builds nothing anywhere.
+    let gone = format!("mhg{tag}");
+    let gone_file = lab_file(&gone, None);
+    let failed = coordinate(coord, &state, &["up", &gone_file, "--credentials", creds]);
+    assert!(!failed.status.success());
+    let e = stderr(&failed);
+    assert!(e.contains(&unreachable), "{e}");
+    assert_eq!(agents[0].leftovers(), Vec::<String>::new());
+
+    // h2 back (a new agent, a new token): `down` again finishes, and nothing is left anywhere.
+    agents.push(Agent::start(&hosts.names[1], &host_address(1), dir, "h2"));
+    write_credentials(dir, &creds_path);
     let down = coordinate(coord, &state, &["down", &lab, "--credentials", creds]);
     assert!(down.status.success(), "{}", stderr(&down));
     assert!(
-        stderr(&down).contains(&format!("lab {lab} is down on h1, h2")),
+        stderr(&down).contains(&format!("lab {lab} is down on h2")),
         "{}",
         stderr(&down)
     );
@@ -241,22 +263,16 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_leaves_nothing
     }
     let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
     assert_eq!(records.len(), 0);
+}
 
-    // An agent that is gone: `up` names its host and builds nothing anywhere.
-    drop(agents.pop());
-    let gone = format!("mhg{tag}");
-    let gone_file = lab_file(&gone, None);
-    let failed = coordinate(coord, &state, &["up", &gone_file, "--credentials", creds]);
-    assert!(!failed.status.success());
-    let e = stderr(&failed);
-    assert!(
-        e.contains(&format!(
-            "host `h2`: its agent at {}:{PORT}",
-            host_address(1)
-        )),
-        "{e}"
-    );
-    assert_eq!(agents[0].leftovers(), Vec::<String>::new());
-    let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
-    assert_eq!(records.len(), 0);
+/// Writes the credentials file `path` (mode 0600) from the tokens the agents of h1 and h2
+/// wrote in `dir`.
+fn write_credentials(dir: &Path, path: &Path) {
+    let mut text = String::new();
+    for h in ["h1", "h2"] {
+        let token = std::fs::read_to_string(dir.join(format!("{h}.token"))).unwrap();
+        text += &format!("{h} = \"{}\"\n", token.trim());
+    }
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
