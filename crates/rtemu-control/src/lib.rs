@@ -2,12 +2,14 @@
 //! lab. [`lab`] brings labs up and down and steers their links; [`engine`] is the engine
 //! process that carries a lab's impaired links and the client of its control socket;
 //! [`assemble`] builds a link direction's model from netem text and traces; [`message`] types
-//! the engine's replies; [`root`] says whether this process may make labs.
+//! the engine's replies; [`error`] says an error the way every face shows it; [`root`] says
+//! whether this process may make labs.
 //!
 //! Nothing here prints to standard output: results are returned for the caller to show.
 
 pub mod assemble;
 pub mod engine;
+pub mod error;
 pub mod lab;
 pub mod message;
 pub mod root;

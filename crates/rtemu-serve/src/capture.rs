@@ -132,7 +132,7 @@ pub fn start(
                 eprintln!(
                     "rtemu serve: capture in lab {}: {}",
                     state.lab,
-                    crate::error::message(&e)
+                    rtemu_control::error::message(&e)
                 );
             }
         }

@@ -154,7 +154,7 @@ fn engine_gone(state: &State, err: anyhow::Error) -> ApiError {
     if rtemu_control::lab::health(state) == Health::Degraded {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            crate::error::message(err.as_ref()),
+            rtemu_control::error::message(err.as_ref()),
         )
     } else {
         err.into()

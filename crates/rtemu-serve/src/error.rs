@@ -3,29 +3,11 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rtemu_control::error::message;
 use rtemu_topo::lab::LabError;
 use rtemu_topo::state::{BadLabName, StateError};
 use rtemu_topo::{LoadError, SpecError};
 use serde::{Deserialize, Serialize};
-
-/// The error and its causes on one line, leaving out a cause whose text the message before it
-/// already contains (library errors often print their source themselves). The command line
-/// prints errors this way too.
-pub fn message(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = String::new();
-    let mut cause = Some(err);
-    while let Some(e) = cause {
-        let text = e.to_string();
-        if !out.contains(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
-        cause = e.source();
-    }
-    out
-}
 
 /// The body of every reply that is not a success.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -147,18 +129,6 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn messages_do_not_repeat_a_cause() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
-        let err = anyhow::Error::new(io)
-            .context("cannot open x: no such file")
-            .context("reading x");
-        assert_eq!(
-            message(err.as_ref()),
-            "reading x: cannot open x: no such file"
-        );
-    }
 
     #[test]
     fn statuses_follow_the_cause_in_the_chain() {

@@ -40,8 +40,6 @@ use anyhow::{Context, Result};
 use tokio::sync::watch;
 use utoipa::OpenApi;
 
-pub use error::message;
-
 /// Where the Unix socket goes unless `--socket` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/rtemu/api.sock";
 

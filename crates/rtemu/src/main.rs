@@ -87,8 +87,11 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            // The API answers with the same text (rtemu_serve::message).
-            eprintln!("rtemu: error: {}", rtemu_serve::message(err.as_ref()));
+            // The API answers with the same text (rtemu_control::error::message).
+            eprintln!(
+                "rtemu: error: {}",
+                rtemu_control::error::message(err.as_ref())
+            );
             ExitCode::from(2)
         }
     }
