@@ -62,7 +62,7 @@ use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{ifcounters, netns, offload};
 use rtemu_topo::lab::{self, engine_ends, lab_netns, node_netns};
 use rtemu_topo::state::{LabName, State};
-use rtemu_topo::topology::{Attachment, Mac};
+use rtemu_topo::topology::{Attachment, Mac, Netem};
 use rtemu_topo::Topology;
 use serde_json::Value;
 
@@ -327,6 +327,7 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
     for (row, rate) in RATES.into_iter().enumerate() {
         let limit = queue_limit(rate);
         let netem = format!("rate {} limit {limit}", rate_text(rate));
+        let netem = Netem::parse(&netem).with_context(|| format!("netem {netem:?}"))?;
         rtemu_control::lab::set_link(&state.lab, "ab", Ways::Both, &netem)?;
         // A port per row: the last row's server may still be receiving its backlog.
         let port = IPERF_PORT + row as u16;

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rtemu_clock::WaitStrategy;
 use rtemu_engine::control::{Request, Ways};
-use rtemu_model::netem;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::{LabName, State};
+use rtemu_topo::topology::Netem;
 use rtemu_topo::Topology;
 
 use crate::engine::{self, EngineOptions};
@@ -155,36 +155,34 @@ pub fn stats(state: &State) -> Result<Stats> {
 /// How long a change to a link may take to be acknowledged.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Gives link `link` of lab `lab` the model `netem_text` in the directions `ways`, while
-/// traffic flows (frames in flight keep their release times).
-pub fn set_link(lab: &LabName, link: &str, ways: Ways, netem_text: &str) -> Result<()> {
-    // Checked here too, so a mistake is reported with its column before it travels.
-    netem::parse(netem_text).with_context(|| format!("netem {netem_text:?}"))?;
+/// Gives link `link` of lab `lab` the model `netem` in the directions `ways`, while traffic
+/// flows (frames in flight keep their release times). `netem` was parsed by the caller, so a
+/// mistake is reported with its column before anything travels; its text goes to the engine.
+pub fn set_link(lab: &LabName, link: &str, ways: Ways, netem: &Netem) -> Result<()> {
     let request = Request::Set {
         link: link.to_owned(),
         ways,
-        netem: netem_text.to_owned(),
+        netem: netem.text().to_owned(),
     };
     engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
 }
 
-/// Gives link `link` of lab `lab` the model `netem_text` in the directions `ways` once
-/// `after` has passed (measured by the engine from when it gets the request), behind the
-/// frames then in flight; returns when the engine has checked and queued the change.
+/// Gives link `link` of lab `lab` the model `netem` in the directions `ways` once `after` has
+/// passed (measured by the engine from when it gets the request), behind the frames then in
+/// flight; returns when the engine has checked and queued the change.
 pub fn schedule_link(
     lab: &LabName,
     link: &str,
     ways: Ways,
     after: Duration,
-    netem_text: &str,
+    netem: &Netem,
 ) -> Result<()> {
-    netem::parse(netem_text).with_context(|| format!("netem {netem_text:?}"))?;
     let request = Request::Schedule {
         link: link.to_owned(),
         ways,
         after_ns: u64::try_from(after.as_nanos())
             .context("schedule: give a delay under 584 years")?,
-        netem: netem_text.to_owned(),
+        netem: netem.text().to_owned(),
     };
     engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
 }

@@ -11,7 +11,7 @@ use rtemu_control::lab::Health;
 use rtemu_control::message::{FinalReport, Stats};
 use rtemu_engine::control::Ways;
 use rtemu_topo::state::{LabName, State};
-use rtemu_topo::topology::SegmentKind;
+use rtemu_topo::topology::{Netem, SegmentKind};
 use rtemu_topo::Topology;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -243,9 +243,9 @@ fn ways(dir: Dir) -> Ways {
 /// Gives `link` of lab `state` the model `netem` in the directions `dir`.
 pub fn set(state: &State, link: &str, dir: Dir, netem: &str) -> Result<(), ApiError> {
     impaired_link(state, link)?;
-    rtemu_model::netem::parse(netem)
-        .map_err(|e| ApiError::bad_request(format!("netem {netem:?}: {e}")))?;
-    rtemu_control::lab::set_link(&state.lab, link, ways(dir), netem)
+    let netem =
+        Netem::parse(netem).map_err(|e| ApiError::bad_request(format!("netem {netem:?}: {e}")))?;
+    rtemu_control::lab::set_link(&state.lab, link, ways(dir), &netem)
         .map_err(|e| engine_gone(state, e))
 }
 
@@ -278,16 +278,16 @@ pub fn schedule(
     for (i, c) in req.changes.iter().enumerate() {
         let at = rtemu_model::units::Time::parse(&c.at)
             .map_err(|e| ApiError::bad_request(format!("changes[{i}].at: {e}")))?;
-        rtemu_model::netem::parse(&c.netem)
+        let netem = Netem::parse(&c.netem)
             .map_err(|e| ApiError::bad_request(format!("changes[{i}].netem {:?}: {e}", c.netem)))?;
-        steps.push((Duration::from_nanos(at.0), c.dir, c.netem.as_str()));
+        steps.push((Duration::from_nanos(at.0), c.dir, netem));
     }
     steps.sort_by_key(|s| s.0);
     for (at, dir, netem) in steps {
         // Measured by the engine from when it gets each request: what passed since this one
         // came is taken off.
         let after = at.saturating_sub(start.elapsed());
-        rtemu_control::lab::schedule_link(&state.lab, link, ways(dir), after, netem)
+        rtemu_control::lab::schedule_link(&state.lab, link, ways(dir), after, &netem)
             .map_err(|e| engine_gone(state, e))?;
     }
     Ok(())

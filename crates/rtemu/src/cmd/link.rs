@@ -9,8 +9,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use rtemu_control::lab;
 use rtemu_control::message::{self, FinalReport};
 use rtemu_engine::control::Ways;
-use rtemu_model::netem;
 use rtemu_topo::state::LabName;
+use rtemu_topo::topology::Netem;
 
 /// Show the counters and release fidelity of a lab's impaired links.
 #[derive(Debug, Args)]
@@ -144,10 +144,10 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
                 DirArg::Both => Ways::Both,
             };
             let text = words.join(" ");
-            // Checked before the lab is looked for too, so a mistake shows without a lab.
-            netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
+            // Parsed before the lab is looked for, so a mistake shows without a lab.
+            let netem = Netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
             let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
-            lab::set_link(&state.lab, link, ways, &text)
+            lab::set_link(&state.lab, link, ways, &netem)
         }
         LinkAction::Down { lab, link } | LinkAction::Up { lab, link } => {
             let down = matches!(args.action, LinkAction::Down { .. });
