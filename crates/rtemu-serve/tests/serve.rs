@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rtemu_serve::client::{request, Reply, Target};
 use rtemu_serve::{Options, Server};
-use rtemu_testutil::TempDir;
+use rtemu_testutil::{lab_namespaces, pcapng_enhanced_packets, TempDir};
 
 /// Whether the test may run; panics when root is required but missing.
 fn root_or_skip(test: &str) -> bool {
@@ -427,19 +427,6 @@ impl Drop for Guard {
     }
 }
 
-/// The network namespaces of lab `lab` that exist.
-fn namespaces_of(lab: &str) -> Vec<String> {
-    let prefix = format!("rtemu-{lab}");
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n == &prefix || n.starts_with(&format!("{prefix}-")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn a_lab_of_ideal_links_through_the_api() {
     if !root_or_skip("a_lab_of_ideal_links_through_the_api") {
@@ -597,7 +584,7 @@ fn a_lab_of_ideal_links_through_the_api() {
         &[0x0a, 0x0d, 0x0d, 0x0a],
         "a section header block"
     );
-    assert_eq!(enhanced_packets(&r.body), 4);
+    assert_eq!(pcapng_enhanced_packets(&r.body), 4);
     let e = error(
         &get(
             &t,
@@ -625,7 +612,11 @@ fn a_lab_of_ideal_links_through_the_api() {
         down,
         serde_json::json!({"lab": lab, "removed": true, "report": null})
     );
-    assert!(namespaces_of(&lab).is_empty(), "{:?}", namespaces_of(&lab));
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "{:?}",
+        lab_namespaces(&lab)
+    );
     let again: serde_json::Value =
         request(&t, "DELETE", &format!("/v1/labs/{lab}"), &[], None, WAIT)
             .unwrap()
@@ -633,23 +624,4 @@ fn a_lab_of_ideal_links_through_the_api() {
             .unwrap();
     assert_eq!(again["removed"], false);
     s.stop().unwrap();
-}
-
-/// The number of enhanced packet blocks in a pcapng file (little-endian, as rtemu writes it).
-fn enhanced_packets(file: &[u8]) -> usize {
-    let mut at = 0;
-    let mut n = 0;
-    while at + 8 <= file.len() {
-        let kind = u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
-        let len = u32::from_le_bytes(file[at + 4..at + 8].try_into().unwrap()) as usize;
-        assert!(
-            len >= 12 && at + len <= file.len(),
-            "a truncated block at {at}"
-        );
-        if kind == 6 {
-            n += 1;
-        }
-        at += len;
-    }
-    n
 }

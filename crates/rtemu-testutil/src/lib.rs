@@ -1,6 +1,7 @@
 //! Helpers for rtemu's own tests, shared by every crate's test suite instead of copied into
-//! each: whether a test that needs root or a program may run, and saying why it skips; and
-//! [`multihost`], the multi-host tests' hosts on one machine.
+//! each: whether a test that needs root or a program may run, and saying why it skips; what a
+//! lab left behind, and what a capture holds; and [`multihost`], the multi-host tests' hosts
+//! on one machine.
 //!
 //! A test that cannot run here prints why and passes, so `cargo test` works for anyone; CI
 //! sets `RTEMU_REQUIRE_ROOT=1`, under which a skip is a failure instead, so nothing that
@@ -9,6 +10,7 @@
 #![warn(missing_docs)]
 
 use std::io::Write;
+use std::path::Path;
 use std::process::Command;
 
 pub mod multihost;
@@ -96,6 +98,42 @@ impl Drop for TempDir {
     }
 }
 
+/// The network namespaces of lab `lab` that exist (`/run/netns/rtemu-LAB` and
+/// `rtemu-LAB-*`): after the lab is down, none should.
+pub fn lab_namespaces(lab: &str) -> Vec<String> {
+    namespaces_in(Path::new("/run/netns"), lab)
+}
+
+/// [`lab_namespaces`] as the directory `dir` lists them.
+fn namespaces_in(dir: &Path, lab: &str) -> Vec<String> {
+    let prefix = format!("rtemu-{lab}");
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n == &prefix || n.starts_with(&format!("{prefix}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The number of enhanced packet blocks in a pcapng file (little-endian, as rtemu writes it);
+/// panics at a truncated block.
+pub fn pcapng_enhanced_packets(file: &[u8]) -> usize {
+    let (mut at, mut n) = (0, 0);
+    while at + 8 <= file.len() {
+        let kind = u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(file[at + 4..at + 8].try_into().unwrap()) as usize;
+        assert!(
+            len >= 12 && at + len <= file.len(),
+            "a truncated block at {at}"
+        );
+        n += usize::from(kind == 6);
+        at += len;
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +163,45 @@ mod tests {
             Err(_) => assert!(skipping_forbidden()),
         }
         assert!(program_or_skip("t", "true", "--version", "coreutils"));
+    }
+
+    #[test]
+    fn a_labs_namespaces_are_its_own_and_not_a_longer_names() {
+        let dir = std::env::temp_dir().join(format!("rtemu-testutil-ns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in [
+            "rtemu-ab",
+            "rtemu-ab-x",
+            "rtemu-abc",
+            "rtemu-abc-x",
+            "other",
+        ] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        let mut found = namespaces_in(&dir, "ab");
+        std::fs::remove_dir_all(&dir).unwrap();
+        found.sort();
+        assert_eq!(found, ["rtemu-ab", "rtemu-ab-x"]);
+        assert!(namespaces_in(&dir, "ab").is_empty());
+    }
+
+    #[test]
+    fn enhanced_packet_blocks_are_counted_among_the_others() {
+        let block = |kind: u32, len: u32| {
+            let mut b = vec![0; len as usize];
+            b[..4].copy_from_slice(&kind.to_le_bytes());
+            b[4..8].copy_from_slice(&len.to_le_bytes());
+            b
+        };
+        let file = [
+            block(0x0a0d_0d0a, 28),
+            block(1, 20),
+            block(6, 32),
+            block(6, 36),
+        ]
+        .concat();
+        assert_eq!(pcapng_enhanced_packets(&file), 2);
+        let cut = std::panic::catch_unwind(|| pcapng_enhanced_packets(&file[..file.len() - 4]));
+        assert!(cut.is_err());
     }
 }

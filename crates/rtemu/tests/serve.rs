@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use common::{root_or_skip, rtemu};
 use rtemu_serve::client::{request, Reply, Target};
 use rtemu_serve::ctl::{DownReply, StatsReply};
+use rtemu_testutil::{lab_namespaces, pcapng_enhanced_packets};
 use serde_json::{json, Value};
 
 /// `rtemu serve` on a socket and token file in a private directory; stopped with SIGTERM at
@@ -148,34 +149,6 @@ fn ping_min_ms(t: &Target, lab: &str, node: &str, to: &str, count: u32) -> Optio
         .next()?
         .parse()
         .ok()
-}
-
-/// The number of enhanced packet blocks in a pcapng file (little-endian, as rtemu writes it).
-fn enhanced_packets(file: &[u8]) -> usize {
-    let (mut at, mut n) = (0, 0);
-    while at + 8 <= file.len() {
-        let kind = u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
-        let len = u32::from_le_bytes(file[at + 4..at + 8].try_into().unwrap()) as usize;
-        assert!(
-            len >= 12 && at + len <= file.len(),
-            "a truncated block at {at}"
-        );
-        n += usize::from(kind == 6);
-        at += len;
-    }
-    n
-}
-
-fn namespaces_of(lab: &str) -> Vec<String> {
-    let prefix = format!("rtemu-{lab}");
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n == &prefix || n.starts_with(&format!("{prefix}-")))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]
@@ -321,7 +294,7 @@ fn an_impaired_lab_through_the_api() {
         &[0x0a, 0x0d, 0x0d, 0x0a],
         "a section header block"
     );
-    assert_eq!(enhanced_packets(&r.body), 4);
+    assert_eq!(pcapng_enhanced_packets(&r.body), 4);
 
     // Down: the engine's final report, typed, and nothing left.
     let down: DownReply = ok(call(&t, "DELETE", &format!("/v1/labs/{lab}"), None))
@@ -331,7 +304,11 @@ fn an_impaired_lab_through_the_api() {
     let report = down.report.expect("the engine reported");
     assert_eq!(report.directions().len(), 2, "{report:?}");
     assert!(report.directions()[0].delivered > 0);
-    assert!(namespaces_of(&lab).is_empty(), "{:?}", namespaces_of(&lab));
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "{:?}",
+        lab_namespaces(&lab)
+    );
 
     // Up again (replacing nothing), then a dead engine: 503, and the lab shows degraded.
     let again = json!({ "topology": topo, "replace": true });
@@ -356,7 +333,11 @@ fn an_impaired_lab_through_the_api() {
         .json()
         .unwrap();
     assert!(down.removed && down.report.is_none(), "{down:?}");
-    assert!(namespaces_of(&lab).is_empty(), "{:?}", namespaces_of(&lab));
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "{:?}",
+        lab_namespaces(&lab)
+    );
 
     // SIGTERM: the server exits well and removes its socket and token file.
     let token = serve.dir.join("api.token");
