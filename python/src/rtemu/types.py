@@ -63,6 +63,12 @@ def _ints(obj: Json, key: str, where: str) -> list[int]:
     return values
 
 
+def _int_fields(obj: Json, keys: tuple[str, ...], where: str) -> Json:
+    """The integer fields ``keys`` of ``obj`` by name, for a dataclass whose fields are named as
+    the API's."""
+    return {key: _int(obj, key, where) for key in keys}
+
+
 def _opt_int(obj: Json, key: str, where: str) -> int | None:
     return _field(obj, key, (int, type(None)), where)
 
@@ -87,8 +93,8 @@ class Percentiles:
     @classmethod
     def from_json(cls, value: Any, where: str) -> Percentiles:
         """Parses the API's ``Pct`` object."""
-        o = _obj(value, where)
-        return cls(*(_int(o, k, where) for k in ("p50_ns", "p99_ns", "p999_ns", "max_ns")))
+        keys = ("p50_ns", "p99_ns", "p999_ns", "max_ns")
+        return cls(**_int_fields(_obj(value, where), keys, where))
 
 
 @dataclass(frozen=True)
@@ -159,11 +165,7 @@ class Fidelity:
             return Percentiles.from_json(o.get(key), f"{where}.{key}")
 
         return cls(
-            count=_int(o, "count", where),
-            late=_int(o, "late", where),
-            early=_int(o, "early", where),
-            late_after_ns=_int(o, "late_after_ns", where),
-            lost=_int(o, "lost", where),
+            **_int_fields(o, ("count", "late", "early", "late_after_ns", "lost"), where),
             released=pct("released"),
             released_histogram=Histogram.from_json(
                 o.get("released_histogram"), f"{where}.released_histogram"
@@ -228,26 +230,29 @@ class Direction:
         direction = _str(o, "dir", where)
         if direction not in ("a-b", "b-a"):
             raise ProtocolError(f"{where}: 'dir' is {direction!r}, expected 'a-b' or 'b-a'")
+        counters = (
+            "received",
+            "received_bytes",
+            "duplicates",
+            "corrupted",
+            "resolution_passed",
+            "delivered",
+            "delivered_bytes",
+            "in_flight",
+            "kernel_drops",
+            "tx_busy",
+            "trace_underruns",
+        )
         return cls(
             link=_str(o, "link", where),
             dir=direction,
             from_node=_str(o, "from", where),
             to_node=_str(o, "to", where),
-            received=_int(o, "received", where),
-            received_bytes=_int(o, "received_bytes", where),
-            duplicates=_int(o, "duplicates", where),
-            corrupted=_int(o, "corrupted", where),
+            **_int_fields(o, counters, where),
             cut=_field(o, "cut", bool, where),
             netem=_opt_str(o, "netem", where),
-            resolution_passed=_int(o, "resolution_passed", where),
-            delivered=_int(o, "delivered", where),
-            delivered_bytes=_int(o, "delivered_bytes", where),
             dropped=dict(dropped),
-            in_flight=_int(o, "in_flight", where),
             conserved=_field(o, "conserved", bool, where),
-            kernel_drops=_int(o, "kernel_drops", where),
-            tx_busy=_int(o, "tx_busy", where),
-            trace_underruns=_int(o, "trace_underruns", where),
             buffers=_opt_int(o, "buffers", where),
             fidelity=Fidelity.from_json(o.get("fidelity"), f"{where}.fidelity"),
         )
@@ -260,8 +265,11 @@ def parse_list(value: Any, parse: Callable[[Any, str], T], where: str) -> list[T
     return [parse(v, f"{where}[{i}]") for i, v in enumerate(value)]
 
 
-def _directions(o: Json, where: str) -> list[Direction]:
-    return parse_list(o.get("directions"), Direction.from_json, f"{where}.directions")
+def _directions(o: Json, where: str) -> Json:
+    """The ``directions`` of a stats snapshot or a final report, and the same as ``links``: the
+    fields both replies share."""
+    directions = parse_list(o.get("directions"), Direction.from_json, f"{where}.directions")
+    return {"directions": directions, "links": _by_link(directions, where)}
 
 
 @dataclass(frozen=True)
@@ -319,15 +327,13 @@ class Stats:
     def from_json(cls, value: Any, where: str = "stats") -> Stats:
         """Parses the API's ``Stats`` object."""
         o = _obj(value, where)
-        directions = _directions(o, where)
         return cls(
+            **_directions(o, where),
             lab=_str(o, "lab", where),
             io=_opt_str(o, "io", where),
             pid=_opt_int(o, "pid", where),
             monotonic_ns=_opt_int(o, "monotonic_ns", where),
             process_cpu_ns=_opt_int(o, "process_cpu_ns", where),
-            directions=directions,
-            links=_by_link(directions, where),
         )
 
 
@@ -353,14 +359,12 @@ class FinalReport:
         lab = _str(o, "lab", where)
         if "error" in o:
             return cls(lab, [], None, None, [], {}, _str(o, "error", where))
-        directions = _directions(o, where)
         return cls(
+            **_directions(o, where),
             lab=lab,
             notices=_list(o, "notices", where),
             cpu_ns=_int(o, "cpu_ns", where),
             wall_ns=_int(o, "wall_ns", where),
-            directions=directions,
-            links=_by_link(directions, where),
         )
 
 
