@@ -4,7 +4,7 @@
 //! them on hot paths, and integers never lose precision the way `f64` seconds do after a few
 //! days of uptime.
 
-use std::ops::{Add, Sub};
+use std::ops::{Add, RangeInclusive, Sub};
 
 use rtemu_model::units::{self, DurationError};
 
@@ -87,6 +87,21 @@ pub enum ParseDurationError {
     /// Does not fit in 64-bit nanoseconds.
     #[error("`{0}` is too long: at most about 584 years fit in 64-bit nanoseconds")]
     Overflow(String),
+    /// A duration outside the range its use allows ([`parse_duration_in`]).
+    #[error(
+        "{} is out of range: give {} to {} (a number with ns, us, ms, s or m)",
+        format_duration_ns(*.given),
+        format_duration_ns(*.min),
+        format_duration_ns(*.max)
+    )]
+    OutOfRange {
+        /// The duration given, ns.
+        given: u64,
+        /// The shortest allowed, ns.
+        min: u64,
+        /// The longest allowed, ns.
+        max: u64,
+    },
 }
 
 /// Parses `50us`, `1.5ms`, `1s`, `1500ns` into nanoseconds with rtemu's one duration parser
@@ -102,6 +117,25 @@ pub fn parse_duration_ns(text: &str) -> Result<u64, ParseDurationError> {
             DurationError::TooLong => ParseDurationError::Overflow(text),
         }
     })
+}
+
+/// Parses as [`parse_duration_ns`] and takes only a duration within `range` (ns), naming the
+/// range when it is not: a period of 0 that would loop for ever, or a limit of 0 that measures
+/// nothing, is refused up front.
+pub fn parse_duration_in(
+    text: &str,
+    range: RangeInclusive<u64>,
+) -> Result<u64, ParseDurationError> {
+    let ns = parse_duration_ns(text)?;
+    if range.contains(&ns) {
+        Ok(ns)
+    } else {
+        Err(ParseDurationError::OutOfRange {
+            given: ns,
+            min: *range.start(),
+            max: *range.end(),
+        })
+    }
 }
 
 /// The one duration formatter, here for the command line's users of [`parse_duration_ns`].
@@ -152,6 +186,22 @@ mod tests {
         assert_eq!(
             parse_duration_ns("18446744073709551615s"),
             Err(ParseDurationError::Overflow("18446744073709551615s".into()))
+        );
+    }
+
+    #[test]
+    fn ranged_durations_are_refused_with_the_range() {
+        assert_eq!(parse_duration_in("1us", 1_000..=1_000_000), Ok(1_000));
+        assert_eq!(parse_duration_in("1ms", 1_000..=1_000_000), Ok(1_000_000));
+        for bad in ["0s", "999ns", "2ms"] {
+            let e = parse_duration_in(bad, 1_000..=1_000_000)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("out of range: give 1us to 1ms"), "{bad}: {e}");
+        }
+        assert_eq!(
+            parse_duration_in("5", 1_000..=1_000_000),
+            Err(ParseDurationError::Unit("5".into()))
         );
     }
 

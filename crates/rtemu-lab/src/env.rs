@@ -1,5 +1,6 @@
 //! The conditions of a lab run: real-time set-up, an optional busy load, the measurement's own
-//! overhead, and the [`Header`] that records all of them beside the results.
+//! overhead, and the [`Header`] that records all of them beside the results; [`Conditions`]
+//! holds them for the length of a measurement.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -204,6 +205,54 @@ impl BusyLoad {
     pub fn threads(&self) -> usize {
         self.threads.len()
     }
+
+    /// The load a lab command asks for: `threads`, or one per CPU when `None`, kept off
+    /// `avoid_cpu` and ending by itself after [`LOAD_BOUND_NS`] whatever happens to the run.
+    pub fn for_run(
+        threads: Option<usize>,
+        avoid_cpu: Option<usize>,
+    ) -> Result<BusyLoad, LoadError> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        BusyLoad::start(threads.unwrap_or(cpus), avoid_cpu, LOAD_BOUND_NS)
+    }
+}
+
+/// The longest a [`BusyLoad::for_run`] may outlive its measurement by mistake.
+pub const LOAD_BOUND_NS: u64 = 600_000_000_000;
+
+/// A measurement's conditions while it runs: the applied real-time set-up and the busy load,
+/// with the [`Header`] that records them, probed as they began.
+#[derive(Debug)]
+pub struct Conditions {
+    setup: RtSetup,
+    load: Option<BusyLoad>,
+    header: Header,
+}
+
+impl Conditions {
+    /// The conditions of `setup` (already applied, on the measuring thread) and `load`,
+    /// probed into their header now.
+    pub fn new(setup: RtSetup, load: Option<BusyLoad>) -> Conditions {
+        let header = Header::probe(&setup, load.as_ref().map_or(0, BusyLoad::threads));
+        Conditions {
+            setup,
+            load,
+            header,
+        }
+    }
+
+    /// What the header says of them.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Ends them once the measurement is over, the load first, then what the set-up holds,
+    /// and returns the header for the report.
+    pub fn end(self) -> Header {
+        drop(self.load);
+        drop(self.setup);
+        self.header
+    }
 }
 
 impl Drop for BusyLoad {
@@ -383,6 +432,24 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(load.threads.iter().all(|t| t.is_finished()));
+    }
+
+    #[test]
+    fn conditions_record_their_load_and_end_it() {
+        let load = BusyLoad::for_run(Some(1), None).unwrap();
+        let conditions = Conditions::new(RtSetup::default(), Some(load));
+        assert_eq!(conditions.header().load_threads, 1);
+        let start = Instant::now();
+        let header = conditions.end();
+        // Ending joins the load thread, which would otherwise spin for LOAD_BOUND_NS.
+        assert!(Instant::now().nanos_since(start) < 30_000_000_000);
+        assert_eq!(header.load_threads, 1);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(BusyLoad::for_run(None, None).unwrap().threads(), cpus);
+        assert_eq!(
+            Conditions::new(RtSetup::default(), None).end().load_threads,
+            0
+        );
     }
 
     #[test]

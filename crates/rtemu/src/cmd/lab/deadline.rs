@@ -71,11 +71,11 @@ pub(super) fn run(args: &DeadlineArgs) -> anyhow::Result<()> {
         ..RtRequest::default()
     };
     args.output.check()?;
-    let (setup, _load, header) = prepare_with(&request, None, None)?;
+    let conditions = prepare_with(&request, None, None)?;
     let mut skipped = Vec::new();
     let steps = args.steps as usize;
     let runs = if args.sweep {
-        let cpus = header.cpus;
+        let cpus = conditions.header().cpus;
         let threads = match args.sweep_threads.as_slice() {
             [] => vec![1, cpus, 2 * cpus],
             given => given.to_vec(),
@@ -112,7 +112,7 @@ pub(super) fn run(args: &DeadlineArgs) -> anyhow::Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    drop(setup);
+    let header = conditions.end();
     let report = DeadlineReport::new(header, results, skipped, args.steps, args.rate);
     args.output.emit(&report)
 }

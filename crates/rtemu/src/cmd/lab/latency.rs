@@ -72,7 +72,7 @@ pub(super) fn run(args: &LatencyArgs) -> anyhow::Result<()> {
         dma_latency: !args.no_dma_latency,
         ..RtRequest::default()
     };
-    let (setup, load, header) = prepare_with(&request, args.load, Some(cpu))?;
+    let conditions = prepare_with(&request, args.load, Some(cpu))?;
     let mut skipped = Vec::new();
     let fifo = rt::fifo_permitted();
     let classes: &[Class] = if fifo {
@@ -101,8 +101,7 @@ pub(super) fn run(args: &LatencyArgs) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
-    drop(load);
-    drop(setup);
+    let header = conditions.end();
     let report = LatencyReport::new(header, &config, rows, inversion, args.watchdog, skipped);
     rtemu_report::lab::emit(&report, args.json, args.csv.as_deref(), None)
 }

@@ -52,7 +52,7 @@ pub(super) fn run(args: &LinerateArgs) -> anyhow::Result<()> {
         (args.min_packets as usize, args.max_packets as usize),
     )?;
     args.output.check()?;
-    let (setup, load, header) = prepare(&args.rt)?;
+    let conditions = prepare(&args.rt)?;
     let bar = progress(points.len());
     let mut results = Vec::with_capacity(points.len());
     for point in &points {
@@ -64,8 +64,7 @@ pub(super) fn run(args: &LinerateArgs) -> anyhow::Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    drop(load);
-    drop(setup);
+    let header = conditions.end();
     let report = LinerateReport::new(header, args.packet_size, args.time, results);
     args.output.emit(&report)
 }

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
-use rtemu_clock::time::{format_duration_ns, parse_duration_ns};
-use rtemu_lab::env::{BusyLoad, Header, RtRequest, RtSetup};
+use rtemu_clock::time::parse_duration_in;
+use rtemu_lab::env::{BusyLoad, Conditions, RtRequest};
 
 /// Arguments of `rtemu lab`.
 #[derive(Debug, clap::Args)]
@@ -111,28 +111,11 @@ impl OutputArgs {
     }
 }
 
-fn parse_duration(text: &str) -> Result<u64, String> {
-    parse_duration_ns(text).map_err(|e| e.to_string())
-}
-
-/// A duration flag's parser that takes only `range` (ns), naming it in the error: a period of
-/// 0 that would loop for ever, or a limit of 0 that measures nothing, is refused up front.
+/// A duration flag's parser that takes only `range` (ns), naming it in the error.
 fn duration_in(
     range: std::ops::RangeInclusive<u64>,
 ) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
-    move |text| {
-        let ns = parse_duration(text)?;
-        if range.contains(&ns) {
-            Ok(ns)
-        } else {
-            Err(format!(
-                "{} is out of range: give {} to {} (a number with ns, us, ms, s or m)",
-                format_duration_ns(ns),
-                format_duration_ns(*range.start()),
-                format_duration_ns(*range.end())
-            ))
-        }
-    }
+    move |text| parse_duration_in(text, range.clone()).map_err(|e| e.to_string())
 }
 
 fn parse_rate(text: &str) -> Result<u64, String> {
@@ -152,11 +135,8 @@ pub fn run(args: &LabArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The longest any busy load may outlive its measurement by mistake.
-const LOAD_BOUND_NS: u64 = 600_000_000_000;
-
-/// Applies the real-time set-up and starts the load; keep both alive while measuring.
-fn prepare(rt: &RtArgs) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
+/// Applies the real-time set-up and starts the load; keep them until the measurement ends.
+fn prepare(rt: &RtArgs) -> anyhow::Result<Conditions> {
     let request = RtRequest {
         fifo_priority: rt.fifo,
         cpu: rt.cpu,
@@ -172,17 +152,13 @@ fn prepare_with(
     request: &RtRequest,
     load: Option<Option<usize>>,
     avoid_cpu: Option<usize>,
-) -> anyhow::Result<(RtSetup, Option<BusyLoad>, Header)> {
+) -> anyhow::Result<Conditions> {
     let setup = request.apply().context("real-time set-up")?;
     let load = load
-        .map(|threads| {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            BusyLoad::start(threads.unwrap_or(cpus), avoid_cpu, LOAD_BOUND_NS)
-        })
+        .map(|threads| BusyLoad::for_run(threads, avoid_cpu))
         .transpose()
         .context("--load")?;
-    let header = Header::probe(&setup, load.as_ref().map_or(0, BusyLoad::threads));
-    Ok((setup, load, header))
+    Ok(Conditions::new(setup, load))
 }
 
 fn progress(len: usize) -> ProgressBar {
@@ -203,21 +179,4 @@ fn parse(args: &[&str]) -> Result<LabCommand, clap::Error> {
         lab: LabArgs,
     }
     Cli::try_parse_from(std::iter::once("lab").chain(args.iter().copied())).map(|c| *c.lab.command)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn duration_flags_take_only_their_range() {
-        let parse = duration_in(1_000..=1_000_000);
-        assert_eq!(parse("1us"), Ok(1_000));
-        assert_eq!(parse("1ms"), Ok(1_000_000));
-        for bad in ["0s", "999ns", "2ms"] {
-            let e = parse(bad).unwrap_err();
-            assert!(e.contains("out of range: give 1us to 1ms"), "{bad}: {e}");
-        }
-        assert!(parse("5").unwrap_err().contains("unit"));
-    }
 }

@@ -197,15 +197,14 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
     let configs: Vec<RttConfig> = udp.into_iter().chain(raw).map(|t| args.config(t)).collect();
     let sizes = args.total_sizes(&configs)?;
     args.output.check()?;
-    let (setup, load, header) = prepare(&args.rt)?;
+    let conditions = prepare(&args.rt)?;
     let bar = progress(sizes);
     let sweeps = rtt::run_all(&configs, &mut |protocol, size| {
         bar.set_message(format!("{protocol} {size} bytes"));
         bar.inc(1);
     });
     bar.finish_and_clear();
-    drop(load);
-    drop(setup);
+    let header = conditions.end();
     let local_echo = local.is_some();
     drop(local);
     let runs = configs.into_iter().zip(sweeps?);

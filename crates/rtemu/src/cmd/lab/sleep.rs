@@ -59,15 +59,14 @@ pub(super) fn run(args: &SleepArgs) -> anyhow::Result<()> {
         time_limit_ns: args.time_limit,
     };
     args.output.check()?;
-    let (setup, load, header) = prepare(&args.rt)?;
+    let conditions = prepare(&args.rt)?;
     let bar = progress(config.methods.len());
     let samples = sleep::run(&config, &mut |i, method| {
         bar.set_position(i as u64);
         bar.set_message(method.to_string());
     })?;
     bar.finish_and_clear();
-    drop(load);
-    drop(setup);
+    let header = conditions.end();
     let report = SleepReport::new(header, &config, samples);
     let output = &args.output;
     write_files(&report, output.csv.as_deref(), output.plot.as_deref())?;
