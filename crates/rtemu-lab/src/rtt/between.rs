@@ -1,6 +1,6 @@
 //! Round trips between two nodes of a running lab (`rtemu lab rtt --lab LAB --from A --to
 //! B`): where the probes go from `A`, the echo servers started in `B` for the run, and the
-//! command line of the sweeps run inside `A`.
+//! command line of the sweeps run inside `A`; [`run`] runs them all.
 //!
 //! A UDP sweep goes to `B`'s address facing `A`; a raw Ethernet one leaves `A`'s interface
 //! facing `B` for the MAC address of `B`'s interface facing `A` (raw frames cross no router,
@@ -182,6 +182,17 @@ pub struct Leg {
     pub description: String,
 }
 
+impl Leg {
+    /// The command line of this leg's echo server: `exe lab echo ARGS`, serving for
+    /// `bound_ns` at most (see [`super::plan::Probes::echo_bound_ns`]).
+    pub fn echo_argv(&self, exe: &str, bound_ns: u64) -> Vec<String> {
+        let mut argv = vec![exe.to_owned(), "lab".into(), "echo".into()];
+        argv.extend(self.echo_args.iter().cloned());
+        argv.extend(["--duration".into(), format!("{bound_ns}ns")]);
+        argv
+    }
+}
+
 /// Where two nodes of a lab reach each other, as its topology says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peers<'a> {
@@ -263,6 +274,38 @@ pub fn sweep_argv(exe: &str, forwarded: &[OsString], protocol: &str, legs: &[Leg
         }
     }
     argv
+}
+
+/// Runs the sweeps between `peers`: starts the echo server of each of `legs` in the `to`
+/// node (bound by `bound_ns`, as `exe` runs it) and tells `on_echo` once it serves, runs the
+/// sweep `sweep` (see [`sweep_argv`]) in the `from` node, then stops the echo servers,
+/// whatever happened.
+pub fn run(
+    node_command: NodeCommand<'_>,
+    peers: &Peers<'_>,
+    (exe, legs, bound_ns): (&str, &[Leg], u64),
+    sweep: &[String],
+    on_echo: &mut dyn FnMut(&Leg),
+) -> Result<(), BetweenError> {
+    let (from, to) = (peers.from, peers.to);
+    let mut echoes = Vec::with_capacity(legs.len());
+    for leg in legs {
+        echoes.push(start_echo(node_command, to, &leg.echo_argv(exe, bound_ns))?);
+        on_echo(leg);
+    }
+    let status = node_command(from, sweep)
+        .map_err(BetweenError::Node)?
+        .status()
+        .map_err(io_err(format!("running the sweep in node `{from}`")))?;
+    drop(echoes);
+    if status.success() {
+        Ok(())
+    } else {
+        Err(BetweenError::Failed {
+            what: format!("the sweep in node `{from}` failed"),
+            detail: status.to_string(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -361,6 +404,70 @@ mod tests {
                 "--peer",
                 "02:00:5e:10:00:01"
             ]
+        );
+    }
+
+    #[test]
+    fn a_run_serves_each_leg_then_sweeps_and_says_how_the_sweep_ended() {
+        let calls = std::cell::RefCell::new(Vec::new());
+        // The echo says it serves, as `rtemu lab echo` does, and waits to be killed; the
+        // sweep ends as its last word says.
+        let node_command = |node: &str, argv: &[String]| {
+            calls.borrow_mut().push((node.to_owned(), argv.to_vec()));
+            let script = if argv.get(1).is_some_and(|a| a == "lab") {
+                "echo echoing >&2; exec sleep 30".to_owned()
+            } else {
+                format!("exit {}", argv.last().map_or("0", |a| a.as_str()))
+            };
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", &script]);
+            Ok::<_, Box<dyn Error + Send + Sync>>(cmd)
+        };
+        let peers = Peers {
+            lab: "t",
+            from: "a",
+            to: "b",
+            address: Some("10.0.0.2".parse().unwrap()),
+            facing: None,
+        };
+        let legs = legs(&peers, (true, false), 7777, &node_command).unwrap();
+        let mut served = Vec::new();
+        let mut on_echo = |leg: &Leg| served.push(leg.description.clone());
+        run(
+            &node_command,
+            &peers,
+            ("rtemu", &legs, 5),
+            &["0".into()],
+            &mut on_echo,
+        )
+        .unwrap();
+        assert_eq!(served, ["from node `a` to node `b` at 10.0.0.2:7777"]);
+        let calls = calls.take();
+        assert_eq!(calls[0].0, "b");
+        assert_eq!(
+            calls[0].1,
+            [
+                "rtemu",
+                "lab",
+                "echo",
+                "--listen",
+                "10.0.0.2:7777",
+                "--duration",
+                "5ns"
+            ]
+        );
+        assert_eq!(calls[1], ("a".to_owned(), vec!["0".to_owned()]));
+        let e = run(
+            &node_command,
+            &peers,
+            ("rtemu", &legs, 5),
+            &["3".into()],
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the sweep in node `a` failed: exit status: 3"
         );
     }
 }

@@ -22,8 +22,12 @@
 //! Their difference is the time spent in the client's own socket calls and scheduling. Where
 //! the kernel gives no stamps (an option refused, a driver that does not stamp), the kernel
 //! figures are `None` and [`Sweep::kernel_notice`] says why.
+//!
+//! [`plan`] checks what a run was asked for before anything starts; [`between`] runs the
+//! sweeps between two nodes of a lab.
 
 pub mod between;
+pub mod plan;
 mod raw;
 mod sys;
 mod udp;

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use rtemu_clock::time::format_duration_ns;
 use rtemu_lab::env::Header;
+use rtemu_lab::rtt::plan::Probes;
 use rtemu_lab::rtt::{Endpoint, RttConfig, SizeResult, Sweep};
 use serde::{Serialize, Serializer};
 
@@ -42,15 +43,14 @@ pub struct RttReport {
 }
 
 impl RttReport {
-    /// The report of `runs` (probes: `count` per size after `warmup` discarded, each waiting
-    /// `timeout_ns` for its reply), measured under `header`; `half_rtt` halves every time
-    /// into a one-way one; `local_echo` says the UDP echo ran on loopback for the run.
+    /// The report of `runs` of `probes`, measured under `header`; `half_rtt` halves every
+    /// time into a one-way one; `local_echo` says the UDP echo ran on loopback for the run.
     pub fn new(
         header: Header,
         mut runs: Vec<RttRun>,
         half_rtt: bool,
         local_echo: bool,
-        (count, warmup, timeout_ns): (u64, u64, u64),
+        probes: &Probes,
     ) -> RttReport {
         if half_rtt {
             for run in &mut runs {
@@ -62,9 +62,9 @@ impl RttReport {
             runs,
             half_rtt,
             local_echo,
-            count,
-            warmup,
-            timeout_ns,
+            count: probes.count,
+            warmup: probes.warmup,
+            timeout_ns: probes.timeout_ns,
         }
     }
 }

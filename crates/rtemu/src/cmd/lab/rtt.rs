@@ -2,7 +2,8 @@
 //! of a lab.
 
 use anyhow::Context as _;
-use rtemu_lab::rtt::{self, between, Echo, Endpoint, Mac, RttConfig};
+use rtemu_lab::rtt::plan::{Named, Probes, Protocol};
+use rtemu_lab::rtt::{self, between, Echo, Endpoint, Mac};
 use rtemu_report::lab::{RttReport, RttRun};
 use rtemu_topo::lab;
 
@@ -10,7 +11,7 @@ use super::{duration_in, prepare, progress, OutputArgs, RtArgs};
 
 /// The round trips `rtemu lab rtt` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Protocol {
+enum ProtocolArg {
     /// UDP datagrams to `rtemu lab echo --listen`.
     Udp,
     /// Raw Ethernet frames to `rtemu lab echo --raw`.
@@ -19,23 +20,12 @@ enum Protocol {
     Both,
 }
 
-impl Protocol {
-    /// Whether a UDP sweep runs.
-    fn udp(self) -> bool {
-        matches!(self, Protocol::Udp | Protocol::Both)
-    }
-
-    /// Whether a raw Ethernet sweep runs.
-    fn raw(self) -> bool {
-        matches!(self, Protocol::Raw | Protocol::Both)
-    }
-
-    /// As `--protocol` spells it.
-    fn name(self) -> &'static str {
-        match self {
-            Protocol::Udp => "udp",
-            Protocol::Raw => "raw",
-            Protocol::Both => "both",
+impl From<ProtocolArg> for Protocol {
+    fn from(protocol: ProtocolArg) -> Protocol {
+        match protocol {
+            ProtocolArg::Udp => Protocol::Udp,
+            ProtocolArg::Raw => Protocol::Raw,
+            ProtocolArg::Both => Protocol::Both,
         }
     }
 }
@@ -55,7 +45,7 @@ pub(super) struct RttArgs {
     /// Which round trips: udp, raw (Ethernet frames), or both, UDP first [default: udp, or
     /// raw when --raw is given].
     #[arg(long, value_enum)]
-    protocol: Option<Protocol>,
+    protocol: Option<ProtocolArg>,
     /// The UDP echo server (`rtemu lab echo`), ADDR:PORT; with --from, the lab node to start
     /// the echo servers in. Default: a UDP echo started on 127.0.0.1 for the run.
     #[arg(long, value_name = "ADDR:PORT|NODE")]
@@ -106,69 +96,26 @@ pub(super) struct RttArgs {
 }
 
 impl RttArgs {
-    /// The sweep towards `target`, sizes defaulting to the protocol's.
-    fn config(&self, target: Endpoint) -> RttConfig {
-        let (min, max, step) = match target {
-            Endpoint::Udp(_) => (16, 1472, 182),
-            Endpoint::Raw { .. } => (64, 1514, 145),
-        };
-        RttConfig {
-            target,
-            min_size: self.min_size.unwrap_or(min),
-            max_size: self.max_size.unwrap_or(max),
-            step: self.step.unwrap_or(step),
-            count: self.count as usize,
-            warmup: self.warmup as usize,
+    /// The sizes and probes asked for.
+    fn probes(&self) -> Probes {
+        Probes {
+            min_size: self.min_size,
+            max_size: self.max_size,
+            step: self.step,
+            count: self.count,
+            warmup: self.warmup,
             timeout_ns: self.timeout,
-        }
-    }
-
-    /// The protocols to run, checked against the echo servers named: `--raw IFACE --peer MAC`
-    /// names the raw one, `--to ADDR:PORT` the UDP one (`--from` finds both in a lab), and a
-    /// flag the chosen protocols would not use is refused rather than ignored.
-    fn protocol(&self) -> anyhow::Result<Protocol> {
-        let in_lab = self.from.is_some();
-        let protocol = self.protocol.unwrap_or(match self.raw {
-            Some(_) => Protocol::Raw,
-            None => Protocol::Udp,
-        });
-        if !protocol.raw() && self.raw.is_some() {
-            anyhow::bail!(
-                "--raw names a raw Ethernet echo, which --protocol udp does not measure: add \
-                 --protocol both, or leave out --raw"
-            );
-        }
-        if protocol.raw() && !in_lab && self.raw.is_none() {
-            anyhow::bail!(
-                "--protocol {} needs the raw echo's interface and MAC address: add --raw IFACE \
-                 --peer MAC (--to ADDR:PORT names a UDP echo only); between two nodes of a lab, \
-                 --lab LAB --from A --to B finds them",
-                protocol.name()
-            );
-        }
-        if !protocol.udp() && !in_lab && self.to.is_some() {
-            anyhow::bail!(
-                "--to names a UDP echo, which a raw Ethernet run does not measure: add \
-                 --protocol both, or leave out --to"
-            );
-        }
-        Ok(protocol)
-    }
-
-    /// How many sizes `configs` sweep in all; an error for sizes one protocol cannot sweep.
-    fn total_sizes(&self, configs: &[RttConfig]) -> anyhow::Result<usize> {
-        match rtt::total_sizes(configs) {
-            Err(e) if configs.len() > 1 => Err(anyhow::Error::new(e).context(
-                "--min-size, --max-size and --step apply to each protocol in its own unit (UDP \
-                 payload, Ethernet frame)",
-            )),
-            sizes => Ok(sizes?),
         }
     }
 }
 
 pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
-    let protocol = args.protocol()?;
+    let named = Named {
+        udp: args.to.is_some(),
+        raw: args.raw.is_some(),
+        in_lab: args.from.is_some(),
+    };
+    let protocol = Protocol::choose(args.protocol.map(Protocol::from), named)?;
     if let Some(from) = &args.from {
         return run_in_lab(args, protocol, from);
     }
@@ -187,15 +134,15 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
         _ => None,
     };
     // Where the sweeps go, UDP first: `--to`, else the local echo; the raw echo at
-    // `--raw`/`--peer`. `protocol()` made sure the flags each needs are there.
+    // `--raw`/`--peer`. `Protocol::choose` made sure the flags each needs are there.
     let udp = to
         .map(Endpoint::Udp)
         .or_else(|| local.as_ref().map(|echo| echo.local().clone()))
         .filter(|_| protocol.udp());
     let raw = args.raw.clone().zip(args.peer).filter(|_| protocol.raw());
     let raw = raw.map(|(interface, mac)| Endpoint::Raw { interface, mac });
-    let configs: Vec<RttConfig> = udp.into_iter().chain(raw).map(|t| args.config(t)).collect();
-    let sizes = args.total_sizes(&configs)?;
+    let probes = args.probes();
+    let (configs, sizes) = probes.sweeps(udp.into_iter().chain(raw))?;
     args.output.check()?;
     let conditions = prepare(&args.rt)?;
     let bar = progress(sizes);
@@ -211,8 +158,7 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
     let runs = runs
         .map(|(config, sweep)| RttRun { config, sweep })
         .collect();
-    let probes = (args.count, args.warmup, args.timeout);
-    let report = RttReport::new(header, runs, args.half_rtt, local_echo, probes);
+    let report = RttReport::new(header, runs, args.half_rtt, local_echo, &probes);
     args.output.emit(&report)
 }
 
@@ -234,59 +180,29 @@ fn run_in_lab(args: &RttArgs, protocol: Protocol, from: &str) -> anyhow::Result<
     let sweeps = (protocol.udp(), protocol.raw());
     let legs = between::legs(&peers, sweeps, args.port, node_command)?;
     // Refuse bad sizes here, before anything starts in the lab.
-    let configs: Vec<_> = legs.iter().map(|l| args.config(l.target.clone())).collect();
-    let sizes = args.total_sizes(&configs)? as u64;
+    let probes = args.probes();
+    let (_, sizes) = probes.sweeps(legs.iter().map(|l| l.target.clone()))?;
     let exe = std::env::current_exe().context("finding this program")?;
     let exe = exe.to_string_lossy().into_owned();
-    // The echo servers' own bound: the longest the sweeps can take, plus a minute. They
-    // are killed as soon as the sweeps end; the bound covers this process being killed.
-    let bound_ns = sizes
-        .saturating_mul(args.count + args.warmup)
-        .saturating_mul(args.timeout)
-        .saturating_add(60_000_000_000);
-    let mut echoes = Vec::with_capacity(legs.len());
-    for leg in &legs {
-        let mut argv = vec![exe.clone(), "lab".into(), "echo".into()];
-        argv.extend(leg.echo_args.iter().cloned());
-        argv.extend(["--duration".into(), format!("{bound_ns}ns")]);
-        echoes.push(between::start_echo(node_command, to, &argv)?);
-        eprintln!("rtemu lab rtt: lab `{}`, {}", state.lab, leg.description);
-    }
     let forwarded = between::forwarded_args(std::env::args_os().skip(1));
-    let argv = between::sweep_argv(&exe, &forwarded, protocol.name(), &legs);
-    let status = lab::node_command(&state, from, &argv)?
-        .status()
-        .with_context(|| format!("running the sweep in node `{from}`"))?;
-    drop(echoes);
-    anyhow::ensure!(
-        status.success(),
-        "the sweep in node `{from}` failed: {status}"
-    );
+    let sweep = between::sweep_argv(&exe, &forwarded, protocol.name(), &legs);
+    let echoes = (exe.as_str(), legs.as_slice(), probes.echo_bound_ns(sizes));
+    between::run(node_command, &peers, echoes, &sweep, &mut |leg| {
+        eprintln!("rtemu lab rtt: lab `{}`, {}", state.lab, leg.description)
+    })?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::{parse, LabCommand};
-    use super::*;
 
     #[test]
-    fn rtt_raw_needs_a_peer_and_defaults_to_frame_sizes() {
-        let LabCommand::Rtt(args) =
-            parse(&["rtt", "--raw", "eth0", "--peer", "02:00:5e:10:00:01"]).unwrap()
-        else {
-            panic!("not rtt");
-        };
-        let mac: Mac = "02:00:5e:10:00:01".parse().unwrap();
-        let config = args.config(Endpoint::Raw {
-            interface: "eth0".into(),
-            mac,
-        });
-        let sizes = config.sizes().unwrap();
-        assert_eq!((sizes.len(), sizes[0], sizes[10]), (11, 64, 1514));
-        let config = args.config(Endpoint::Udp("127.0.0.1:9".parse().unwrap()));
-        let sizes = config.sizes().unwrap();
-        assert_eq!((sizes.len(), sizes[0], sizes[8]), (9, 16, 1472));
+    fn rtt_flags_need_their_partners() {
+        assert!(matches!(
+            parse(&["rtt", "--raw", "eth0", "--peer", "02:00:5e:10:00:01"]),
+            Ok(LabCommand::Rtt(_))
+        ));
         for bad in [
             &["rtt", "--raw", "eth0"][..],
             &["rtt", "--peer", "02:00:5e:10:00:01"],
@@ -312,59 +228,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("bad MAC address"), "{err}");
-    }
-
-    /// The protocols `rtt ARGS` runs, or the error's message.
-    fn protocol(args: &[&str]) -> Result<Protocol, String> {
-        let LabCommand::Rtt(args) = parse(&[&["rtt"][..], args].concat()).unwrap() else {
-            panic!("not rtt");
-        };
-        args.protocol().map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn rtt_protocols_default_to_udp_and_need_their_echo() {
-        const RAW: [&str; 4] = ["--raw", "eth0", "--peer", "02:00:5e:10:00:01"];
-        let both_raw = [&["--protocol", "both"][..], &RAW].concat();
-        let both_to = [&both_raw[..], &["--to", "192.0.2.1:7"]].concat();
-        let lab = ["--lab", "t", "--from", "a", "--to", "b"];
-        for (args, expected) in [
-            (&[][..], Protocol::Udp),
-            (&["--to", "192.0.2.1:7"], Protocol::Udp),
-            (&RAW, Protocol::Raw),
-            (&[&["--protocol", "raw"][..], &RAW].concat(), Protocol::Raw),
-            (&both_raw, Protocol::Both),
-            (&both_to, Protocol::Both),
-            (&lab, Protocol::Udp),
-            (&[&lab[..], &["--protocol", "raw"]].concat(), Protocol::Raw),
-            (
-                &[&lab[..], &["--protocol", "both"]].concat(),
-                Protocol::Both,
-            ),
-        ] {
-            assert_eq!(protocol(args), Ok(expected), "{args:?}");
-        }
-        for (args, says) in [
-            (&["--protocol", "raw"][..], "add --raw IFACE --peer MAC"),
-            (
-                &["--protocol", "raw", "--to", "192.0.2.1:7"],
-                "--to ADDR:PORT names a UDP echo only",
-            ),
-            (
-                &["--protocol", "both"],
-                "--lab LAB --from A --to B finds them",
-            ),
-            (
-                &[&RAW[..], &["--to", "192.0.2.1:7"]].concat(),
-                "leave out --to",
-            ),
-            (
-                &[&["--protocol", "udp"][..], &RAW].concat(),
-                "leave out --raw",
-            ),
-        ] {
-            let err = protocol(args).unwrap_err();
-            assert!(err.contains(says), "{args:?}: {err}");
-        }
     }
 }
