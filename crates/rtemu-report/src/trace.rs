@@ -1,11 +1,16 @@
 //! A trace's statistics (`rtemu trace stats`): as text, as JSON with what its framed header
-//! says, and as a variance-time plot.
+//! says, and as a variance-time plot; traces written whole ([`TraceOutput`], [`generate`]) and
+//! the summaries of `trace gen` and `trace convert`.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
+use rtemu_trace::gen::Generator;
 use rtemu_trace::stats::TraceStats;
-use rtemu_trace::{Format, Header};
+use rtemu_trace::{Action, Format, Header, RecordWriter};
+
+use crate::output::Output;
 
 use crate::plot::{Axis, Chart, Series, Style};
 use crate::text::write_indented;
@@ -165,6 +170,63 @@ pub fn variance_time_chart(file: &Path, s: &TraceStats) -> anyhow::Result<Chart>
         diagonal: false,
     })
 }
+/// A trace being written: whole or not at all, never over one of the command's inputs (see
+/// [`Output`]); errors name the file.
+#[derive(Debug)]
+pub struct TraceOutput {
+    writer: RecordWriter<Output>,
+    path: PathBuf,
+}
+
+impl TraceOutput {
+    /// Starts writing `path` in `format` under `header`, refusing when it is one of `inputs`.
+    pub fn create(
+        path: &Path,
+        inputs: &[&Path],
+        format: Format,
+        header: &Header,
+    ) -> anyhow::Result<TraceOutput> {
+        Ok(TraceOutput {
+            writer: RecordWriter::new(Output::create(path, inputs)?, format, header)?,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Writes one record.
+    pub fn write(&mut self, action: Action) -> anyhow::Result<()> {
+        let path = &self.path;
+        self.writer
+            .write(action)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Finishes the file and puts it in place; returns the records written.
+    pub fn commit(self) -> anyhow::Result<u64> {
+        let records = self.writer.records_written();
+        self.writer
+            .finish()
+            .with_context(|| format!("writing {}", self.path.display()))?
+            .commit()?;
+        Ok(records)
+    }
+}
+
+/// Writes `count` records of `generator` to `path` in `format` under `header`, whole or not
+/// at all; returns the records written and what the run came to.
+pub fn generate<G: Generator>(
+    mut generator: G,
+    count: u64,
+    path: &Path,
+    format: Format,
+    header: &Header,
+) -> anyhow::Result<(u64, G::Outcome)> {
+    let mut out = TraceOutput::create(path, &[], format, header)?;
+    for _ in 0..count {
+        out.write(generator.next_action())?;
+    }
+    Ok((out.commit()?, generator.outcome()))
+}
+
 /// The `--json` summary of `rtemu trace gen`.
 #[derive(Debug, serde::Serialize)]
 pub struct GenSummary<'a> {
@@ -245,5 +307,63 @@ impl ConvertSummary {
             series: None,
             captures: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtemu_trace::iid::{Dist, IidTrace};
+    use rtemu_trace::RecordReader;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rtemu-report-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_generated_trace_holds_its_records_and_outcome() {
+        let d = dir("gen");
+        let path = d.join("c.rplx");
+        let header = Header {
+            provenance: "test".into(),
+            ..Header::default()
+        };
+        let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
+        let (records, outcome) = generate(g, 7, &path, Format::Framed, &header).unwrap();
+        let read = RecordReader::open(&path, None).map(|r| {
+            let provenance = r.header().map(|h| h.provenance.clone());
+            (provenance, r.collect::<Result<Vec<_>, _>>().unwrap())
+        });
+        std::fs::remove_dir_all(&d).unwrap();
+        let (provenance, actions) = read.unwrap();
+        assert_eq!((records, outcome.clamped_negative_delays), (7, 0));
+        assert_eq!(provenance.as_deref(), Some("test"));
+        assert_eq!(
+            actions,
+            [Action::Pass {
+                delay_ns: 5_000_000
+            }; 7]
+        );
+    }
+
+    #[test]
+    fn a_trace_is_never_written_over_an_input_nor_left_half_written() {
+        let d = dir("out");
+        let input = d.join("in.txt");
+        std::fs::write(&input, "drop\n").unwrap();
+        let over = TraceOutput::create(&input, &[&input], Format::Text, &Header::default());
+        let raw = d.join("out.rpl");
+        let mut out =
+            TraceOutput::create(&raw, &[&input], Format::Raw, &Header::default()).unwrap();
+        // A delay finer than the raw form's microsecond cannot be written.
+        let fine = out.write(Action::Pass { delay_ns: 1 }).unwrap_err();
+        drop(out);
+        let left = raw.exists();
+        std::fs::remove_dir_all(&d).unwrap();
+        assert!(over.unwrap_err().to_string().contains("also an input"));
+        assert!(format!("{fine:#}").starts_with(&format!("writing {}", raw.display())));
+        assert!(!left, "a failed trace stays behind");
     }
 }

@@ -22,8 +22,8 @@ use rtemu_trace::Action;
 
 use crate::source::{FrameSource, SourceError};
 
-/// What matching two captures found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What matching two captures found; as words, what `rtemu trace convert --receiver` says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PairStats {
     /// Packets in the sender capture.
     pub sent: u64,
@@ -37,6 +37,22 @@ pub struct PairStats {
     pub unmatched: u64,
     /// Copies seen before their packet was sent, given a delay of zero.
     pub negative_delays: u64,
+}
+
+impl std::fmt::Display for PairStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} packets sent: {} delivered, {} dropped, {} extra copies; {} receiver frames \
+             matched nothing; {} copies seen before they were sent (delay 0)",
+            self.sent,
+            self.delivered,
+            self.dropped,
+            self.duplicates,
+            self.unmatched,
+            self.negative_delays
+        )
+    }
 }
 
 /// The content key of a frame.
@@ -228,6 +244,11 @@ mod tests {
                 unmatched: 1,
                 negative_delays: 0
             }
+        );
+        assert_eq!(
+            stats.to_string(),
+            "5 packets sent: 3 delivered, 2 dropped, 1 extra copies; 1 receiver frames matched \
+             nothing; 0 copies seen before they were sent (delay 0)"
         );
     }
 }

@@ -4,8 +4,12 @@
 
 use std::collections::VecDeque;
 
+use std::fmt;
+
 use rtemu_model::{Model, PacketMeta};
+use rtemu_trace::gen::Generator;
 use rtemu_trace::Action;
+use serde::Serialize;
 
 /// The records of the fates `model` gives packets of `size` bytes, one every `period_ns`:
 /// per packet, a drop, or a `dup` before each copy after the first and a pass for the last.
@@ -96,6 +100,43 @@ impl<M: Model> ModelRecords<M> {
     }
 }
 
+/// What a model's recorded run came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RecordsOutcome {
+    /// Packets offered to the model.
+    pub packets: u64,
+    /// Packets it dropped.
+    pub dropped: u64,
+    /// Extra copies it made.
+    pub duplicated: u64,
+}
+
+impl fmt::Display for RecordsOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} packets, {} dropped, {} duplicated",
+            self.packets, self.dropped, self.duplicated
+        )
+    }
+}
+
+impl<M: Model> Generator for ModelRecords<M> {
+    type Outcome = RecordsOutcome;
+
+    fn next_action(&mut self) -> Action {
+        ModelRecords::next_action(self)
+    }
+
+    fn outcome(&self) -> RecordsOutcome {
+        RecordsOutcome {
+            packets: self.packets,
+            dropped: self.dropped,
+            duplicated: self.duplicated,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +179,10 @@ mod tests {
         };
         assert_eq!(out, [dup, pass, dup, pass, pass]);
         assert_eq!((r.packets(), r.duplicated()), (3, 3));
+        assert_eq!(
+            Generator::outcome(&r).to_string(),
+            "3 packets, 0 dropped, 3 duplicated"
+        );
         let (out, r) = records("loss 100%", 4);
         assert_eq!(out, [Action::Drop; 4]);
         assert_eq!(r.dropped(), 4);

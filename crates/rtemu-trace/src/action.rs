@@ -75,6 +75,24 @@ impl TimeUnit {
     }
 }
 
+/// A time unit that is none of `ns`, `us` (or `µs`) and `ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("valid units are ns, us, ms")]
+pub struct UnknownUnit;
+
+impl std::str::FromStr for TimeUnit {
+    type Err = UnknownUnit;
+
+    fn from_str(s: &str) -> Result<TimeUnit, UnknownUnit> {
+        match s {
+            "ns" => Ok(TimeUnit::Ns),
+            "us" | "µs" => Ok(TimeUnit::Us),
+            "ms" => Ok(TimeUnit::Ms),
+            _ => Err(UnknownUnit),
+        }
+    }
+}
+
 impl fmt::Display for TimeUnit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.symbol())
@@ -324,6 +342,15 @@ impl Fate {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn units_read_as_their_symbols() {
+        for unit in [TimeUnit::Ns, TimeUnit::Us, TimeUnit::Ms] {
+            assert_eq!(unit.symbol().parse(), Ok(unit));
+        }
+        assert_eq!("µs".parse(), Ok(TimeUnit::Us));
+        assert_eq!("s".parse::<TimeUnit>(), Err(UnknownUnit));
+    }
 
     #[test]
     fn rounding_goes_to_the_nearest_multiple_and_keeps_the_kind() {

@@ -23,7 +23,7 @@
 
 use std::fmt;
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rtemu_model::units::parse_duration_ns;
 
@@ -98,6 +98,13 @@ impl Format {
         }
     }
 
+    /// The form of an output at `path`: `given`, else the one its extension names.
+    pub fn for_output(path: &Path, given: Option<Format>) -> Result<Format, OutputError> {
+        given
+            .or_else(|| Format::from_extension(path))
+            .ok_or_else(|| OutputError::UnknownForm(path.to_owned()))
+    }
+
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -119,6 +126,33 @@ impl std::str::FromStr for Format {
             _ => Err(format!("unknown trace form {s:?} (raw, framed, text)")),
         }
     }
+}
+
+/// Why an output cannot be written as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutputError {
+    /// Neither the form asked for nor the extension names a form.
+    #[error(
+        "cannot tell the form of {} from its extension: use .rpl, .rplx or .txt, or --format \
+         raw|framed|text",
+        .0.display()
+    )]
+    UnknownForm(PathBuf),
+    /// A flow or provenance given for a form that has no header to hold them.
+    #[error(
+        "{given} can only be stored in the header of the framed form, but {} is written in the \
+         {} form: name it .rplx or add --format framed",
+        .output.display(),
+        .format.name()
+    )]
+    NoHeader {
+        /// What was given: `--flow`, `--provenance`, or both.
+        given: &'static str,
+        /// The output.
+        output: PathBuf,
+        /// Its form.
+        format: Format,
+    },
 }
 
 /// How many bytes from the start of a file [`Content::sniff_file`] looks at.
@@ -344,6 +378,42 @@ pub struct Header {
 }
 
 impl Header {
+    /// Puts what the user asked a framed output's header to say into this header of `output`,
+    /// written in `format`: `flow`, and `provenance`, put before what rtemu wrote there (the
+    /// command line, or the input's provenance). Refused for a form without a header.
+    pub fn annotate(
+        &mut self,
+        flow: Option<FlowPattern>,
+        provenance: Option<&str>,
+        format: Format,
+        output: &Path,
+    ) -> Result<(), OutputError> {
+        let given = match (flow.is_some(), provenance.is_some()) {
+            (true, true) => Some("--flow and --provenance"),
+            (true, false) => Some("--flow"),
+            (false, true) => Some("--provenance"),
+            (false, false) => None,
+        };
+        if let Some(given) = given.filter(|_| format != Format::Framed) {
+            return Err(OutputError::NoHeader {
+                given,
+                output: output.to_owned(),
+                format,
+            });
+        }
+        if flow.is_some() {
+            self.flow = flow;
+        }
+        if let Some(text) = provenance {
+            self.provenance = if self.provenance.is_empty() {
+                text.to_owned()
+            } else {
+                format!("{text}; {}", self.provenance)
+            };
+        }
+        Ok(())
+    }
+
     /// The header's bytes.
     pub fn to_bytes(&self) -> Result<Vec<u8>, TraceError> {
         let flow = self.flow.map(|f| f.to_string()).unwrap_or_default();
@@ -453,6 +523,56 @@ fn header_err(msg: impl Into<String>) -> TraceError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outputs_form_follows_the_flag_or_the_extension() {
+        assert_eq!(
+            Format::for_output(Path::new("a.rpl"), None),
+            Ok(Format::Raw)
+        );
+        let given = Format::for_output(Path::new("a.dat"), Some(Format::Text));
+        assert_eq!(given, Ok(Format::Text));
+        let e = Format::for_output(Path::new("a.dat"), None).unwrap_err();
+        assert!(e.to_string().contains("--format raw|framed|text"), "{e}");
+    }
+
+    #[test]
+    fn only_a_framed_header_takes_a_flow_and_provenance_put_first() {
+        let flow: FlowPattern = "proto=udp".parse().unwrap();
+        let mut h = Header {
+            provenance: "rtemu trace gen".into(),
+            ..Header::default()
+        };
+        h.annotate(
+            Some(flow),
+            Some("lab A"),
+            Format::Framed,
+            Path::new("a.rplx"),
+        )
+        .unwrap();
+        assert_eq!(
+            (h.flow, h.provenance.as_str()),
+            (Some(flow), "lab A; rtemu trace gen")
+        );
+        let mut empty = Header::default();
+        empty
+            .annotate(None, Some("lab A"), Format::Framed, Path::new("a.rplx"))
+            .unwrap();
+        assert_eq!(empty.provenance, "lab A");
+        let e = Header::default()
+            .annotate(Some(flow), Some("x"), Format::Raw, Path::new("a.rpl"))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--flow and --provenance can only be stored in the header of the framed form, but \
+             a.rpl is written in the raw form: name it .rplx or add --format framed"
+        );
+        let mut plain = Header::default();
+        plain
+            .annotate(None, None, Format::Text, Path::new("a.txt"))
+            .unwrap();
+        assert_eq!(plain, Header::default());
+    }
 
     #[test]
     fn each_form_holds_delays_to_its_own_resolution() {

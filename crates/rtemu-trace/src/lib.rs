@@ -12,7 +12,8 @@
 //! * **Other trace kinds** ([`mahimahi`], [`series`]): delivery-opportunity traces and
 //!   delay/loss time series, each a line reader plus a stream that reads it ahead through the
 //!   same ring ([`readahead`]) as action records.
-//! * **Generators and statistics** ([`fgn`], [`onoff`], [`stats`]).
+//! * **Generators and statistics** ([`fgn`], [`onoff`], [`iid`], one [`gen::Generator`] over
+//!   them, [`stats`]).
 //! * **Flows** ([`flow`]): the pattern that binds a trace to a flow, and its matcher.
 //!
 //! Everything except the readers and streams, [`writer`], [`bench`] and [`cache`] is pure: no clock, no
@@ -71,6 +72,7 @@ pub mod error;
 pub mod fgn;
 pub mod flow;
 pub mod format;
+pub mod gen;
 pub mod iid;
 mod lines;
 pub mod mahimahi;

@@ -151,6 +151,11 @@ impl OnOffDelays {
         })
     }
 
+    /// The parameters it runs with.
+    pub fn config(&self) -> &OnOffConfig {
+        &self.cfg
+    }
+
     /// The next record: the fate of the probe at the end of the next interval.
     pub fn next_action(&mut self) -> Action {
         let dt = self.cfg.interval_ns as f64;

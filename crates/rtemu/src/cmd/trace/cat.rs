@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use rtemu_trace::Format;
+use rtemu_trace::{Format, RecordReader};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -20,7 +20,7 @@ pub(super) struct CatArgs {
 /// The text form on `out`. A framed header's flow, provenance and unit come first as `#`
 /// comments, so the output is still a text trace.
 pub(super) fn run(a: &CatArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let mut r = super::open(&a.file, a.format)?;
+    let mut r = RecordReader::open(&a.file, a.format)?;
     if let Some(h) = r.header() {
         rtemu_trace::text::write_header_comments(&mut *out, h)?;
     }

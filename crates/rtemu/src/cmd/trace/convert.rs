@@ -4,13 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
-use rtemu_report::output::Output;
-use rtemu_report::trace::ConvertSummary;
+use rtemu_report::trace::{ConvertSummary, TraceOutput};
 use rtemu_sim::capture::CaptureReader;
 use rtemu_sim::capture_pair::actions_from_captures;
 use rtemu_sim::source::FrameSource;
 use rtemu_trace::series::{actions_at_rate, Interpolation, SeriesStream};
-use rtemu_trace::{Format, Header, RecordWriter, TimeUnit, UnderrunPolicy};
+use rtemu_trace::{Format, Header, RecordReader, TimeUnit, UnderrunPolicy};
 
 use super::HeaderArgs;
 
@@ -55,38 +54,16 @@ pub(super) struct ConvertArgs {
     header: HeaderArgs,
 }
 
-/// The output's writer: `a.output`, written whole or not at all, never over `inputs`.
-fn writer(
-    a: &ConvertArgs,
-    inputs: &[&Path],
-    to: Format,
-    header: &Header,
-) -> anyhow::Result<RecordWriter<Output>> {
-    Ok(RecordWriter::new(
-        Output::create(&a.output, inputs)?,
-        to,
-        header,
-    )?)
-}
-
-/// Finishes the output, returning the records written.
-fn finish(w: RecordWriter<Output>, out: &str) -> anyhow::Result<u64> {
-    let n = w.records_written();
-    w.finish()
-        .with_context(|| format!("writing {out}"))?
-        .commit()?;
-    Ok(n)
-}
-
 pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
-    let to = super::output_format(&a.output, a.to)?;
-    let unit = match a.unit.as_deref() {
-        None => None,
-        Some("ns") => Some(TimeUnit::Ns),
-        Some("us" | "µs") => Some(TimeUnit::Us),
-        Some("ms") => Some(TimeUnit::Ms),
-        Some(u) => bail!("--unit {u:?}: valid units are ns, us, ms"),
-    };
+    let to = Format::for_output(&a.output, a.to)?;
+    let unit = a
+        .unit
+        .as_deref()
+        .map(|u| {
+            u.parse::<TimeUnit>()
+                .with_context(|| format!("--unit {u:?}"))
+        })
+        .transpose()?;
     let out = a.output.display().to_string();
     if let Some(receiver) = &a.receiver {
         return captures(a, receiver, to, unit.unwrap_or(TimeUnit::Us));
@@ -108,11 +85,11 @@ pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
         };
         a.header.apply(&mut header, to, &a.output)?;
         let resolution = to.resolution_ns(header.unit);
-        let mut w = writer(a, &[&a.input], to, &header)?;
+        let mut w = TraceOutput::create(&a.output, &[&a.input], to, &header)?;
         for x in actions_at_rate(series, pps, resolution) {
-            w.write(x?).with_context(|| format!("writing {out}"))?;
+            w.write(x?)?;
         }
-        let n = finish(w, &out)?;
+        let n = w.commit()?;
         if a.json {
             let mut summary = ConvertSummary::new(&a.input, &a.output, "series", to, &header, n);
             summary.series = Some(serde_json::json!({
@@ -124,7 +101,7 @@ pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
         eprintln!("rtemu: wrote {n} records to {out} ({} form)", to.name());
         return Ok(());
     }
-    let mut r = super::open(&a.input, a.from)?;
+    let mut r = RecordReader::open(&a.input, a.from)?;
     let mut header = r.header().cloned().unwrap_or_default();
     if let Some(u) = unit {
         header.unit = u;
@@ -139,9 +116,9 @@ pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
         );
     }
     a.header.apply(&mut header, to, &a.output)?;
-    let mut w = writer(a, &[&a.input], to, &header)?;
-    r.for_each_record(|x| w.write(x).with_context(|| format!("writing {out}")))?;
-    let n = finish(w, &out)?;
+    let mut w = TraceOutput::create(&a.output, &[&a.input], to, &header)?;
+    r.for_each_record(|x| w.write(x))?;
+    let n = w.commit()?;
     if a.json {
         let summary = ConvertSummary::new(&a.input, &a.output, r.format().name(), to, &header, n);
         return rtemu_report::text::print_json(&summary);
@@ -152,7 +129,6 @@ pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
 
 /// `convert SENDER.pcap OUT --receiver RECEIVER.pcap`: the action trace two captures imply.
 fn captures(a: &ConvertArgs, receiver: &Path, to: Format, unit: TimeUnit) -> anyhow::Result<()> {
-    let out = a.output.display().to_string();
     let mut header = Header {
         unit,
         flow: None,
@@ -164,46 +140,29 @@ fn captures(a: &ConvertArgs, receiver: &Path, to: Format, unit: TimeUnit) -> any
     };
     a.header.apply(&mut header, to, &a.output)?;
     let resolution = to.resolution_ns(unit);
-    let mut w = writer(a, &[&a.input, receiver], to, &header)?;
-    let mut write_error = None;
+    let mut w = TraceOutput::create(&a.output, &[&a.input, receiver], to, &header)?;
+    let mut written = Ok(());
     let mut receiver_capture = CaptureReader::open(receiver)
         .with_context(|| format!("receiver capture {}", receiver.display()))?;
     let stats = actions_from_captures(
         || Ok(Box::new(CaptureReader::open(&a.input)?) as Box<dyn FrameSource>),
         &mut receiver_capture,
         |action| {
-            if write_error.is_none() {
-                write_error = w.write(action.rounded(resolution)).err();
+            if written.is_ok() {
+                written = w.write(action.rounded(resolution));
             }
         },
     )?;
-    if let Some(e) = write_error {
-        return Err(e).with_context(|| format!("writing {out}"));
-    }
-    let n = finish(w, &out)?;
+    written?;
+    let n = w.commit()?;
     if a.json {
         let mut summary = ConvertSummary::new(&a.input, &a.output, "capture", to, &header, n);
-        summary.captures = Some(serde_json::json!({
-            "receiver": receiver.display().to_string(),
-            "sent": stats.sent,
-            "delivered": stats.delivered,
-            "dropped": stats.dropped,
-            "duplicates": stats.duplicates,
-            "unmatched": stats.unmatched,
-            "negative_delays": stats.negative_delays,
-        }));
+        let mut captures = serde_json::to_value(stats)?;
+        captures["receiver"] = receiver.display().to_string().into();
+        summary.captures = Some(captures);
         return rtemu_report::text::print_json(&summary);
     }
-    eprintln!(
-        "rtemu: {} packets sent: {} delivered, {} dropped, {} extra copies; {} receiver frames matched nothing; \
-         {} copies seen before they were sent (delay 0); wrote {out} ({} form)",
-        stats.sent,
-        stats.delivered,
-        stats.dropped,
-        stats.duplicates,
-        stats.unmatched,
-        stats.negative_delays,
-        to.name()
-    );
+    let out = a.output.display();
+    eprintln!("rtemu: {stats}; wrote {out} ({} form)", to.name());
     Ok(())
 }

@@ -4,14 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use rtemu_model::units::parse_duration_ns;
-use rtemu_report::output::Output;
-use rtemu_report::trace::GenSummary;
+use rtemu_report::trace::{generate, GenSummary};
 use rtemu_sim::record::ModelRecords;
 use rtemu_trace::duration::format_duration;
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
+use rtemu_trace::gen::Generator;
 use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
 use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
-use rtemu_trace::{Action, Format, Header, RecordWriter, TimeUnit};
+use rtemu_trace::{Format, Header, TimeUnit};
 use serde_json::json;
 
 use super::HeaderArgs;
@@ -190,7 +190,7 @@ fn duration(flag: &str, value: &str) -> anyhow::Result<u64> {
 }
 
 /// A generator's run: `kind` writes `provenance` and its records, then reports its
-/// `parameters`, and its `outcome` as JSON and as the `note` on stderr.
+/// `parameters` and what the run came to, as JSON or as a note on stderr.
 struct Generated<'a> {
     kind: &'static str,
     provenance: String,
@@ -199,31 +199,17 @@ struct Generated<'a> {
 }
 
 impl Generated<'_> {
-    /// Writes `count` records from `next` to the output, then prints what was written: the
-    /// JSON summary, or `note` of the outcome on stderr.
-    fn write<G>(
-        self,
-        mut generator: G,
-        next: impl Fn(&mut G) -> Action,
-        outcome: impl Fn(&G) -> (serde_json::Value, String),
-    ) -> anyhow::Result<()> {
+    /// Writes the output's records from `generator`, then prints what was written.
+    fn write(self, generator: impl Generator) -> anyhow::Result<()> {
         let out = self.out;
-        let format = super::output_format(&out.output, out.format)?;
+        let format = Format::for_output(&out.output, out.format)?;
         let mut header = Header {
             unit: TimeUnit::Us,
             flow: None,
             provenance: self.provenance,
         };
         out.header.apply(&mut header, format, &out.output)?;
-        let what = || format!("writing {}", out.output.display());
-        let mut w = RecordWriter::new(Output::create(&out.output, &[])?, format, &header)
-            .with_context(what)?;
-        for _ in 0..out.count {
-            w.write(next(&mut generator)).with_context(what)?;
-        }
-        let records = w.records_written();
-        w.finish().with_context(what)?.commit()?;
-        let (outcome, note) = outcome(&generator);
+        let (records, outcome) = generate(generator, out.count, &out.output, format, &header)?;
         let summary = GenSummary {
             kind: self.kind,
             records,
@@ -231,7 +217,7 @@ impl Generated<'_> {
             format: format.name(),
             seed: out.seed,
             parameters: self.parameters,
-            outcome,
+            outcome: serde_json::to_value(&outcome)?,
             provenance: &header.provenance,
             flow: header.flow.map(|f| f.to_string()),
         };
@@ -239,7 +225,7 @@ impl Generated<'_> {
             return rtemu_report::text::print_json(&summary);
         }
         eprintln!(
-            "rtemu: wrote {} records to {} ({note})",
+            "rtemu: wrote {} records to {} ({outcome})",
             summary.records, summary.output
         );
         Ok(())
@@ -266,17 +252,7 @@ fn fgn(a: &FgnArgs) -> anyhow::Result<()> {
         parameters: json!({ "hurst": a.hurst, "mean_ns": mean, "std_ns": std, "block": block }),
         out: &a.out,
     }
-    .write(
-        delays,
-        |d| Action::Pass {
-            delay_ns: d.next_delay_ns(),
-        },
-        |d| {
-            let clamped = d.clamped();
-            let note = format!("{clamped} negative delays clamped to 0");
-            (json!({ "clamped_negative_delays": clamped }), note)
-        },
-    )
+    .write(delays)
 }
 
 fn onoff(a: &OnOffArgs) -> anyhow::Result<()> {
@@ -315,20 +291,7 @@ fn onoff(a: &OnOffArgs) -> anyhow::Result<()> {
         }),
         out: &a.out,
     }
-    .write(g, OnOffDelays::next_action, |g| {
-        let outcome = json!({
-            "offered_load": cfg.load(),
-            "target_hurst": cfg.hurst(),
-            "probes_dropped": g.dropped(),
-        });
-        let note = format!(
-            "offered load {:.3}, target H {:.2}, {} probes dropped",
-            cfg.load(),
-            cfg.hurst(),
-            g.dropped()
-        );
-        (outcome, note)
-    })
+    .write(g)
 }
 
 fn iid(a: &IidArgs) -> anyhow::Result<()> {
@@ -364,10 +327,7 @@ fn iid(a: &IidArgs) -> anyhow::Result<()> {
         }),
         out: &a.out,
     }
-    .write(g, IidTrace::next_action, |g| {
-        let note = format!("{} negative delays clamped to 0", g.clamped());
-        (json!({ "clamped_negative_delays": g.clamped() }), note)
-    })
+    .write(g)
 }
 
 fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
@@ -386,10 +346,5 @@ fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
         parameters: json!({ "model": a.model, "pps": a.pps, "size": a.size }),
         out: &a.out,
     }
-    .write(records, ModelRecords::next_action, |r| {
-        let (packets, dropped, duplicated) = (r.packets(), r.dropped(), r.duplicated());
-        let outcome = json!({ "packets": packets, "dropped": dropped, "duplicated": duplicated });
-        let note = format!("{packets} packets, {dropped} dropped, {duplicated} duplicated");
-        (outcome, note)
-    })
+    .write(records)
 }

@@ -8,12 +8,10 @@ mod convert;
 mod gen;
 mod stats;
 
-use std::fs::File;
 use std::path::Path;
 
-use anyhow::bail;
 use rtemu_trace::flow::FlowPattern;
-use rtemu_trace::{Format, Header, RecordReader};
+use rtemu_trace::{Format, Header};
 
 /// Generate, inspect, convert and benchmark per-packet action traces.
 ///
@@ -69,33 +67,8 @@ impl HeaderArgs {
     /// Puts the flow and provenance into `header`, or fails if they were given for an output
     /// whose form has no header.
     fn apply(&self, header: &mut Header, format: Format, output: &Path) -> anyhow::Result<()> {
-        let given: Vec<&str> = [
-            self.flow.is_some().then_some("--flow"),
-            self.provenance.is_some().then_some("--provenance"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if format != Format::Framed && !given.is_empty() {
-            bail!(
-                "{} can only be stored in the header of the framed form, but {} is written in the {} form: \
-                 name it .rplx or add --format framed",
-                given.join(" and "),
-                output.display(),
-                format.name()
-            );
-        }
-        if let Some(flow) = self.flow {
-            header.flow = Some(flow);
-        }
-        if let Some(text) = &self.provenance {
-            header.provenance = if header.provenance.is_empty() {
-                text.clone()
-            } else {
-                format!("{text}; {}", header.provenance)
-            };
-        }
-        Ok(())
+        let provenance = self.provenance.as_deref();
+        Ok(header.annotate(self.flow, provenance, format, output)?)
     }
 }
 
@@ -107,40 +80,5 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Convert(a) => convert::run(a),
         TraceCommand::Cat(a) => cat::run(a, &mut std::io::BufWriter::new(std::io::stdout().lock())),
         TraceCommand::Bench(a) => bench::run(a),
-    }
-}
-
-fn output_format(path: &Path, given: Option<Format>) -> anyhow::Result<Format> {
-    match given.or_else(|| Format::from_extension(path)) {
-        Some(f) => Ok(f),
-        None => bail!(
-            "cannot tell the form of {} from its extension: use .rpl, .rplx or .txt, or --format raw|framed|text",
-            path.display()
-        ),
-    }
-}
-
-fn open(path: &Path, format: Option<Format>) -> anyhow::Result<RecordReader<File>> {
-    Ok(RecordReader::open(path, format)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_form_follows_the_extension_or_the_flag() {
-        assert_eq!(
-            output_format(Path::new("a.rpl"), None).unwrap(),
-            Format::Raw
-        );
-        assert_eq!(
-            output_format(Path::new("a.dat"), Some(Format::Text)).unwrap(),
-            Format::Text
-        );
-        let e = output_format(Path::new("a.dat"), None)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--format raw|framed|text"), "{e}");
     }
 }

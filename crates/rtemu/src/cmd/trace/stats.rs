@@ -8,7 +8,7 @@ use rtemu_report::text::{json, print_summary};
 use rtemu_report::{output, plot, trace};
 use rtemu_trace::format::Content;
 use rtemu_trace::stats::{StatsBuilder, DEFAULT_MAX_SERIES};
-use rtemu_trace::{mahimahi, series, Format};
+use rtemu_trace::{mahimahi, series, Format, RecordReader};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -77,7 +77,7 @@ pub(super) fn run(a: &StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
         TraceKind::Series => return print_summary(a.json, &series::Summary::read(&a.file)?),
         TraceKind::Actions => {}
     }
-    let mut r = super::open(&a.file, a.format)?;
+    let mut r = RecordReader::open(&a.file, a.format)?;
     let mut b = StatsBuilder::new(a.max_series);
     r.for_each_record(|x| {
         b.add(x);
