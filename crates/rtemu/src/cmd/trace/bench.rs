@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context as _};
-use rtemu_trace::bench;
+use anyhow::Context as _;
+use rtemu_trace::bench::BenchPlan;
 use rtemu_trace::{EndPolicy, PrefetchConfig, UnderrunPolicy};
 
 #[derive(Debug, clap::Args)]
@@ -44,57 +44,25 @@ pub(super) struct BenchArgs {
     json: bool,
 }
 
-/// The most records a `trace bench` ring may hold (256 MiB of actions).
-const BENCH_RING_RECORDS: u64 = 1 << 24;
-
-/// The longest a paced `trace bench` may run.
-const BENCH_PACED_NS: u64 = 600_000_000_000;
-
 pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     let bytes = std::fs::metadata(&a.file)
         .with_context(|| format!("reading {}", a.file.display()))?
         .len();
-    if a.blocks * a.block_records > BENCH_RING_RECORDS {
-        bail!(
-            "--blocks {} × --block-records {} is {} records in the ring: at most \
-             {BENCH_RING_RECORDS} (256 MiB); lower either",
-            a.blocks,
-            a.block_records,
-            a.blocks * a.block_records
-        );
-    }
-    if let Some(rate) = a.pace {
-        // Every record takes at least 4 bytes in any form, so this bounds the records read.
-        let records = a.limit.unwrap_or(u64::MAX).min(bytes / 4);
-        let passes = 1 + u64::from(a.warm_passes);
-        let ns = u128::from(records) * u128::from(passes) * 1_000_000_000 / u128::from(rate);
-        if ns > u128::from(BENCH_PACED_NS) {
-            bail!(
-                "--pace {rate} over up to {records} records × {passes} passes would take up to \
-                 {:.0} s, more than the {} s a paced run may take: raise --pace, or bound each \
-                 pass with --limit",
-                ns as f64 / 1e9,
-                BENCH_PACED_NS / 1_000_000_000
-            );
-        }
-    }
-    let config = PrefetchConfig {
-        block_records: a.block_records as usize,
-        blocks: a.blocks as usize,
-        underrun: a.underrun,
-        end: EndPolicy::Stop,
-        ..PrefetchConfig::default()
+    let plan = BenchPlan {
+        config: PrefetchConfig {
+            block_records: a.block_records as usize,
+            blocks: a.blocks as usize,
+            underrun: a.underrun,
+            end: EndPolicy::Stop,
+            ..PrefetchConfig::default()
+        },
+        cold: a.cold,
+        warm_passes: a.warm_passes,
+        pace: a.pace,
+        limit: a.limit,
     };
-    let mut passes = Vec::new();
-    let labels = std::iter::once(if a.cold { "cold" } else { "first" })
-        .chain(std::iter::repeat_n("warm", a.warm_passes as usize));
-    for label in labels {
-        if label == "cold" {
-            rtemu_trace::cache::evict(&a.file)
-                .with_context(|| format!("dropping {} from the page cache", a.file.display()))?;
-        }
-        passes.push(bench::pass(&a.file, label, config, a.pace, a.limit)?);
-    }
+    plan.check(bytes)?;
+    let passes = plan.run(&a.file)?;
     if a.json {
         return rtemu_report::text::print_json(&passes);
     }
