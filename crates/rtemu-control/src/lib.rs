@@ -3,11 +3,13 @@
 //! process that carries a lab's impaired links and the client of its control socket;
 //! [`assemble`] builds a link direction's model from netem text and traces; [`message`] types
 //! the engine's replies; [`error`] says an error the way every face shows it; [`root`] says
-//! whether this process may make labs.
+//! whether this process may make labs; [`demo`] is the lab, traffic and predictions of
+//! `rtemu demo`.
 //!
 //! Nothing here prints to standard output: results are returned for the caller to show.
 
 pub mod assemble;
+pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod lab;
