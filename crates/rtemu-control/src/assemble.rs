@@ -65,6 +65,7 @@ impl TraceKind {
 }
 
 /// One `--trace` or `--flow-trace`.
+#[derive(Debug)]
 pub struct TraceArg {
     /// The flow it is for; `None`: the whole link.
     pub pattern: Option<FlowPattern>,

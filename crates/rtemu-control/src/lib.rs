@@ -4,7 +4,7 @@
 //! [`assemble`] builds a link direction's model from netem text and traces; [`message`] types
 //! the engine's replies; [`error`] says an error the way every face shows it; [`root`] says
 //! whether this process may make labs; [`demo`] is the lab, traffic and predictions of
-//! `rtemu demo`.
+//! `rtemu demo`; [`sim`] runs `rtemu sim` from its flags' values.
 //!
 //! Nothing here prints to standard output: results are returned for the caller to show.
 
@@ -15,3 +15,4 @@ pub mod error;
 pub mod lab;
 pub mod message;
 pub mod root;
+pub mod sim;

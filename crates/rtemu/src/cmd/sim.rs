@@ -1,29 +1,21 @@
 //! `rtemu sim`: run a link model in virtual time over a capture or generated traffic.
 
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
-use rtemu_control::assemble::{build_model, read_model_file, TraceArg, TraceKind, TraceOptions};
-use rtemu_model::{netem, rng::DEFAULT_SEED, LinkConfig};
-use rtemu_sim::capture::{CaptureReader, PcapWriter};
-use rtemu_sim::engine::{self, Discard};
+use rtemu_control::assemble::{build_model, TraceArg, TraceKind, TraceOptions};
+use rtemu_control::sim;
+use rtemu_model::rng::DEFAULT_SEED;
 use rtemu_sim::fatelog::{FateLog, LogFormat};
-use rtemu_sim::source::{FrameSource, Progress, ProgressUnit};
+use rtemu_sim::source::{Progress, ProgressUnit};
 use rtemu_sim::summary::Report;
-use rtemu_sim::traffic::{TrafficGen, TrafficSpec, TRAFFIC_HELP};
-use rtemu_trace::flow::FlowPattern;
+use rtemu_sim::traffic::TRAFFIC_HELP;
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
 
 use rtemu_report::output::{self, Output};
-
-/// The model used when `--model` is not given: a 10 Mbit/s path with 20 ms of normally
-/// distributed delay (5 ms standard deviation) and 1 % random loss.
-pub const DEFAULT_MODEL: &str = "delay 20ms 5ms distribution normal loss 1% rate 10mbit";
-/// The traffic used when neither an input file nor `--traffic` is given.
-pub const DEFAULT_TRAFFIC: &str = "cbr 1000pps 1000B 10s";
 
 /// Run a link model in virtual time, as fast as the CPU allows.
 ///
@@ -160,21 +152,6 @@ impl From<TraceKindArg> for TraceKind {
     }
 }
 
-/// Reads the model from `--model`, `--model-file` or the default.
-fn link_config(args: &SimArgs) -> anyhow::Result<LinkConfig> {
-    if let Some(path) = &args.model_file {
-        return read_model_file(path);
-    }
-    // With a trace for the whole link, the trace decides; no default model is added to it.
-    let default = if args.trace.is_some() {
-        ""
-    } else {
-        DEFAULT_MODEL
-    };
-    let text = args.model.as_deref().unwrap_or(default);
-    netem::parse(text).with_context(|| format!("--model {text:?}"))
-}
-
 fn progress_bar(enabled: bool) -> Option<ProgressBar> {
     if !enabled || !std::io::stderr().is_terminal() {
         return None;
@@ -189,36 +166,12 @@ fn progress_bar(enabled: bool) -> Option<ProgressBar> {
     Some(bar)
 }
 
-fn trace_args(args: &SimArgs) -> anyhow::Result<Vec<TraceArg>> {
-    let mut out = Vec::new();
-    for spec in &args.flow_traces {
-        let (pattern, file) = spec
-            .rsplit_once('=')
-            .with_context(|| format!("--flow-trace {spec:?}: expected PATTERN=FILE"))?;
-        let pattern: FlowPattern = pattern
-            .parse()
-            .with_context(|| format!("--flow-trace {spec:?}"))?;
-        let path = PathBuf::from(file);
-        out.push(TraceArg {
-            pattern: Some(pattern),
-            kind: TraceKind::from(args.trace_kind).of(&path),
-            path,
-        });
-    }
-    if let Some(path) = &args.trace {
-        out.push(TraceArg {
-            pattern: None,
-            kind: TraceKind::from(args.trace_kind).of(path),
-            path: path.clone(),
-        });
-    }
-    Ok(out)
-}
-
 /// Runs `rtemu sim`.
 pub fn run(args: &SimArgs) -> anyhow::Result<()> {
-    let cfg = link_config(args)?;
-    let traces = trace_args(args)?;
+    let model_file = args.model_file.as_deref();
+    let cfg = sim::link_config(args.model.as_deref(), model_file, args.trace.is_some())?;
+    let kind = TraceKind::from(args.trace_kind);
+    let traces = sim::traces(&args.flow_traces, args.trace.as_deref(), kind)?;
     let opts = TraceOptions {
         seed: args.seed,
         underrun: args.underrun,
@@ -229,26 +182,11 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         rtemu_model::rng::link_label(link, args.dir == "b-a")
     });
     let mut model = build_model(&opts, &cfg, &traces, label)?;
-
-    let (mut source, input): (Box<dyn FrameSource>, String) = match &args.input {
-        Some(path) => (
-            Box::new(CaptureReader::open(path)?),
-            path.display().to_string(),
-        ),
-        None => {
-            let text = args.traffic.as_deref().unwrap_or(DEFAULT_TRAFFIC);
-            let spec: TrafficSpec = text
-                .parse()
-                .with_context(|| format!("--traffic {text:?}"))?;
-            (
-                Box::new(TrafficGen::new(&spec, args.seed)),
-                format!("traffic {text}"),
-            )
-        }
-    };
+    let input = args.input.as_deref();
+    let (mut source, name) = sim::frames(input, args.traffic.as_deref(), args.seed)?;
 
     // Every file this run reads; no output may be one of them, nor the other output.
-    let inputs: Vec<&std::path::Path> = [args.input.as_deref(), args.model_file.as_deref()]
+    let inputs: Vec<&Path> = [input, model_file]
         .into_iter()
         .flatten()
         .chain(traces.iter().map(|t| t.path.as_path()))
@@ -268,6 +206,10 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         )?),
         None => None,
     };
+    let out = match &args.out {
+        Some(path) => Some((Output::create(path, &inputs)?, path.as_path())),
+        None => None,
+    };
 
     let bar = progress_bar(!args.no_progress && !args.json);
     let mut on_progress = |p: Progress| {
@@ -281,35 +223,17 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
             }
         }
     };
-
-    let summary = match &args.out {
-        Some(path) => {
-            // The writer buffers by itself.
-            let writer = PcapWriter::new(Output::create(path, &inputs)?, source.link_type())
-                .with_context(|| format!("writing {}", path.display()))?;
-            let mut sink = writer;
-            let summary = engine::run(
-                source.as_mut(),
-                model.as_mut(),
-                &mut sink,
-                log.as_mut(),
-                &mut on_progress,
-            )
-            .with_context(|| input.clone())?;
-            sink.finish()
-                .with_context(|| format!("writing {}", path.display()))?
-                .commit()?;
-            summary
-        }
-        None => engine::run(
-            source.as_mut(),
-            model.as_mut(),
-            &mut Discard,
-            log.as_mut(),
-            &mut on_progress,
-        )
-        .with_context(|| input.clone())?,
-    };
+    let (summary, out) = sim::run(
+        source.as_mut(),
+        model.as_mut(),
+        &name,
+        out,
+        log.as_mut(),
+        &mut on_progress,
+    )?;
+    if let Some(out) = out {
+        out.commit()?;
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -322,7 +246,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     }
 
     let report = Report {
-        input,
+        input: name,
         model: cfg.to_string(),
         traces: traces.iter().map(TraceArg::to_string).collect(),
         seed: args.seed,
