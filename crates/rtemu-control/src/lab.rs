@@ -3,6 +3,7 @@
 //! report. The lab itself (namespaces, interfaces, routes) is `rtemu-topo`'s work.
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -13,7 +14,7 @@ use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::Netem;
 use rtemu_topo::Topology;
 
-use crate::engine::{self, EngineOptions};
+use crate::engine::{self, BuildModels, EngineOptions};
 use crate::message::{Ack, FinalReport, Stats};
 
 /// A lab that came up.
@@ -112,6 +113,39 @@ pub fn down(name: &LabName) -> Down {
     Down {
         report,
         removed: rtemu_topo::lab::down(name).map_err(anyhow::Error::from),
+    }
+}
+
+/// The labs `rtemu ls` lists: `lab` alone (an error when it does not run), else every lab
+/// that runs.
+pub fn states(lab: Option<&LabName>) -> Result<Vec<State>> {
+    let Some(name) = lab else {
+        let mut states = Vec::new();
+        for name in State::labs()? {
+            states.extend(State::load(&name)?);
+        }
+        return Ok(states);
+    };
+    match State::load(name)? {
+        Some(state) => Ok(vec![state]),
+        None => bail!("no lab `{name}` is running"),
+    }
+}
+
+/// The topology `name` names: the topology file at that path (checked, as `up` checks it),
+/// else the running lab of that name; with the file it was read from, if any.
+pub fn topology_named(name: &str) -> Result<(Topology, Option<PathBuf>)> {
+    let path = Path::new(name);
+    if path.is_file() {
+        let topo = Topology::load_checked(path, &BuildModels)?;
+        Ok((topo, Some(path.to_owned())))
+    } else if LabName::new(name).is_ok() {
+        Ok((rtemu_topo::lab::resolve_lab(Some(name))?.topology, None))
+    } else {
+        bail!(
+            "{name:?} is neither a topology file nor a lab name (1 to 12 characters a-z, 0-9 and \
+             '-')"
+        );
     }
 }
 
@@ -286,6 +320,27 @@ mod tests {
         assert_eq!(
             up(None).to_string(),
             "lab t1 is up: 3 nodes, 2 links and LANs (12 ms)"
+        );
+    }
+
+    #[test]
+    fn a_topology_is_named_by_its_file_or_refused_naming_both_kinds() {
+        let dir = std::env::temp_dir().join(format!("rtemu-named-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t.toml");
+        std::fs::write(
+            &file,
+            "lab = \"t1\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n",
+        )
+        .unwrap();
+        let read = topology_named(file.to_str().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let (topo, from) = read.unwrap();
+        assert_eq!((topo.lab.as_str(), from), ("t1", Some(file)));
+        let e = topology_named("Not a lab!").unwrap_err().to_string();
+        assert!(
+            e.starts_with("\"Not a lab!\" is neither a topology file nor a lab name"),
+            "{e}"
         );
     }
 

@@ -250,6 +250,14 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e3)
 }
 
+/// Writes lab `lab`'s final report as `rtemu down` shows it: a line saying whose it is, its
+/// counters, then its release fidelity.
+pub fn write_final_report(out: &mut impl Write, lab: &str, report: &FinalReport) -> io::Result<()> {
+    writeln!(out, "engine of lab {lab}: final report")?;
+    write_table(out, report.directions(), false)?;
+    write_table(out, report.directions(), true)
+}
+
 /// Writes the directions of a stats or final report as a table: with `fidelity`, the
 /// release-error percentiles and a legend; without, the counters (what `rtemu stats`, `down`
 /// and `demo` print).
@@ -484,5 +492,27 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(" 0.0 "), "{text}");
         assert!(text.contains("late: over 100.0 µs"), "{text}");
+    }
+
+    #[test]
+    fn a_final_report_says_whose_it_is_then_both_tables() {
+        let done = FinalReport::Done(Done {
+            cpu_ns: 1,
+            directions: vec![direction()],
+            lab: LabName::new("t1").unwrap(),
+            notices: Vec::new(),
+            wall_ns: 2,
+        });
+        let mut out = Vec::new();
+        write_final_report(&mut out, "t1", &done).unwrap();
+        let mut tables = Vec::new();
+        write_table(&mut tables, done.directions(), false).unwrap();
+        write_table(&mut tables, done.directions(), true).unwrap();
+        let mut expected = b"engine of lab t1: final report\n".to_vec();
+        expected.extend(tables);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
     }
 }

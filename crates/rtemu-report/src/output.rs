@@ -137,6 +137,23 @@ pub fn write_with(
     out.into_inner().map_err(|e| e.into_error())?.commit()
 }
 
+/// Writes `bytes` to `path` whole (see [`write`]), or to standard output without one;
+/// `what` names them in an error on standard output.
+pub fn write_or_print(
+    path: Option<&Path>,
+    inputs: &[&Path],
+    bytes: &[u8],
+    what: &str,
+) -> Result<()> {
+    if let Some(path) = path {
+        return write(path, inputs, bytes);
+    }
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("writing {what}"))
+}
+
 /// Fails when `output` is the same file as one of `inputs`.
 pub fn refuse_inputs(output: &Path, inputs: &[&Path]) -> Result<()> {
     for input in inputs {
@@ -181,6 +198,20 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_named_output_is_written_whole_and_never_over_an_input() {
+        let dir = scratch("print");
+        let (input, target) = (dir.join("in.toml"), dir.join("g.dot"));
+        std::fs::write(&input, "x").unwrap();
+        write_or_print(Some(&target), &[&input], b"graph", "the graph").unwrap();
+        let refused = write_or_print(Some(&input), &[&input], b"graph", "the graph");
+        let (written, kept) = (std::fs::read(&target), std::fs::read(&input));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(written.unwrap(), b"graph");
+        assert!(refused.unwrap_err().to_string().contains("also an input"));
+        assert_eq!(kept.unwrap(), b"x");
     }
 
     #[test]

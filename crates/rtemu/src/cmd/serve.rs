@@ -1,11 +1,10 @@
 //! `rtemu serve`: the HTTP/JSON API (docs/api.md). The server is `rtemu-serve`'s; this module
 //! parses arguments.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 /// Serve the HTTP/JSON API on a Unix socket (and on TCP with a token) until Ctrl-C.
@@ -35,11 +34,9 @@ pub struct ServeArgs {
 /// `rtemu serve`.
 pub fn run(args: &ServeArgs) -> Result<()> {
     if args.print_openapi {
-        let mut out = std::io::stdout().lock();
-        return out
-            .write_all(rtemu_serve::openapi_json().as_bytes())
-            .and_then(|()| out.flush())
-            .context("writing the OpenAPI document");
+        let document = rtemu_serve::openapi_json();
+        let what = "the OpenAPI document";
+        return rtemu_report::output::write_or_print(None, &[], document.as_bytes(), what);
     }
     rtemu_control::root::need_root("rtemu serve")?;
     let opts = rtemu_serve::Options {

@@ -224,10 +224,8 @@ pub fn take_down(name: &LabName, fidelity: Option<&std::path::Path>) -> Result<b
     let down = control::down(name);
     let mut saved = Ok(());
     if let Some(report) = &down.report {
-        println!("engine of lab {name}: final report");
         let mut out = std::io::stdout().lock();
-        message::write_table(&mut out, report.directions(), false)
-            .and_then(|()| message::write_table(&mut out, report.directions(), true))
+        message::write_final_report(&mut out, name.as_str(), report)
             .context("writing the final report")?;
         if let Some(path) = fidelity {
             saved = link::save_report(report, path);
@@ -240,18 +238,7 @@ pub fn take_down(name: &LabName, fidelity: Option<&std::path::Path>) -> Result<b
 
 /// `rtemu ls`.
 pub fn run_ls(args: &LsArgs) -> Result<()> {
-    let names = match &args.lab {
-        Some(l) => vec![l.clone()],
-        None => State::labs()?,
-    };
-    let mut states = Vec::new();
-    for name in names {
-        match State::load(&name)? {
-            Some(s) => states.push(s),
-            None if args.lab.is_some() => bail!("no lab `{name}` is running"),
-            None => {}
-        }
-    }
+    let states = control::states(args.lab.as_ref())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&states)?);
         return Ok(());
@@ -307,35 +294,15 @@ pub fn run_shell(args: &ShellArgs) -> Result<()> {
 
 /// `rtemu graph`.
 pub fn run_graph(args: &GraphArgs) -> Result<()> {
-    let topo = if std::path::Path::new(&args.lab).is_file() {
-        Topology::load_checked(std::path::Path::new(&args.lab), &BuildModels)?
-    } else if LabName::new(&args.lab).is_ok() {
-        lab::resolve_lab(Some(&args.lab))?.topology
-    } else {
-        bail!(
-            "{:?} is neither a topology file nor a lab name (1 to 12 characters a-z, 0-9 and '-')",
-            args.lab
-        );
-    };
+    let (topo, file) = control::topology_named(&args.lab)?;
     let text = match args.format {
         GraphFormat::Dot => rtemu_topo::graph::dot(&topo),
         GraphFormat::Svg => rtemu_topo::graph::svg(&topo)?,
         GraphFormat::Mermaid => rtemu_topo::graph::mermaid(&topo),
     };
-    match &args.output {
-        Some(path) => {
-            let file = std::path::Path::new(&args.lab);
-            let inputs: &[&std::path::Path] = if file.is_file() { &[file] } else { &[] };
-            rtemu_report::output::write(path, inputs, text.as_bytes())
-        }
-        None => {
-            use std::io::Write as _;
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|()| out.flush())
-                .context("writing the graph")
-        }
-    }
+    let inputs: Vec<&std::path::Path> = file.as_deref().into_iter().collect();
+    let output = args.output.as_deref();
+    rtemu_report::output::write_or_print(output, &inputs, text.as_bytes(), "the graph")
 }
 
 /// `rtemu capture`.
