@@ -291,6 +291,46 @@ pub fn sweep_runs(
     runs
 }
 
+/// A sweep's runs on a machine of `cpus` CPUs: [`sweep_runs`] over `threads` (none given:
+/// 1, one per CPU and two per CPU), under `SCHED_OTHER` and, when `fifo` (its priority) is
+/// given, `SCHED_FIFO`; `fifo` is `None` where `SCHED_FIFO` is not permitted, which the note
+/// returned with the runs says.
+pub fn sweep_plan(
+    sizes: &[usize],
+    threads: &[usize],
+    cpus: usize,
+    fifo: Option<u8>,
+    (steps, period_ns): (usize, u64),
+) -> (Vec<(usize, DeadlineConfig)>, Option<&'static str>) {
+    let threads = match threads {
+        [] => vec![1, cpus, 2 * cpus],
+        given => given.to_vec(),
+    };
+    let policies: Vec<Option<u8>> = std::iter::once(None).chain(fifo.map(Some)).collect();
+    let note = fifo.is_none().then_some(
+        "SCHED_FIFO not permitted (run as root or grant CAP_SYS_NICE): SCHED_FIFO column skipped",
+    );
+    (
+        sweep_runs(sizes, &threads, &policies, steps, period_ns),
+        note,
+    )
+}
+
+/// Runs `runs` (nodes per quadrant and configuration, see [`run_sized`]) one after the other;
+/// `before_each` is told each before it runs (for a progress display).
+pub fn run_all(
+    runs: &[(usize, DeadlineConfig)],
+    period_ns: u64,
+    before_each: &mut dyn FnMut(usize, &DeadlineConfig),
+) -> Result<Vec<DeadlineResult>, DeadlineError> {
+    runs.iter()
+        .map(|(size, config)| {
+            before_each(*size, config);
+            run_sized(*size, period_ns, config)
+        })
+        .collect()
+}
+
 /// Builds the tire of `quadrant_nodes` nodes per quadrant and runs it with `config`. The
 /// model's time step is the release period `period_ns`, as in the paper (10 ms at 100 Hz,
 /// 0.5 ms for its 2 kHz pretest).
@@ -330,6 +370,31 @@ mod tests {
         // A tire too small to build is an error, not a panic.
         let e = run_sized(0, 10_000_000, &runs[0].1).unwrap_err();
         assert!(matches!(e, DeadlineError::Tire(_)), "{e}");
+    }
+
+    #[test]
+    fn a_sweep_plan_defaults_its_thread_counts_and_skips_fifo_where_not_permitted() {
+        let (runs, note) = sweep_plan(&[10], &[], 4, Some(80), (30, 10_000_000));
+        assert_eq!(note, None);
+        let threads: Vec<_> = runs
+            .iter()
+            .map(|(_, c)| (c.threads, c.fifo_priority))
+            .collect();
+        assert_eq!(
+            threads,
+            [
+                (1, None),
+                (1, Some(80)),
+                (4, None),
+                (4, Some(80)),
+                (8, None),
+                (8, Some(80))
+            ]
+        );
+        let (runs, note) = sweep_plan(&[10, 20], &[2], 4, None, (30, 10_000_000));
+        assert_eq!(runs.len(), 2);
+        assert!(runs.iter().all(|(_, c)| c.fifo_priority.is_none()));
+        assert!(note.unwrap().contains("SCHED_FIFO column skipped"));
     }
 
     #[test]

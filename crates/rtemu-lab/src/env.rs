@@ -229,7 +229,33 @@ pub struct Conditions {
     header: Header,
 }
 
+/// Conditions that could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetUpError {
+    /// A real-time setting out of range.
+    #[error("real-time set-up")]
+    Rt(#[source] RtError),
+    /// The busy load asked for (`--load`).
+    #[error("--load")]
+    Load(#[source] LoadError),
+}
+
 impl Conditions {
+    /// Applies `request` on the calling (measuring) thread, then starts the `load` asked for
+    /// (`Some(None)`: one thread per CPU; see [`BusyLoad::for_run`]) kept off `avoid_cpu`.
+    pub fn set_up(
+        request: &RtRequest,
+        load: Option<Option<usize>>,
+        avoid_cpu: Option<usize>,
+    ) -> Result<Conditions, SetUpError> {
+        let setup = request.apply().map_err(SetUpError::Rt)?;
+        let load = load
+            .map(|threads| BusyLoad::for_run(threads, avoid_cpu))
+            .transpose()
+            .map_err(SetUpError::Load)?;
+        Ok(Conditions::new(setup, load))
+    }
+
     /// The conditions of `setup` (already applied, on the measuring thread) and `load`,
     /// probed into their header now.
     pub fn new(setup: RtSetup, load: Option<BusyLoad>) -> Conditions {

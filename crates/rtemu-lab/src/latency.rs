@@ -68,6 +68,20 @@ pub enum LatencyError {
     /// A test thread panicked.
     #[error("a {0} test thread panicked")]
     Panicked(&'static str),
+    /// The CPUs this process may use could not be read.
+    #[error("reading the CPU affinity")]
+    Affinity(#[source] RtError),
+    /// The CPU asked for is not one this process may use.
+    #[error("--cpu {cpu} is not one this process may use: pick one of {allowed}")]
+    CpuNotAllowed {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The CPUs allowed, kernel list syntax.
+        allowed: String,
+    },
+    /// This process may use no CPU at all.
+    #[error("no CPU allowed")]
+    NoCpu,
     /// A setting is outside its valid range.
     #[error(
         "{what} {} is out of range: give {} to {}",
@@ -649,6 +663,110 @@ pub fn run(
     Ok(rows)
 }
 
+/// What a run of the latency tests can do here: the CPU the test threads share, the classes
+/// to test, whether the priority-inversion test runs, and why what is left out is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The CPU every test thread is pinned to.
+    pub cpu: usize,
+    /// The scheduling classes to test.
+    pub classes: Vec<Class>,
+    /// Whether the priority-inversion test runs.
+    pub inversion: bool,
+    /// Why tests are left out, one line each.
+    pub skipped: Vec<String>,
+}
+
+impl Plan {
+    /// The plan on this machine, for the CPU `asked` (default: the last this process may use).
+    pub fn probe(asked: Option<usize>) -> Result<Plan, LatencyError> {
+        let allowed = rt::affinity().map_err(LatencyError::Affinity)?;
+        Plan::new(asked, &allowed, rt::fifo_permitted())
+    }
+
+    /// The plan for `asked` among the CPUs `allowed`: `SCHED_FIFO` rows and the
+    /// priority-inversion test need `fifo` (`SCHED_FIFO` permitted), and the inversion test a
+    /// second CPU to start its threads from.
+    pub fn new(asked: Option<usize>, allowed: &[usize], fifo: bool) -> Result<Plan, LatencyError> {
+        let cpu = match asked {
+            Some(cpu) if allowed.contains(&cpu) => cpu,
+            Some(cpu) => {
+                return Err(LatencyError::CpuNotAllowed {
+                    cpu,
+                    allowed: rt::format_cpu_list(allowed),
+                })
+            }
+            None => *allowed.last().ok_or(LatencyError::NoCpu)?,
+        };
+        let mut skipped = Vec::new();
+        if !fifo {
+            skipped.push(
+                "SCHED_FIFO not permitted (run as root or grant CAP_SYS_NICE): SCHED_FIFO rows \
+                 and the priority-inversion test skipped"
+                    .to_owned(),
+            );
+        } else if allowed.len() < 2 {
+            skipped
+                .push("priority inversion needs a second CPU to start its threads: skipped".into());
+        }
+        Ok(Plan {
+            cpu,
+            classes: if fifo {
+                vec![Class::Other, Class::Fifo]
+            } else {
+                vec![Class::Other]
+            },
+            inversion: fifo && allowed.len() >= 2,
+            skipped,
+        })
+    }
+
+    /// Steps of a run, for a progress display: each test in each class, then each lock.
+    pub fn steps(&self) -> usize {
+        self.classes.len() * TESTS.len() + InversionLock::ALL.len()
+    }
+}
+
+/// The next step of a run, for a progress display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A test under a class.
+    Test(&'static str, Class),
+    /// The priority-inversion test with a lock.
+    Inversion(InversionLock),
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Test(test, class) => write!(f, "{test} {class:?}"),
+            Step::Inversion(lock) => write!(f, "priority inversion, {}", lock.name()),
+        }
+    }
+}
+
+/// Runs `plan`: every test under each of its classes, then, when it says so, the
+/// priority-inversion test with each lock (each ended by `watchdog_ns`); `before_each` is told
+/// each step before it runs.
+pub fn run_plan(
+    config: &LatencyConfig,
+    plan: &Plan,
+    watchdog_ns: u64,
+    before_each: &mut dyn FnMut(Step),
+) -> Result<(Vec<LatencyRow>, Vec<InversionResult>), LatencyError> {
+    let rows = run(config, &plan.classes, &mut |test, class| {
+        before_each(Step::Test(test, class));
+    })?;
+    let mut inversion = Vec::new();
+    if plan.inversion {
+        for lock in InversionLock::ALL {
+            before_each(Step::Inversion(lock));
+            inversion.push(priority_inversion_with(lock, config.cpu, watchdog_ns)?);
+        }
+    }
+    Ok((rows, inversion))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -697,5 +815,41 @@ mod tests {
             let e = run(&bad, &[Class::Other], &mut |_, _| {}).unwrap_err();
             assert!(matches!(e, LatencyError::OutOfRange { .. }), "{e}");
         }
+    }
+
+    #[test]
+    fn a_plan_leaves_out_what_this_machine_cannot_run_and_says_why() {
+        let both = Plan::new(None, &[0, 1], true).unwrap();
+        assert_eq!(both.cpu, 1);
+        assert_eq!(both.classes, [Class::Other, Class::Fifo]);
+        assert!(both.inversion && both.skipped.is_empty());
+        assert_eq!(both.steps(), 2 * TESTS.len() + 3);
+        let one_cpu = Plan::new(Some(0), &[0], true).unwrap();
+        assert!(!one_cpu.inversion);
+        assert!(
+            one_cpu.skipped[0].contains("second CPU"),
+            "{:?}",
+            one_cpu.skipped
+        );
+        let other = Plan::new(None, &[0, 1], false).unwrap();
+        assert_eq!(
+            (other.classes.as_slice(), other.inversion),
+            (&[Class::Other][..], false)
+        );
+        assert!(other.skipped[0].starts_with("SCHED_FIFO not permitted"));
+        let e = Plan::new(Some(5), &[0, 1, 2], true).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--cpu 5 is not one this process may use: pick one of 0-2"
+        );
+        assert!(matches!(
+            Plan::new(None, &[], true),
+            Err(LatencyError::NoCpu)
+        ));
+        assert_eq!(Step::Test("ipc", Class::Fifo).to_string(), "ipc Fifo");
+        assert_eq!(
+            Step::Inversion(InversionLock::Spin).to_string(),
+            "priority inversion, spin lock"
+        );
     }
 }

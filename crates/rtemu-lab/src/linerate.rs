@@ -220,6 +220,21 @@ pub fn measure(config: &PointConfig) -> Result<PointResult, WaitError> {
     })
 }
 
+/// Measures each of `points` in turn; `before_each` is told each before it runs (for a
+/// progress display).
+pub fn run(
+    points: &[PointConfig],
+    before_each: &mut dyn FnMut(&PointConfig),
+) -> Result<Vec<PointResult>, WaitError> {
+    points
+        .iter()
+        .map(|point| {
+            before_each(point);
+            measure(point)
+        })
+        .collect()
+}
+
 /// A line rate that could not be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a line rate: give bit/s from 1 to 100G as a number with an optional k, M or G, or in tc's units, e.g. 64k, 1.5M or 10mbit")]
@@ -387,5 +402,22 @@ mod tests {
         .unwrap();
         assert!(result.lateness_ns.min_ns >= 0);
         assert!(result.ratio <= 1.0);
+    }
+
+    #[test]
+    fn a_run_measures_each_point_in_order_and_says_which_comes_next() {
+        let point = |rate_bps| PointConfig {
+            method: WaitStrategy::Spin,
+            pacer: Pacer::Absolute,
+            rate_bps,
+            packet_bytes: 100,
+            packets: 10,
+        };
+        let points = [point(8_000_000), point(80_000_000)];
+        let mut told = Vec::new();
+        let results = run(&points, &mut |p| told.push(p.rate_bps)).unwrap();
+        assert_eq!(told, [8_000_000, 80_000_000]);
+        let requested: Vec<_> = results.iter().map(|r| r.requested_bps).collect();
+        assert_eq!(requested, told);
     }
 }

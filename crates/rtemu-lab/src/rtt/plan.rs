@@ -2,7 +2,9 @@
 //! against the echo servers named ([`Protocol::choose`]), and the sweeps of the sizes and
 //! probes asked for ([`Probes`]).
 
-use super::{total_sizes, Endpoint, RttConfig, RttError};
+use std::net::SocketAddr;
+
+use super::{total_sizes, Echo, Endpoint, Mac, RttConfig, RttError};
 
 /// The round trips a run measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +164,51 @@ impl Probes {
     }
 }
 
+/// The longest an echo started for a run on this host may outlive it by mistake.
+const LOCAL_ECHO_BOUND_NS: u64 = 600_000_000_000;
+
+/// Where a run from this host sends its probes, UDP first: to `to`, else to an echo server
+/// started on loopback for the run (stopped when this is dropped); raw frames to the echo at
+/// `raw` (interface and MAC address).
+#[derive(Debug)]
+pub struct Here {
+    local: Option<Echo>,
+    /// The echo servers, in the order the sweeps run.
+    pub targets: Vec<Endpoint>,
+}
+
+impl Here {
+    /// The targets of `protocol`, which [`Protocol::choose`] made sure are named.
+    pub fn start(
+        protocol: Protocol,
+        to: Option<SocketAddr>,
+        raw: Option<(String, Mac)>,
+    ) -> Result<Here, RttError> {
+        let local = match (protocol.udp(), to) {
+            (true, None) => Some(Echo::udp(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                LOCAL_ECHO_BOUND_NS,
+            )?),
+            _ => None,
+        };
+        let udp = to
+            .map(Endpoint::Udp)
+            .or_else(|| local.as_ref().map(|echo| echo.local().clone()))
+            .filter(|_| protocol.udp());
+        let raw = raw.filter(|_| protocol.raw());
+        let raw = raw.map(|(interface, mac)| Endpoint::Raw { interface, mac });
+        Ok(Here {
+            local,
+            targets: udp.into_iter().chain(raw).collect(),
+        })
+    }
+
+    /// Whether the UDP echo runs on loopback for the run.
+    pub fn local_echo(&self) -> bool {
+        self.local.is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +319,21 @@ mod tests {
             ..probes
         };
         assert_eq!(huge.echo_bound_ns(9), u64::MAX);
+    }
+
+    #[test]
+    fn a_run_here_starts_a_loopback_echo_only_when_no_udp_echo_is_named() {
+        let here = Here::start(Protocol::Udp, None, None).unwrap();
+        assert!(here.local_echo());
+        assert!(matches!(&here.targets[..], [Endpoint::Udp(a)] if a.ip().is_loopback()));
+        let to: SocketAddr = "192.0.2.1:7".parse().unwrap();
+        let mac: Mac = "02:00:5e:10:00:01".parse().unwrap();
+        let raw = Some(("eth0".to_owned(), mac));
+        let both = Here::start(Protocol::Both, Some(to), raw.clone()).unwrap();
+        assert!(!both.local_echo());
+        assert_eq!(both.targets[0], Endpoint::Udp(to));
+        assert!(matches!(&both.targets[1], Endpoint::Raw { interface, .. } if interface == "eth0"));
+        let raw_only = Here::start(Protocol::Raw, None, raw).unwrap();
+        assert!(!raw_only.local_echo() && raw_only.targets.len() == 1);
     }
 }

@@ -2,10 +2,10 @@
 
 use rtemu_clock::rt;
 use rtemu_lab::deadline::{self, DeadlineConfig, Mode};
-use rtemu_lab::env::RtRequest;
+use rtemu_lab::env::{Conditions, RtRequest};
 use rtemu_report::lab::DeadlineReport;
 
-use super::{prepare_with, progress, OutputArgs};
+use super::{progress, OutputArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum DeadlineMode {
@@ -71,30 +71,20 @@ pub(super) fn run(args: &DeadlineArgs) -> anyhow::Result<()> {
         ..RtRequest::default()
     };
     args.output.check()?;
-    let conditions = prepare_with(&request, None, None)?;
-    let mut skipped = Vec::new();
+    let conditions = Conditions::set_up(&request, None, None)?;
     let steps = args.steps as usize;
-    let runs = if args.sweep {
+    let (runs, skipped) = if args.sweep {
         let cpus = conditions.header().cpus;
-        let threads = match args.sweep_threads.as_slice() {
-            [] => vec![1, cpus, 2 * cpus],
-            given => given.to_vec(),
-        };
-        let mut policies = vec![None];
-        if rt::fifo_permitted() {
-            policies.push(Some(args.fifo.unwrap_or(80)));
-        } else {
-            skipped.push("SCHED_FIFO not permitted (run as root or grant CAP_SYS_NICE): SCHED_FIFO column skipped".to_owned());
-        }
-        deadline::sweep_runs(&args.sweep_sizes, &threads, &policies, steps, period_ns)
+        let fifo = rt::fifo_permitted().then(|| args.fifo.unwrap_or(80));
+        let sizes = &args.sweep_sizes;
+        deadline::sweep_plan(sizes, &args.sweep_threads, cpus, fifo, (steps, period_ns))
     } else {
-        let mut modes = Vec::new();
-        if matches!(args.mode, DeadlineMode::Realtime | DeadlineMode::Both) {
-            modes.push(Mode::RealTime { period_ns });
-        }
-        if matches!(args.mode, DeadlineMode::Fast | DeadlineMode::Both) {
-            modes.push(Mode::RealFast);
-        }
+        let realtime = matches!(args.mode, DeadlineMode::Realtime | DeadlineMode::Both);
+        let fast = matches!(args.mode, DeadlineMode::Fast | DeadlineMode::Both);
+        let modes = [
+            (realtime, Mode::RealTime { period_ns }),
+            (fast, Mode::RealFast),
+        ];
         let config = |mode| DeadlineConfig {
             threads: args.threads as usize,
             steps,
@@ -102,18 +92,21 @@ pub(super) fn run(args: &DeadlineArgs) -> anyhow::Result<()> {
             fifo_priority: args.fifo,
         };
         let size = args.quadrant_nodes as usize;
-        modes.into_iter().map(|m| (size, config(m))).collect()
+        let runs = modes
+            .into_iter()
+            .filter(|m| m.0)
+            .map(|m| (size, config(m.1)));
+        (runs.collect(), None)
     };
     let bar = progress(runs.len());
-    let mut results = Vec::with_capacity(runs.len());
-    for (size, config) in &runs {
+    let results = deadline::run_all(&runs, period_ns, &mut |size, config| {
         bar.set_message(format!("{} nodes, {} threads", 4 * size, config.threads));
-        results.push(deadline::run_sized(*size, period_ns, config)?);
         bar.inc(1);
-    }
+    });
     bar.finish_and_clear();
     let header = conditions.end();
-    let report = DeadlineReport::new(header, results, skipped, args.steps, args.rate);
+    let skipped = skipped.into_iter().map(str::to_owned).collect();
+    let report = DeadlineReport::new(header, results?, skipped, args.steps, args.rate);
     args.output.emit(&report)
 }
 

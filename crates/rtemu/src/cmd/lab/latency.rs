@@ -2,13 +2,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
-use rtemu_clock::rt;
-use rtemu_lab::env::RtRequest;
-use rtemu_lab::latency::{self, Class, InversionLock, LatencyConfig};
+use rtemu_lab::env::{Conditions, RtRequest};
+use rtemu_lab::latency::{self, LatencyConfig, Plan};
 use rtemu_report::lab::LatencyReport;
 
-use super::{duration_in, prepare_with, progress};
+use super::{duration_in, progress};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -52,17 +50,9 @@ pub(super) struct LatencyArgs {
 }
 
 pub(super) fn run(args: &LatencyArgs) -> anyhow::Result<()> {
-    let allowed = rt::affinity().context("reading the CPU affinity")?;
-    let cpu = match args.cpu {
-        Some(cpu) if allowed.contains(&cpu) => cpu,
-        Some(cpu) => anyhow::bail!(
-            "--cpu {cpu} is not one this process may use: pick one of {}",
-            rt::format_cpu_list(&allowed)
-        ),
-        None => *allowed.last().context("no CPU allowed")?,
-    };
+    let plan = Plan::probe(args.cpu)?;
     let config = LatencyConfig {
-        cpu,
+        cpu: plan.cpu,
         iterations: args.iterations as usize,
         period_ns: args.period,
         time_limit_ns: args.time_limit,
@@ -72,36 +62,21 @@ pub(super) fn run(args: &LatencyArgs) -> anyhow::Result<()> {
         dma_latency: !args.no_dma_latency,
         ..RtRequest::default()
     };
-    let conditions = prepare_with(&request, args.load, Some(cpu))?;
-    let mut skipped = Vec::new();
-    let fifo = rt::fifo_permitted();
-    let classes: &[Class] = if fifo {
-        &[Class::Other, Class::Fifo]
-    } else {
-        skipped.push(
-            "SCHED_FIFO not permitted (run as root or grant CAP_SYS_NICE): SCHED_FIFO rows and \
-             the priority-inversion test skipped"
-                .to_owned(),
-        );
-        &[Class::Other]
-    };
-    let bar = progress(classes.len() * latency::TESTS.len() + InversionLock::ALL.len());
-    let rows = latency::run(&config, classes, &mut |test, class| {
-        bar.set_message(format!("{test} {class:?}"));
+    let conditions = Conditions::set_up(&request, args.load, Some(plan.cpu))?;
+    let bar = progress(plan.steps());
+    let (rows, inversion) = latency::run_plan(&config, &plan, args.watchdog, &mut |step| {
+        bar.set_message(step.to_string());
         bar.inc(1);
     })?;
-    let mut inversion = Vec::new();
-    if fifo && allowed.len() < 2 {
-        skipped.push("priority inversion needs a second CPU to start its threads: skipped".into());
-    } else if fifo {
-        for lock in InversionLock::ALL {
-            bar.set_message(format!("priority inversion, {}", lock.name()));
-            bar.inc(1);
-            inversion.push(latency::priority_inversion_with(lock, cpu, args.watchdog)?);
-        }
-    }
     bar.finish_and_clear();
     let header = conditions.end();
-    let report = LatencyReport::new(header, &config, rows, inversion, args.watchdog, skipped);
+    let report = LatencyReport::new(
+        header,
+        &config,
+        rows,
+        inversion,
+        args.watchdog,
+        plan.skipped,
+    );
     rtemu_report::lab::emit(&report, args.json, args.csv.as_deref(), None)
 }

@@ -54,17 +54,15 @@ pub(super) fn run(args: &LinerateArgs) -> anyhow::Result<()> {
     args.output.check()?;
     let conditions = prepare(&args.rt)?;
     let bar = progress(points.len());
-    let mut results = Vec::with_capacity(points.len());
-    for point in &points {
+    let results = linerate::run(&points, &mut |point| {
         bar.set_message(format!(
             "{} {} {} bit/s",
             point.method, point.pacer, point.rate_bps
         ));
-        results.push(linerate::measure(point)?);
         bar.inc(1);
-    }
+    });
     bar.finish_and_clear();
     let header = conditions.end();
-    let report = LinerateReport::new(header, args.packet_size, args.time, results);
+    let report = LinerateReport::new(header, args.packet_size, args.time, results?);
     args.output.emit(&report)
 }

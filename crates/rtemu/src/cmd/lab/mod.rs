@@ -14,11 +14,10 @@ mod sleep;
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use rtemu_clock::time::parse_duration_in;
-use rtemu_lab::env::{BusyLoad, Conditions, RtRequest};
+use rtemu_lab::env::{Conditions, RtRequest};
 
 /// Arguments of `rtemu lab`.
 #[derive(Debug, clap::Args)]
@@ -144,21 +143,7 @@ fn prepare(rt: &RtArgs) -> anyhow::Result<Conditions> {
         dma_latency: !rt.no_dma_latency,
         timer_slack_ns: rt.timer_slack,
     };
-    prepare_with(&request, rt.load, rt.cpu)
-}
-
-/// Applies `request`, then starts `load` busy threads kept off `avoid_cpu`.
-fn prepare_with(
-    request: &RtRequest,
-    load: Option<Option<usize>>,
-    avoid_cpu: Option<usize>,
-) -> anyhow::Result<Conditions> {
-    let setup = request.apply().context("real-time set-up")?;
-    let load = load
-        .map(|threads| BusyLoad::for_run(threads, avoid_cpu))
-        .transpose()
-        .context("--load")?;
-    Ok(Conditions::new(setup, load))
+    Ok(Conditions::set_up(&request, rt.load, rt.cpu)?)
 }
 
 fn progress(len: usize) -> ProgressBar {

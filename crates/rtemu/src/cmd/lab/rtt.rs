@@ -2,8 +2,8 @@
 //! of a lab.
 
 use anyhow::Context as _;
-use rtemu_lab::rtt::plan::{Named, Probes, Protocol};
-use rtemu_lab::rtt::{self, between, Echo, Endpoint, Mac};
+use rtemu_lab::rtt::plan::{Here, Named, Probes, Protocol};
+use rtemu_lab::rtt::{self, between, Mac};
 use rtemu_report::lab::{RttReport, RttRun};
 use rtemu_topo::lab;
 
@@ -128,21 +128,10 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
             })
         })
         .transpose()?;
-    // The local echo lives for the run at most; ten minutes bounds a forgotten one.
-    let local = match (protocol.udp(), to) {
-        (true, None) => Some(Echo::udp("127.0.0.1:0".parse()?, 600_000_000_000)?),
-        _ => None,
-    };
-    // Where the sweeps go, UDP first: `--to`, else the local echo; the raw echo at
-    // `--raw`/`--peer`. `Protocol::choose` made sure the flags each needs are there.
-    let udp = to
-        .map(Endpoint::Udp)
-        .or_else(|| local.as_ref().map(|echo| echo.local().clone()))
-        .filter(|_| protocol.udp());
-    let raw = args.raw.clone().zip(args.peer).filter(|_| protocol.raw());
-    let raw = raw.map(|(interface, mac)| Endpoint::Raw { interface, mac });
+    let raw = args.raw.clone().zip(args.peer);
+    let here = Here::start(protocol, to, raw)?;
     let probes = args.probes();
-    let (configs, sizes) = probes.sweeps(udp.into_iter().chain(raw))?;
+    let (configs, sizes) = probes.sweeps(here.targets.iter().cloned())?;
     args.output.check()?;
     let conditions = prepare(&args.rt)?;
     let bar = progress(sizes);
@@ -152,8 +141,8 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
     });
     bar.finish_and_clear();
     let header = conditions.end();
-    let local_echo = local.is_some();
-    drop(local);
+    let local_echo = here.local_echo();
+    drop(here);
     let runs = configs.into_iter().zip(sweeps?);
     let runs = runs
         .map(|(config, sweep)| RttRun { config, sweep })
