@@ -5,7 +5,8 @@
 //! * [`text`]: the pieces every report shares: times in µs, JSON on stdout, CSV files;
 //! * [`lab`]: the timing lab's reports (tables, JSON, CSV and figures of `rtemu-lab`'s
 //!   results);
-//! * [`trace`]: a trace's statistics as text and as a variance-time plot.
+//! * [`trace`]: a trace's statistics as text and as a variance-time plot; traces written
+//!   whole, generated and converted, with their summaries.
 //!
 //! The measurements are the other crates'; this one only presents them. Errors are
 //! `anyhow`'s: a report's failures are a file that could not be written or a figure with

@@ -1,14 +1,21 @@
 //! A trace's statistics (`rtemu trace stats`): as text, as JSON with what its framed header
-//! says, and as a variance-time plot; traces written whole ([`TraceOutput`], [`generate`]) and
-//! the summaries of `trace gen` and `trace convert`.
+//! says, and as a variance-time plot; traces written whole ([`TraceOutput`]), generated
+//! ([`generate`]) and converted ([`convert`]), with the summaries of `trace gen` and
+//! `trace convert`.
 
+use std::fmt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use rtemu_sim::capture::CaptureReader;
+use rtemu_sim::capture_pair::{actions_from_captures, PairStats};
+use rtemu_sim::source::FrameSource;
+use rtemu_trace::flow::FlowPattern;
 use rtemu_trace::gen::Generator;
+use rtemu_trace::series::{actions_at_rate, Interpolation, SeriesStream};
 use rtemu_trace::stats::TraceStats;
-use rtemu_trace::{Action, Format, Header, RecordWriter};
+use rtemu_trace::{Action, Format, Header, RecordReader, RecordWriter, TimeUnit, UnderrunPolicy};
 
 use crate::output::Output;
 
@@ -211,25 +218,49 @@ impl TraceOutput {
     }
 }
 
-/// Writes `count` records of `generator` to `path` in `format` under `header`, whole or not
-/// at all; returns the records written and what the run came to.
+/// How a generator was set up, for its summary.
+#[derive(Debug)]
+pub struct GenSetUp {
+    /// The generator: fgn, onoff, iid or netem.
+    pub kind: &'static str,
+    /// The seed of its random streams.
+    pub seed: u64,
+    /// Its parameters as it uses them (durations in ns).
+    pub parameters: serde_json::Value,
+}
+
+/// Writes `count` records of `generator` (set up as `set_up` says) to `path` in `format`
+/// under `header`, whole or not at all, and sums up what was written.
 pub fn generate<G: Generator>(
     mut generator: G,
     count: u64,
-    path: &Path,
-    format: Format,
+    (path, format): (&Path, Format),
     header: &Header,
-) -> anyhow::Result<(u64, G::Outcome)> {
+    set_up: GenSetUp,
+) -> anyhow::Result<GenSummary> {
     let mut out = TraceOutput::create(path, &[], format, header)?;
     for _ in 0..count {
         out.write(generator.next_action())?;
     }
-    Ok((out.commit()?, generator.outcome()))
+    let records = out.commit()?;
+    let outcome = generator.outcome();
+    Ok(GenSummary {
+        kind: set_up.kind,
+        records,
+        output: path.display().to_string(),
+        format: format.name(),
+        seed: set_up.seed,
+        parameters: set_up.parameters,
+        outcome: serde_json::to_value(&outcome)?,
+        provenance: header.provenance.clone(),
+        flow: header.flow.map(|f| f.to_string()),
+        note: outcome.to_string(),
+    })
 }
 
-/// The `--json` summary of `rtemu trace gen`.
+/// The `--json` summary of `rtemu trace gen`; as words, the note it prints without.
 #[derive(Debug, serde::Serialize)]
-pub struct GenSummary<'a> {
+pub struct GenSummary {
     /// The generator: fgn, onoff, iid or netem.
     pub kind: &'static str,
     /// Records written.
@@ -246,19 +277,30 @@ pub struct GenSummary<'a> {
     pub outcome: serde_json::Value,
     /// The command line that regenerates the trace, after the text of `--provenance` if given
     /// (also in a framed output's header).
-    pub provenance: &'a str,
+    pub provenance: String,
     /// The flow pattern of a framed output's header (`--flow`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flow: Option<String>,
+    /// The outcome in words.
+    #[serde(skip)]
+    pub note: String,
 }
 
-/// The `--json` summary of `rtemu trace convert`.
+/// The note on what was written (after `rtemu: `).
+impl fmt::Display for GenSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (n, out, note) = (self.records, &self.output, &self.note);
+        write!(f, "wrote {n} records to {out} ({note})")
+    }
+}
+
+/// The `--json` summary of `rtemu trace convert`; as words, the note it prints without.
 #[derive(Debug, serde::Serialize)]
 pub struct ConvertSummary {
     /// The input file.
     pub input: String,
-    /// The input's form: raw, framed or text for a trace, `series` with --series-pps,
-    /// `capture` with --receiver.
+    /// The input's form: raw, framed or text for a trace, `series` for a delay series,
+    /// `capture` for two captures.
     pub input_format: String,
     /// The output file.
     pub output: String,
@@ -275,12 +317,39 @@ pub struct ConvertSummary {
     pub provenance: Option<String>,
     /// Records written.
     pub records: u64,
-    /// With --series-pps: the packet rate and the interpolation.
+    /// From a delay series: the packet rate and the interpolation.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub series: Option<serde_json::Value>,
-    /// With --receiver: the receiver capture and what matching the two captures found.
+    pub series: Option<SeriesSummary>,
+    /// From two captures: the receiver capture and what matching the two found.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub captures: Option<serde_json::Value>,
+    pub captures: Option<CapturesSummary>,
+}
+
+/// How a delay series became packets' fates.
+#[derive(Debug, serde::Serialize)]
+pub struct SeriesSummary {
+    /// The interpolation between samples: step or linear.
+    pub interpolation: String,
+    /// The rate of the packets whose fates were written.
+    pub packets_per_second: u64,
+}
+
+/// The receiver capture of a conversion from two captures, and what matching them found.
+#[derive(Debug)]
+pub struct CapturesSummary {
+    /// The capture where the packets arrived.
+    pub receiver: String,
+    /// What matching the two captures found.
+    pub stats: PairStats,
+}
+
+/// One object: the receiver beside the figures, every key in order like the rest.
+impl serde::Serialize for CapturesSummary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut value = serde_json::to_value(self.stats).map_err(serde::ser::Error::custom)?;
+        value["receiver"] = self.receiver.clone().into();
+        value.serialize(serializer)
+    }
 }
 
 impl ConvertSummary {
@@ -310,11 +379,140 @@ impl ConvertSummary {
     }
 }
 
+/// The note on what was written (after `rtemu: `).
+impl fmt::Display for ConvertSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (n, out, form) = (self.records, &self.output, self.output_format);
+        match (&self.series, &self.captures) {
+            (_, Some(c)) => write!(f, "{}; wrote {out} ({form} form)", c.stats),
+            (Some(_), None) => write!(f, "wrote {n} records to {out} ({form} form)"),
+            (None, None) => write!(f, "converted {n} records to {out} ({form} form)"),
+        }
+    }
+}
+
+/// What [`convert`] reads.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// An action trace, in this form or as detected.
+    Trace(Option<Format>),
+    /// A delay/loss time series, for packets at a rate (per second) with an interpolation
+    /// between samples.
+    Series(u64, Interpolation),
+    /// A capture taken where packets were sent, with the capture of the same packets where
+    /// they arrived.
+    Captures {
+        /// The capture where they arrived.
+        receiver: &'a Path,
+    },
+}
+
+/// Converts `input`, read as `source` says, to the action trace at `output` in form `to`,
+/// written whole. Its header's unit is `unit`, else the input's, else µs; its provenance says
+/// where the records came from (an input trace's own, when it has one); `annotate` adds what
+/// the user asked the header to say, and `lost_flow` is told of a flow the input's header
+/// names that the output's form cannot keep.
+pub fn convert(
+    input: &Path,
+    source: Source<'_>,
+    (output, to): (&Path, Format),
+    unit: Option<TimeUnit>,
+    annotate: impl FnOnce(&mut Header) -> anyhow::Result<()>,
+    lost_flow: impl FnOnce(FlowPattern),
+) -> anyhow::Result<ConvertSummary> {
+    let header = |provenance| Header {
+        unit: unit.unwrap_or(TimeUnit::Us),
+        flow: None,
+        provenance,
+    };
+    match source {
+        Source::Trace(from) => {
+            let mut r = RecordReader::open(input, from)?;
+            let mut h = r.header().cloned().unwrap_or_default();
+            h.unit = unit.unwrap_or(h.unit);
+            if h.provenance.is_empty() {
+                h.provenance = format!("converted from {}", input.display());
+            }
+            if let Some(flow) = h.flow.filter(|_| to != Format::Framed) {
+                lost_flow(flow);
+            }
+            annotate(&mut h)?;
+            let mut w = TraceOutput::create(output, &[input], to, &h)?;
+            r.for_each_record(|x| w.write(x))?;
+            let n = w.commit()?;
+            Ok(ConvertSummary::new(
+                input,
+                output,
+                r.format().name(),
+                to,
+                &h,
+                n,
+            ))
+        }
+        Source::Series(pps, interpolation) => {
+            // Waiting for the reader: every record is the series's, none a substitute.
+            let series = SeriesStream::open(input, interpolation, UnderrunPolicy::Wait)?;
+            let mut h = header(format!(
+                "delay series {} at {pps} packets/s, {interpolation:?} interpolation",
+                input.display()
+            ));
+            annotate(&mut h)?;
+            let mut w = TraceOutput::create(output, &[input], to, &h)?;
+            for x in actions_at_rate(series, pps, to.resolution_ns(h.unit)) {
+                w.write(x?)?;
+            }
+            let n = w.commit()?;
+            let mut summary = ConvertSummary::new(input, output, "series", to, &h, n);
+            summary.series = Some(SeriesSummary {
+                interpolation: format!("{interpolation:?}").to_lowercase(),
+                packets_per_second: pps,
+            });
+            Ok(summary)
+        }
+        Source::Captures { receiver } => {
+            let mut h = header(format!(
+                "sender capture {}, receiver capture {}",
+                input.display(),
+                receiver.display()
+            ));
+            annotate(&mut h)?;
+            let resolution = to.resolution_ns(h.unit);
+            let mut w = TraceOutput::create(output, &[input, receiver], to, &h)?;
+            let mut written = Ok(());
+            let mut received = CaptureReader::open(receiver)
+                .with_context(|| format!("receiver capture {}", receiver.display()))?;
+            let stats = actions_from_captures(
+                || Ok(Box::new(CaptureReader::open(input)?) as Box<dyn FrameSource>),
+                &mut received,
+                |action| {
+                    if written.is_ok() {
+                        written = w.write(action.rounded(resolution));
+                    }
+                },
+            )?;
+            written?;
+            let n = w.commit()?;
+            let mut summary = ConvertSummary::new(input, output, "capture", to, &h, n);
+            let receiver = receiver.display().to_string();
+            summary.captures = Some(CapturesSummary { receiver, stats });
+            Ok(summary)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rtemu_trace::iid::{Dist, IidTrace};
     use rtemu_trace::RecordReader;
+
+    fn set_up() -> GenSetUp {
+        GenSetUp {
+            kind: "iid",
+            seed: 1,
+            parameters: serde_json::Value::Null,
+        }
+    }
 
     fn dir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("rtemu-report-{tag}-{}", std::process::id()));
@@ -331,14 +529,22 @@ mod tests {
             ..Header::default()
         };
         let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
-        let (records, outcome) = generate(g, 7, &path, Format::Framed, &header).unwrap();
+        let summary = generate(g, 7, (&path, Format::Framed), &header, set_up()).unwrap();
         let read = RecordReader::open(&path, None).map(|r| {
             let provenance = r.header().map(|h| h.provenance.clone());
             (provenance, r.collect::<Result<Vec<_>, _>>().unwrap())
         });
         std::fs::remove_dir_all(&d).unwrap();
         let (provenance, actions) = read.unwrap();
-        assert_eq!((records, outcome.clamped_negative_delays), (7, 0));
+        assert_eq!(summary.records, 7);
+        assert_eq!(summary.outcome["clamped_negative_delays"], 0);
+        assert_eq!(
+            summary.to_string(),
+            format!(
+                "wrote 7 records to {} (0 negative delays clamped to 0)",
+                path.display()
+            )
+        );
         assert_eq!(provenance.as_deref(), Some("test"));
         assert_eq!(
             actions,
@@ -365,5 +571,56 @@ mod tests {
         assert!(over.unwrap_err().to_string().contains("also an input"));
         assert!(format!("{fine:#}").starts_with(&format!("writing {}", raw.display())));
         assert!(!left, "a failed trace stays behind");
+    }
+
+    #[test]
+    fn a_conversion_keeps_what_the_form_can_hold_and_says_what_it_wrote() {
+        let d = dir("convert");
+        let (framed, text) = (d.join("in.rplx"), d.join("out.txt"));
+        let header = Header {
+            flow: Some("proto=udp".parse().unwrap()),
+            ..Header::default()
+        };
+        let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
+        generate(g, 3, (&framed, Format::Framed), &header, set_up()).unwrap();
+        let mut lost = None;
+        let to_text = convert(
+            &framed,
+            Source::Trace(None),
+            (&text, Format::Text),
+            None,
+            |_| Ok(()),
+            |flow| lost = Some(flow),
+        );
+        let series = d.join("path.series");
+        std::fs::write(&series, "0 10 0\n1 20 1\n").unwrap();
+        let from_series = convert(
+            &series,
+            Source::Series(2, Interpolation::Step),
+            (&d.join("s.rpl"), Format::Raw),
+            None,
+            |_| Ok(()),
+            |_| panic!("a series has no flow"),
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+        let to_text = to_text.unwrap();
+        assert_eq!(lost, header.flow);
+        assert_eq!(
+            (to_text.input_format.as_str(), to_text.records),
+            ("framed", 3)
+        );
+        assert_eq!(
+            to_text.to_string(),
+            format!("converted 3 records to {} (text form)", text.display())
+        );
+        let from_series = from_series.unwrap();
+        // Packets at 0 s (10 ms) and 0.5 s (10 ms, step) and 1 s (lost).
+        assert_eq!(from_series.records, 3);
+        let json = serde_json::to_value(&from_series).unwrap();
+        assert_eq!(
+            json["series"],
+            serde_json::json!({ "interpolation": "step", "packets_per_second": 2 })
+        );
+        assert!(from_series.to_string().starts_with("wrote 3 records to "));
     }
 }

@@ -153,6 +153,10 @@ mod tests {
             base_delay_ns: 0,
             resolution_ns: 1_000,
         };
+        // The parameters state the model, not how its records are written.
+        let parameters = serde_json::to_value(cfg).unwrap();
+        assert_eq!(parameters.as_object().unwrap().len(), 10);
+        assert!(parameters.get("resolution_ns").is_none());
         let g = OnOffDelays::new(cfg, 1).unwrap();
         let outcome = Generator::outcome(&g);
         assert_eq!(

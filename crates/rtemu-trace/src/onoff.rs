@@ -26,8 +26,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::action::Action;
 use crate::fgn::GenError;
 
-/// Parameters of the ON/OFF generator; see the [module docs](self).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Parameters of the ON/OFF generator; see the [module docs](self). They serialise as a
+/// trace's summary states them.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct OnOffConfig {
     /// Number of sources (at least 1).
     pub sources: u32,
@@ -49,7 +50,9 @@ pub struct OnOffConfig {
     pub interval_ns: u64,
     /// Delay added to every delivered probe (propagation), ns.
     pub base_delay_ns: u64,
-    /// Delays are rounded to multiples of this, ns.
+    /// Delays are rounded to multiples of this, ns: how records are written, not part of the
+    /// model, so not in its summary.
+    #[serde(skip)]
     pub resolution_ns: u64,
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use rtemu_model::units::parse_duration_ns;
-use rtemu_report::trace::{generate, GenSummary};
+use rtemu_report::trace::{generate, GenSetUp};
 use rtemu_sim::record::ModelRecords;
 use rtemu_trace::duration::format_duration;
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
@@ -209,25 +209,17 @@ impl Generated<'_> {
             provenance: self.provenance,
         };
         out.header.apply(&mut header, format, &out.output)?;
-        let (records, outcome) = generate(generator, out.count, &out.output, format, &header)?;
-        let summary = GenSummary {
+        let set_up = GenSetUp {
             kind: self.kind,
-            records,
-            output: out.output.display().to_string(),
-            format: format.name(),
             seed: out.seed,
             parameters: self.parameters,
-            outcome: serde_json::to_value(&outcome)?,
-            provenance: &header.provenance,
-            flow: header.flow.map(|f| f.to_string()),
         };
+        let to = (out.output.as_path(), format);
+        let summary = generate(generator, out.count, to, &header, set_up)?;
         if out.json {
             return rtemu_report::text::print_json(&summary);
         }
-        eprintln!(
-            "rtemu: wrote {} records to {} ({outcome})",
-            summary.records, summary.output
-        );
+        eprintln!("rtemu: {summary}");
         Ok(())
     }
 }
@@ -277,18 +269,7 @@ fn onoff(a: &OnOffArgs) -> anyhow::Result<()> {
             a.sources, a.alpha, a.mean_on, a.mean_off, a.source_rate, a.link_rate, a.buffer,
             a.probe, a.interval, a.base, a.out.count, a.out.seed
         ),
-        parameters: json!({
-            "sources": cfg.sources,
-            "alpha": cfg.alpha,
-            "mean_on_ns": cfg.mean_on_ns,
-            "mean_off_ns": cfg.mean_off_ns,
-            "source_rate_bps": cfg.source_rate_bps,
-            "link_rate_bps": cfg.link_rate_bps,
-            "buffer_bytes": cfg.buffer_bytes,
-            "probe_bytes": cfg.probe_bytes,
-            "interval_ns": cfg.interval_ns,
-            "base_delay_ns": cfg.base_delay_ns,
-        }),
+        parameters: serde_json::to_value(cfg)?,
         out: &a.out,
     }
     .write(g)
