@@ -1,22 +1,22 @@
-//! `rtemu sim` from its flags' values: the link model (netem text, a model file, or the
-//! default), the traces, the frames (a capture, or generated traffic), and the run that
-//! writes the delivered frames. The files the run writes are the caller's to create and to
-//! put in place.
+//! `rtemu sim` from its flags' values ([`Request`]): the link model (netem text, a model
+//! file, or the default), the traces, the frames (a capture, or generated traffic), and the
+//! run that writes the delivered frames and every decision, each file whole or not at all.
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use rtemu_model::{netem, LinkConfig, Model};
+use rtemu_report::output::{same_file, Output};
 use rtemu_sim::capture::{CaptureReader, PcapWriter};
 use rtemu_sim::engine::{self, Discard};
-use rtemu_sim::fatelog::FateLog;
+use rtemu_sim::fatelog::{FateLog, LogFormat};
 use rtemu_sim::source::{FrameSource, Progress};
-use rtemu_sim::summary::Summary;
+use rtemu_sim::summary::{Report, Summary};
 use rtemu_sim::traffic::{TrafficGen, TrafficSpec};
 use rtemu_trace::flow::FlowPattern;
 
-use crate::assemble::{read_model_file, TraceArg, TraceKind};
+use crate::assemble::{build_model, read_model_file, TraceArg, TraceKind, TraceOptions};
 
 /// The model used when none is given: a 10 Mbit/s path with 20 ms of normally distributed
 /// delay (5 ms standard deviation) and 1 % random loss.
@@ -27,7 +27,7 @@ pub const DEFAULT_TRAFFIC: &str = "cbr 1000pps 1000B 10s";
 
 /// The link model: `model_file`'s, else the netem text `model`, else [`DEFAULT_MODEL`], but
 /// an ideal link under a trace for the whole link (`whole_link_trace`), which decides alone.
-pub fn link_config(
+fn link_config(
     model: Option<&str>,
     model_file: Option<&Path>,
     whole_link_trace: bool,
@@ -42,7 +42,7 @@ pub fn link_config(
 
 /// The traces of a link: one per `PATTERN=FILE` of `flow_traces` (the last `=` separates the
 /// file), then `trace` for the rest, each of `kind` (`Auto`: its file's).
-pub fn traces(
+fn traces(
     flow_traces: &[String],
     trace: Option<&Path>,
     kind: TraceKind,
@@ -74,7 +74,7 @@ pub fn traces(
 
 /// The frames of a run, and how reports name them: the capture at `input`, else `traffic`
 /// (default [`DEFAULT_TRAFFIC`]) generated from `seed`.
-pub fn frames(
+fn frames(
     input: Option<&Path>,
     traffic: Option<&str>,
     seed: u64,
@@ -95,10 +95,131 @@ pub fn frames(
     ))
 }
 
+/// What `rtemu sim` is asked to run, as its flags give it.
+pub struct Request<'a> {
+    /// The capture to read; without one, `traffic` is generated.
+    pub input: Option<&'a Path>,
+    /// The traffic to generate (default [`DEFAULT_TRAFFIC`]).
+    pub traffic: Option<&'a str>,
+    /// The model in netem syntax (see [`link_config`]).
+    pub model: Option<&'a str>,
+    /// The model as a TOML or JSON file.
+    pub model_file: Option<&'a Path>,
+    /// Traces for flows, `PATTERN=FILE` each (see [`traces`]).
+    pub flow_traces: &'a [String],
+    /// The trace for the rest of the link.
+    pub trace: Option<&'a Path>,
+    /// What the trace files hold.
+    pub trace_kind: TraceKind,
+    /// How traces are read, and the seed of every decision.
+    pub options: TraceOptions,
+    /// The lab link whose random streams to draw from, and whether its direction is from
+    /// its second endpoint (see [`rtemu_model::rng::link_label`]).
+    pub link: Option<(&'a str, bool)>,
+    /// Where to write the delivered frames (pcap).
+    pub out: Option<&'a Path>,
+    /// Where to write every decision (CSV, or JSON lines by the extension).
+    pub log: Option<&'a Path>,
+}
+
+/// A run of `rtemu sim`, set up: its model, its frames, and its output files begun.
+pub struct Run {
+    model: Box<dyn Model + Send>,
+    source: Box<dyn FrameSource>,
+    /// How reports name the frames.
+    input: String,
+    config: LinkConfig,
+    traces: Vec<TraceArg>,
+    seed: u64,
+    out: Option<(Output, PathBuf)>,
+    log: Option<FateLog<BufWriter<Output>>>,
+}
+
+impl Run {
+    /// Sets `request` up: its model and traces read, its frames opened, and its outputs begun,
+    /// neither the same file as the other nor as one of the files the run reads.
+    pub fn new(request: &Request<'_>) -> anyhow::Result<Run> {
+        let r = request;
+        let config = link_config(r.model, r.model_file, r.trace.is_some())?;
+        let traces = traces(r.flow_traces, r.trace, r.trace_kind)?;
+        let label = r
+            .link
+            .map_or(0, |(link, back)| rtemu_model::rng::link_label(link, back));
+        let model = build_model(&r.options, &config, &traces, label)?;
+        let (source, input) = frames(r.input, r.traffic, r.options.seed)?;
+        // Every file this run reads; no output may be one of them, nor the other output.
+        let inputs: Vec<&Path> = [r.input, r.model_file]
+            .into_iter()
+            .flatten()
+            .chain(traces.iter().map(|t| t.path.as_path()))
+            .collect();
+        if let (Some(out), Some(log)) = (r.out, r.log) {
+            if same_file(out, log) {
+                anyhow::bail!(
+                    "--out and --log name one file ({}): give each its own",
+                    out.display()
+                );
+            }
+        }
+        let log = match r.log {
+            Some(path) => Some(FateLog::new(
+                BufWriter::new(Output::create(path, &inputs)?),
+                LogFormat::from_path(path),
+            )?),
+            None => None,
+        };
+        let out = match r.out {
+            Some(path) => Some((Output::create(path, &inputs)?, path.to_owned())),
+            None => None,
+        };
+        Ok(Run {
+            model,
+            source,
+            input,
+            config,
+            traces,
+            seed: r.options.seed,
+            out,
+            log,
+        })
+    }
+
+    /// Runs it, telling `progress` how far it is, and puts its outputs in place; returns what
+    /// `rtemu sim` reports.
+    pub fn run(mut self, progress: &mut dyn FnMut(Progress)) -> anyhow::Result<Report> {
+        let (writer, path) = self.out.take().unzip();
+        let (summary, written) = run(
+            self.source.as_mut(),
+            self.model.as_mut(),
+            &self.input,
+            writer.zip(path.as_deref()),
+            self.log.as_mut(),
+            progress,
+        )?;
+        if let Some(out) = written {
+            out.commit()?;
+        }
+        if let Some(log) = self.log {
+            log.finish()
+                .context("writing the fate log")?
+                .into_inner()
+                .map_err(|e| e.into_error())?
+                .commit()?;
+        }
+        Ok(Report {
+            input: self.input,
+            model: self.config.to_string(),
+            traces: self.traces.iter().map(TraceArg::to_string).collect(),
+            seed: self.seed,
+            summary,
+        })
+    }
+}
+
 /// Runs the frames of `source` (named `input` in errors) through `model`, writing the
 /// delivered ones as a pcap to `out` (with its path, for errors) and every decision to `log`;
 /// returns the summary and `out`, written and flushed, for the caller to put in place.
-pub fn run<W: Write, L: Write>(
+fn run<W: Write, L: Write>(
     source: &mut dyn FrameSource,
     model: &mut dyn Model,
     input: &str,
@@ -183,5 +304,53 @@ mod tests {
         assert_eq!(pcap.len() as u64, 24 + summary.delivered * (16 + 100));
         let log = String::from_utf8(log.finish().unwrap()).unwrap();
         assert_eq!(log.lines().count(), 101, "a header and a line per packet");
+    }
+
+    #[test]
+    fn a_run_puts_both_files_in_place_and_refuses_one_file_for_both() {
+        let dir = std::env::temp_dir().join(format!("rtemu-sim-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (out, log) = (dir.join("out.pcap"), dir.join("fates.jsonl"));
+        let request = Request {
+            input: None,
+            traffic: Some("cbr 100pps 100B 1s"),
+            model: Some("delay 1ms"),
+            model_file: None,
+            flow_traces: &[],
+            trace: None,
+            trace_kind: TraceKind::Auto,
+            options: TraceOptions {
+                seed: 1,
+                underrun: rtemu_trace::UnderrunPolicy::Wait,
+                end: rtemu_trace::EndPolicy::Loop,
+                interpolation: rtemu_trace::series::Interpolation::Step,
+            },
+            link: None,
+            out: Some(&out),
+            log: Some(&log),
+        };
+        let report = Run::new(&request).and_then(|r| r.run(&mut |_| {}));
+        let both = Request {
+            log: Some(&out),
+            ..request
+        };
+        let refused = Run::new(&both).map(drop);
+        let (pcap, fates) = (std::fs::read(&out), std::fs::read_to_string(&log));
+        std::fs::remove_dir_all(&dir).unwrap();
+        let report = report.unwrap();
+        assert_eq!(
+            (report.summary.delivered, report.model.as_str()),
+            (100, "delay 1ms")
+        );
+        assert_eq!(pcap.unwrap().len(), 24 + 100 * (16 + 100));
+        assert_eq!(
+            fates.unwrap().lines().count(),
+            100,
+            "a JSON line per packet"
+        );
+        assert!(refused
+            .unwrap_err()
+            .to_string()
+            .starts_with("--out and --log name one file"));
     }
 }

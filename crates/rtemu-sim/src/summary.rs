@@ -340,7 +340,7 @@ impl fmt::Display for Summary {
 /// What `rtemu sim` prints: the run's input, model, traces and seed, then its [`Summary`].
 /// Serialises as the `--json` report; displays as the text one.
 #[derive(Debug, Serialize)]
-pub struct Report<'a> {
+pub struct Report {
     /// The input capture's path, or `traffic SPEC`.
     pub input: String,
     /// The model in netem syntax (empty: an ideal link).
@@ -350,10 +350,10 @@ pub struct Report<'a> {
     /// The seed of every random decision.
     pub seed: u64,
     /// What the run did.
-    pub summary: &'a Summary,
+    pub summary: Summary,
 }
 
-impl fmt::Display for Report<'_> {
+impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "rtemu sim: {}", self.input)?;
         let model = if self.model.is_empty() {

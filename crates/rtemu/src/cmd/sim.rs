@@ -1,21 +1,16 @@
 //! `rtemu sim`: run a link model in virtual time over a capture or generated traffic.
 
-use std::io::{BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 
-use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
-use rtemu_control::assemble::{build_model, TraceArg, TraceKind, TraceOptions};
+use rtemu_control::assemble::{TraceKind, TraceOptions};
 use rtemu_control::sim;
 use rtemu_model::rng::DEFAULT_SEED;
-use rtemu_sim::fatelog::{FateLog, LogFormat};
 use rtemu_sim::source::{Progress, ProgressUnit};
-use rtemu_sim::summary::Report;
 use rtemu_sim::traffic::TRAFFIC_HELP;
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
-
-use rtemu_report::output::{self, Output};
 
 /// Run a link model in virtual time, as fast as the CPU allows.
 ///
@@ -168,51 +163,27 @@ fn progress_bar(enabled: bool) -> Option<ProgressBar> {
 
 /// Runs `rtemu sim`.
 pub fn run(args: &SimArgs) -> anyhow::Result<()> {
-    let model_file = args.model_file.as_deref();
-    let cfg = sim::link_config(args.model.as_deref(), model_file, args.trace.is_some())?;
-    let kind = TraceKind::from(args.trace_kind);
-    let traces = sim::traces(&args.flow_traces, args.trace.as_deref(), kind)?;
-    let opts = TraceOptions {
-        seed: args.seed,
-        underrun: args.underrun,
-        end: args.end,
-        interpolation: args.interpolation,
+    let request = sim::Request {
+        input: args.input.as_deref(),
+        traffic: args.traffic.as_deref(),
+        model: args.model.as_deref(),
+        model_file: args.model_file.as_deref(),
+        flow_traces: &args.flow_traces,
+        trace: args.trace.as_deref(),
+        trace_kind: TraceKind::from(args.trace_kind),
+        options: TraceOptions {
+            seed: args.seed,
+            underrun: args.underrun,
+            end: args.end,
+            interpolation: args.interpolation,
+        },
+        link: args.link.as_deref().map(|link| (link, args.dir == "b-a")),
+        out: args.out.as_deref(),
+        log: args.log.as_deref(),
     };
-    let label = args.link.as_deref().map_or(0, |link| {
-        rtemu_model::rng::link_label(link, args.dir == "b-a")
-    });
-    let mut model = build_model(&opts, &cfg, &traces, label)?;
-    let input = args.input.as_deref();
-    let (mut source, name) = sim::frames(input, args.traffic.as_deref(), args.seed)?;
-
-    // Every file this run reads; no output may be one of them, nor the other output.
-    let inputs: Vec<&Path> = [input, model_file]
-        .into_iter()
-        .flatten()
-        .chain(traces.iter().map(|t| t.path.as_path()))
-        .collect();
-    if let (Some(out), Some(log)) = (&args.out, &args.log) {
-        if output::same_file(out, log) {
-            anyhow::bail!(
-                "--out and --log name one file ({}): give each its own",
-                out.display()
-            );
-        }
-    }
-    let mut log = match &args.log {
-        Some(path) => Some(FateLog::new(
-            BufWriter::new(Output::create(path, &inputs)?),
-            LogFormat::from_path(path),
-        )?),
-        None => None,
-    };
-    let out = match &args.out {
-        Some(path) => Some((Output::create(path, &inputs)?, path.as_path())),
-        None => None,
-    };
-
+    let run = sim::Run::new(&request)?;
     let bar = progress_bar(!args.no_progress && !args.json);
-    let mut on_progress = |p: Progress| {
+    let report = run.run(&mut |p: Progress| {
         if let Some(bar) = &bar {
             if let Some(total) = p.total {
                 bar.set_length(total);
@@ -222,36 +193,10 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
                 bar.set_message(format!("{:.1} s virtual", p.done as f64 / 1e9));
             }
         }
-    };
-    let (summary, out) = sim::run(
-        source.as_mut(),
-        model.as_mut(),
-        &name,
-        out,
-        log.as_mut(),
-        &mut on_progress,
-    )?;
-    if let Some(out) = out {
-        out.commit()?;
-    }
+    })?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    if let Some(log) = log {
-        log.finish()
-            .context("writing the fate log")?
-            .into_inner()
-            .map_err(|e| e.into_error())?
-            .commit()?;
-    }
-
-    let report = Report {
-        input: name,
-        model: cfg.to_string(),
-        traces: traces.iter().map(TraceArg::to_string).collect(),
-        seed: args.seed,
-        summary: &summary,
-    };
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
