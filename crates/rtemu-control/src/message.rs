@@ -250,6 +250,11 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e3)
 }
 
+/// Writes `report` to `path` as JSON, whole or not at all (`rtemu down --fidelity`).
+pub fn save_final_report(report: &FinalReport, path: &std::path::Path) -> anyhow::Result<()> {
+    rtemu_report::output::write(path, &[], format!("{}\n", pretty(report)).as_bytes())
+}
+
 /// Writes lab `lab`'s final report as `rtemu down` shows it: a line saying whose it is, its
 /// counters, then its release fidelity.
 pub fn write_final_report(out: &mut impl Write, lab: &str, report: &FinalReport) -> io::Result<()> {

@@ -1,13 +1,12 @@
 //! `rtemu stats` and `rtemu link`: reading and steering a running lab's impaired links through
 //! its engine's control socket, and the tables that show what the engine did.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rtemu_control::lab;
-use rtemu_control::message::{self, FinalReport};
+use rtemu_control::message;
 use rtemu_engine::control::Ways;
 use rtemu_topo::state::LabName;
 use rtemu_topo::topology::Netem;
@@ -84,6 +83,17 @@ pub enum DirArg {
     Both,
 }
 
+// A link of a running lab, as every `rtemu link` action names it (no doc comment: a
+// flattened struct's would replace the action's own help).
+#[derive(Debug, Args)]
+pub struct LinkRef {
+    /// The lab (may be left out when exactly one runs).
+    #[arg(long)]
+    lab: Option<LabName>,
+    /// The link.
+    link: String,
+}
+
 /// What `rtemu link` does.
 #[derive(Debug, Subcommand)]
 pub enum LinkAction {
@@ -93,11 +103,8 @@ pub enum LinkAction {
   sudo rtemu link set uplink delay 50ms 5ms distribution normal
   sudo rtemu link set --lab shaped uplink --dir b-a rate 1mbit limit 50")]
     Set {
-        /// The lab (may be left out when exactly one runs).
-        #[arg(long)]
-        lab: Option<LabName>,
-        /// The link.
-        link: String,
+        #[command(flatten)]
+        at: LinkRef,
         /// Which way.
         #[arg(long, value_enum, default_value = "both")]
         dir: DirArg,
@@ -109,59 +116,33 @@ pub enum LinkAction {
     #[command(after_help = "Examples:
   sudo rtemu link down uplink
   sudo rtemu link down --lab shaped uplink")]
-    Down {
-        /// The lab (may be left out when exactly one runs).
-        #[arg(long)]
-        lab: Option<LabName>,
-        /// The link.
-        link: String,
-    },
+    Down(LinkRef),
     /// Restore a cut link.
     #[command(after_help = "Examples:
   sudo rtemu link up uplink
   sudo rtemu link up --lab shaped uplink")]
-    Up {
-        /// The lab (may be left out when exactly one runs).
-        #[arg(long)]
-        lab: Option<LabName>,
-        /// The link.
-        link: String,
-    },
+    Up(LinkRef),
 }
 
 /// `rtemu link`.
 pub fn run_link(args: &LinkArgs) -> Result<()> {
     match &args.action {
-        LinkAction::Set {
-            lab,
-            link,
-            dir,
-            netem: words,
-        } => {
+        LinkAction::Set { at, dir, netem } => {
             let ways = match dir {
                 DirArg::AB => Ways::AToB,
                 DirArg::BA => Ways::BToA,
                 DirArg::Both => Ways::Both,
             };
-            let text = words.join(" ");
+            let text = netem.join(" ");
             // Parsed before the lab is looked for, so a mistake shows without a lab.
             let netem = Netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
-            let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
-            lab::set_link(&state.lab, link, ways, &netem)
+            let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
+            lab::set_link(&state.lab, &at.link, ways, &netem)
         }
-        LinkAction::Down { lab, link } | LinkAction::Up { lab, link } => {
-            let down = matches!(args.action, LinkAction::Down { .. });
-            let state = rtemu_topo::lab::resolve_lab(lab.as_deref())?;
-            lab::cut_link(&state.lab, link, down)
+        LinkAction::Down(at) | LinkAction::Up(at) => {
+            let down = matches!(args.action, LinkAction::Down(_));
+            let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
+            lab::cut_link(&state.lab, &at.link, down)
         }
     }
-}
-
-/// Writes a final report (as `stop` returns it) to `path` as JSON.
-pub fn save_report(report: &FinalReport, path: &Path) -> Result<()> {
-    rtemu_report::output::write(
-        path,
-        &[],
-        format!("{}\n", message::pretty(report)).as_bytes(),
-    )
 }

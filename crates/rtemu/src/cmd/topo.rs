@@ -14,7 +14,7 @@ use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
-use super::{engine, link};
+use super::engine;
 
 /// Bring a lab up from a topology file.
 #[derive(Debug, Args)]
@@ -228,7 +228,7 @@ pub fn take_down(name: &LabName, fidelity: Option<&std::path::Path>) -> Result<b
         message::write_final_report(&mut out, name.as_str(), report)
             .context("writing the final report")?;
         if let Some(path) = fidelity {
-            saved = link::save_report(report, path);
+            saved = message::save_final_report(report, path);
         }
     }
     let removed = down.removed?;
