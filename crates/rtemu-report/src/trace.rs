@@ -11,16 +11,19 @@ use anyhow::Context as _;
 use rtemu_sim::capture::CaptureReader;
 use rtemu_sim::capture_pair::{actions_from_captures, PairStats};
 use rtemu_sim::source::FrameSource;
+use rtemu_trace::bench::{BenchPass, BenchPlan};
 use rtemu_trace::flow::FlowPattern;
+use rtemu_trace::format::Content;
 use rtemu_trace::gen::Generator;
 use rtemu_trace::series::{actions_at_rate, Interpolation, SeriesStream};
-use rtemu_trace::stats::TraceStats;
+use rtemu_trace::stats::{StatsBuilder, TraceStats};
+use rtemu_trace::{mahimahi, series};
 use rtemu_trace::{Action, Format, Header, RecordReader, RecordWriter, TimeUnit, UnderrunPolicy};
 
 use crate::output::Output;
 
 use crate::plot::{Axis, Chart, Series, Style};
-use crate::text::write_indented;
+use crate::text::{print_summary, write_indented};
 
 fn ms(ns: f64) -> String {
     format!("{:.3} ms", ns / 1e6)
@@ -177,6 +180,116 @@ pub fn variance_time_chart(file: &Path, s: &TraceStats) -> anyhow::Result<Chart>
         diagonal: false,
     })
 }
+/// What a trace file holds, as `trace stats` is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Per-packet actions, in this form or as detected.
+    Actions(Option<Format>),
+    /// A delay/loss time series.
+    Series,
+    /// Mahimahi delivery opportunities.
+    Mahimahi,
+}
+
+/// `rtemu trace stats`: the statistics of the trace at `file`, of `kind` or the kind its name
+/// or content shows, as text or `json` (an action trace's on `out`, the others' on stdout),
+/// with an action trace's variance-time plot drawn to `plot` (checked before anything is
+/// read).
+pub fn stats(
+    out: &mut impl Write,
+    file: &Path,
+    kind: Option<Kind>,
+    (max_series, plot, json): (usize, Option<&Path>, bool),
+) -> anyhow::Result<()> {
+    let kind = match kind {
+        Some(kind) => kind,
+        None => match Content::sniff_file(file)? {
+            Content::Actions(_) => Kind::Actions(None),
+            Content::Series => Kind::Series,
+            Content::Mahimahi => Kind::Mahimahi,
+        },
+    };
+    if let Some(path) = plot {
+        let name = match kind {
+            Kind::Actions(_) => None,
+            Kind::Series => Some("series"),
+            Kind::Mahimahi => Some("mahimahi"),
+        };
+        if let Some(name) = name {
+            anyhow::bail!(
+                "--plot draws the delays of an action trace; {} is a {name} trace",
+                file.display()
+            );
+        }
+        crate::plot::Format::of(path)?;
+        crate::output::refuse_inputs(path, &[file])?;
+    }
+    let format = match kind {
+        Kind::Mahimahi => return print_summary(json, &mahimahi::Summary::read(file)?),
+        Kind::Series => return print_summary(json, &series::Summary::read(file)?),
+        Kind::Actions(format) => format,
+    };
+    let mut r = RecordReader::open(file, format)?;
+    let mut b = StatsBuilder::new(max_series);
+    r.for_each_record(|x| {
+        b.add(x);
+        anyhow::Ok(())
+    })?;
+    let s = b.finish();
+    if s.records == 0 {
+        anyhow::bail!("{}: the trace holds no records", file.display());
+    }
+    if let Some(path) = plot {
+        variance_time_chart(file, &s)?.draw(path)?;
+    }
+    if json {
+        crate::text::json(out, &stats_json(&s, r.format(), r.header())?)
+    } else {
+        Ok(write_stats(out, file, r.format(), r.header(), &s)?)
+    }
+}
+
+/// `rtemu trace bench`'s text: the file of `bytes` and how `plan` read it, then each pass.
+pub fn write_bench(
+    out: &mut impl Write,
+    file: &Path,
+    bytes: u64,
+    plan: &BenchPlan,
+    passes: &[BenchPass],
+) -> io::Result<()> {
+    let c = &plan.config;
+    let pace = plan
+        .pace
+        .map_or("unlimited".to_owned(), |r| format!("{r} records/s"));
+    writeln!(
+        out,
+        "{}: {bytes} bytes; prefetch blocks of {} records x {}; under-run policy {}; pace {pace}",
+        file.display(),
+        c.block_records,
+        c.blocks,
+        c.underrun,
+    )?;
+    if plan.cold {
+        writeln!(
+            out,
+            "cold pass: file dropped from the page cache first (fsync + posix_fadvise DONTNEED)"
+        )?;
+    }
+    for p in passes {
+        writeln!(
+            out,
+            "{:<6} {:>12} records in {:>8.3} s: {:>8.1} M records/s, {:>7.1} MB/s, {} under-runs",
+            p.pass,
+            p.records,
+            p.seconds,
+            p.records_per_second / 1e6,
+            p.megabytes_per_second,
+            p.underruns
+        )?;
+    }
+    Ok(())
+}
+
 /// A trace being written: whole or not at all, never over one of the command's inputs (see
 /// [`Output`]); errors name the file.
 #[derive(Debug)]
@@ -622,5 +735,73 @@ mod tests {
             serde_json::json!({ "interpolation": "step", "packets_per_second": 2 })
         );
         assert!(from_series.to_string().starts_with("wrote 3 records to "));
+    }
+
+    #[test]
+    fn stats_read_the_kind_from_the_file_and_plot_only_actions() {
+        let d = dir("stats");
+        let (trace, series, empty) = (d.join("t.rpl"), d.join("p.series"), d.join("e.rpl"));
+        let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
+        generate(g, 4, (&trace, Format::Raw), &Header::default(), set_up()).unwrap();
+        std::fs::write(&series, "0 10 0\n1 20 1\n").unwrap();
+        std::fs::write(&empty, "").unwrap();
+        let mut text = Vec::new();
+        let read = stats(&mut text, &trace, None, (100, None, false));
+        let svg = d.join("p.svg");
+        let plot_series = stats(&mut Vec::new(), &series, None, (100, Some(&svg), false));
+        let as_raw = Some(Kind::Actions(Some(Format::Raw)));
+        let nothing = stats(&mut Vec::new(), &empty, as_raw, (100, None, false));
+        std::fs::remove_dir_all(&d).unwrap();
+        read.unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.starts_with(&format!(
+                "{} (raw form)\nrecords     4   pass 4",
+                trace.display()
+            )),
+            "{text}"
+        );
+        let e = plot_series.unwrap_err().to_string();
+        assert!(e.ends_with("is a series trace"), "{e}");
+        assert!(nothing
+            .unwrap_err()
+            .to_string()
+            .ends_with("the trace holds no records"));
+    }
+
+    #[test]
+    fn a_bench_says_how_it_read_then_each_pass() {
+        let plan = BenchPlan {
+            config: rtemu_trace::PrefetchConfig {
+                block_records: 64,
+                blocks: 4,
+                ..rtemu_trace::PrefetchConfig::default()
+            },
+            cold: true,
+            warm_passes: 0,
+            pace: Some(1000),
+            limit: None,
+        };
+        let pass = BenchPass {
+            pass: "cold".into(),
+            records: 10,
+            underruns: 1,
+            seconds: 0.5,
+            records_per_second: 20.0,
+            megabytes_per_second: 0.0,
+        };
+        let mut out = Vec::new();
+        write_bench(&mut out, Path::new("t.rpl"), 40, &plan, &[pass]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("t.rpl: 40 bytes; prefetch blocks of 64 records x 4;"));
+        assert!(lines[0].ends_with("; pace 1000 records/s"), "{}", lines[0]);
+        assert!(lines[1].starts_with("cold pass: file dropped"));
+        assert!(
+            lines[2].starts_with("cold             10 records in    0.500 s:"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[2].ends_with(", 1 under-runs"));
     }
 }

@@ -66,31 +66,8 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     if a.json {
         return rtemu_report::text::print_json(&passes);
     }
-    println!(
-        "{}: {} bytes; prefetch blocks of {} records x {}; under-run policy {}; pace {}",
-        a.file.display(),
-        bytes,
-        a.block_records,
-        a.blocks,
-        a.underrun,
-        a.pace
-            .map_or("unlimited".to_owned(), |r| format!("{r} records/s"))
-    );
-    if a.cold {
-        println!(
-            "cold pass: file dropped from the page cache first (fsync + posix_fadvise DONTNEED)"
-        );
-    }
-    for p in &passes {
-        println!(
-            "{:<6} {:>12} records in {:>8.3} s: {:>8.1} M records/s, {:>7.1} MB/s, {} under-runs",
-            p.pass,
-            p.records,
-            p.seconds,
-            p.records_per_second / 1e6,
-            p.megabytes_per_second,
-            p.underruns
-        );
-    }
-    Ok(())
+    let mut out = std::io::stdout().lock();
+    Ok(rtemu_report::trace::write_bench(
+        &mut out, &a.file, bytes, &plan, &passes,
+    )?)
 }

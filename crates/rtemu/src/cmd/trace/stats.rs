@@ -3,12 +3,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::bail;
-use rtemu_report::text::{json, print_summary};
-use rtemu_report::{output, plot, trace};
-use rtemu_trace::format::Content;
-use rtemu_trace::stats::{StatsBuilder, DEFAULT_MAX_SERIES};
-use rtemu_trace::{mahimahi, series, Format, RecordReader};
+use rtemu_report::trace::{self, Kind};
+use rtemu_trace::stats::DEFAULT_MAX_SERIES;
+use rtemu_trace::Format;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -50,55 +47,15 @@ enum TraceKind {
 
 /// `rtemu trace stats`; an action trace's statistics go to `out`.
 pub(super) fn run(a: &StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    // `--kind`, else an action trace under `--format`, else the kind the file's name or
-    // content shows (a file of no kind is an error naming its line).
+    // `--kind`, else an action trace under `--format`, else the file says.
     let kind = match (a.kind, a.format) {
-        (Some(k), _) => k,
-        (None, Some(_)) => TraceKind::Actions,
-        (None, None) => match Content::sniff_file(&a.file)? {
-            Content::Actions(_) => TraceKind::Actions,
-            Content::Series => TraceKind::Series,
-            Content::Mahimahi => TraceKind::Mahimahi,
-        },
-    };
-    if let Some(path) = &a.plot {
-        if kind != TraceKind::Actions {
-            bail!(
-                "--plot draws the delays of an action trace; {} is a {} trace",
-                a.file.display(),
-                format!("{kind:?}").to_lowercase()
-            );
+        (Some(TraceKind::Actions), format) | (None, format @ Some(_)) => {
+            Some(Kind::Actions(format))
         }
-        plot::Format::of(path)?;
-        output::refuse_inputs(path, &[&a.file])?;
-    }
-    match kind {
-        TraceKind::Mahimahi => return print_summary(a.json, &mahimahi::Summary::read(&a.file)?),
-        TraceKind::Series => return print_summary(a.json, &series::Summary::read(&a.file)?),
-        TraceKind::Actions => {}
-    }
-    let mut r = RecordReader::open(&a.file, a.format)?;
-    let mut b = StatsBuilder::new(a.max_series);
-    r.for_each_record(|x| {
-        b.add(x);
-        anyhow::Ok(())
-    })?;
-    let s = b.finish();
-    if s.records == 0 {
-        bail!("{}: the trace holds no records", a.file.display());
-    }
-    if let Some(path) = &a.plot {
-        trace::variance_time_chart(&a.file, &s)?.draw(path)?;
-    }
-    if a.json {
-        json(out, &trace::stats_json(&s, r.format(), r.header())?)
-    } else {
-        Ok(trace::write_stats(
-            out,
-            &a.file,
-            r.format(),
-            r.header(),
-            &s,
-        )?)
-    }
+        (Some(TraceKind::Series), _) => Some(Kind::Series),
+        (Some(TraceKind::Mahimahi), _) => Some(Kind::Mahimahi),
+        (None, None) => None,
+    };
+    let options = (a.max_series, a.plot.as_deref(), a.json);
+    trace::stats(out, &a.file, kind, options)
 }
