@@ -4,6 +4,8 @@
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -228,6 +230,35 @@ pub fn cut_link(lab: &LabName, link: &str, down: bool) -> Result<()> {
         down,
     };
     engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
+}
+
+/// Captures the interfaces `targets` name (`NODE:IF`, or a link's name for both its ends;
+/// none: every interface) of lab `state` into the pcapng file `path`, written whole, until
+/// `duration` passes, `count` packets are written or Ctrl-C (SIGINT), which ends the capture
+/// cleanly; `on_start` is told the interfaces (`NODE:IF`) before the first packet. Returns the
+/// packets written.
+pub fn capture_to_file(
+    state: &State,
+    targets: &[String],
+    path: &Path,
+    (duration, count): (Option<Duration>, Option<u64>),
+    on_start: impl FnOnce(&[String]),
+) -> Result<u64> {
+    let targets = rtemu_topo::capture::resolve_targets(state, targets)?;
+    let mut file = rtemu_report::output::Output::create(path, &[])?;
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))
+        .context("installing the Ctrl-C handler")?;
+    let names: Vec<String> = targets.iter().map(|(n, i)| format!("{n}:{i}")).collect();
+    on_start(&names);
+    let limits = rtemu_topo::capture::Limits {
+        duration,
+        count,
+        stop: &stop,
+    };
+    let packets = rtemu_topo::capture::capture(state, &targets, &mut file, &limits)?;
+    file.commit()?;
+    Ok(packets)
 }
 
 /// Writes `states` as `rtemu ls` shows them: each lab with its health, its nodes with their

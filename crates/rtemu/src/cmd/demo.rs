@@ -3,10 +3,9 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser};
-use rtemu_control::demo::{self, PingRow, LAB, NETEM, SIZES};
+use rtemu_control::demo::{self, LAB, NETEM};
 use rtemu_control::engine::EngineOptions;
 use rtemu_topo::lab;
-use rtemu_topo::state::State;
 
 use super::topo::{bring_up, take_down};
 
@@ -54,30 +53,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         &format!("{} (demo)", demo::FILE),
         &EngineOptions::default(),
     )?;
-    let shown = show(&state, args.count);
+    // The engine's view of the same traffic (what it did, and how precisely) is its final
+    // report, which `down` prints.
+    let shown = demo::show(&state, args.count, &mut std::io::stdout().lock());
     println!();
     let down = take_down(&state.lab, None);
     shown?;
     down.map(drop)
-}
-
-/// The traffic and the reports, between `up` and `down`.
-fn show(state: &State, count: u32) -> Result<()> {
-    println!("\n$ traceroute -n tpx30   (from tindy1)");
-    print!("{}", demo::traceroute(state)?);
-    println!(
-        "\nround trips tindy1 → tpx30 across north–east ({count} pings per size; the model \
-         predicts 2 × (20 ms + frame / 128 kbit/s)):"
-    );
-    println!("{}", PingRow::HEADING);
-    for size in SIZES {
-        println!("{}", demo::ping(state, size, count)?);
-    }
-    println!(
-        "(measured: the fastest round trip; queueing behind earlier frames adds to the others, \
-         and ber 1e-5 corrupts about one 1000-byte frame in 12, which the receiver drops)\n"
-    );
-    // The engine's view of the same traffic (what it did, and how precisely) is its final
-    // report, which `down` prints.
-    Ok(())
 }

@@ -315,25 +315,12 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
         Some(s) => bail!("--duration {s} is out of range: give a number of seconds above 0"),
     };
     let state = lab::resolve_lab(args.lab.as_deref())?;
-    let targets = rtemu_topo::capture::resolve_targets(&state, &args.interfaces)?;
-    let mut file = rtemu_report::output::Output::create(&args.write, &[])?;
-    // Ctrl-C ends the capture cleanly: the file is complete up to the last packet.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, std::sync::Arc::clone(&stop))
-        .context("installing the Ctrl-C handler")?;
-    let names: Vec<String> = targets.iter().map(|(n, i)| format!("{n}:{i}")).collect();
-    eprintln!(
-        "capturing {} into {} (Ctrl-C stops)",
-        names.join(" "),
-        args.write.display()
-    );
-    let limits = rtemu_topo::capture::Limits {
-        duration,
-        count: args.count,
-        stop: &stop,
-    };
-    let packets = rtemu_topo::capture::capture(&state, &targets, &mut file, &limits)?;
-    file.commit()?;
-    eprintln!("{packets} packets written to {}", args.write.display());
+    let file = args.write.display();
+    let limits = (duration, args.count);
+    let packets =
+        control::capture_to_file(&state, &args.interfaces, &args.write, limits, |names| {
+            eprintln!("capturing {} into {file} (Ctrl-C stops)", names.join(" "))
+        })?;
+    eprintln!("{packets} packets written to {file}");
     Ok(())
 }
