@@ -2,6 +2,7 @@
 //! state, its links changed and read while traffic flows, and down with the engine's final
 //! report. The lab itself (namespaces, interfaces, routes) is `rtemu-topo`'s work.
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -11,6 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rtemu_clock::WaitStrategy;
 use rtemu_engine::control::{Request, Ways};
+use rtemu_lab::rtt::between::{self, Leg};
+use rtemu_lab::rtt::plan::{Probes, Protocol};
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::Netem;
@@ -259,6 +262,38 @@ pub fn capture_to_file(
     let packets = rtemu_topo::capture::capture(state, &targets, &mut file, &limits)?;
     file.commit()?;
     Ok(packets)
+}
+
+/// `rtemu lab rtt --lab LAB --from A --to B`: round trips of `protocol` between nodes `from`
+/// and `to` of lab `state`, swept as `probes` says by `exe` (this program, run with the user's
+/// arguments `forwarded`; see [`between::forwarded_args`]) in node `from`, against echo servers
+/// it starts in node `to` for the run (UDP ones on `port`); `on_echo` is told of each as it
+/// serves.
+pub fn rtt_between(
+    state: &State,
+    (from, to): (&str, &str),
+    (protocol, port, probes): (Protocol, u16, &Probes),
+    (exe, forwarded): (&Path, &[OsString]),
+    on_echo: &mut dyn FnMut(&Leg),
+) -> Result<()> {
+    let node_command: between::NodeCommand =
+        &|node, argv| Ok(rtemu_topo::lab::node_command(state, node, argv)?);
+    let lab = state.lab.to_string();
+    let peers = between::Peers {
+        lab: &lab,
+        from,
+        to,
+        address: state.topology.peer_address(from, to),
+        facing: state.topology.facing_interfaces(from, to),
+    };
+    let sweeps = (protocol.udp(), protocol.raw());
+    let legs = between::legs(&peers, sweeps, port, node_command)?;
+    // Refuse bad sizes here, before anything starts in the lab.
+    let (_, sizes) = probes.sweeps(legs.iter().map(|l| l.target.clone()))?;
+    let exe = exe.to_string_lossy();
+    let sweep = between::sweep_argv(&exe, forwarded, protocol.name(), &legs);
+    let echoes = (exe.as_ref(), legs.as_slice(), probes.echo_bound_ns(sizes));
+    Ok(between::run(node_command, &peers, echoes, &sweep, on_echo)?)
 }
 
 /// Writes `states` as `rtemu ls` shows them: each lab with its health, its nodes with their

@@ -331,41 +331,58 @@ impl TraceOutput {
     }
 }
 
-/// How a generator was set up, for its summary.
+/// A generated trace, as `rtemu trace gen` is asked for it.
 #[derive(Debug)]
-pub struct GenSetUp {
+pub struct GenRequest<'a> {
     /// The generator: fgn, onoff, iid or netem.
     pub kind: &'static str,
-    /// The seed of its random streams.
-    pub seed: u64,
     /// Its parameters as it uses them (durations in ns).
     pub parameters: serde_json::Value,
+    /// The command line that makes the same trace again: its provenance.
+    pub command: String,
+    /// Records to write.
+    pub count: u64,
+    /// The seed of the generator's random streams.
+    pub seed: u64,
+    /// Where to write it.
+    pub output: &'a Path,
+    /// Its form; by default the one its extension names.
+    pub format: Option<Format>,
+    /// The flow a framed output's header names.
+    pub flow: Option<FlowPattern>,
+    /// Text put before the command line in a framed output's provenance.
+    pub provenance: Option<&'a str>,
 }
 
-/// Writes `count` records of `generator` (set up as `set_up` says) to `path` in `format`
-/// under `header`, whole or not at all, and sums up what was written.
+/// Writes the records of `generator` as `request` asks (see [`Header::annotate`] for its
+/// flow and provenance), whole or not at all, and sums up what was written.
 pub fn generate<G: Generator>(
     mut generator: G,
-    count: u64,
-    (path, format): (&Path, Format),
-    header: &Header,
-    set_up: GenSetUp,
+    request: GenRequest<'_>,
 ) -> anyhow::Result<GenSummary> {
-    let mut out = TraceOutput::create(path, &[], format, header)?;
-    for _ in 0..count {
+    let r = request;
+    let format = Format::for_output(r.output, r.format)?;
+    let mut header = Header {
+        unit: TimeUnit::Us,
+        flow: None,
+        provenance: r.command,
+    };
+    header.annotate(r.flow, r.provenance, format, r.output)?;
+    let mut out = TraceOutput::create(r.output, &[], format, &header)?;
+    for _ in 0..r.count {
         out.write(generator.next_action())?;
     }
     let records = out.commit()?;
     let outcome = generator.outcome();
     Ok(GenSummary {
-        kind: set_up.kind,
+        kind: r.kind,
         records,
-        output: path.display().to_string(),
+        output: r.output.display().to_string(),
         format: format.name(),
-        seed: set_up.seed,
-        parameters: set_up.parameters,
+        seed: r.seed,
+        parameters: r.parameters,
         outcome: serde_json::to_value(&outcome)?,
-        provenance: header.provenance.clone(),
+        provenance: header.provenance,
         flow: header.flow.map(|f| f.to_string()),
         note: outcome.to_string(),
     })
@@ -619,11 +636,18 @@ mod tests {
     use rtemu_trace::iid::{Dist, IidTrace};
     use rtemu_trace::RecordReader;
 
-    fn set_up() -> GenSetUp {
-        GenSetUp {
+    /// A request for `count` records at `output`, its header saying `provenance`.
+    fn request<'a>(output: &'a Path, count: u64, flow: Option<FlowPattern>) -> GenRequest<'a> {
+        GenRequest {
             kind: "iid",
-            seed: 1,
             parameters: serde_json::Value::Null,
+            command: "test".into(),
+            count,
+            seed: 1,
+            output,
+            format: None,
+            flow,
+            provenance: None,
         }
     }
 
@@ -637,12 +661,8 @@ mod tests {
     fn a_generated_trace_holds_its_records_and_outcome() {
         let d = dir("gen");
         let path = d.join("c.rplx");
-        let header = Header {
-            provenance: "test".into(),
-            ..Header::default()
-        };
         let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
-        let summary = generate(g, 7, (&path, Format::Framed), &header, set_up()).unwrap();
+        let summary = generate(g, request(&path, 7, None)).unwrap();
         let read = RecordReader::open(&path, None).map(|r| {
             let provenance = r.header().map(|h| h.provenance.clone());
             (provenance, r.collect::<Result<Vec<_>, _>>().unwrap())
@@ -690,12 +710,9 @@ mod tests {
     fn a_conversion_keeps_what_the_form_can_hold_and_says_what_it_wrote() {
         let d = dir("convert");
         let (framed, text) = (d.join("in.rplx"), d.join("out.txt"));
-        let header = Header {
-            flow: Some("proto=udp".parse().unwrap()),
-            ..Header::default()
-        };
+        let flow = Some("proto=udp".parse().unwrap());
         let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
-        generate(g, 3, (&framed, Format::Framed), &header, set_up()).unwrap();
+        generate(g, request(&framed, 3, flow)).unwrap();
         let mut lost = None;
         let to_text = convert(
             &framed,
@@ -717,7 +734,7 @@ mod tests {
         );
         std::fs::remove_dir_all(&d).unwrap();
         let to_text = to_text.unwrap();
-        assert_eq!(lost, header.flow);
+        assert_eq!(lost, flow);
         assert_eq!(
             (to_text.input_format.as_str(), to_text.records),
             ("framed", 3)
@@ -742,7 +759,7 @@ mod tests {
         let d = dir("stats");
         let (trace, series, empty) = (d.join("t.rpl"), d.join("p.series"), d.join("e.rpl"));
         let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
-        generate(g, 4, (&trace, Format::Raw), &Header::default(), set_up()).unwrap();
+        generate(g, request(&trace, 4, None)).unwrap();
         std::fs::write(&series, "0 10 0\n1 20 1\n").unwrap();
         std::fs::write(&empty, "").unwrap();
         let mut text = Vec::new();

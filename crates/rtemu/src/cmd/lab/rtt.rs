@@ -2,6 +2,7 @@
 //! of a lab.
 
 use anyhow::Context as _;
+use rtemu_control::lab as control;
 use rtemu_lab::rtt::plan::{Here, Named, Probes, Protocol};
 use rtemu_lab::rtt::{self, between, Mac};
 use rtemu_report::lab::{RttReport, RttRun};
@@ -156,30 +157,12 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
 fn run_in_lab(args: &RttArgs, protocol: Protocol, from: &str) -> anyhow::Result<()> {
     let to = args.to.as_deref().context("--from needs --to NODE")?;
     let state = lab::resolve_lab(args.lab.as_deref())?;
-    let node_command: between::NodeCommand =
-        &|node, argv| Ok(lab::node_command(&state, node, argv)?);
-    let lab_name = state.lab.to_string();
-    let peers = between::Peers {
-        lab: &lab_name,
-        from,
-        to,
-        address: state.topology.peer_address(from, to),
-        facing: state.topology.facing_interfaces(from, to),
-    };
-    let sweeps = (protocol.udp(), protocol.raw());
-    let legs = between::legs(&peers, sweeps, args.port, node_command)?;
-    // Refuse bad sizes here, before anything starts in the lab.
-    let probes = args.probes();
-    let (_, sizes) = probes.sweeps(legs.iter().map(|l| l.target.clone()))?;
     let exe = std::env::current_exe().context("finding this program")?;
-    let exe = exe.to_string_lossy().into_owned();
     let forwarded = between::forwarded_args(std::env::args_os().skip(1));
-    let sweep = between::sweep_argv(&exe, &forwarded, protocol.name(), &legs);
-    let echoes = (exe.as_str(), legs.as_slice(), probes.echo_bound_ns(sizes));
-    between::run(node_command, &peers, echoes, &sweep, &mut |leg| {
+    let sweeps = (protocol, args.port, &args.probes());
+    control::rtt_between(&state, (from, to), sweeps, (&exe, &forwarded), &mut |leg| {
         eprintln!("rtemu lab rtt: lab `{}`, {}", state.lab, leg.description)
-    })?;
-    Ok(())
+    })
 }
 
 #[cfg(test)]

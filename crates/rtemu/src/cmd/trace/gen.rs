@@ -4,14 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use rtemu_model::units::parse_duration_ns;
-use rtemu_report::trace::{generate, GenSetUp};
+use rtemu_report::trace::{generate, GenRequest};
 use rtemu_sim::record::ModelRecords;
 use rtemu_trace::duration::format_duration;
 use rtemu_trace::fgn::{Fgn, FgnDelays, DEFAULT_BLOCK};
 use rtemu_trace::gen::Generator;
 use rtemu_trace::iid::{Dist, GilbertElliott, IidTrace};
 use rtemu_trace::onoff::{OnOffConfig, OnOffDelays};
-use rtemu_trace::{Format, Header, TimeUnit};
+use rtemu_trace::Format;
 use serde_json::json;
 
 use super::HeaderArgs;
@@ -202,20 +202,18 @@ impl Generated<'_> {
     /// Writes the output's records from `generator`, then prints what was written.
     fn write(self, generator: impl Generator) -> anyhow::Result<()> {
         let out = self.out;
-        let format = Format::for_output(&out.output, out.format)?;
-        let mut header = Header {
-            unit: TimeUnit::Us,
-            flow: None,
-            provenance: self.provenance,
-        };
-        out.header.apply(&mut header, format, &out.output)?;
-        let set_up = GenSetUp {
+        let request = GenRequest {
             kind: self.kind,
-            seed: out.seed,
             parameters: self.parameters,
+            command: self.provenance,
+            count: out.count,
+            seed: out.seed,
+            output: &out.output,
+            format: out.format,
+            flow: out.header.flow,
+            provenance: out.header.provenance.as_deref(),
         };
-        let to = (out.output.as_path(), format);
-        let summary = generate(generator, out.count, to, &header, set_up)?;
+        let summary = generate(generator, request)?;
         if out.json {
             return rtemu_report::text::print_json(&summary);
         }
