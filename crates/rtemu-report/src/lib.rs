@@ -2,6 +2,7 @@
 //!
 //! * [`output`]: files written whole or not at all, never over one of the command's inputs;
 //! * [`plot`]: figures (charts and heat maps) as SVG or PNG;
+//! * [`progress`]: progress bars on standard error while a command measures or runs;
 //! * [`text`]: the pieces every report shares: times in µs, JSON on stdout, CSV files;
 //! * [`lab`]: the timing lab's reports (tables, JSON, CSV and figures of `rtemu-lab`'s
 //!   results);
@@ -16,5 +17,6 @@
 pub mod lab;
 pub mod output;
 pub mod plot;
+pub mod progress;
 pub mod text;
 pub mod trace;

@@ -1,13 +1,12 @@
 //! `rtemu sim`: run a link model in virtual time over a capture or generated traffic.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rtemu_control::assemble::{TraceKind, TraceOptions};
 use rtemu_control::sim;
 use rtemu_model::rng::DEFAULT_SEED;
-use rtemu_sim::source::{Progress, ProgressUnit};
+use rtemu_report::progress::RunBar;
 use rtemu_sim::traffic::TRAFFIC_HELP;
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
@@ -147,20 +146,6 @@ impl From<TraceKindArg> for TraceKind {
     }
 }
 
-fn progress_bar(enabled: bool) -> Option<ProgressBar> {
-    if !enabled || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {percent:>3}% {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    Some(bar)
-}
-
 /// Runs `rtemu sim`.
 pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     let request = sim::Request {
@@ -182,21 +167,9 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         log: args.log.as_deref(),
     };
     let run = sim::Run::new(&request)?;
-    let bar = progress_bar(!args.no_progress && !args.json);
-    let report = run.run(&mut |p: Progress| {
-        if let Some(bar) = &bar {
-            if let Some(total) = p.total {
-                bar.set_length(total);
-            }
-            bar.set_position(p.done);
-            if p.unit == ProgressUnit::VirtualNanos {
-                bar.set_message(format!("{:.1} s virtual", p.done as f64 / 1e9));
-            }
-        }
-    })?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    let bar = RunBar::new(!args.no_progress && !args.json);
+    let report = run.run(&mut |p| bar.show(p))?;
+    bar.finish();
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &report)?;

@@ -5,7 +5,9 @@ use rtemu_lab::deadline::{self, DeadlineConfig, Mode};
 use rtemu_lab::env::{Conditions, RtRequest};
 use rtemu_report::lab::DeadlineReport;
 
-use super::{progress, OutputArgs};
+use rtemu_report::progress::Steps;
+
+use super::OutputArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum DeadlineMode {
@@ -98,12 +100,11 @@ pub(super) fn run(args: &DeadlineArgs) -> anyhow::Result<()> {
             .map(|m| (size, config(m.1)));
         (runs.collect(), None)
     };
-    let bar = progress(runs.len());
+    let bar = Steps::new(runs.len());
     let results = deadline::run_all(&runs, period_ns, &mut |size, config| {
-        bar.set_message(format!("{} nodes, {} threads", 4 * size, config.threads));
-        bar.inc(1);
+        bar.next(format!("{} nodes, {} threads", 4 * size, config.threads));
     });
-    bar.finish_and_clear();
+    bar.finish();
     let header = conditions.end();
     let skipped = skipped.into_iter().map(str::to_owned).collect();
     let report = DeadlineReport::new(header, results?, skipped, args.steps, args.rate);

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use indicatif::ProgressBar;
 use rtemu_clock::time::format_duration_ns;
 use rtemu_lab::doctor::{self, Facts};
 use rtemu_lab::env::{Header, RtSetup};
 use rtemu_report::lab::DoctorReport;
+use rtemu_report::progress::Steps;
 
 use super::duration_in;
 
@@ -30,10 +30,9 @@ pub(super) struct DoctorArgs {
 
 pub(super) fn run(args: &DoctorArgs) -> anyhow::Result<()> {
     let facts = Facts::probe();
-    let bar = ProgressBar::new_spinner();
-    bar.set_message(format!("sleep test, {}", format_duration_ns(args.duration)));
+    let bar = Steps::spinner(format!("sleep test, {}", format_duration_ns(args.duration)));
     let test = doctor::sleep_test(args.duration, facts.fifo_permitted)?;
-    bar.finish_and_clear();
+    bar.finish();
     let advice = doctor::advise(&facts);
     // The verdict is about the machine as it is: the header shows this process unchanged.
     let header = Header::probe(&RtSetup::default(), 0);

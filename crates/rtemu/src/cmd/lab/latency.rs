@@ -6,7 +6,9 @@ use rtemu_lab::env::{Conditions, RtRequest};
 use rtemu_lab::latency::{self, LatencyConfig, Plan};
 use rtemu_report::lab::LatencyReport;
 
-use super::{duration_in, progress};
+use rtemu_report::progress::Steps;
+
+use super::duration_in;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -63,12 +65,11 @@ pub(super) fn run(args: &LatencyArgs) -> anyhow::Result<()> {
         ..RtRequest::default()
     };
     let conditions = Conditions::set_up(&request, args.load, Some(plan.cpu))?;
-    let bar = progress(plan.steps());
+    let bar = Steps::new(plan.steps());
     let (rows, inversion) = latency::run_plan(&config, &plan, args.watchdog, &mut |step| {
-        bar.set_message(step.to_string());
-        bar.inc(1);
+        bar.next(step.to_string());
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     let header = conditions.end();
     let report = LatencyReport::new(
         header,

@@ -4,7 +4,9 @@ use rtemu_clock::WaitStrategy;
 use rtemu_lab::linerate::{self, Pacer};
 use rtemu_report::lab::LinerateReport;
 
-use super::{duration_in, parse_rate, prepare, progress, OutputArgs, RtArgs};
+use rtemu_report::progress::Steps;
+
+use super::{duration_in, parse_rate, prepare, OutputArgs, RtArgs};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -53,15 +55,14 @@ pub(super) fn run(args: &LinerateArgs) -> anyhow::Result<()> {
     )?;
     args.output.check()?;
     let conditions = prepare(&args.rt)?;
-    let bar = progress(points.len());
+    let bar = Steps::new(points.len());
     let results = linerate::run(&points, &mut |point| {
-        bar.set_message(format!(
+        bar.next(format!(
             "{} {} {} bit/s",
             point.method, point.pacer, point.rate_bps
         ));
-        bar.inc(1);
     });
-    bar.finish_and_clear();
+    bar.finish();
     let header = conditions.end();
     let report = LinerateReport::new(header, args.packet_size, args.time, results?);
     args.output.emit(&report)

@@ -15,7 +15,6 @@ mod sleep;
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use indicatif::{ProgressBar, ProgressStyle};
 use rtemu_clock::time::parse_duration_in;
 use rtemu_lab::env::{Conditions, RtRequest};
 
@@ -144,14 +143,6 @@ fn prepare(rt: &RtArgs) -> anyhow::Result<Conditions> {
         timer_slack_ns: rt.timer_slack,
     };
     Ok(Conditions::set_up(&request, rt.load, rt.cpu)?)
-}
-
-fn progress(len: usize) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("the template is valid"),
-    );
-    bar
 }
 
 /// `rtemu lab ARGS` parsed, for the tests of each subcommand's flags.

@@ -6,9 +6,10 @@ use rtemu_control::lab as control;
 use rtemu_lab::rtt::plan::{Here, Named, Probes, Protocol};
 use rtemu_lab::rtt::{self, between, Mac};
 use rtemu_report::lab::{RttReport, RttRun};
+use rtemu_report::progress::Steps;
 use rtemu_topo::lab;
 
-use super::{duration_in, prepare, progress, OutputArgs, RtArgs};
+use super::{duration_in, prepare, OutputArgs, RtArgs};
 
 /// The round trips `rtemu lab rtt` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -135,12 +136,11 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
     let (configs, sizes) = probes.sweeps(here.targets.iter().cloned())?;
     args.output.check()?;
     let conditions = prepare(&args.rt)?;
-    let bar = progress(sizes);
+    let bar = Steps::new(sizes);
     let sweeps = rtt::run_all(&configs, &mut |protocol, size| {
-        bar.set_message(format!("{protocol} {size} bytes"));
-        bar.inc(1);
+        bar.next(format!("{protocol} {size} bytes"));
     });
-    bar.finish_and_clear();
+    bar.finish();
     let header = conditions.end();
     let local_echo = here.local_echo();
     drop(here);

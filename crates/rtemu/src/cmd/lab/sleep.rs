@@ -6,8 +6,9 @@ use rtemu_clock::WaitStrategy;
 use rtemu_lab::latency;
 use rtemu_lab::sleep::{self, SleepConfig, Workload};
 use rtemu_report::lab::{print, write_files, SleepReport};
+use rtemu_report::progress::Steps;
 
-use super::{duration_in, prepare, progress, OutputArgs, RtArgs};
+use super::{duration_in, prepare, OutputArgs, RtArgs};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -60,12 +61,11 @@ pub(super) fn run(args: &SleepArgs) -> anyhow::Result<()> {
     };
     args.output.check()?;
     let conditions = prepare(&args.rt)?;
-    let bar = progress(config.methods.len());
+    let bar = Steps::new(config.methods.len());
     let samples = sleep::run(&config, &mut |i, method| {
-        bar.set_position(i as u64);
-        bar.set_message(method.to_string());
+        bar.at(i, method.to_string());
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     let header = conditions.end();
     let report = SleepReport::new(header, &config, samples);
     let output = &args.output;
