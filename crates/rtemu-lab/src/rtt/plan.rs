@@ -60,6 +60,12 @@ pub enum PlanError {
     /// Sizes the one protocol cannot sweep.
     #[error(transparent)]
     Sizes(RttError),
+    /// A UDP echo that is no socket address (a lab node's name needs `--from`).
+    #[error("--to {0}: expected ADDR:PORT (a node name needs --from)")]
+    To(String, #[source] std::net::AddrParseError),
+    /// The echo server for the run could not start.
+    #[error(transparent)]
+    Echo(RttError),
 }
 
 impl Protocol {
@@ -178,17 +184,21 @@ pub struct Here {
 }
 
 impl Here {
-    /// The targets of `protocol`, which [`Protocol::choose`] made sure are named.
+    /// The targets of `protocol`, which [`Protocol::choose`] made sure are named: `to` is
+    /// the UDP echo's address, as given.
     pub fn start(
         protocol: Protocol,
-        to: Option<SocketAddr>,
+        to: Option<&str>,
         raw: Option<(String, Mac)>,
-    ) -> Result<Here, RttError> {
+    ) -> Result<Here, PlanError> {
+        let to: Option<SocketAddr> = to
+            .map(|to| to.parse().map_err(|e| PlanError::To(to.to_owned(), e)))
+            .transpose()?;
         let local = match (protocol.udp(), to) {
-            (true, None) => Some(Echo::udp(
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-                LOCAL_ECHO_BOUND_NS,
-            )?),
+            (true, None) => Some(
+                Echo::udp(SocketAddr::from(([127, 0, 0, 1], 0)), LOCAL_ECHO_BOUND_NS)
+                    .map_err(PlanError::Echo)?,
+            ),
             _ => None,
         };
         let udp = to
@@ -326,12 +336,19 @@ mod tests {
         let here = Here::start(Protocol::Udp, None, None).unwrap();
         assert!(here.local_echo());
         assert!(matches!(&here.targets[..], [Endpoint::Udp(a)] if a.ip().is_loopback()));
-        let to: SocketAddr = "192.0.2.1:7".parse().unwrap();
         let mac: Mac = "02:00:5e:10:00:01".parse().unwrap();
         let raw = Some(("eth0".to_owned(), mac));
-        let both = Here::start(Protocol::Both, Some(to), raw.clone()).unwrap();
+        let both = Here::start(Protocol::Both, Some("192.0.2.1:7"), raw.clone()).unwrap();
         assert!(!both.local_echo());
-        assert_eq!(both.targets[0], Endpoint::Udp(to));
+        assert_eq!(
+            both.targets[0],
+            Endpoint::Udp("192.0.2.1:7".parse().unwrap())
+        );
+        let e = Here::start(Protocol::Udp, Some("b"), None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--to b: expected ADDR:PORT (a node name needs --from)"
+        );
         assert!(matches!(&both.targets[1], Endpoint::Raw { interface, .. } if interface == "eth0"));
         let raw_only = Here::start(Protocol::Raw, None, raw).unwrap();
         assert!(!raw_only.local_echo() && raw_only.targets.len() == 1);

@@ -23,7 +23,7 @@ pub use deadline::DeadlineReport;
 pub use doctor::DoctorReport;
 pub use latency::LatencyReport;
 pub use linerate::LinerateReport;
-pub use rtt::{RttReport, RttRun};
+pub use rtt::RttReport;
 pub use sleep::SleepReport;
 
 use crate::output;

@@ -16,11 +16,11 @@ use crate::text::{no_samples, us, us_i};
 
 /// One protocol's sweep: what was asked and what came back.
 #[derive(Debug)]
-pub struct RttRun {
+struct RttRun {
     /// What was asked.
-    pub config: RttConfig,
+    config: RttConfig,
     /// What came back.
-    pub sweep: Sweep,
+    sweep: Sweep,
 }
 
 /// The round-trip report: one table per protocol. As JSON, one protocol's report is an
@@ -43,15 +43,20 @@ pub struct RttReport {
 }
 
 impl RttReport {
-    /// The report of `runs` of `probes`, measured under `header`; `half_rtt` halves every
-    /// time into a one-way one; `local_echo` says the UDP echo ran on loopback for the run.
+    /// The report of the sweeps `configs` of `probes`, which came back as `sweeps`, measured
+    /// under `header`; `half_rtt` halves every time into a one-way one; `local_echo` says the
+    /// UDP echo ran on loopback for the run.
     pub fn new(
         header: Header,
-        mut runs: Vec<RttRun>,
+        (configs, sweeps): (Vec<RttConfig>, Vec<Sweep>),
         half_rtt: bool,
         local_echo: bool,
         probes: &Probes,
     ) -> RttReport {
+        let runs = configs.into_iter().zip(sweeps);
+        let mut runs: Vec<RttRun> = runs
+            .map(|(config, sweep)| RttRun { config, sweep })
+            .collect();
         if half_rtt {
             for run in &mut runs {
                 run.sweep.results.iter_mut().for_each(SizeResult::halve);

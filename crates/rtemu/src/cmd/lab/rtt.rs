@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use rtemu_control::lab as control;
 use rtemu_lab::rtt::plan::{Here, Named, Probes, Protocol};
 use rtemu_lab::rtt::{self, between, Mac};
-use rtemu_report::lab::{RttReport, RttRun};
+use rtemu_report::lab::RttReport;
 use rtemu_report::progress::Steps;
 use rtemu_topo::lab;
 
@@ -121,17 +121,8 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
     if let Some(from) = &args.from {
         return run_in_lab(args, protocol, from);
     }
-    let to: Option<std::net::SocketAddr> = args
-        .to
-        .as_deref()
-        .map(|to| {
-            to.parse().with_context(|| {
-                format!("--to {to}: expected ADDR:PORT (a node name needs --from)")
-            })
-        })
-        .transpose()?;
     let raw = args.raw.clone().zip(args.peer);
-    let here = Here::start(protocol, to, raw)?;
+    let here = Here::start(protocol, args.to.as_deref(), raw)?;
     let probes = args.probes();
     let (configs, sizes) = probes.sweeps(here.targets.iter().cloned())?;
     args.output.check()?;
@@ -144,10 +135,7 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
     let header = conditions.end();
     let local_echo = here.local_echo();
     drop(here);
-    let runs = configs.into_iter().zip(sweeps?);
-    let runs = runs
-        .map(|(config, sweep)| RttRun { config, sweep })
-        .collect();
+    let runs = (configs, sweeps?);
     let report = RttReport::new(header, runs, args.half_rtt, local_echo, &probes);
     args.output.emit(&report)
 }
