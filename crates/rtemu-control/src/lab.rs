@@ -154,6 +154,24 @@ pub fn topology_named(name: &str) -> Result<(Topology, Option<PathBuf>)> {
     }
 }
 
+/// Takes lab `name` down (see [`down`]), writing its engine's final report to `out` as
+/// `rtemu down` shows it and, when `fidelity` names a file, as JSON there; returns whether
+/// there was a lab. The lab goes down whether or not its report could be saved.
+pub fn take_down(name: &LabName, fidelity: Option<&Path>, out: &mut impl Write) -> Result<bool> {
+    let down = down(name);
+    let mut saved = Ok(());
+    if let Some(report) = &down.report {
+        crate::message::write_final_report(out, name.as_str(), report)
+            .context("writing the final report")?;
+        if let Some(path) = fidelity {
+            saved = crate::message::save_final_report(report, path);
+        }
+    }
+    let removed = down.removed?;
+    saved?;
+    Ok(removed)
+}
+
 /// How a lab stands, as `rtemu ls` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Health {

@@ -280,6 +280,12 @@ impl Server {
         self.tcp
     }
 
+    /// Where it listens (started with `opts`), as `rtemu serve` says it: the socket, then the
+    /// TCP address with its token file, warned of when it is not a loopback address.
+    pub fn describe(&self, opts: &Options) -> String {
+        listening(opts, self.tcp)
+    }
+
     /// The TCP token.
     pub fn token(&self) -> Option<&str> {
         self.token.as_deref()
@@ -326,5 +332,53 @@ impl Server {
         self.runtime.shutdown_timeout(Duration::from_secs(1));
         drop(self.files);
         result.context("serving")
+    }
+}
+
+/// [`Server::describe`] of a server listening as `opts` say, on `tcp` too.
+fn listening(opts: &Options, tcp: Option<SocketAddr>) -> String {
+    let socket = opts.socket.display();
+    let mut text = format!("serving the rtemu API on {socket} (Ctrl-C stops)");
+    if let Some(addr) = tcp {
+        if !addr.ip().is_loopback() {
+            text += &format!(
+                "\nwarning: {addr} is not a loopback address: anyone who reaches it with the \
+                 token drives this machine's labs"
+            );
+        }
+        text += &format!(
+            "\nand on http://{addr}, token in {}",
+            opts.token_file.display()
+        );
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_says_where_it_listens_and_warns_of_an_open_address() {
+        let opts = Options {
+            socket: "/run/rtemu/api.sock".into(),
+            listen: None,
+            token_file: "/run/rtemu/api.token".into(),
+        };
+        let unix = listening(&opts, None);
+        assert_eq!(
+            unix,
+            "serving the rtemu API on /run/rtemu/api.sock (Ctrl-C stops)"
+        );
+        let local = listening(&opts, Some("127.0.0.1:8470".parse().unwrap()));
+        assert_eq!(
+            local,
+            format!("{unix}\nand on http://127.0.0.1:8470, token in /run/rtemu/api.token")
+        );
+        let open = listening(&opts, Some("0.0.0.0:8470".parse().unwrap()));
+        assert!(
+            open.contains("\nwarning: 0.0.0.0:8470 is not a loopback address"),
+            "{open}"
+        );
     }
 }

@@ -7,7 +7,7 @@ use rtemu_control::demo::{self, LAB, NETEM};
 use rtemu_control::engine::EngineOptions;
 use rtemu_topo::lab;
 
-use super::topo::{bring_up, take_down};
+use super::topo::bring_up;
 
 /// Run the east/west/north lab with an impaired north–east link and show what it does.
 ///
@@ -57,7 +57,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     // report, which `down` prints.
     let shown = demo::show(&state, args.count, &mut std::io::stdout().lock());
     println!();
-    let down = take_down(&state.lab, None);
+    let down = rtemu_control::lab::take_down(&state.lab, None, &mut std::io::stdout().lock());
     shown?;
     down.map(drop)
 }

@@ -45,22 +45,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         token_file: args.token_file.clone(),
     };
     let server = rtemu_serve::Server::start(&opts)?;
-    eprintln!(
-        "serving the rtemu API on {} (Ctrl-C stops)",
-        opts.socket.display()
-    );
-    if let Some(addr) = server.tcp_addr() {
-        if !addr.ip().is_loopback() {
-            eprintln!(
-                "warning: {addr} is not a loopback address: anyone who reaches it with the \
-                 token drives this machine's labs"
-            );
-        }
-        eprintln!(
-            "and on http://{addr}, token in {}",
-            opts.token_file.display()
-        );
-    }
+    eprintln!("{}", server.describe(&opts));
     if let Some(url) = server.view_url(None) {
         eprintln!("rtemu serve: web view at {url}");
     }

@@ -8,7 +8,6 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::lab as control;
-use rtemu_control::message;
 use rtemu_serve::cluster;
 use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
@@ -199,9 +198,10 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     let mut failed = false;
     for name in labs {
         // One lab failing to go down must not keep the others up.
+        let fidelity = args.fidelity.as_deref();
         let down = match cluster::down(&name, &args.credentials) {
             Some(spread) => spread.map(|d| eprintln!("{d}")).map(|()| true),
-            None => take_down(&name, args.fidelity.as_deref()),
+            None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
         };
         match down {
             Ok(true) => eprintln!("lab {name} is down"),
@@ -216,24 +216,6 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
         bail!("some labs could not be removed");
     }
     Ok(())
-}
-
-/// Stops lab `name`'s engine, printing its final report (kept as JSON at `fidelity` when
-/// given), and removes the lab. Returns whether there was a lab.
-pub fn take_down(name: &LabName, fidelity: Option<&std::path::Path>) -> Result<bool> {
-    let down = control::down(name);
-    let mut saved = Ok(());
-    if let Some(report) = &down.report {
-        let mut out = std::io::stdout().lock();
-        message::write_final_report(&mut out, name.as_str(), report)
-            .context("writing the final report")?;
-        if let Some(path) = fidelity {
-            saved = message::save_final_report(report, path);
-        }
-    }
-    let removed = down.removed?;
-    saved?;
-    Ok(removed)
 }
 
 /// `rtemu ls`.
