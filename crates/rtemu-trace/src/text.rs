@@ -11,7 +11,7 @@
 //! Keywords are case-insensitive. Delays take a unit (`ns`, `us` or `µs`, `ms`, `s`) and may
 //! have a decimal fraction as long as the value is a whole number of ns.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 
 use rtemu_model::units::parse_duration_ns;
 
@@ -19,6 +19,7 @@ use crate::action::Action;
 use crate::duration::format_duration;
 use crate::error::{syntax, TraceError};
 use crate::format::Header;
+use crate::reader::RecordReader;
 
 /// Parses one line (without its newline). `line_no` (from 1) is used in errors. Returns `None`
 /// for a blank or comment-only line.
@@ -77,9 +78,25 @@ fn column(line: &str, word: &str) -> u64 {
     line[..byte].chars().count() as u64 + 1
 }
 
+/// Writes the trace `r` reads in the text form: a framed header's flow, provenance and unit
+/// first as `#` comments, so the output is still a text trace, then a line per record.
+/// Reading fails as a [`TraceError`], writing as the [`io::Error`] itself (a closed pipe stays
+/// one).
+pub fn write_trace<R: Read, E: From<TraceError> + From<io::Error>>(
+    w: &mut impl Write,
+    r: &mut RecordReader<R>,
+) -> Result<(), E> {
+    if let Some(h) = r.header() {
+        write_header_comments(w, h)?;
+    }
+    r.for_each_record(|x| write_action(w, x).map_err(E::from))?;
+    w.flush()?;
+    Ok(())
+}
+
 /// Writes a framed header's flow, provenance (one comment line per line of it) and unit as
 /// `#` comments, which a text trace may start with.
-pub fn write_header_comments(w: &mut impl Write, h: &Header) -> io::Result<()> {
+fn write_header_comments(w: &mut impl Write, h: &Header) -> io::Result<()> {
     match h.flow {
         Some(f) => writeln!(w, "# flow: {f}")?,
         None => writeln!(w, "# flow: none")?,
@@ -105,6 +122,30 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
     use crate::TimeUnit;
+
+    #[test]
+    fn a_framed_trace_reads_as_text_with_its_header_as_comments() {
+        use crate::{Format, Header, RecordWriter};
+        let header = Header {
+            flow: Some("proto=udp".parse().unwrap()),
+            provenance: "made\nhere".into(),
+            unit: TimeUnit::Us,
+        };
+        let mut w = RecordWriter::new(Vec::new(), Format::Framed, &header).unwrap();
+        w.write(Action::Drop).unwrap();
+        w.write(Action::Pass {
+            delay_ns: 1_500_000,
+        })
+        .unwrap();
+        let bytes = w.finish().unwrap();
+        let mut r = RecordReader::new(std::io::Cursor::new(bytes), Format::Framed, 64).unwrap();
+        let mut out = Vec::new();
+        write_trace::<_, TraceError>(&mut out, &mut r).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "# flow: proto=udp\n# provenance: made\n#             here\n# unit: us\ndrop\npass 1500us\n"
+        );
+    }
 
     #[test]
     fn header_comments_keep_every_provenance_line_a_comment() {

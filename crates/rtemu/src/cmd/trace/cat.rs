@@ -17,16 +17,8 @@ pub(super) struct CatArgs {
     format: Option<Format>,
 }
 
-/// The text form on `out`. A framed header's flow, provenance and unit come first as `#`
-/// comments, so the output is still a text trace.
+/// The text form on `out`.
 pub(super) fn run(a: &CatArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let mut r = RecordReader::open(&a.file, a.format)?;
-    if let Some(h) = r.header() {
-        rtemu_trace::text::write_header_comments(&mut *out, h)?;
-    }
-    r.for_each_record(|x| {
-        rtemu_trace::text::write_action(&mut *out, x).map_err(anyhow::Error::from)
-    })?;
-    out.flush()?;
-    Ok(())
+    rtemu_trace::text::write_trace(out, &mut r)
 }
