@@ -1,5 +1,5 @@
 //! How an error reads to a person: the one rule the command line prints errors by and the HTTP
-//! API answers with, so both say the same thing.
+//! API answers with, so both say the same thing; and the one error not worth reading.
 
 /// The error and its causes on one line, leaving out a cause whose text the message before it
 /// already contains (library errors often print their source themselves).
@@ -17,6 +17,12 @@ pub fn message(err: &(dyn std::error::Error + 'static)) -> String {
         cause = e.source();
     }
     out
+}
+
+/// Whether `err` is a closed pipe (`rtemu … | head` stopped reading): no error worth a word.
+pub fn is_closed_pipe(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 #[cfg(test)]
@@ -42,5 +48,16 @@ mod tests {
             .context("opening x")
             .context("--trace");
         assert_eq!(message(err.as_ref()), "--trace: opening x: no such file");
+    }
+
+    #[test]
+    fn a_closed_pipe_is_told_apart_even_under_context() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(is_closed_pipe(
+            &anyhow::Error::new(pipe).context("writing the table")
+        ));
+        let other = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(!is_closed_pipe(&anyhow::Error::new(other)));
+        assert!(!is_closed_pipe(&anyhow::anyhow!("broken pipe")));
     }
 }

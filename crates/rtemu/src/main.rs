@@ -79,14 +79,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if rtemu_control::error::is_closed_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            // A closed pipe (`rtemu sim … | head`) is not an error worth reporting.
-            if err
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-            {
-                return ExitCode::SUCCESS;
-            }
             // The API answers with the same text (rtemu_control::error::message).
             eprintln!(
                 "rtemu: error: {}",

@@ -67,7 +67,8 @@ pub(super) fn run(a: &ConvertArgs) -> anyhow::Result<()> {
         (None, Some(pps)) => Source::Series(pps, a.interp),
         (None, None) => Source::Trace(a.from),
     };
-    let annotate = |h: &mut Header| a.header.apply(h, to, &a.output);
+    let (flow, provenance) = (a.header.flow, a.header.provenance.as_deref());
+    let annotate = |h: &mut Header| Ok(h.annotate(flow, provenance, to, &a.output)?);
     let input = a.input.display();
     let lost_flow = |flow| {
         eprintln!("rtemu: note: the flow of {input} ({flow}) is not kept: only the framed form stores one")

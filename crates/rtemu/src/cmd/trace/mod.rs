@@ -8,10 +8,7 @@ mod convert;
 mod gen;
 mod stats;
 
-use std::path::Path;
-
 use rtemu_trace::flow::FlowPattern;
-use rtemu_trace::{Format, Header};
 
 /// Generate, inspect, convert and benchmark per-packet action traces.
 ///
@@ -61,15 +58,6 @@ struct HeaderArgs {
     /// itself (the command line, or the input's provenance) (framed form only).
     #[arg(long, value_name = "TEXT")]
     provenance: Option<String>,
-}
-
-impl HeaderArgs {
-    /// Puts the flow and provenance into `header`, or fails if they were given for an output
-    /// whose form has no header.
-    fn apply(&self, header: &mut Header, format: Format, output: &Path) -> anyhow::Result<()> {
-        let provenance = self.provenance.as_deref();
-        Ok(header.annotate(self.flow, provenance, format, output)?)
-    }
 }
 
 /// Runs `rtemu trace`.
