@@ -137,13 +137,22 @@ pub fn states(lab: Option<&LabName>) -> Result<Vec<State>> {
     }
 }
 
+/// The topology file at `path`, checked as `up` checks it, for a lab named `name` when given
+/// (else as the file says).
+pub fn load(path: &Path, name: Option<&LabName>) -> Result<Topology> {
+    let mut topo = Topology::load_checked(path, &BuildModels)?;
+    if let Some(name) = name {
+        topo.lab = name.to_string();
+    }
+    Ok(topo)
+}
+
 /// The topology `name` names: the topology file at that path (checked, as `up` checks it),
 /// else the running lab of that name; with the file it was read from, if any.
 pub fn topology_named(name: &str) -> Result<(Topology, Option<PathBuf>)> {
     let path = Path::new(name);
     if path.is_file() {
-        let topo = Topology::load_checked(path, &BuildModels)?;
-        Ok((topo, Some(path.to_owned())))
+        Ok((load(path, None)?, Some(path.to_owned())))
     } else if LabName::new(name).is_ok() {
         Ok((rtemu_topo::lab::resolve_lab(Some(name))?.topology, None))
     } else {

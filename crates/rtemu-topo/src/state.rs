@@ -570,6 +570,18 @@ pub struct Detached {
 }
 
 impl Detached {
+    /// What `rtemu exec --detach` says of it, once started in lab `lab`: where it runs, where
+    /// its output goes, and what ends it.
+    pub fn started(&self, lab: &LabName) -> String {
+        format!(
+            "started `{}` in node {} of lab {lab} as pid {}, output in {}; `rtemu down {lab}` ends it",
+            self.command.join(" "),
+            self.node,
+            self.pid,
+            self.log.display()
+        )
+    }
+
     /// Whether the process still runs: its pid is live (not a zombie) with the recorded start
     /// time.
     pub fn running(&self) -> bool {
@@ -633,6 +645,14 @@ mod tests {
             log: "/dev/null".into(),
         };
         assert!(me.running());
+        assert_eq!(
+            me.started(&LabName::new("t1").unwrap()),
+            format!(
+                "started `x` in node a of lab t1 as pid {}, output in /dev/null; `rtemu down t1` \
+                 ends it",
+                me.pid
+            )
+        );
         assert!(!Detached {
             start_time: start + 1,
             ..me

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use rtemu_control::engine::{BuildModels, EngineOptions};
+use rtemu_control::engine::EngineOptions;
 use rtemu_control::lab as control;
 use rtemu_serve::cluster;
 use rtemu_topo::lab;
@@ -160,10 +160,7 @@ pub struct CaptureArgs {
 
 /// `rtemu up`.
 pub fn run_up(args: &UpArgs) -> Result<()> {
-    let mut topo = Topology::load_checked(&args.file, &BuildModels)?;
-    if let Some(name) = &args.name {
-        topo.lab = name.to_string();
-    }
+    let topo = control::load(&args.file, args.name.as_ref())?;
     // After the file's checks, so its errors show without root too.
     rtemu_control::root::need_root("rtemu up")?;
     if args.replace {
@@ -246,15 +243,7 @@ pub fn run_exec(args: &ExecArgs) -> Result<()> {
     if args.detach {
         let d = lab::exec_detached(&state, &args.node, &args.command)?;
         println!("{}", d.pid);
-        eprintln!(
-            "started `{}` in node {} of lab {} as pid {}, output in {}; `rtemu down {}` ends it",
-            args.command.join(" "),
-            args.node,
-            state.lab,
-            d.pid,
-            d.log.display(),
-            state.lab
-        );
+        eprintln!("{}", d.started(&state.lab));
         return Ok(());
     }
     let cmd = lab::node_command(&state, &args.node, &args.command)?;
