@@ -316,6 +316,24 @@ pub fn sweep_plan(
     )
 }
 
+/// The runs at one size (`size` nodes per quadrant): in real time at `period_ns` when
+/// `realtime`, then as fast as possible when `fast`, each else as `base` says.
+pub fn mode_runs(
+    size: usize,
+    (realtime, fast): (bool, bool),
+    period_ns: u64,
+    base: DeadlineConfig,
+) -> Vec<(usize, DeadlineConfig)> {
+    let modes = [
+        (realtime, Mode::RealTime { period_ns }),
+        (fast, Mode::RealFast),
+    ];
+    let chosen = modes.into_iter().filter(|(run, _)| *run);
+    chosen
+        .map(|(_, mode)| (size, DeadlineConfig { mode, ..base }))
+        .collect()
+}
+
 /// Runs `runs` (nodes per quadrant and configuration, see [`run_sized`]) one after the other;
 /// `before_each` is told each before it runs (for a progress display).
 pub fn run_all(
@@ -395,6 +413,27 @@ mod tests {
         assert_eq!(runs.len(), 2);
         assert!(runs.iter().all(|(_, c)| c.fifo_priority.is_none()));
         assert!(note.unwrap().contains("SCHED_FIFO column skipped"));
+    }
+
+    #[test]
+    fn one_size_runs_in_real_time_first_then_as_fast_as_possible() {
+        let base = DeadlineConfig {
+            threads: 2,
+            steps: 30,
+            mode: Mode::RealFast,
+            fifo_priority: Some(80),
+        };
+        let both = mode_runs(25, (true, true), 10_000_000, base);
+        let modes: Vec<_> = both.iter().map(|(size, c)| (*size, c.mode)).collect();
+        let real_time = Mode::RealTime {
+            period_ns: 10_000_000,
+        };
+        assert_eq!(modes, [(25, real_time), (25, Mode::RealFast)]);
+        assert!(both
+            .iter()
+            .all(|(_, c)| c.threads == 2 && c.fifo_priority == Some(80)));
+        assert_eq!(mode_runs(25, (false, true), 10_000_000, base).len(), 1);
+        assert!(mode_runs(25, (false, false), 10_000_000, base).is_empty());
     }
 
     #[test]

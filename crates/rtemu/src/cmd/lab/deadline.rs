@@ -81,24 +81,19 @@ pub(super) fn run(args: &DeadlineArgs) -> anyhow::Result<()> {
         let sizes = &args.sweep_sizes;
         deadline::sweep_plan(sizes, &args.sweep_threads, cpus, fifo, (steps, period_ns))
     } else {
-        let realtime = matches!(args.mode, DeadlineMode::Realtime | DeadlineMode::Both);
-        let fast = matches!(args.mode, DeadlineMode::Fast | DeadlineMode::Both);
-        let modes = [
-            (realtime, Mode::RealTime { period_ns }),
-            (fast, Mode::RealFast),
-        ];
-        let config = |mode| DeadlineConfig {
+        let both = args.mode == DeadlineMode::Both;
+        let modes = (
+            both || args.mode == DeadlineMode::Realtime,
+            both || args.mode == DeadlineMode::Fast,
+        );
+        let base = DeadlineConfig {
             threads: args.threads as usize,
             steps,
-            mode,
+            mode: Mode::RealFast,
             fifo_priority: args.fifo,
         };
         let size = args.quadrant_nodes as usize;
-        let runs = modes
-            .into_iter()
-            .filter(|m| m.0)
-            .map(|m| (size, config(m.1)));
-        (runs.collect(), None)
+        (deadline::mode_runs(size, modes, period_ns, base), None)
     };
     let bar = Steps::new(runs.len());
     let results = deadline::run_all(&runs, period_ns, &mut |size, config| {
