@@ -312,18 +312,23 @@ pub fn run(
 mod tests {
     use super::*;
 
-    #[test]
-    fn legs_name_their_echo_and_missing_paths_are_errors() {
-        let never = |_: &str, _: &[String]| -> Result<Command, Box<dyn Error + Send + Sync>> {
-            panic!("no command runs for UDP")
-        };
-        let peers = Peers {
+    /// Nodes `a` and `b` of lab `t`, `b` at 10.0.0.2, on no common segment.
+    fn peers() -> Peers<'static> {
+        Peers {
             lab: "t",
             from: "a",
             to: "b",
             address: Some("10.0.0.2".parse().unwrap()),
             facing: None,
+        }
+    }
+
+    #[test]
+    fn legs_name_their_echo_and_missing_paths_are_errors() {
+        let never = |_: &str, _: &[String]| -> Result<Command, Box<dyn Error + Send + Sync>> {
+            panic!("no command runs for UDP")
         };
+        let peers = peers();
         let legs = legs(&peers, (true, false), 7777, &never).unwrap();
         assert_eq!(
             legs[0].target,
@@ -423,13 +428,7 @@ mod tests {
             cmd.args(["-c", &script]);
             Ok::<_, Box<dyn Error + Send + Sync>>(cmd)
         };
-        let peers = Peers {
-            lab: "t",
-            from: "a",
-            to: "b",
-            address: Some("10.0.0.2".parse().unwrap()),
-            facing: None,
-        };
+        let peers = peers();
         let legs = legs(&peers, (true, false), 7777, &node_command).unwrap();
         let mut served = Vec::new();
         let mut on_echo = |leg: &Leg| served.push(leg.description.clone());
