@@ -218,6 +218,22 @@ pub fn stats(state: &State) -> Result<Stats> {
     engine::stats(&state.lab)
 }
 
+/// Gives `show` the [`stats`] of lab `state`, then again every `every` until reading or
+/// showing them fails; once without `every`.
+pub fn watch_stats(
+    state: &State,
+    every: Option<Duration>,
+    mut show: impl FnMut(&Stats) -> Result<()>,
+) -> Result<()> {
+    loop {
+        show(&stats(state)?)?;
+        match every {
+            Some(pause) => std::thread::sleep(pause),
+            None => return Ok(()),
+        }
+    }
+}
+
 /// How long a change to a link may take to be acknowledged.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -414,6 +430,20 @@ mod tests {
             up(None).to_string(),
             "lab t1 is up: 3 nodes, 2 links and LANs (12 ms)"
         );
+    }
+
+    #[test]
+    fn a_lab_without_impaired_links_has_no_stats_to_watch() {
+        let mut state = up(None).state;
+        let ideal = "lab = \"t1\"\n[nodes.a]\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n";
+        state.topology = Topology::parse("t.toml", ideal).unwrap();
+        let mut shown = 0;
+        let e = watch_stats(&state, Some(Duration::from_secs(3600)), |_| {
+            shown += 1;
+            Ok(())
+        });
+        assert_eq!(shown, 0);
+        assert!(e.unwrap_err().to_string().contains("has no impaired links"));
     }
 
     #[test]

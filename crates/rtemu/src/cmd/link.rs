@@ -41,23 +41,15 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         }
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
-    loop {
-        let stats = lab::stats(&state)?;
+    lab::watch_stats(&state, every, |stats| {
         if args.json {
-            println!("{}", message::pretty(&stats));
-        } else {
-            message::write_table(
-                &mut std::io::stdout().lock(),
-                &stats.directions,
-                args.fidelity,
-            )
-            .context("writing the table")?;
+            println!("{}", message::pretty(stats));
+            return Ok(());
         }
-        match every {
-            Some(d) => std::thread::sleep(d),
-            None => return Ok(()),
-        }
-    }
+        let mut out = std::io::stdout().lock();
+        message::write_table(&mut out, &stats.directions, args.fidelity)
+            .context("writing the table")
+    })
 }
 
 /// Change an impaired link while traffic flows.
