@@ -113,24 +113,16 @@ mod tests {
 
     #[test]
     fn deadline_defaults_are_short_and_sweeps_take_lists() {
-        let LabCommand::Deadline(args) = parse(&["deadline"]).unwrap() else {
-            panic!("not deadline");
+        let deadline = |args: &[&str]| match parse(&[&["deadline"][..], args].concat()).unwrap() {
+            LabCommand::Deadline(args) => args,
+            other => panic!("not deadline: {other:?}"),
         };
+        let args = deadline(&[]);
         assert_eq!(
             (args.steps, args.rate, args.mode),
             (300, 100, DeadlineMode::Both)
         );
-        let LabCommand::Deadline(args) = parse(&[
-            "deadline",
-            "--sweep",
-            "--sweep-sizes",
-            "1,10",
-            "--sweep-threads",
-            "1,4",
-        ])
-        .unwrap() else {
-            panic!("not deadline");
-        };
+        let args = deadline(&["--sweep", "--sweep-sizes", "1,10", "--sweep-threads", "1,4"]);
         assert!(args.sweep);
         assert_eq!(
             (args.sweep_sizes, args.sweep_threads),

@@ -83,23 +83,23 @@ mod tests {
     use super::super::{parse, LabCommand};
     use super::*;
 
+    /// `rtemu lab sleep ARGS` parsed.
+    fn sleep(args: &[&str]) -> SleepArgs {
+        match parse(&[&["sleep"][..], args].concat()).unwrap() {
+            LabCommand::Sleep(args) => args,
+            other => panic!("not sleep: {other:?}"),
+        }
+    }
+
     #[test]
     fn sleep_defaults_are_small_and_complete() {
-        let LabCommand::Sleep(args) = parse(&["sleep"]).unwrap() else {
-            panic!("not sleep");
-        };
+        let args = sleep(&[]);
         assert_eq!(args.methods.len(), WaitStrategy::ALL.len());
         assert_eq!(args.workload, Workload::Micro);
         assert_eq!(args.count, 200);
         assert_eq!(args.rt.load, None);
-        let LabCommand::Sleep(args) = parse(&["sleep", "--load", "3"]).unwrap() else {
-            panic!("not sleep");
-        };
-        assert_eq!(args.rt.load, Some(Some(3)));
-        let LabCommand::Sleep(args) = parse(&["sleep", "--load"]).unwrap() else {
-            panic!("not sleep");
-        };
-        assert_eq!(args.rt.load, Some(None));
+        assert_eq!(sleep(&["--load", "3"]).rt.load, Some(Some(3)));
+        assert_eq!(sleep(&["--load"]).rt.load, Some(None));
     }
 
     #[test]
