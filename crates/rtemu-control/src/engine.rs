@@ -795,8 +795,9 @@ fn finish(state: &State, pools: &Pools, in_force: &InForce, h: EngineHandle) -> 
         },
     };
     let path = lab_dir(&state.lab).join("fidelity.json");
-    if let Err(e) = std::fs::write(&path, format!("{}\n", crate::message::pretty(&report))) {
-        eprintln!("writing {}: {e}", path.display());
+    // Written whole and renamed into place: `down` reads it the moment the engine exits.
+    if let Err(e) = crate::message::save_final_report(&report, &path) {
+        eprintln!("writing {}: {e:#}", path.display());
     }
     report
 }
