@@ -61,6 +61,9 @@ pub struct Options {
     pub listen: Option<SocketAddr>,
     /// Where the token is written (with `listen`).
     pub token_file: PathBuf,
+    /// Read the token from this file instead of drawing one (with `listen`; nothing is
+    /// written): one token shared by every agent of a cluster, from a Kubernetes Secret.
+    pub token_from: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -69,6 +72,7 @@ impl Default for Options {
             socket: PathBuf::from(DEFAULT_SOCKET),
             listen: None,
             token_file: PathBuf::from(DEFAULT_TOKEN_FILE),
+            token_from: None,
         }
     }
 }
@@ -118,14 +122,14 @@ impl Default for Options {
 )]
 struct ApiDoc;
 
-/// Binds TCP at `addr` (non-blocking, for tokio) and draws a fresh token for it.
-fn bind_tcp(addr: SocketAddr) -> Result<(std::net::TcpListener, String)> {
+/// Binds TCP at `addr` (non-blocking, for tokio) with `token`.
+fn bind_tcp(addr: SocketAddr, token: String) -> Result<(std::net::TcpListener, String)> {
     let listener =
         std::net::TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     listener
         .set_nonblocking(true)
         .context("making the TCP socket non-blocking")?;
-    Ok((listener, listen::new_token()?))
+    Ok((listener, token))
 }
 
 /// Declares the bearer token, which requests over TCP need.
@@ -170,15 +174,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listeners `opts` asks for, writes the token file (with TCP), and starts
-    /// serving on a runtime of its own. Needs root for the default paths.
+    /// Binds the listeners `opts` asks for, with TCP draws a token and writes it to the token
+    /// file (or reads the one given), and starts serving on a runtime of its own. Needs root
+    /// for the default paths.
     pub fn start(opts: &Options) -> Result<Server> {
         let (unix, socket) = listen::bind_unix(&opts.socket)?;
         let mut files = vec![socket];
-        let tcp = match opts.listen {
-            None => None,
-            Some(addr) => {
-                let tcp = bind_tcp(addr)?;
+        let tcp = match (opts.listen, &opts.token_from) {
+            (None, _) => None,
+            (Some(addr), Some(from)) => Some(bind_tcp(addr, listen::read_token(from)?)?),
+            (Some(addr), None) => {
+                let tcp = bind_tcp(addr, listen::new_token()?)?;
                 files.push(listen::write_token(&opts.token_file, &tcp.1)?);
                 Some(tcp)
             }
@@ -189,7 +195,11 @@ impl Server {
     /// Listens on TCP at `addr` only, with a token that is written nowhere: the caller hands
     /// it on (`rtemu view` prints the page's address with it), and it dies with the server.
     pub fn start_tcp(addr: SocketAddr) -> Result<Server> {
-        Server::serve(None, Some(bind_tcp(addr)?), Vec::new())
+        Server::serve(
+            None,
+            Some(bind_tcp(addr, listen::new_token()?)?),
+            Vec::new(),
+        )
     }
 
     fn serve(
@@ -346,10 +356,8 @@ fn listening(opts: &Options, tcp: Option<SocketAddr>) -> String {
                  token drives this machine's labs"
             );
         }
-        text += &format!(
-            "\nand on http://{addr}, token in {}",
-            opts.token_file.display()
-        );
+        let token = opts.token_from.as_ref().unwrap_or(&opts.token_file);
+        text += &format!("\nand on http://{addr}, token in {}", token.display());
     }
     text
 }
@@ -364,6 +372,7 @@ mod tests {
             socket: "/run/rtemu/api.sock".into(),
             listen: None,
             token_file: "/run/rtemu/api.token".into(),
+            token_from: None,
         };
         let unix = listening(&opts, None);
         assert_eq!(

@@ -166,6 +166,50 @@ pub fn write_token(path: &Path, token: &str) -> Result<OwnFile> {
     OwnFile::at(path).with_context(|| format!("examining {}", path.display()))
 }
 
+/// The fewest characters a token read with `--token-from` may have: as many as a drawn token
+/// has bytes, so a shared token is not much weaker than a drawn one.
+pub const MIN_TOKEN_LEN: usize = 32;
+
+/// Reads the token of `path` (a Kubernetes Secret mounted in every agent's pod, say): one line
+/// of at least [`MIN_TOKEN_LEN`] printable characters, in a file that only its owner, this
+/// user, may read, as [`crate::cluster::Credentials`] demands of the coordinator's copy. The
+/// errors never show the file's content.
+pub fn read_token(path: &Path) -> Result<String> {
+    // Followed: a Secret's file is a symbolic link into the volume's current data.
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("reading the token from {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(
+            "{} is not a regular file: give the token's file",
+            path.display()
+        );
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "{} holds the API token but is open to group or others (mode {mode:03o}): run              `chmod 600` on it (for a Kubernetes Secret volume, `defaultMode: 0400`)",
+            path.display()
+        );
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        bail!(
+            "{} holds the API token but belongs to user {}, not to this user",
+            path.display(),
+            meta.uid()
+        );
+    }
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let token = text.strip_suffix(b"\n").unwrap_or(&text);
+    if token.len() < MIN_TOKEN_LEN || !token.iter().all(u8::is_ascii_graphic) {
+        bail!(
+            "{} must hold one line of at least {MIN_TOKEN_LEN} printable characters without \
+             spaces (e.g. `openssl rand -hex 32`)",
+            path.display()
+        );
+    }
+    Ok(String::from_utf8_lossy(token).into_owned())
+}
+
 /// Compares in time that depends only on the lengths, so a caller learns nothing from how long
 /// a wrong token takes to refuse.
 fn same(a: &[u8], b: &[u8]) -> bool {

@@ -31,6 +31,7 @@ fn server(dir: &Path) -> Server {
         socket: dir.join("api.sock"),
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: dir.join("api.token"),
+        token_from: None,
     })
     .unwrap()
 }
@@ -192,6 +193,68 @@ fn socket_and_token_are_root_only_and_removed_at_stop() {
 }
 
 #[test]
+fn a_token_read_from_a_secret_is_the_one_asked_for_and_nothing_is_written() {
+    let dir = TempDir::new("serve-from");
+    // As a Kubernetes Secret volume holds it: a symbolic link to the data, mode 0400.
+    let data = dir.0.join("..data");
+    std::fs::create_dir(&data).unwrap();
+    let secret = "k8s-shared-token-0123456789abcdef0123456789";
+    std::fs::write(data.join("token"), format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(data.join("token"), std::fs::Permissions::from_mode(0o400)).unwrap();
+    std::os::unix::fs::symlink("..data/token", dir.0.join("token")).unwrap();
+    let opts = |from: &str| Options {
+        socket: dir.0.join("api.sock"),
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        token_file: dir.0.join("api.token"),
+        token_from: Some(dir.0.join(from)),
+    };
+    let s = Server::start(&opts("token")).unwrap();
+    assert_eq!(s.token(), Some(secret));
+    let tcp = Target::Tcp(s.tcp_addr().unwrap());
+    let bearer = format!("Bearer {secret}");
+    assert_eq!(
+        get(&tcp, "/v1/labs", &[("Authorization", &bearer)]).status,
+        200
+    );
+    assert_eq!(get(&tcp, "/v1/labs", &[]).status, 401);
+    assert!(
+        !dir.0.join("api.token").exists(),
+        "a token file was written"
+    );
+    s.stop().unwrap();
+
+    // Refused, and the messages never show the file's content.
+    let bad = [
+        ("open", secret, 0o644, "open to group or others (mode 644)"),
+        (
+            "short",
+            "0123456789abcdef",
+            0o600,
+            "at least 32 printable characters",
+        ),
+        (
+            "spaced",
+            "0123456789abcdef 0123456789abcdef",
+            0o600,
+            "without spaces",
+        ),
+    ];
+    for (name, text, mode, says) in bad {
+        let path = dir.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let e = format!("{:#}", Server::start(&opts(name)).err().unwrap());
+        assert!(e.contains(says), "{name}: {e}");
+        assert!(
+            !e.contains("0123456789abcdef"),
+            "{name}: the token is shown: {e}"
+        );
+    }
+    let e = format!("{:#}", Server::start(&opts("none")).err().unwrap());
+    assert!(e.contains("reading the token from"), "{e}");
+}
+
+#[test]
 fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
     let dir = TempDir::new("serve-inuse");
     let sock = dir.0.join("api.sock");
@@ -199,6 +262,7 @@ fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
         socket: sock.clone(),
         listen: None,
         token_file: dir.0.join("api.token"),
+        token_from: None,
     };
     std::fs::write(&sock, "not a socket").unwrap();
     let e = Server::start(&opts).err().expect("a file is not replaced");

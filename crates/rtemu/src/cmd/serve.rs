@@ -13,7 +13,8 @@ use clap::Args;
   sudo rtemu serve
   curl --unix-socket /run/rtemu/api.sock http://rtemu/v1/labs
   sudo rtemu serve --listen 127.0.0.1:8470
-  curl -H \"Authorization: Bearer $(sudo cat /run/rtemu/api.token)\" http://127.0.0.1:8470/v1/labs")]
+  curl -H \"Authorization: Bearer $(sudo cat /run/rtemu/api.token)\" http://127.0.0.1:8470/v1/labs
+  sudo rtemu serve --listen 192.0.2.10:7781 --token-from /etc/rtemu/agent.token")]
 pub struct ServeArgs {
     /// The Unix socket to listen on (mode 0600: root only; no token needed).
     #[arg(long, value_name = "PATH", default_value = rtemu_serve::DEFAULT_SOCKET)]
@@ -26,6 +27,16 @@ pub struct ServeArgs {
     /// Where to write the TCP token (mode 0600).
     #[arg(long, value_name = "PATH", default_value = rtemu_serve::DEFAULT_TOKEN_FILE)]
     pub token_file: PathBuf,
+    /// Read the TCP token from this file instead of drawing one (nothing is written): one
+    /// token shared by the agents of a cluster, e.g. a Kubernetes Secret (deploy/kubernetes).
+    /// At least 32 printable characters; the file must be readable by its owner only.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "listen",
+        conflicts_with = "token_file"
+    )]
+    pub token_from: Option<PathBuf>,
     /// Print the API's OpenAPI document and exit (no root needed).
     #[arg(long)]
     pub print_openapi: bool,
@@ -43,10 +54,12 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         socket: args.socket.clone(),
         listen: args.listen,
         token_file: args.token_file.clone(),
+        token_from: args.token_from.clone(),
     };
     let server = rtemu_serve::Server::start(&opts)?;
     eprintln!("{}", server.describe(&opts));
-    if let Some(url) = server.view_url(None) {
+    // A shared token stays out of the log an agent's output may go to (a pod's, a journal).
+    if let Some(url) = server.view_url(None).filter(|_| args.token_from.is_none()) {
         eprintln!("rtemu serve: web view at {url}");
     }
     server.run_until_signal()?;
