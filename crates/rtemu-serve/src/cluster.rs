@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -46,8 +46,7 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// Reads `path`, refusing it when anyone but its owner, this user, may read or write it
-    /// (as ssh refuses a private key).
+    /// Reads `path`, refusing it when anyone but its owner, this user, may read or write it.
     pub fn load(path: &Path) -> Result<Credentials> {
         let meta = std::fs::metadata(path).with_context(|| {
             format!(
@@ -55,22 +54,7 @@ impl Credentials {
                 path.display()
             )
         })?;
-        let mode = meta.mode() & 0o777;
-        if mode & 0o077 != 0 {
-            bail!(
-                "{} holds the agents' tokens but is open to group or others (mode {mode:03o}): \
-                 run `chmod 600 {}`",
-                path.display(),
-                path.display()
-            );
-        }
-        if meta.uid() != nix::unistd::geteuid().as_raw() {
-            bail!(
-                "{} holds the agents' tokens but belongs to user {}, not to this user",
-                path.display(),
-                meta.uid()
-            );
-        }
+        crate::listen::owner_only(path, &meta, "the agents' tokens")?;
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         Credentials::parse(path, &text)

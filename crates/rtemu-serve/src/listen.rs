@@ -166,6 +166,28 @@ pub fn write_token(path: &Path, token: &str) -> Result<OwnFile> {
     OwnFile::at(path).with_context(|| format!("examining {}", path.display()))
 }
 
+/// Refuses `path` (of metadata `meta`, holding `what`) unless only its owner, this user, may
+/// read or write it, as ssh refuses a private key.
+pub fn owner_only(path: &Path, meta: &std::fs::Metadata, what: &str) -> Result<()> {
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "{} holds {what} but is open to group or others (mode {mode:03o}): run `chmod 600 \
+             {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        bail!(
+            "{} holds {what} but belongs to user {}, not to this user",
+            path.display(),
+            meta.uid()
+        );
+    }
+    Ok(())
+}
+
 /// The fewest characters a token read with `--token-from` may have: as many as a drawn token
 /// has bytes, so a shared token is not much weaker than a drawn one.
 pub const MIN_TOKEN_LEN: usize = 32;
@@ -184,20 +206,7 @@ pub fn read_token(path: &Path) -> Result<String> {
             path.display()
         );
     }
-    let mode = meta.mode() & 0o777;
-    if mode & 0o077 != 0 {
-        bail!(
-            "{} holds the API token but is open to group or others (mode {mode:03o}): run              `chmod 600` on it (for a Kubernetes Secret volume, `defaultMode: 0400`)",
-            path.display()
-        );
-    }
-    if meta.uid() != nix::unistd::geteuid().as_raw() {
-        bail!(
-            "{} holds the API token but belongs to user {}, not to this user",
-            path.display(),
-            meta.uid()
-        );
-    }
+    owner_only(path, &meta, "the API token")?;
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let token = text.strip_suffix(b"\n").unwrap_or(&text);
     if token.len() < MIN_TOKEN_LEN || !token.iter().all(u8::is_ascii_graphic) {
