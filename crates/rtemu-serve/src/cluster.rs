@@ -258,6 +258,9 @@ pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp>
     let lab = LabName::new(&topo.lab)?;
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    // The agents look for trace files relative to the file's absolute path, not their own
+    // working directory.
+    let file = std::path::absolute(file).with_context(|| format!("locating {}", file.display()))?;
     let credentials = Credentials::load(credentials)?;
     let agents = credentials.agents(&topo.hosts)?;
     if let Some(r) = Record::load(&lab)? {

@@ -35,7 +35,7 @@ pub fn view(state: &State) -> Lab {
 }
 
 /// Checks the topology `text` a request carries; errors name it `file`.
-fn parse_inline(file: &str, text: &str) -> Result<Topology, ApiError> {
+fn parse_inline(file: &str, text: &str, dir: &Path) -> Result<Topology, ApiError> {
     let max = rtemu_topo::topology::MAX_TOPOLOGY_BYTES;
     if text.len() as u64 > max {
         return Err(ApiError::bad_request(format!(
@@ -43,16 +43,13 @@ fn parse_inline(file: &str, text: &str) -> Result<Topology, ApiError> {
             text.len()
         )));
     }
-    Ok(
-        Topology::parse_checked(file, text, Path::new(""), &BuildModels)
-            .map_err(anyhow::Error::from)?,
-    )
+    Ok(Topology::parse_checked(file, text, dir, &BuildModels).map_err(anyhow::Error::from)?)
 }
 
 /// Reads, checks and brings up the topology `req` gives.
 pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
     let mut topo = match (&req.topology, &req.file) {
-        (Some(text), None) => parse_inline(INLINE, text)?,
+        (Some(text), None) => parse_inline(INLINE, text, Path::new(""))?,
         (None, Some(file)) => {
             Topology::load_checked(Path::new(file), &BuildModels).map_err(anyhow::Error::from)?
         }
@@ -76,10 +73,7 @@ pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
 
 /// Checks the topology `req` gives and brings up this host's part of it, with its engine.
 pub fn up_part(req: &PartRequest) -> Result<Lab, ApiError> {
-    let mut topo = parse_inline(&req.file, &req.topology)?;
-    if let Some(name) = &req.name {
-        topo.lab = LabName::new(name)?.to_string();
-    }
+    let topo = part_topology(req)?;
     let stitching = req.stitching.clone().into();
     let up = rtemu_control::lab::up_part(
         &topo,
@@ -89,6 +83,23 @@ pub fn up_part(req: &PartRequest) -> Result<Lab, ApiError> {
         &EngineOptions::default(),
     )?;
     Ok(view(&up.state))
+}
+
+/// The topology of `req`, under the name it asks for. Trace files are named relative to the
+/// topology file, which the coordinator names by its absolute path, so a trace is looked for
+/// at the same path on the engine's host (a relative file name leaves them relative to the
+/// agent's working directory).
+fn part_topology(req: &PartRequest) -> Result<Topology, ApiError> {
+    let file = Path::new(&req.file);
+    let dir = file
+        .parent()
+        .filter(|_| file.is_absolute())
+        .unwrap_or(Path::new(""));
+    let mut topo = parse_inline(&req.file, &req.topology, dir)?;
+    if let Some(name) = &req.name {
+        topo.lab = LabName::new(name)?.to_string();
+    }
+    Ok(topo)
 }
 
 /// The VNIs this host's labs use.
@@ -291,4 +302,46 @@ pub fn schedule(
             .map_err(|e| engine_gone(state, e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(file: &str) -> PartRequest {
+        PartRequest {
+            topology: "lab = \"tr\"\n[hosts]\nh1 = { address = \"192.0.2.1\" }\n\
+                       h2 = { address = \"192.0.2.2\" }\n[nodes.a]\nhost = \"h1\"\n\
+                       [nodes.b]\nhost = \"h2\"\n[[links]]\nendpoints = [\"a\", \"b\"]\n\
+                       trace = \"link.down\"\n"
+                .to_owned(),
+            file: file.to_owned(),
+            name: Some("tr2".to_owned()),
+            host: "h1".to_owned(),
+            stitching: crate::api::Stitching {
+                port: 4789,
+                vnis: [("a-b".to_owned(), 1 << 20)].into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_part_finds_its_traces_beside_the_topology_file_s_absolute_path() {
+        let dir = std::env::temp_dir().join(format!("rtemu-part-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("link.down"), "1\n2\n").unwrap();
+        let file = dir.join("split.toml");
+        let topo = part_topology(&part(file.to_str().unwrap())).unwrap();
+        assert_eq!(topo.lab, "tr2");
+        // Without it, the error names the path it was looked for at.
+        std::fs::remove_file(dir.join("link.down")).unwrap();
+        let e = part_topology(&part(file.to_str().unwrap())).unwrap_err();
+        let looked = dir.join("link.down");
+        assert!(
+            e.message.contains(&*looked.to_string_lossy()),
+            "{}",
+            e.message
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
