@@ -204,7 +204,8 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
             Ok(true) => eprintln!("lab {name} is down"),
             Ok(false) => eprintln!("no lab {name}: nothing to do"),
             Err(e) => {
-                eprintln!("rtemu: error: lab {name}: {e:#}");
+                let e = rtemu_control::error::message(e.as_ref());
+                eprintln!("rtemu: error: lab {name}: {e}");
                 failed = true;
             }
         }
