@@ -1,4 +1,6 @@
-//! A pcapng writer for captures of several interfaces stamped from one clock.
+//! A pcapng writer for captures of several interfaces stamped from one clock, and the reader
+//! of what it writes, so that captures made on several hosts merge into one file
+//! ([`merge`]).
 //!
 //! One section header, one interface description per interface (Ethernet, `if_name` set to
 //! `node:if`, `if_tsresol` = 9 so timestamps are nanoseconds), then one enhanced packet block
@@ -135,6 +137,176 @@ pub enum Direction {
 /// The option code of `epb_flags`.
 const OPT_EPB_FLAGS: u16 = 2;
 
+/// A packet of a capture read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet {
+    /// Its interface, an index into the capture's interfaces.
+    pub interface: u32,
+    /// When it was seen, ns since the Unix epoch.
+    pub ts_ns: u64,
+    /// Its bytes as captured.
+    pub data: Vec<u8>,
+    /// Its length on the wire.
+    pub orig_len: u32,
+    /// Which way it crossed its interface, when the file says.
+    pub direction: Option<Direction>,
+}
+
+/// A pcapng file's interfaces (their `if_name`) and packets, as [`read`] gives them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Capture {
+    /// The interfaces' names, in the file's order.
+    pub interfaces: Vec<String>,
+    /// The packets, in the file's order.
+    pub packets: Vec<Packet>,
+}
+
+fn invalid(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// The options of a block, `(code, value)`, from `bytes` (which start at the first option),
+/// read with `u16_of`.
+fn options(bytes: &[u8], u16_of: fn([u8; 2]) -> u16) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 4 <= bytes.len() {
+        let code = u16_of([bytes[at], bytes[at + 1]]);
+        let len = usize::from(u16_of([bytes[at + 2], bytes[at + 3]]));
+        if code == OPT_END || at + 4 + len > bytes.len() {
+            break;
+        }
+        out.push((code, &bytes[at + 4..at + 4 + len]));
+        at += 4 + len + pad(len);
+    }
+    out
+}
+
+/// Reads a one-section pcapng file of Ethernet interfaces with nanosecond timestamps (what
+/// [`PcapngWriter`] writes, in either byte order); other blocks are skipped. A file cut short,
+/// or of another kind, is an error saying where.
+pub fn read(bytes: &[u8]) -> io::Result<Capture> {
+    let word = |at: usize| -> io::Result<[u8; 4]> {
+        bytes
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| invalid(format!("the pcapng file ends inside a block at byte {at}")))
+    };
+    if bytes.len() < 12 || u32::from_ne_bytes(word(0)?) != SHB {
+        return Err(invalid("not a pcapng file (no section header)".to_owned()));
+    }
+    let (u32_of, u16_of): (fn([u8; 4]) -> u32, fn([u8; 2]) -> u16) =
+        if u32::from_le_bytes(word(8)?) == BYTE_ORDER_MAGIC {
+            (u32::from_le_bytes, u16::from_le_bytes)
+        } else if u32::from_be_bytes(word(8)?) == BYTE_ORDER_MAGIC {
+            (u32::from_be_bytes, u16::from_be_bytes)
+        } else {
+            return Err(invalid(
+                "a pcapng section header without its byte-order magic".to_owned(),
+            ));
+        };
+    let mut capture = Capture::default();
+    let mut at = 0;
+    while at < bytes.len() {
+        let kind = u32_of(word(at)?);
+        let total = u32_of(word(at + 4)?) as usize;
+        if total < 12 || total % 4 != 0 || at + total > bytes.len() {
+            return Err(invalid(format!(
+                "the pcapng block at byte {at} has length {total}, which the file does not hold"
+            )));
+        }
+        let body = &bytes[at + 8..at + total - 4];
+        match kind {
+            SHB if at > 0 => {
+                return Err(invalid(format!("a second pcapng section at byte {at}")));
+            }
+            IDB => {
+                let mut name = format!("if{}", capture.interfaces.len());
+                for (code, value) in options(body.get(8..).unwrap_or_default(), u16_of) {
+                    match code {
+                        IF_NAME => name = String::from_utf8_lossy(value).into_owned(),
+                        IF_TSRESOL if value.first() != Some(&9) => {
+                            return Err(invalid(format!(
+                                "interface {name} (byte {at}) does not stamp in nanoseconds"
+                            )))
+                        }
+                        _ => {}
+                    }
+                }
+                capture.interfaces.push(name);
+            }
+            EPB => {
+                let head = |i: usize| u32_of(body[i..i + 4].try_into().expect("4 bytes"));
+                if body.len() < 20 {
+                    return Err(invalid(format!("a short packet block at byte {at}")));
+                }
+                let caplen = head(12) as usize;
+                let data = body.get(20..20 + caplen).ok_or_else(|| {
+                    invalid(format!(
+                        "the packet block at byte {at} is shorter than its packet"
+                    ))
+                })?;
+                let interface = head(0);
+                if interface as usize >= capture.interfaces.len() {
+                    return Err(invalid(format!(
+                        "the packet at byte {at} is on interface {interface}, which was not \
+                         described"
+                    )));
+                }
+                let opts = body.get(20 + caplen + pad(caplen)..).unwrap_or_default();
+                let direction = options(opts, u16_of)
+                    .into_iter()
+                    .find(|(code, v)| *code == OPT_EPB_FLAGS && v.len() == 4)
+                    .and_then(|(_, v)| match u32_of(v.try_into().expect("4 bytes")) & 3 {
+                        1 => Some(Direction::Inbound),
+                        2 => Some(Direction::Outbound),
+                        _ => None,
+                    });
+                capture.packets.push(Packet {
+                    interface,
+                    ts_ns: (u64::from(head(4)) << 32) | u64::from(head(8)),
+                    data: data.to_vec(),
+                    orig_len: head(16),
+                    direction,
+                });
+            }
+            _ => {}
+        }
+        at += total;
+    }
+    Ok(capture)
+}
+
+/// Writes `captures` to `out` as one file: every capture's interfaces one after another
+/// (renumbered), and their packets in timestamp order (equal times in the captures' order),
+/// the first `limit` of them when given. Returns the packets written. Captures from several
+/// hosts are ordered by their hosts' clocks, which differ by however well they are
+/// synchronised.
+pub fn merge<W: Write>(captures: Vec<Capture>, out: W, limit: Option<u64>) -> io::Result<u64> {
+    let names: Vec<String> = captures
+        .iter()
+        .flat_map(|c| c.interfaces.iter().cloned())
+        .collect();
+    let mut packets = Vec::new();
+    let mut first = 0;
+    for c in captures {
+        let base = first;
+        first += c.interfaces.len() as u32;
+        packets.extend(c.packets.into_iter().map(|mut p| {
+            p.interface += base;
+            p
+        }));
+    }
+    packets.sort_by_key(|p| p.ts_ns);
+    let keep = limit.map_or(packets.len(), |l| packets.len().min(l as usize));
+    let mut w = PcapngWriter::new(out, &names)?;
+    for p in &packets[..keep] {
+        w.packet(p.interface, p.ts_ns, &p.data, p.orig_len, p.direction)?;
+    }
+    w.finish()?;
+    Ok(keep as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +345,59 @@ mod tests {
     fn undeclared_interfaces_are_refused() {
         let mut w = PcapngWriter::new(Vec::new(), &["a:eth0".to_owned()]).unwrap();
         assert!(w.packet(1, 0, &[], 0, None).is_err());
+    }
+
+    #[test]
+    fn captures_merge_with_interfaces_renumbered_and_packets_in_time_order() {
+        let file = |names: &[&str], packets: &[(u32, u64, u8)]| {
+            let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+            let mut w = PcapngWriter::new(Vec::new(), &names).unwrap();
+            for &(i, ts, byte) in packets {
+                let dir = (byte % 2 == 0).then_some(Direction::Inbound);
+                w.packet(i, ts, &[byte; 3], 60, dir).unwrap();
+            }
+            w.finish().unwrap()
+        };
+        let h1 = file(&["a:eth0", "b:eth1"], &[(0, 10, 1), (1, 30, 2), (0, 50, 3)]);
+        let h2 = file(&["c:eth0"], &[(0, 20, 4), (0, 40, 5)]);
+        let read_back = read(&h1).unwrap();
+        assert_eq!(read_back.interfaces, ["a:eth0", "b:eth1"]);
+        assert_eq!(read_back.packets[1].direction, Some(Direction::Inbound));
+        assert_eq!(read_back.packets[2].direction, None);
+        let captures = vec![read_back, read(&h2).unwrap()];
+        let mut merged = Vec::new();
+        assert_eq!(merge(captures.clone(), &mut merged, None).unwrap(), 5);
+        let m = read(&merged).unwrap();
+        assert_eq!(m.interfaces, ["a:eth0", "b:eth1", "c:eth0"]);
+        let seen: Vec<(u32, u64, u8)> = m
+            .packets
+            .iter()
+            .map(|p| (p.interface, p.ts_ns, p.data[0]))
+            .collect();
+        assert_eq!(
+            seen,
+            [(0, 10, 1), (2, 20, 4), (1, 30, 2), (2, 40, 5), (0, 50, 3)]
+        );
+        assert!(m
+            .packets
+            .iter()
+            .all(|p| p.orig_len == 60 && p.data.len() == 3));
+        let mut first = Vec::new();
+        assert_eq!(merge(captures, &mut first, Some(2)).unwrap(), 2);
+        assert_eq!(read(&first).unwrap().packets[1].ts_ns, 20);
+    }
+
+    #[test]
+    fn files_cut_short_or_of_another_kind_are_refused_saying_where() {
+        let mut w = PcapngWriter::new(Vec::new(), &["a:eth0".to_owned()]).unwrap();
+        w.packet(0, 1, &[1; 8], 8, None).unwrap();
+        let whole = w.finish().unwrap();
+        let e = read(&whole[..whole.len() - 2]).unwrap_err().to_string();
+        assert!(e.contains("block at byte 72 has length 40"), "{e}");
+        let e = read(b"\xd4\xc3\xb2\xa1 a classic pcap")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a pcapng file"), "{e}");
     }
 
     #[test]
