@@ -49,7 +49,7 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> LabError {
 }
 
 /// The interfaces of `targets`, or every interface of every node when empty, checked against
-/// the lab. A target is `node:if`, or a link's name, which stands for both its ends: for an
+/// the lab (of one host's part: its own nodes' interfaces). A target is `node:if`, or a link's name, which stands for both its ends: for an
 /// impaired link, the frames each node sent into the engine (outbound) and those the engine
 /// released to it (inbound), stamped by the kernel on one clock.
 pub fn resolve_targets(
@@ -57,10 +57,16 @@ pub fn resolve_targets(
     targets: &[String],
 ) -> Result<Vec<(String, String)>, LabError> {
     let topo = &state.topology;
+    // One host's part of a multi-host lab holds some of the nodes only.
+    let here = |m: &&crate::topology::Attachment| {
+        let name = &topo.nodes[m.node].name;
+        state.nodes.iter().any(|(n, _)| n == name)
+    };
     let all: Vec<(String, String)> = topo
         .segments
         .iter()
         .flat_map(|s| &s.members)
+        .filter(here)
         .map(|m| (topo.nodes[m.node].name.clone(), m.ifname.clone()))
         .collect();
     if targets.is_empty() {
@@ -76,6 +82,7 @@ pub fn resolve_targets(
             out.extend(
                 seg.members
                     .iter()
+                    .filter(here)
                     .map(|m| (topo.nodes[m.node].name.clone(), m.ifname.clone())),
             );
             continue;
