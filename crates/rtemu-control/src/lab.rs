@@ -15,7 +15,7 @@ use rtemu_engine::control::{Request, Ways};
 use rtemu_lab::rtt::between::{self, Leg};
 use rtemu_lab::rtt::plan::{Probes, Protocol};
 use rtemu_topo::part::Stitching;
-use rtemu_topo::state::{LabName, State};
+use rtemu_topo::state::{Detached, LabName, State};
 use rtemu_topo::topology::Netem;
 use rtemu_topo::Topology;
 
@@ -208,6 +208,13 @@ pub fn health(state: &State) -> Health {
 /// The counters and fidelity of every impaired link of lab `state`; an error when it has none
 /// (ideal links are plain veth pairs, counted by the kernel).
 pub fn stats(state: &State) -> Result<Stats> {
+    need_impaired(state)?;
+    engine::stats(&state.lab)
+}
+
+/// An error when lab `state` has no impaired links (hence no stats): ideal links are plain
+/// veth pairs, counted by the kernel.
+pub fn need_impaired(state: &State) -> Result<()> {
     if engine::impaired(state).is_empty() {
         bail!(
             "lab `{}` has no impaired links: ideal links are plain veth pairs, counted by the \
@@ -215,7 +222,7 @@ pub fn stats(state: &State) -> Result<Stats> {
             state.lab
         );
     }
-    engine::stats(&state.lab)
+    Ok(())
 }
 
 /// Gives `show` the [`stats`] of lab `state`, then again every `every` until reading or
@@ -223,10 +230,20 @@ pub fn stats(state: &State) -> Result<Stats> {
 pub fn watch_stats(
     state: &State,
     every: Option<Duration>,
-    mut show: impl FnMut(&Stats) -> Result<()>,
+    show: impl FnMut(&Stats) -> Result<()>,
+) -> Result<()> {
+    watch(every, || stats(state), show)
+}
+
+/// Gives `show` what `read` reads, then again every `every` until reading or showing fails;
+/// once without `every` (`rtemu stats --watch`, of one lab or of one across hosts).
+pub fn watch<T>(
+    every: Option<Duration>,
+    mut read: impl FnMut() -> Result<T>,
+    mut show: impl FnMut(&T) -> Result<()>,
 ) -> Result<()> {
     loop {
-        show(&stats(state)?)?;
+        show(&read()?)?;
         match every {
             Some(pause) => std::thread::sleep(pause),
             None => return Ok(()),
@@ -353,42 +370,66 @@ pub fn write_listing(out: &mut impl Write, states: &[State]) -> io::Result<()> {
             }
             Health::Up => "up",
         };
-        writeln!(out, "lab {} ({}) from {}", s.lab, status, s.file)?;
-        let t = &s.topology;
-        for (ni, (node, ns)) in s.nodes.iter().enumerate() {
-            writeln!(out, "  node {node}  (netns {ns})")?;
-            for net in &t.nodes[ni].loopback {
-                writeln!(out, "    lo  {net}")?;
-            }
-            for seg in &t.segments {
-                for m in seg.members.iter().filter(|m| m.node == ni) {
-                    let addrs: Vec<String> =
-                        [m.ipv4.map(|a| a.to_string()), m.ipv6.map(|a| a.to_string())]
-                            .into_iter()
-                            .flatten()
-                            .collect();
-                    writeln!(
-                        out,
-                        "    {:<15} {}  {}  on {}",
-                        m.ifname,
-                        m.mac,
-                        addrs.join(" "),
-                        seg.name
-                    )?;
-                }
+        let detached = s.detached().unwrap_or_default().into_iter().map(|d| {
+            let running = d.running();
+            (d, running)
+        });
+        write_lab(out, s, status, detached)?;
+    }
+    Ok(())
+}
+
+/// Writes lab `s` as `rtemu ls` shows it, its status said as `status`: its nodes (with their
+/// host, in a multi-host lab) with their interfaces and addresses, then `detached`, the
+/// processes started detached in it with whether each still runs.
+pub fn write_lab(
+    out: &mut impl Write,
+    s: &State,
+    status: &str,
+    detached: impl IntoIterator<Item = (Detached, bool)>,
+) -> io::Result<()> {
+    writeln!(out, "lab {} ({}) from {}", s.lab, status, s.file)?;
+    let t = &s.topology;
+    for (node, ns) in &s.nodes {
+        let Some(ni) = t.node_index(node) else {
+            continue;
+        };
+        let on = t.nodes[ni]
+            .host
+            .as_ref()
+            .map_or(String::new(), |h| format!(" on {h}"));
+        writeln!(out, "  node {node}{on}  (netns {ns})")?;
+        for net in &t.nodes[ni].loopback {
+            writeln!(out, "    lo  {net}")?;
+        }
+        for seg in &t.segments {
+            for m in seg.members.iter().filter(|m| m.node == ni) {
+                let addrs: Vec<String> =
+                    [m.ipv4.map(|a| a.to_string()), m.ipv6.map(|a| a.to_string())]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                writeln!(
+                    out,
+                    "    {:<15} {}  {}  on {}",
+                    m.ifname,
+                    m.mac,
+                    addrs.join(" "),
+                    seg.name
+                )?;
             }
         }
-        for d in s.detached().unwrap_or_default() {
-            writeln!(
-                out,
-                "  detached pid {} in {}: {} ({}, log {})",
-                d.pid,
-                d.node,
-                d.command.join(" "),
-                if d.running() { "running" } else { "exited" },
-                d.log.display()
-            )?;
-        }
+    }
+    for (d, running) in detached {
+        writeln!(
+            out,
+            "  detached pid {} in {}: {} ({}, log {})",
+            d.pid,
+            d.node,
+            d.command.join(" "),
+            if running { "running" } else { "exited" },
+            d.log.display()
+        )?;
     }
     Ok(())
 }

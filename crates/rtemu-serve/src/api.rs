@@ -50,6 +50,9 @@ pub struct Node {
     pub loopback: Vec<String>,
     /// Its interfaces on links and LANs.
     pub interfaces: Vec<Interface>,
+    /// In a multi-host lab, the host it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// One interface of a node.
@@ -236,6 +239,16 @@ pub enum Dir {
     BA,
 }
 
+impl From<Dir> for rtemu_engine::control::Ways {
+    fn from(dir: Dir) -> Self {
+        match dir {
+            Dir::Both => Self::Both,
+            Dir::AB => Self::AToB,
+            Dir::BA => Self::BToA,
+        }
+    }
+}
+
 /// `POST …/links/{link}/set`: new netem parameters for an impaired link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -321,15 +334,16 @@ pub fn lab_view(state: &State, status: LabStatus) -> Lab {
     }
 }
 
-/// The nodes of a lab with their interfaces.
+/// The nodes of a lab with their interfaces (of one host's part: that host's nodes).
 pub fn nodes(state: &State) -> Vec<Node> {
     let topo = &state.topology;
     state
         .nodes
         .iter()
-        .enumerate()
-        .map(|(ni, (name, netns))| Node {
+        .filter_map(|(name, netns)| Some((topo.node_index(name)?, name, netns)))
+        .map(|(ni, name, netns)| Node {
             name: name.clone(),
+            host: topo.nodes[ni].host.clone(),
             netns: netns.clone(),
             loopback: topo.nodes[ni]
                 .loopback

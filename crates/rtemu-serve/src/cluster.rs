@@ -6,7 +6,15 @@
 //!
 //! The coordinating machine keeps one record per such lab, `/run/rtemu/<lab>.hosts.json` (the
 //! hosts still to take down), written before any part is built, so `down` knows where to go
-//! even after a killed `up`, and whether or not the machine holds a part itself.
+//! even after a killed `up`, and whether or not the machine holds a part itself. It also keeps
+//! the lab's topology, from which the lab-wide views ([`listing`], [`stats`], [`link`],
+//! [`capture`]) know every node's and engine's host and reach the right agents.
+
+pub mod capture;
+pub mod link;
+pub mod listing;
+pub mod spread;
+pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -24,7 +32,7 @@ use rtemu_topo::Topology;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{PartRequest, Vnis};
-use crate::client::{request, Target};
+use crate::client::{request, Reply, Target};
 use crate::ctl::DownReply;
 use crate::error::ErrorBody;
 
@@ -92,7 +100,7 @@ impl Credentials {
     }
 
     /// The agent of every host in `hosts`, or an error naming those without a token.
-    fn agents<'a>(&'a self, hosts: &'a [Host]) -> Result<Vec<Agent<'a>>> {
+    pub(crate) fn agents<'a>(&'a self, hosts: &'a [Host]) -> Result<Vec<Agent<'a>>> {
         let missing: Vec<&str> = hosts
             .iter()
             .filter(|h| !self.tokens.contains_key(&h.name))
@@ -116,32 +124,54 @@ impl Credentials {
 }
 
 /// One host's agent, as the coordinator reaches it.
-struct Agent<'a> {
-    host: &'a Host,
+pub(crate) struct Agent<'a> {
+    pub(crate) host: &'a Host,
     token: &'a str,
 }
 
 impl Agent<'_> {
-    /// Sends `method path` (with `body` as JSON) and reads the reply as `T`; an error reply
-    /// or no reply is an error naming the host.
-    fn call<T: serde::de::DeserializeOwned>(
+    /// Where the agent listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.host.address, self.host.port)
+    }
+
+    /// Sends `method path` (with `body` as JSON) and reads the whole reply, whatever its
+    /// status; no reply is an error naming the host.
+    pub(crate) fn reply(
         &self,
         method: &str,
         path: &str,
         body: Option<&[u8]>,
         timeout: Duration,
-    ) -> Result<T> {
-        let addr = SocketAddr::new(self.host.address, self.host.port);
+    ) -> Result<Reply> {
         let bearer = format!("Bearer {}", self.token);
-        let reply = request(
-            &Target::Tcp(addr),
+        request(
+            &Target::Tcp(self.addr()),
             method,
             path,
             &[("Authorization", &bearer)],
             body,
             timeout,
         )
-        .with_context(|| format!("host `{}`: its agent at {addr}", self.host.name))?;
+        .with_context(|| format!("host `{}`: its agent at {}", self.host.name, self.addr()))
+    }
+
+    /// Sends `method path` (with `body` as JSON) and reads the reply as `T`; an error reply
+    /// or no reply is an error naming the host.
+    pub(crate) fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<T> {
+        Ok(self.ok(self.reply(method, path, body, timeout)?)?.json()?)
+    }
+
+    /// `reply` when its status is a success, else an error naming the host with the agent's
+    /// reason.
+    pub(crate) fn ok(&self, reply: Reply) -> Result<Reply> {
+        let addr = self.addr();
         if !(200..300).contains(&reply.status) {
             let text = reply
                 .json::<ErrorBody>()
@@ -152,7 +182,7 @@ impl Agent<'_> {
                 reply.status
             );
         }
-        Ok(reply.json()?)
+        Ok(reply)
     }
 
     /// Takes the part of lab `lab` on this host down; whether there was one.
@@ -163,15 +193,60 @@ impl Agent<'_> {
     }
 }
 
-/// The coordinator's record of a lab spread over hosts: those still to take down.
+/// The coordinator's record of a lab spread over hosts: those still to take down, and the lab
+/// as it was brought up (absent from records of older versions).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Record {
     hosts: Vec<Host>,
+    #[serde(default)]
+    lab: Option<Recorded>,
+}
+
+/// A lab across hosts as its coordinator brought it up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Recorded {
+    /// The file it came from.
+    pub(crate) file: String,
+    /// Its topology (named as it runs), which places every node and engine on a host.
+    pub(crate) topology: Topology,
 }
 
 /// Where lab `lab`'s record is kept (a file beside the labs' directories, which `ls` skips).
 fn record_path(lab: &LabName) -> Result<PathBuf> {
     Ok(rtemu_topo::state::state_root()?.join(format!("{lab}.hosts.json")))
+}
+
+/// The labs this machine coordinates (those with a record), in name order.
+pub(crate) fn recorded_labs() -> Result<Vec<LabName>> {
+    let root = rtemu_topo::state::state_root()?;
+    let entries = match std::fs::read_dir(&root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", root.display())),
+    };
+    let mut labs = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name();
+        let lab = name.to_str().and_then(|n| n.strip_suffix(".hosts.json"));
+        labs.extend(lab.and_then(|l| LabName::new(l).ok()));
+    }
+    labs.sort();
+    Ok(labs)
+}
+
+/// Lab `lab` as this machine brought it up across hosts; `None` when it coordinates no such
+/// lab.
+pub(crate) fn recorded(lab: &LabName) -> Result<Option<Recorded>> {
+    let Some(record) = Record::load(lab)? else {
+        return Ok(None);
+    };
+    match record.lab {
+        Some(r) => Ok(Some(r)),
+        None => bail!(
+            "the record of lab `{lab}` was written by an older rtemu and lacks its topology: \
+             `rtemu down {lab}`, then `rtemu up` it again, to see it across hosts"
+        ),
+    }
 }
 
 impl Record {
@@ -283,8 +358,13 @@ pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp>
         host: host.to_owned(),
         stitching: stitching.clone().into(),
     };
+    let recorded = Recorded {
+        file: file.display().to_string(),
+        topology: topo.clone(),
+    };
     Record {
         hosts: topo.hosts.clone(),
+        lab: Some(recorded.clone()),
     }
     .save(&lab)?;
     for (i, a) in agents.iter().enumerate() {
@@ -292,7 +372,7 @@ pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp>
         let built: Result<serde_json::Value> =
             a.call("POST", "/v1/parts", Some(&body), PART_TIMEOUT);
         if let Err(e) = built {
-            let undone = undo(&lab, &agents[..i]);
+            let undone = undo(&lab, &agents[..i], &recorded);
             return Err(e.context(format!("bringing up lab `{lab}`: {undone}")));
         }
     }
@@ -306,7 +386,7 @@ pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp>
 
 /// Takes down the parts of `lab` that `built` made, after another host failed; says what it
 /// did. The record keeps the hosts it could not reach, for a later `down`.
-fn undo(lab: &LabName, built: &[Agent<'_>]) -> String {
+fn undo(lab: &LabName, built: &[Agent<'_>], recorded: &Recorded) -> String {
     let mut left = Vec::new();
     let mut taken = Vec::new();
     for a in built {
@@ -317,6 +397,7 @@ fn undo(lab: &LabName, built: &[Agent<'_>]) -> String {
     }
     let record = Record {
         hosts: left.iter().map(|(h, _)| h.clone()).collect(),
+        lab: Some(recorded.clone()),
     };
     let kept = record.save(lab);
     let mut said = if taken.is_empty() {
@@ -333,6 +414,28 @@ fn undo(lab: &LabName, built: &[Agent<'_>]) -> String {
         said += &format!(" (`rtemu down {lab}` tries again)");
     }
     said
+}
+
+/// Takes lab `topo.lab` down on every host of `topo`'s `[hosts]` and every host this machine's
+/// record of it still names (`rtemu up --replace`), with the tokens in `credentials`; a host
+/// without the lab has nothing to do. The hosts it cannot reach stay recorded (with `topo`,
+/// read from `file`, unless the record has the lab already), for a later `down`.
+pub fn replace(topo: &Topology, file: &Path, credentials: &Path) -> Result<()> {
+    let lab = LabName::new(&topo.lab)?;
+    let mut record = Record::load(&lab)?.unwrap_or(Record {
+        hosts: Vec::new(),
+        lab: None,
+    });
+    record.lab.get_or_insert_with(|| Recorded {
+        file: file.display().to_string(),
+        topology: topo.clone(),
+    });
+    for h in &topo.hosts {
+        if !record.hosts.iter().any(|r| r.name == h.name) {
+            record.hosts.push(h.clone());
+        }
+    }
+    down_recorded(&lab, &record, credentials).map(drop)
 }
 
 /// What taking a lab down across its hosts did.
@@ -377,7 +480,11 @@ fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<C
             }
         }
     }
-    Record { hosts: left }.save(lab)?;
+    Record {
+        hosts: left,
+        lab: record.lab.clone(),
+    }
+    .save(lab)?;
     if !why.is_empty() {
         bail!(
             "lab `{lab}` is down on {}, but not everywhere: {} (`rtemu down {lab}` here tries \

@@ -9,7 +9,6 @@ use axum::http::StatusCode;
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::lab::Health;
 use rtemu_control::message::{FinalReport, Stats};
-use rtemu_engine::control::Ways;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{Netem, SegmentKind};
 use rtemu_topo::Topology;
@@ -243,20 +242,12 @@ fn impaired_link(state: &State, link: &str) -> Result<(), ApiError> {
     }
 }
 
-fn ways(dir: Dir) -> Ways {
-    match dir {
-        Dir::Both => Ways::Both,
-        Dir::AB => Ways::AToB,
-        Dir::BA => Ways::BToA,
-    }
-}
-
 /// Gives `link` of lab `state` the model `netem` in the directions `dir`.
 pub fn set(state: &State, link: &str, dir: Dir, netem: &str) -> Result<(), ApiError> {
     impaired_link(state, link)?;
     let netem =
         Netem::parse(netem).map_err(|e| ApiError::bad_request(format!("netem {netem:?}: {e}")))?;
-    rtemu_control::lab::set_link(&state.lab, link, ways(dir), &netem)
+    rtemu_control::lab::set_link(&state.lab, link, dir.into(), &netem)
         .map_err(|e| engine_gone(state, e))
 }
 
@@ -298,7 +289,7 @@ pub fn schedule(
         // Measured by the engine from when it gets each request: what passed since this one
         // came is taken off.
         let after = at.saturating_sub(start.elapsed());
-        rtemu_control::lab::schedule_link(&state.lab, link, ways(dir), after, &netem)
+        rtemu_control::lab::schedule_link(&state.lab, link, dir.into(), after, &netem)
             .map_err(|e| engine_gone(state, e))?;
     }
     Ok(())

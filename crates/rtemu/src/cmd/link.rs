@@ -7,9 +7,16 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rtemu_control::lab;
 use rtemu_control::message;
-use rtemu_engine::control::Ways;
+use rtemu_control::message::Direction;
+use rtemu_serve::api::Dir;
+use rtemu_serve::cluster;
+use rtemu_serve::cluster::link::Change;
+use rtemu_serve::cluster::spread::Spread;
 use rtemu_topo::state::LabName;
 use rtemu_topo::topology::Netem;
+use serde::Serialize;
+
+use super::topo::Credentials;
 
 /// Show the counters and release fidelity of a lab's impaired links.
 #[derive(Debug, Args)]
@@ -29,11 +36,12 @@ pub struct StatsArgs {
     /// Print again every this many seconds, until Ctrl-C.
     #[arg(long, value_name = "SECONDS")]
     pub watch: Option<f64>,
+    #[command(flatten)]
+    pub hosts: Credentials,
 }
 
 /// `rtemu stats`.
 pub fn run_stats(args: &StatsArgs) -> Result<()> {
-    let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
     let every = match args.watch {
         None => None,
         Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
@@ -41,15 +49,31 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         }
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
-    lab::watch_stats(&state, every, |stats| {
-        if args.json {
-            println!("{}", message::pretty(stats));
-            return Ok(());
-        }
-        let mut out = std::io::stdout().lock();
-        message::write_table(&mut out, &stats.directions, args.fidelity)
-            .context("writing the table")
-    })
+    if let Some(spread) = spread(args.lab.as_ref(), &args.hosts)? {
+        let read = || cluster::stats::read(&spread);
+        return lab::watch(every, read, |s| show_stats(args, s, &s.directions));
+    }
+    let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
+    lab::watch_stats(&state, every, |s| show_stats(args, s, &s.directions))
+}
+
+/// Prints one reading of stats: `whole` as JSON with `--json`, else the table of its
+/// `directions`.
+fn show_stats(args: &StatsArgs, whole: &impl Serialize, directions: &[Direction]) -> Result<()> {
+    if args.json {
+        println!("{}", message::pretty(whole));
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    message::write_table(&mut out, directions, args.fidelity).context("writing the table")
+}
+
+/// Lab `lab` when this machine coordinates it across hosts.
+fn spread(lab: Option<&LabName>, hosts: &Credentials) -> Result<Option<Spread>> {
+    match lab {
+        Some(l) => Spread::open(l, &hosts.credentials),
+        None => Ok(None),
+    }
 }
 
 /// Change an impaired link while traffic flows.
@@ -84,6 +108,8 @@ pub struct LinkRef {
     lab: Option<LabName>,
     /// The link.
     link: String,
+    #[command(flatten)]
+    hosts: Credentials,
 }
 
 /// What `rtemu link` does.
@@ -118,23 +144,27 @@ pub enum LinkAction {
 
 /// `rtemu link`.
 pub fn run_link(args: &LinkArgs) -> Result<()> {
-    match &args.action {
+    let (at, change) = match &args.action {
         LinkAction::Set { at, dir, netem } => {
-            let ways = match dir {
-                DirArg::AB => Ways::AToB,
-                DirArg::BA => Ways::BToA,
-                DirArg::Both => Ways::Both,
-            };
             let text = netem.join(" ");
             // Parsed before the lab is looked for, so a mistake shows without a lab.
             let netem = Netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
-            let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
-            lab::set_link(&state.lab, &at.link, ways, &netem)
+            let dir = match dir {
+                DirArg::AB => Dir::AB,
+                DirArg::BA => Dir::BA,
+                DirArg::Both => Dir::Both,
+            };
+            (at, Change::Set { dir, netem })
         }
-        LinkAction::Down(at) | LinkAction::Up(at) => {
-            let down = matches!(args.action, LinkAction::Down(_));
-            let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
-            lab::cut_link(&state.lab, &at.link, down)
-        }
+        LinkAction::Down(at) => (at, Change::Cut(true)),
+        LinkAction::Up(at) => (at, Change::Cut(false)),
+    };
+    if let Some(spread) = spread(at.lab.as_ref(), &at.hosts)? {
+        return cluster::link::change(&spread, &at.link, &change);
+    }
+    let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
+    match change {
+        Change::Set { dir, netem } => lab::set_link(&state.lab, &at.link, dir.into(), &netem),
+        Change::Cut(down) => lab::cut_link(&state.lab, &at.link, down),
     }
 }

@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 use rtemu_control::engine::EngineOptions;
 use rtemu_control::lab as control;
 use rtemu_serve::cluster;
+use rtemu_serve::cluster::spread::Spread;
 use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
@@ -31,8 +32,16 @@ pub struct UpArgs {
     pub replace: bool,
     #[command(flatten)]
     pub engine: engine::EngineFlags,
+    #[command(flatten)]
+    pub hosts: Credentials,
+}
+
+// The agents' tokens, for a lab across hosts (no doc comment: a flattened struct's would
+// replace the command's own help).
+#[derive(Debug, Args)]
+pub struct Credentials {
     /// The agents' tokens of a lab with [hosts] (a root-only file of `host = "token"` lines).
-    #[arg(long, value_name = "FILE", default_value = rtemu_serve::cluster::DEFAULT_CREDENTIALS)]
+    #[arg(long, value_name = "FILE", default_value = cluster::DEFAULT_CREDENTIALS)]
     pub credentials: PathBuf,
 }
 
@@ -53,9 +62,8 @@ pub struct DownArgs {
     /// link) to this JSON file; it is printed as a table either way.
     #[arg(long, value_name = "FILE.json")]
     pub fidelity: Option<PathBuf>,
-    /// The agents' tokens of a lab with [hosts] (a root-only file of `host = "token"` lines).
-    #[arg(long, value_name = "FILE", default_value = rtemu_serve::cluster::DEFAULT_CREDENTIALS)]
-    pub credentials: PathBuf,
+    #[command(flatten)]
+    pub hosts: Credentials,
 }
 
 /// List running labs with their nodes, links and addresses.
@@ -69,6 +77,8 @@ pub struct LsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub hosts: Credentials,
 }
 
 /// Run a command in a node; exits with the command's own exit code (with --detach: starts it
@@ -156,6 +166,8 @@ pub struct CaptureArgs {
     /// Stop after this many packets.
     #[arg(long)]
     pub count: Option<u64>,
+    #[command(flatten)]
+    pub hosts: Credentials,
 }
 
 /// `rtemu up`.
@@ -163,12 +175,16 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     let topo = control::load(&args.file, args.name.as_ref())?;
     // After the file's checks, so its errors show without root too.
     rtemu_control::root::need_root("rtemu up")?;
+    let credentials = &args.hosts.credentials;
+    if !topo.hosts.is_empty() {
+        if args.replace {
+            cluster::replace(&topo, &args.file, credentials)?;
+        }
+        eprintln!("{}", cluster::up(&topo, &args.file, credentials)?);
+        return Ok(());
+    }
     if args.replace {
         lab::down(&topo.lab)?;
-    }
-    if !topo.hosts.is_empty() {
-        eprintln!("{}", cluster::up(&topo, &args.file, &args.credentials)?);
-        return Ok(());
     }
     bring_up(
         &topo,
@@ -196,7 +212,7 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     for name in labs {
         // One lab failing to go down must not keep the others up.
         let fidelity = args.fidelity.as_deref();
-        let down = match cluster::down(&name, &args.credentials) {
+        let down = match cluster::down(&name, &args.hosts.credentials) {
             Some(spread) => spread.map(|d| eprintln!("{d}")).map(|()| true),
             None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
         };
@@ -218,13 +234,13 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
 
 /// `rtemu ls`.
 pub fn run_ls(args: &LsArgs) -> Result<()> {
-    let states = control::states(args.lab.as_ref())?;
+    let listing = cluster::listing::list(args.lab.as_ref(), &args.hosts.credentials)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&states)?);
+        println!("{}", serde_json::to_string_pretty(&listing)?);
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
-    control::write_listing(&mut out, &states).context("writing the list")
+    listing.write(&mut out).context("writing the list")
 }
 
 /// Waits for `cmd` and exits with its exit code (128 + signal when a signal ended it, as a
@@ -286,13 +302,27 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
         }
         Some(s) => bail!("--duration {s} is out of range: give a number of seconds above 0"),
     };
-    let state = lab::resolve_lab(args.lab.as_deref())?;
     let file = args.write.display();
     let limits = (duration, args.count);
-    let packets =
-        control::capture_to_file(&state, &args.interfaces, &args.write, limits, |names| {
-            eprintln!("capturing {} into {file} (Ctrl-C stops)", names.join(" "))
-        })?;
+    let spread = match &args.lab {
+        Some(l) => Spread::open(l, &args.hosts.credentials)?,
+        None => None,
+    };
+    let packets = match spread {
+        Some(spread) => cluster::capture::capture_to_file(
+            &spread,
+            &args.interfaces,
+            &args.write,
+            limits,
+            |names| eprintln!("capturing {} into {file} across hosts", names.join(" ")),
+        )?,
+        None => {
+            let state = lab::resolve_lab(args.lab.as_deref())?;
+            control::capture_to_file(&state, &args.interfaces, &args.write, limits, |names| {
+                eprintln!("capturing {} into {file} (Ctrl-C stops)", names.join(" "))
+            })?
+        }
+    };
     eprintln!("{packets} packets written to {file}");
     Ok(())
 }

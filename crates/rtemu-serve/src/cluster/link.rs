@@ -1,0 +1,57 @@
+//! `rtemu link set|down|up` of a lab across hosts: a change of an impaired link goes to the
+//! agent of the host whose engine carries it.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use rtemu_engine::engine::EngineError;
+use rtemu_topo::topology::Netem;
+
+use super::spread::Spread;
+use crate::api::{Dir, SetRequest};
+use rtemu_control::message::Ack;
+
+/// How long the engine host's agent may take to have the change acknowledged.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A change of an impaired link.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// New netem parameters in the directions `dir`.
+    Set {
+        /// Which directions.
+        dir: Dir,
+        /// The parameters.
+        netem: Netem,
+    },
+    /// Cut (`true`) or joined again.
+    Cut(bool),
+}
+
+/// Has the engine host of `link` of `spread` make `change`; a link that no engine carries is
+/// refused as the engine of a lab on one machine refuses it.
+pub fn change(spread: &Spread, link: &str, change: &Change) -> Result<()> {
+    let host = spread
+        .topology()
+        .segments
+        .iter()
+        .find(|s| s.name == link && s.impairment().is_some())
+        .and_then(|s| s.engine_host.as_deref())
+        .ok_or_else(|| anyhow!(EngineError::NoSuchLink(link.to_owned())))?;
+    let agent = spread.agent(host)?;
+    let at = format!("/v1/labs/{}/links/{link}", spread.lab);
+    let (path, body) = match change {
+        Change::Set { dir, netem } => {
+            let req = SetRequest {
+                netem: netem.text().to_owned(),
+                dir: *dir,
+            };
+            (format!("{at}/set"), Some(serde_json::to_vec(&req)?))
+        }
+        Change::Cut(true) => (format!("{at}/down"), None),
+        Change::Cut(false) => (format!("{at}/up"), None),
+    };
+    agent
+        .call::<Ack>("POST", &path, body.as_deref(), CHANGE_TIMEOUT)
+        .map(drop)
+}

@@ -1,0 +1,373 @@
+//! `rtemu ls` on the coordinating machine: each lab it brought up across hosts is shown once,
+//! as one lab, every node with its host, from the record's topology and each agent's word on
+//! its part; a host whose agent does not answer, or that lost its part, makes the lab
+//! DEGRADED, naming the host and why. The labs that run here alone are listed as before.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+use rtemu_topo::state::{Detached, LabName, State};
+use serde::ser::{Serialize, Serializer};
+
+use super::spread::{ask_each, Spread};
+use crate::api::{self, Lab, LabStatus};
+
+/// How long an agent may take to say how its part stands before its host counts as gone.
+const LS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How one host's part of a lab stands, as its agent says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartStatus {
+    /// Built, its engine (if it runs one) answering.
+    Up,
+    /// Its `up` did not finish.
+    Incomplete,
+    /// Its engine does not answer: the impaired links it carries carry nothing.
+    Degraded,
+    /// The agent answers but holds no part of the lab (taken down, or the host restarted).
+    Missing,
+    /// The agent does not answer, or refuses the question.
+    Unreachable,
+}
+
+/// One host of a lab across hosts, as `rtemu ls` shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HostPart {
+    /// The host.
+    pub host: String,
+    /// Where its agent listens.
+    pub agent: String,
+    /// How its part stands.
+    pub status: PartStatus,
+    /// Why it is not up, naming the host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// A lab across hosts as one lab: the API's view of the whole lab (every node with its
+/// host; `status` up only when every host's part is), and each host's part.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SpreadLab {
+    /// The whole lab.
+    #[serde(flatten)]
+    pub lab: Lab,
+    /// Its hosts, in `[hosts]` order.
+    pub hosts: Vec<HostPart>,
+    #[serde(skip)]
+    whole: State,
+}
+
+/// What one agent said of its part: its view, `None` when it holds none, or why it could not
+/// be asked.
+pub type Answer = Result<Option<Lab>, String>;
+
+impl SpreadLab {
+    /// The lab `whole` (see [`Spread::state`]) from the answers of its hosts' agents, each
+    /// with the host and the agent's address, in `[hosts]` order.
+    pub fn merge(whole: State, answers: Vec<(String, String, Answer)>) -> SpreadLab {
+        let mut hosts = Vec::new();
+        let mut detached = Vec::new();
+        for (host, agent, answer) in answers {
+            let (status, problem) = match answer {
+                Err(why) => (PartStatus::Unreachable, Some(why)),
+                Ok(None) => (
+                    PartStatus::Missing,
+                    Some(format!(
+                        "host `{host}`: its agent holds no part of the lab (taken down, or the \
+                         host restarted)"
+                    )),
+                ),
+                Ok(Some(part)) => {
+                    detached.extend(part.detached);
+                    match part.status {
+                        LabStatus::Up => (PartStatus::Up, None),
+                        LabStatus::Incomplete => (
+                            PartStatus::Incomplete,
+                            Some(format!("host `{host}`: its part's `up` did not finish")),
+                        ),
+                        LabStatus::Degraded => (
+                            PartStatus::Degraded,
+                            Some(format!(
+                                "host `{host}`: its engine is not running, the impaired links \
+                                 it carries carry nothing"
+                            )),
+                        ),
+                    }
+                }
+            };
+            hosts.push(HostPart {
+                host,
+                agent,
+                status,
+                problem,
+            });
+        }
+        let status = if hosts.iter().all(|h| h.status == PartStatus::Up) {
+            LabStatus::Up
+        } else if hosts
+            .iter()
+            .all(|h| matches!(h.status, PartStatus::Up | PartStatus::Incomplete))
+        {
+            LabStatus::Incomplete
+        } else {
+            LabStatus::Degraded
+        };
+        let mut lab = api::lab_view(&whole, status);
+        lab.detached = detached;
+        SpreadLab { lab, hosts, whole }
+    }
+
+    /// Writes the lab as `rtemu ls` shows a lab, its status naming its hosts (and, when it
+    /// is not up, what is wrong on which).
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        let name = &self.lab.name;
+        let status = match self.lab.status {
+            LabStatus::Up => {
+                let on: Vec<String> = self
+                    .hosts
+                    .iter()
+                    .map(|h| format!("{} at {}", h.host, h.agent))
+                    .collect();
+                format!("up on {}", on.join(", "))
+            }
+            bad => {
+                let problems: Vec<&str> = self
+                    .hosts
+                    .iter()
+                    .filter_map(|h| h.problem.as_deref())
+                    .collect();
+                let word = if bad == LabStatus::Degraded {
+                    "DEGRADED"
+                } else {
+                    "incomplete"
+                };
+                format!("{word}: {} (run `rtemu down {name}`)", problems.join("; "))
+            }
+        };
+        let detached = self.lab.detached.iter().map(|d| {
+            let process = Detached {
+                pid: d.pid,
+                // Not compared: its agent said whether it runs.
+                start_time: 0,
+                node: d.node.clone(),
+                command: d.command.clone(),
+                log: d.log.clone().into(),
+            };
+            (process, d.running)
+        });
+        rtemu_control::lab::write_lab(out, &self.whole, &status, detached)
+    }
+}
+
+/// Asks every host's agent of `spread` how its part stands.
+pub fn spread_lab(spread: &Spread) -> Result<SpreadLab> {
+    let agents = spread.agents()?;
+    let path = format!("/v1/labs/{}", spread.lab);
+    let answers = ask_each(&agents, |a| {
+        let answer = a
+            .reply("GET", &path, None, LS_TIMEOUT)
+            .and_then(|r| match r.status {
+                404 => Ok(None),
+                _ => Ok(Some(a.ok(r)?.json::<Lab>()?)),
+            })
+            .map_err(|e| format!("{e:#}"));
+        (a.host.name.clone(), a.addr().to_string(), answer)
+    });
+    Ok(SpreadLab::merge(spread.state(), answers))
+}
+
+/// The labs `rtemu ls` lists on this machine: those it runs alone (or holds a part of), and
+/// those it coordinates across hosts.
+#[derive(Debug)]
+pub struct Listing {
+    /// The labs that run here (parts of labs coordinated here left out: they show whole).
+    pub local: Vec<State>,
+    /// The labs coordinated here.
+    pub spread: Vec<SpreadLab>,
+}
+
+/// `lab` alone (an error when it runs neither here nor across hosts from here), else every
+/// lab; `credentials` holds the agents' tokens.
+pub fn list(lab: Option<&LabName>, credentials: &Path) -> Result<Listing> {
+    let spreads = match lab {
+        Some(l) => Spread::open(l, credentials)?.into_iter().collect(),
+        None => Spread::all(credentials)?,
+    };
+    let spread = spreads.iter().map(spread_lab).collect::<Result<Vec<_>>>()?;
+    let local = if lab.is_some() && !spread.is_empty() {
+        Vec::new()
+    } else {
+        let mut states = rtemu_control::lab::states(lab)?;
+        states.retain(|s| !spreads.iter().any(|sp| sp.lab == s.lab));
+        states
+    };
+    Ok(Listing { local, spread })
+}
+
+impl Listing {
+    /// Writes the labs as `rtemu ls` shows them: those that run here first.
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        if !self.local.is_empty() || self.spread.is_empty() {
+            rtemu_control::lab::write_listing(out, &self.local)?;
+        }
+        for s in &self.spread {
+            s.write(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// One JSON array, as `rtemu ls --json` prints it: a lab that runs here as its state (as
+/// before), a lab across hosts as a [`SpreadLab`] (it has `hosts`).
+impl Serialize for Listing {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        #[serde(untagged)]
+        enum Entry<'a> {
+            Local(&'a State),
+            Spread(&'a SpreadLab),
+        }
+        let local = self.local.iter().map(Entry::Local);
+        s.collect_seq(local.chain(self.spread.iter().map(Entry::Spread)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::spread::whole_state;
+    use rtemu_topo::Topology;
+
+    fn whole() -> State {
+        let text = rtemu_testutil::multihost::chain("sp", Some("delay 10ms"), None);
+        let topo = Topology::parse("sp.toml", &text).unwrap();
+        whole_state(&LabName::new("sp").unwrap(), "sp.toml", &topo)
+    }
+
+    /// What host `host`'s agent would say of its part, `status` as it says.
+    fn part(whole: &State, host: &str, status: LabStatus) -> Answer {
+        let mut state = whole.clone();
+        state.nodes.retain(|(n, _)| {
+            whole.topology.nodes[whole.topology.node_index(n).unwrap()]
+                .host
+                .as_deref()
+                == Some(host)
+        });
+        let mut lab = api::lab_view(&state, status);
+        lab.detached = vec![api::Detached {
+            pid: 42,
+            node: state.nodes[0].0.clone(),
+            command: vec!["sleep".into(), "9".into()],
+            running: true,
+            log: format!("/run/rtemu/sp/{host}.log"),
+        }];
+        Ok(Some(lab))
+    }
+
+    fn text(lab: &SpreadLab) -> String {
+        let mut out = Vec::new();
+        lab.write(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_lab_whose_hosts_all_answer_up_shows_once_with_each_nodes_host() {
+        let w = whole();
+        let answers = vec![
+            (
+                "h1".into(),
+                "192.0.2.1:7781".into(),
+                part(&w, "h1", LabStatus::Up),
+            ),
+            (
+                "h2".into(),
+                "192.0.2.2:7781".into(),
+                part(&w, "h2", LabStatus::Up),
+            ),
+        ];
+        let lab = SpreadLab::merge(w, answers);
+        assert_eq!(lab.lab.status, LabStatus::Up);
+        let hosts: Vec<Option<&str>> = lab.lab.nodes.iter().map(|n| n.host.as_deref()).collect();
+        assert_eq!(hosts, [Some("h1"), Some("h1"), Some("h2"), Some("h2")]);
+        let t = text(&lab);
+        assert!(
+            t.starts_with(
+                "lab sp (up on h1 at 192.0.2.1:7781, h2 at 192.0.2.2:7781) from sp.toml\n  \
+                 node a on h1  (netns rtemu-sp-a)\n"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("\n  node c on h2  (netns rtemu-sp-c)\n"), "{t}");
+        assert!(
+            t.contains("  detached pid 42 in c: sleep 9 (running, log /run/rtemu/sp/h2.log)"),
+            "{t}"
+        );
+        let json = serde_json::to_value(&lab).unwrap();
+        assert_eq!(json["status"], "up");
+        assert_eq!(json["nodes"][3]["host"], "h2");
+        assert_eq!(json["hosts"][1]["status"], "up");
+        assert_eq!(json["detached"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_host_that_is_gone_or_lost_its_part_makes_the_lab_degraded_naming_it() {
+        let w = whole();
+        let gone = "host `h2`: its agent at 192.0.2.2:7781: Connection refused (os error 111)";
+        let answers = vec![
+            (
+                "h1".into(),
+                "192.0.2.1:7781".into(),
+                part(&w, "h1", LabStatus::Up),
+            ),
+            ("h2".into(), "192.0.2.2:7781".into(), Err(gone.to_owned())),
+        ];
+        let lab = SpreadLab::merge(w.clone(), answers);
+        assert_eq!(lab.lab.status, LabStatus::Degraded);
+        assert_eq!(lab.hosts[1].status, PartStatus::Unreachable);
+        let t = text(&lab);
+        assert!(
+            t.starts_with(&format!(
+                "lab sp (DEGRADED: {gone} (run `rtemu down sp`)) from"
+            )),
+            "{t}"
+        );
+        // Its nodes are still listed, on the host that is gone.
+        assert!(t.contains("  node d on h2  (netns rtemu-sp-d)"), "{t}");
+
+        let answers = vec![
+            ("h1".into(), "192.0.2.1:7781".into(), Ok(None)),
+            (
+                "h2".into(),
+                "192.0.2.2:7781".into(),
+                part(&w, "h2", LabStatus::Degraded),
+            ),
+        ];
+        let lab = SpreadLab::merge(w.clone(), answers);
+        assert_eq!(lab.lab.status, LabStatus::Degraded);
+        let t = text(&lab);
+        assert!(
+            t.contains("DEGRADED: host `h1`: its agent holds no part of the lab"),
+            "{t}"
+        );
+        assert!(t.contains("; host `h2`: its engine is not running"), "{t}");
+
+        let answers = vec![
+            (
+                "h1".into(),
+                "192.0.2.1:7781".into(),
+                part(&w, "h1", LabStatus::Incomplete),
+            ),
+            (
+                "h2".into(),
+                "192.0.2.2:7781".into(),
+                part(&w, "h2", LabStatus::Up),
+            ),
+        ];
+        let lab = SpreadLab::merge(w, answers);
+        assert_eq!(lab.lab.status, LabStatus::Incomplete);
+        assert!(text(&lab).contains("(incomplete: host `h1`: its part's `up` did not finish"));
+    }
+}

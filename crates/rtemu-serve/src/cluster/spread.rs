@@ -1,0 +1,117 @@
+//! A lab this machine coordinates across hosts, as the lab-wide views reach it: its recorded
+//! topology, which says on which host each node and each impaired link's engine runs, and the
+//! agents of its hosts.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use rtemu_topo::state::{LabName, State};
+use rtemu_topo::Topology;
+
+use super::{recorded, recorded_labs, Agent, Credentials, Recorded};
+
+/// A lab this machine brought up across hosts, with the tokens of their agents.
+pub struct Spread {
+    /// The lab.
+    pub lab: LabName,
+    recorded: Recorded,
+    credentials: Credentials,
+}
+
+impl Spread {
+    /// Lab `lab`, when this machine coordinates it (`None` when it does not: the lab may
+    /// still run here alone), with the agents' tokens in `credentials`.
+    pub fn open(lab: &LabName, credentials: &Path) -> Result<Option<Spread>> {
+        let Some(recorded) = recorded(lab)? else {
+            return Ok(None);
+        };
+        Ok(Some(Spread {
+            lab: lab.clone(),
+            recorded,
+            credentials: Credentials::load(credentials)?,
+        }))
+    }
+
+    /// Every lab this machine coordinates; the credentials are read only when there is one.
+    pub fn all(credentials: &Path) -> Result<Vec<Spread>> {
+        let mut labs = Vec::new();
+        for lab in recorded_labs()? {
+            labs.extend(Spread::open(&lab, credentials)?);
+        }
+        Ok(labs)
+    }
+
+    /// Its topology, named as it runs.
+    pub fn topology(&self) -> &Topology {
+        &self.recorded.topology
+    }
+
+    /// The whole lab as one lab's state (see [`whole_state`]).
+    pub fn state(&self) -> State {
+        whole_state(&self.lab, &self.recorded.file, &self.recorded.topology)
+    }
+
+    /// The agent of every host of the lab, in `[hosts]` order.
+    pub(crate) fn agents(&self) -> Result<Vec<Agent<'_>>> {
+        self.credentials.agents(&self.recorded.topology.hosts)
+    }
+
+    /// The agent of host `host`.
+    pub(crate) fn agent(&self, host: &str) -> Result<Agent<'_>> {
+        let h = self
+            .recorded
+            .topology
+            .hosts
+            .iter()
+            .find(|h| h.name == host)
+            .ok_or_else(|| anyhow!("lab `{}` has no host `{host}`", self.lab))?;
+        let mut agents = self.credentials.agents(std::slice::from_ref(h))?;
+        Ok(agents.remove(0))
+    }
+
+    /// The host node `node` runs on.
+    pub(crate) fn host_of(&self, node: &str) -> Option<&str> {
+        let topo = &self.recorded.topology;
+        topo.nodes[topo.node_index(node)?].host.as_deref()
+    }
+}
+
+/// Lab `lab` across hosts (brought up from `file` as `topo`) as one lab's state: every node
+/// in the namespace its host gives it (named as on one machine), for the views and for naming
+/// capture targets.
+pub fn whole_state(lab: &LabName, file: &str, topo: &Topology) -> State {
+    let nodes: Vec<(String, String)> = topo
+        .nodes
+        .iter()
+        .map(|n| {
+            let ns = rtemu_topo::lab::node_netns(&topo.lab, &n.name);
+            (n.name.clone(), ns)
+        })
+        .collect();
+    State {
+        lab: lab.clone(),
+        file: file.to_owned(),
+        namespaces: nodes.iter().map(|(_, ns)| ns.clone()).collect(),
+        nodes,
+        handovers: Vec::new(),
+        cgroups: Vec::new(),
+        complete: true,
+        topology: topo.clone(),
+        part: None,
+    }
+}
+
+/// `ask` of every agent of `agents` at once (one thread each, so hosts that do not answer cost
+/// one timeout, not one each), the answers in `agents`' order.
+pub(crate) fn ask_each<T: Send>(
+    agents: &[Agent<'_>],
+    ask: impl Fn(&Agent<'_>) -> T + Sync,
+) -> Vec<T> {
+    std::thread::scope(|s| {
+        let asking: Vec<_> = agents.iter().map(|a| s.spawn(|| ask(a))).collect();
+        asking
+            .into_iter()
+            .map(|t| t.join().expect("asking an agent does not panic"))
+            .collect()
+    })
+}

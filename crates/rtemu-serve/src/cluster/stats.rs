@@ -1,0 +1,211 @@
+//! `rtemu stats LAB` of a lab across hosts: each impaired link's counters come from the engine
+//! that carries it, on its engine host; the directions of every engine make one report, in
+//! the topology's order, shown as one lab's stats are.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use rtemu_control::message::{Direction, Stats};
+use rtemu_topo::Topology;
+use serde::Serialize;
+
+use super::spread::{ask_each, Spread};
+use crate::ctl::StatsReply;
+
+/// How long an engine host's agent may take to answer.
+const STATS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The stats of a lab across hosts: every impaired link's directions, and each engine that
+/// counted them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpreadStats {
+    /// The lab.
+    pub lab: String,
+    /// Each direction of each impaired link, in the topology's order.
+    pub directions: Vec<Direction>,
+    /// The engines, one per engine host, in the order they were read (`[hosts]` order).
+    pub engines: Vec<Engine>,
+}
+
+/// One host's engine, as its stats describe it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Engine {
+    /// Its host.
+    pub host: String,
+    /// The packet I/O it runs on.
+    pub io: String,
+    /// When it read its counters, ns on its host's `CLOCK_MONOTONIC` (hosts' clocks differ).
+    pub monotonic_ns: u64,
+    /// Its process id on its host.
+    pub pid: u32,
+    /// The CPU time it used so far, ns.
+    pub process_cpu_ns: Option<u64>,
+}
+
+impl SpreadStats {
+    /// The report of lab `topo` from each engine host's stats.
+    pub fn merge(topo: &Topology, each: Vec<(String, Stats)>) -> SpreadStats {
+        let mut directions = Vec::new();
+        let mut engines = Vec::new();
+        for (host, stats) in each {
+            directions.extend(stats.directions);
+            engines.push(Engine {
+                host,
+                io: stats.io,
+                monotonic_ns: stats.monotonic_ns,
+                pid: stats.pid,
+                process_cpu_ns: stats.process_cpu_ns,
+            });
+        }
+        // Stable: each link's directions keep their engine's order (a-b, then b-a).
+        let place = |d: &Direction| topo.segments.iter().position(|s| s.name == d.link);
+        directions.sort_by_key(place);
+        SpreadStats {
+            lab: topo.lab.clone(),
+            directions,
+            engines,
+        }
+    }
+}
+
+/// The engine hosts of `topo`'s impaired links, in `[hosts]` order.
+fn engine_hosts(topo: &Topology) -> Vec<&str> {
+    topo.hosts
+        .iter()
+        .map(|h| h.name.as_str())
+        .filter(|h| {
+            topo.segments
+                .iter()
+                .any(|s| s.impairment().is_some() && s.engine_host.as_deref() == Some(h))
+        })
+        .collect()
+}
+
+/// Reads the stats of every engine of `spread` at once; an error names each engine host that
+/// could not give them.
+pub fn read(spread: &Spread) -> Result<SpreadStats> {
+    rtemu_control::lab::need_impaired(&spread.state())?;
+    let topo = spread.topology();
+    let agents = engine_hosts(topo)
+        .into_iter()
+        .map(|h| spread.agent(h))
+        .collect::<Result<Vec<_>>>()?;
+    let path = format!("/v1/labs/{}/stats", spread.lab);
+    let answers = ask_each(&agents, |a| {
+        let stats = match a.call::<StatsReply>("GET", &path, None, STATS_TIMEOUT) {
+            Ok(StatsReply::Engine(s)) => Ok(s),
+            Ok(StatsReply::NoEngine(_)) => Err(format!(
+                "host `{}`: its part of the lab runs no engine",
+                a.host.name
+            )),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        (a.host.name.clone(), stats)
+    });
+    let mut each = Vec::new();
+    let mut failed = Vec::new();
+    for (host, stats) in answers {
+        match stats {
+            Ok(s) => each.push((host, s)),
+            Err(why) => failed.push(why),
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "the stats of lab `{}` could not be read from every engine host: {}",
+            spread.lab,
+            failed.join("; ")
+        );
+    }
+    Ok(SpreadStats::merge(topo, each))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The chain a–b | c–d over h1 and h2 with two impaired links: `wan` (b–c, its engine on
+    /// b's host h1) and `cd` (on h2).
+    fn topology() -> Topology {
+        let text = rtemu_testutil::multihost::chain("sp", Some("delay 10ms"), None).replace(
+            "[[links]]\nendpoints = [\"c\", \"d\"]\n",
+            "[[links]]\nname = \"cd\"\nendpoints = [\"c\", \"d\"]\nnetem = \"loss 1%\"\n",
+        );
+        Topology::parse("sp.toml", &text).unwrap()
+    }
+
+    fn direction(link: &str, dir: &str, delivered: u64) -> Direction {
+        let p = json!({"max_ns": 3, "p50_ns": 1, "p999_ns": 2, "p99_ns": 2});
+        serde_json::from_value(json!({
+            "buffers": null, "conserved": true, "corrupted": 0, "cut": false,
+            "delivered": delivered, "delivered_bytes": delivered * 100, "dir": dir,
+            "dropped": {"loss": 0}, "duplicates": 0,
+            "fidelity": {"arrival_lag": p, "count": delivered, "early": 0, "late": 0,
+                         "late_after_ns": 100_000, "lost": 0, "released": p,
+                         "released_histogram": {"counts": [], "edges_ns": []}, "started": p},
+            "from": "x", "in_flight": 0, "kernel_drops": null, "link": link, "netem": null,
+            "received": delivered, "received_bytes": delivered * 100, "resolution_passed": 0,
+            "to": "y", "trace_underruns": 0, "tx_busy": 0
+        }))
+        .unwrap()
+    }
+
+    fn stats(pid: u32, directions: Vec<Direction>) -> Stats {
+        Stats {
+            directions,
+            io: "af-packet".into(),
+            lab: rtemu_topo::state::LabName::new("sp").unwrap(),
+            monotonic_ns: u64::from(pid) * 1000,
+            pid,
+            process_cpu_ns: Some(5),
+        }
+    }
+
+    #[test]
+    fn each_engine_host_is_asked_once_in_hosts_order() {
+        assert_eq!(engine_hosts(&topology()), ["h1", "h2"]);
+        let one = Topology::parse(
+            "sp.toml",
+            &rtemu_testutil::multihost::chain("sp", Some("delay 10ms"), None),
+        )
+        .unwrap();
+        assert_eq!(engine_hosts(&one), ["h1"]);
+    }
+
+    #[test]
+    fn engines_directions_merge_in_the_topologys_order() {
+        let topo = topology();
+        let h1 = stats(
+            7,
+            vec![direction("wan", "a-b", 1), direction("wan", "b-a", 2)],
+        );
+        let h2 = stats(
+            9,
+            vec![direction("cd", "a-b", 3), direction("cd", "b-a", 4)],
+        );
+        // The later link's engine answers first: the report still follows the topology.
+        let merged = SpreadStats::merge(&topo, vec![("h2".into(), h2), ("h1".into(), h1)]);
+        let seen: Vec<(&str, &str, u64)> = merged
+            .directions
+            .iter()
+            .map(|d| (d.link.as_str(), d.dir.as_str(), d.delivered))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("wan", "a-b", 1),
+                ("wan", "b-a", 2),
+                ("cd", "a-b", 3),
+                ("cd", "b-a", 4)
+            ]
+        );
+        let engines: Vec<(&str, u32, u64)> = merged
+            .engines
+            .iter()
+            .map(|e| (e.host.as_str(), e.pid, e.monotonic_ns))
+            .collect();
+        assert_eq!(engines, [("h2", 9, 9000), ("h1", 7, 7000)]);
+        assert_eq!(merged.lab, "sp");
+    }
+}
