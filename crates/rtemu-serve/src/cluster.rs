@@ -219,7 +219,7 @@ fn record_path(lab: &LabName) -> Result<PathBuf> {
 /// The labs this machine coordinates (those with a record), in name order.
 pub(crate) fn recorded_labs() -> Result<Vec<LabName>> {
     let root = rtemu_topo::state::state_root()?;
-    let entries = match std::fs::read_dir(&root) {
+    let entries = match std::fs::read_dir(root) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", root.display())),
@@ -329,6 +329,16 @@ impl fmt::Display for ClusterUp {
 /// `credentials`. When a host cannot be reached or fails its part, the parts already built
 /// are taken down again and the error names the host and why.
 pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp> {
+    up_avoiding(topo, file, credentials, BTreeSet::new())
+}
+
+/// [`up`], the lab's VNIs chosen from those neither in use nor in `avoid`.
+fn up_avoiding(
+    topo: &Topology,
+    file: &Path,
+    credentials: &Path,
+    avoid: BTreeSet<u32>,
+) -> Result<ClusterUp> {
     let started = Instant::now();
     let lab = LabName::new(&topo.lab)?;
     let text =
@@ -345,7 +355,7 @@ pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp>
             hosts.join(", ")
         );
     }
-    let mut in_use = BTreeSet::new();
+    let mut in_use = avoid;
     for a in &agents {
         let vnis: Vnis = a.call("GET", "/v1/vnis", None, ASK_TIMEOUT)?;
         in_use.extend(vnis.vnis);
@@ -416,12 +426,20 @@ fn undo(lab: &LabName, built: &[Agent<'_>], recorded: &Recorded) -> String {
     said
 }
 
-/// Takes lab `topo.lab` down on every host of `topo`'s `[hosts]` and every host this machine's
-/// record of it still names (`rtemu up --replace`), with the tokens in `credentials`; a host
-/// without the lab has nothing to do. The hosts it cannot reach stay recorded (with `topo`,
-/// read from `file`, unless the record has the lab already), for a later `down`.
-pub fn replace(topo: &Topology, file: &Path, credentials: &Path) -> Result<()> {
+/// `rtemu up --replace` of a lab across hosts: takes lab `topo.lab` down on every host of
+/// `topo`'s `[hosts]` and every host this machine's record of it still names (a host without
+/// the lab has nothing to do), then brings it up as [`up`] does. Its new VNIs differ from
+/// those in use before: the kernel frees a removed tunnel's VNI a moment after `down`. The
+/// hosts `down` cannot reach stay recorded (with `topo`, read from `file`, unless the record
+/// has the lab already), and nothing is brought up.
+pub fn replace(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp> {
     let lab = LabName::new(&topo.lab)?;
+    let tokens = Credentials::load(credentials)?;
+    let mut avoid = BTreeSet::new();
+    for a in &tokens.agents(&topo.hosts)? {
+        let vnis: Vnis = a.call("GET", "/v1/vnis", None, ASK_TIMEOUT)?;
+        avoid.extend(vnis.vnis);
+    }
     let mut record = Record::load(&lab)?.unwrap_or(Record {
         hosts: Vec::new(),
         lab: None,
@@ -435,7 +453,8 @@ pub fn replace(topo: &Topology, file: &Path, credentials: &Path) -> Result<()> {
             record.hosts.push(h.clone());
         }
     }
-    down_recorded(&lab, &record, credentials).map(drop)
+    down_recorded(&lab, &record, credentials)?;
+    up_avoiding(topo, file, credentials, avoid)
 }
 
 /// What taking a lab down across its hosts did.

@@ -180,7 +180,7 @@ pub fn ping_all(
 }
 
 /// The median round-trip time in ms of `ping` output.
-fn median_rtt(ping: &str) -> f64 {
+pub fn median_rtt(ping: &str) -> f64 {
     let mut xs: Vec<f64> = ping
         .lines()
         .filter_map(|l| l.split("time=").nth(1))

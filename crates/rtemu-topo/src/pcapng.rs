@@ -165,9 +165,14 @@ fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
+/// Reads a 32-bit word in the file's byte order.
+type U32Of = fn([u8; 4]) -> u32;
+/// Reads a 16-bit word in the file's byte order.
+type U16Of = fn([u8; 2]) -> u16;
+
 /// The options of a block, `(code, value)`, from `bytes` (which start at the first option),
 /// read with `u16_of`.
-fn options(bytes: &[u8], u16_of: fn([u8; 2]) -> u16) -> Vec<(u16, &[u8])> {
+fn options(bytes: &[u8], u16_of: U16Of) -> Vec<(u16, &[u8])> {
     let mut out = Vec::new();
     let mut at = 0;
     while at + 4 <= bytes.len() {
@@ -195,7 +200,7 @@ pub fn read(bytes: &[u8]) -> io::Result<Capture> {
     if bytes.len() < 12 || u32::from_ne_bytes(word(0)?) != SHB {
         return Err(invalid("not a pcapng file (no section header)".to_owned()));
     }
-    let (u32_of, u16_of): (fn([u8; 4]) -> u32, fn([u8; 2]) -> u16) =
+    let (u32_of, u16_of): (U32Of, U16Of) =
         if u32::from_le_bytes(word(8)?) == BYTE_ORDER_MAGIC {
             (u32::from_le_bytes, u16::from_le_bytes)
         } else if u32::from_be_bytes(word(8)?) == BYTE_ORDER_MAGIC {

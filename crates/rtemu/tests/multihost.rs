@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use rtemu_serve::client::{request, Target};
 use rtemu_testutil::multihost::{
-    chain, check_delay_across, host_address, ping_all, settled_leftovers, Hosts, CHAIN_PLACEMENT,
-    PRIVATE_STATE,
+    chain, check_delay_across, host_address, median_rtt, ping_all, settled_leftovers, Hosts,
+    CHAIN_PLACEMENT, PRIVATE_STATE,
 };
 use rtemu_testutil::{root_or_skip, TempDir};
 use serde_json::{json, Value};
@@ -263,6 +263,206 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     }
     let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
     assert_eq!(records.len(), 0);
+}
+
+#[test]
+fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degraded() {
+    if !root_or_skip("lab_wide_views", "creates network namespaces") {
+        return;
+    }
+    let tmp = TempDir::new("mh-w");
+    let dir = tmp.0.as_path();
+    let hosts = Hosts::new("w", 3);
+    let coord = hosts.names[2].as_str();
+    let state = dir.join("coordinator-run");
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&state)
+        .unwrap();
+    let mut agents: Vec<Agent> = (0..2)
+        .map(|i| {
+            Agent::start(
+                &hosts.names[i],
+                &host_address(i),
+                dir,
+                &format!("h{}", i + 1),
+            )
+        })
+        .collect();
+    let creds_path = dir.join("hosts.toml");
+    write_credentials(dir, &creds_path);
+    let creds = creds_path.to_str().unwrap();
+    let rtemu = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--credentials", creds]);
+        coordinate(coord, &state, &all)
+    };
+    let lab = format!("mhw{}", std::process::id() % 100_000);
+    let file = dir.join(format!("{lab}.toml"));
+    std::fs::write(&file, chain(&lab, Some("delay 10ms"), Some(PORT))).unwrap();
+    let file = file.to_str().unwrap();
+    let up = rtemu(&["up", file]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    // --replace takes the lab down on both hosts first, then brings it up again (new VNIs:
+    // the kernel frees the old ones a moment later).
+    let up = rtemu(&["up", "--replace", file]);
+    assert!(
+        stderr(&up).contains(&format!("lab {lab} is up on h1, h2 (VNIs: wan 1048577)")),
+        "{}",
+        stderr(&up)
+    );
+
+    // ls on the coordinator: the lab once, every node with its host.
+    let ls = rtemu(&["ls"]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(ls.status.success(), "{}", stderr(&ls));
+    let agents_at = format!(
+        "up on h1 at {}:{PORT}, h2 at {}:{PORT}",
+        host_address(0),
+        host_address(1)
+    );
+    assert!(
+        text.starts_with(&format!("lab {lab} ({agents_at}) from {file}\n")),
+        "{text}"
+    );
+    for (node, host) in CHAIN_PLACEMENT {
+        let line = format!("  node {node} on h{}  (netns rtemu-{lab}-{node})", host + 1);
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    let ls = rtemu(&["ls", &lab, "--json"]);
+    let listed: Value = serde_json::from_slice(&ls.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let view = &listed[0];
+    assert_eq!(view["status"], "up");
+    let node = |name: &str| {
+        view["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        (node("b")["host"].clone(), node("c")["host"].clone()),
+        (json!("h1"), json!("h2"))
+    );
+    let wan_if = |n: &str| {
+        let ifs = node(n)["interfaces"].as_array().unwrap().clone();
+        let i = ifs.iter().find(|i| i["segment"] == "wan").unwrap();
+        format!("{n}:{}", i["name"].as_str().unwrap())
+    };
+
+    // stats: the cross-host link's counters, from its engine on h1, rise with pings.
+    let delivered = || {
+        let out = rtemu(&["stats", &lab, "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(stats["engines"][0]["host"], "h1", "{stats}");
+        let wan: Vec<u64> = stats["directions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["link"] == "wan")
+            .map(|d| d["delivered"].as_u64().unwrap())
+            .collect();
+        assert_eq!(wan.len(), 2, "{stats}");
+        wan
+    };
+    let before = delivered();
+    let (code, out) = agents[1].exec(&lab, "c", &["ping", "-c", "5", "-i", "0.05", "b"]);
+    assert_eq!(code, 0, "{out}");
+    let after = delivered();
+    for (b, a) in before.iter().zip(&after) {
+        assert!(
+            a - b >= 5,
+            "wan delivered {before:?} before 5 pings, {after:?} after"
+        );
+    }
+    let table = rtemu(&["stats", &lab]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("wan"));
+
+    // link set through the engine host's agent: delay 30ms each way, measured from b.
+    // (The netem words come last: they take every argument after them.)
+    let set = coordinate(
+        coord,
+        &state,
+        &[
+            "link",
+            "set",
+            "--credentials",
+            creds,
+            "--lab",
+            &lab,
+            "wan",
+            "delay",
+            "30ms",
+        ],
+    );
+    assert!(set.status.success(), "{}", stderr(&set));
+    let (code, out) = agents[0].exec(&lab, "b", &["ping", "-c", "5", "-i", "0.1", "c"]);
+    assert_eq!(code, 0, "{out}");
+    let rtt = median_rtt(&out);
+    rtemu_testutil::say(&format!(
+        "lab-wide link set delay 30ms: b → c median RTT {rtt:.3} ms"
+    ));
+    assert!(
+        (60.0..61.0).contains(&rtt),
+        "RTT {rtt} ms after delay 30ms each way"
+    );
+    let unknown = rtemu(&["link", "down", "--lab", &lab, "nope"]);
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("the engine carries no link `nope`"),
+        "{}",
+        stderr(&unknown)
+    );
+
+    // capture across hosts: both ends of wan, b on h1 and c on h2, in one file.
+    let pcap = dir.join("wan.pcapng");
+    let capture = Command::new("ip")
+        .args(["netns", "exec", coord, "sh", "-c"])
+        .arg("mkdir -p /run/rtemu && mount --bind \"$1\" /run/rtemu && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(&state)
+        .arg(RTEMU)
+        .args(["capture", "--lab", &lab, "wan", "--duration", "1.5", "-w"])
+        .arg(&pcap)
+        .args(["--credentials", creds])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out) = agents[0].exec(&lab, "b", &["ping", "-c", "3", "-i", "0.1", "c"]);
+    assert_eq!(code, 0, "{out}");
+    let done = capture.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", stderr(&done));
+    let file = rtemu_topo::pcapng::read(&std::fs::read(&pcap).unwrap()).unwrap();
+    assert_eq!(file.interfaces, [wan_if("b"), wan_if("c")]);
+    for i in 0..2 {
+        let n = file.packets.iter().filter(|p| p.interface == i).count();
+        assert!(
+            n >= 6,
+            "{n} packets on {} (3 pings each way)",
+            file.interfaces[i as usize]
+        );
+    }
+    assert!(file.packets.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+
+    // h2's agent dies: ls shows the lab DEGRADED, naming h2 and why.
+    drop(agents.pop());
+    let ls = rtemu(&["ls"]);
+    assert!(ls.status.success(), "{}", stderr(&ls));
+    let text = String::from_utf8_lossy(&ls.stdout);
+    rtemu_testutil::say(&format!("rtemu ls with h2's agent gone:\n{text}"));
+    let gone = format!("host `h2`: its agent at {}:{PORT}", host_address(1));
+    assert!(
+        text.starts_with(&format!("lab {lab} (DEGRADED: {gone}")),
+        "{text}"
+    );
+    let down = rtemu(&["down", &lab]);
+    assert!(!down.status.success());
+    assert_eq!(agents[0].leftovers(), Vec::<String>::new());
 }
 
 /// Writes the credentials file `path` (mode 0600) from the tokens the agents of h1 and h2

@@ -177,10 +177,12 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     rtemu_control::root::need_root("rtemu up")?;
     let credentials = &args.hosts.credentials;
     if !topo.hosts.is_empty() {
-        if args.replace {
-            cluster::replace(&topo, &args.file, credentials)?;
-        }
-        eprintln!("{}", cluster::up(&topo, &args.file, credentials)?);
+        let up = if args.replace {
+            cluster::replace(&topo, &args.file, credentials)?
+        } else {
+            cluster::up(&topo, &args.file, credentials)?
+        };
+        eprintln!("{up}");
         return Ok(());
     }
     if args.replace {
