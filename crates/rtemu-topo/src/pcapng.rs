@@ -200,16 +200,15 @@ pub fn read(bytes: &[u8]) -> io::Result<Capture> {
     if bytes.len() < 12 || u32::from_ne_bytes(word(0)?) != SHB {
         return Err(invalid("not a pcapng file (no section header)".to_owned()));
     }
-    let (u32_of, u16_of): (U32Of, U16Of) =
-        if u32::from_le_bytes(word(8)?) == BYTE_ORDER_MAGIC {
-            (u32::from_le_bytes, u16::from_le_bytes)
-        } else if u32::from_be_bytes(word(8)?) == BYTE_ORDER_MAGIC {
-            (u32::from_be_bytes, u16::from_be_bytes)
-        } else {
-            return Err(invalid(
-                "a pcapng section header without its byte-order magic".to_owned(),
-            ));
-        };
+    let (u32_of, u16_of): (U32Of, U16Of) = if u32::from_le_bytes(word(8)?) == BYTE_ORDER_MAGIC {
+        (u32::from_le_bytes, u16::from_le_bytes)
+    } else if u32::from_be_bytes(word(8)?) == BYTE_ORDER_MAGIC {
+        (u32::from_be_bytes, u16::from_be_bytes)
+    } else {
+        return Err(invalid(
+            "a pcapng section header without its byte-order magic".to_owned(),
+        ));
+    };
     let mut capture = Capture::default();
     let mut at = 0;
     while at < bytes.len() {

@@ -8,7 +8,7 @@
 //! take every lab down, end the agents and remove the namespaces whatever happens.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -117,15 +117,56 @@ impl Drop for Agent {
 
 /// The coordinator: `rtemu ARGS` in namespace `netns`, with `state` as its `/run/rtemu`.
 fn coordinate(netns: &str, state: &Path, args: &[&str]) -> Output {
-    Command::new("ip")
-        .args(["netns", "exec", netns, "sh", "-c"])
+    coordinator(netns, state, args).output().unwrap()
+}
+
+/// The command [`coordinate`] runs.
+fn coordinator(netns: &str, state: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns, "sh", "-c"])
         .arg("mkdir -p /run/rtemu && mount --bind \"$1\" /run/rtemu && shift && exec \"$@\"")
         .arg("sh")
         .arg(state)
         .arg(RTEMU)
-        .args(args)
-        .output()
-        .unwrap()
+        .args(args);
+    cmd
+}
+
+/// h1 and h2 running agents, and a third host namespace (`hosts.names[2]`), the coordinator's
+/// machine, with a
+/// state directory of its own and the agents' credentials (`hosts.toml` in the test's
+/// directory). The agents go first when dropped, then the namespaces, then the directory.
+struct Cluster {
+    agents: Vec<Agent>,
+    hosts: Hosts,
+    state: PathBuf,
+    tmp: TempDir,
+}
+
+impl Cluster {
+    fn new(tag: &str) -> Cluster {
+        let tmp = TempDir::new(&format!("mh-{tag}"));
+        let dir = tmp.0.as_path();
+        let hosts = Hosts::new(tag, 3);
+        let state = dir.join("coordinator-run");
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&state)
+            .unwrap();
+        let agents = (0..2)
+            .map(|i| {
+                let host = format!("h{}", i + 1);
+                Agent::start(&hosts.names[i], &host_address(i), dir, &host)
+            })
+            .collect();
+        write_credentials(dir, &dir.join("hosts.toml"));
+        Cluster {
+            agents,
+            hosts,
+            state,
+            tmp,
+        }
+    }
 }
 
 fn stderr(out: &Output) -> String {
@@ -137,28 +178,15 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     if !root_or_skip("rtemu_up_over_agents", "creates network namespaces") {
         return;
     }
-    let tmp = TempDir::new("mh-a");
-    let dir = tmp.0.as_path();
-    // h1 and h2 run agents; the third namespace is the coordinator's machine.
-    let hosts = Hosts::new("a", 3);
-    let coord = hosts.names[2].as_str();
-    let state = dir.join("coordinator-run");
-    std::fs::DirBuilder::new()
-        .mode(0o755)
-        .create(&state)
-        .unwrap();
-    let mut agents: Vec<Agent> = (0..2)
-        .map(|i| {
-            Agent::start(
-                &hosts.names[i],
-                &host_address(i),
-                dir,
-                &format!("h{}", i + 1),
-            )
-        })
-        .collect();
+    let mut cluster = Cluster::new("a");
+    let Cluster {
+        agents,
+        hosts,
+        state,
+        tmp,
+    } = &mut cluster;
+    let (dir, coord) = (tmp.0.as_path(), hosts.names[2].as_str());
     let creds_path = dir.join("hosts.toml");
-    write_credentials(dir, &creds_path);
     let creds = creds_path.to_str().unwrap();
     let tag = std::process::id() % 100_000;
     let lab_file = |lab: &str, netem| {
@@ -170,7 +198,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     // Up across both hosts, a delay 10ms link between them (its engine on h1).
     let lab = format!("mhc{tag}");
     let file = lab_file(&lab, Some("delay 10ms"));
-    let up = coordinate(coord, &state, &["up", &file, "--credentials", creds]);
+    let up = coordinate(coord, state, &["up", &file, "--credentials", creds]);
     assert!(up.status.success(), "{}", stderr(&up));
     assert!(
         stderr(&up).contains(&format!("lab {lab} is up on h1, h2 (VNIs: wan 1048576)")),
@@ -209,7 +237,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
                       "stitching": {"port": 4789, "vnis": {"wan": 2_000_000}}});
     let (status, reply) = agents[1].call("POST", "/v1/parts", Some(&part));
     assert_eq!(status, 201, "{reply}");
-    let failed = coordinate(coord, &state, &["up", &taken_file, "--credentials", creds]);
+    let failed = coordinate(coord, state, &["up", &taken_file, "--credentials", creds]);
     assert!(!failed.status.success());
     let e = stderr(&failed);
     assert!(e.contains("the parts built on h1 were taken down"), "{e}");
@@ -225,7 +253,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     // h2's agent is gone (its part went with its private namespaces): `down` cleans h1,
     // names h2 and keeps it in the record.
     drop(agents.pop());
-    let down = coordinate(coord, &state, &["down", &lab, "--credentials", creds]);
+    let down = coordinate(coord, state, &["down", &lab, "--credentials", creds]);
     assert!(!down.status.success());
     let e = stderr(&down);
     let unreachable = format!("host `h2`: its agent at {}:{PORT}", host_address(1));
@@ -236,13 +264,13 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
         "{e}"
     );
     assert_eq!(agents[0].leftovers(), Vec::<String>::new());
-    let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
+    let records: Vec<_> = std::fs::read_dir(&*state).unwrap().collect();
     assert_eq!(records.len(), 1);
 
     // `up` of another lab names the host that is gone and builds nothing anywhere.
     let gone = format!("mhg{tag}");
     let gone_file = lab_file(&gone, None);
-    let failed = coordinate(coord, &state, &["up", &gone_file, "--credentials", creds]);
+    let failed = coordinate(coord, state, &["up", &gone_file, "--credentials", creds]);
     assert!(!failed.status.success());
     let e = stderr(&failed);
     assert!(e.contains(&unreachable), "{e}");
@@ -251,17 +279,17 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     // h2 back (a new agent, a new token): `down` again finishes, and nothing is left anywhere.
     agents.push(Agent::start(&hosts.names[1], &host_address(1), dir, "h2"));
     write_credentials(dir, &creds_path);
-    let down = coordinate(coord, &state, &["down", &lab, "--credentials", creds]);
+    let down = coordinate(coord, state, &["down", &lab, "--credentials", creds]);
     assert!(down.status.success(), "{}", stderr(&down));
     assert!(
         stderr(&down).contains(&format!("lab {lab} is down on h2")),
         "{}",
         stderr(&down)
     );
-    for a in &agents {
+    for a in agents.iter() {
         assert_eq!(a.leftovers(), Vec::<String>::new());
     }
-    let records: Vec<_> = std::fs::read_dir(&state).unwrap().collect();
+    let records: Vec<_> = std::fs::read_dir(&*state).unwrap().collect();
     assert_eq!(records.len(), 0);
 }
 
@@ -270,32 +298,20 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     if !root_or_skip("lab_wide_views", "creates network namespaces") {
         return;
     }
-    let tmp = TempDir::new("mh-w");
-    let dir = tmp.0.as_path();
-    let hosts = Hosts::new("w", 3);
-    let coord = hosts.names[2].as_str();
-    let state = dir.join("coordinator-run");
-    std::fs::DirBuilder::new()
-        .mode(0o755)
-        .create(&state)
-        .unwrap();
-    let mut agents: Vec<Agent> = (0..2)
-        .map(|i| {
-            Agent::start(
-                &hosts.names[i],
-                &host_address(i),
-                dir,
-                &format!("h{}", i + 1),
-            )
-        })
-        .collect();
+    let mut cluster = Cluster::new("w");
+    let Cluster {
+        agents,
+        hosts,
+        state,
+        tmp,
+    } = &mut cluster;
+    let (dir, coord) = (tmp.0.as_path(), hosts.names[2].as_str());
     let creds_path = dir.join("hosts.toml");
-    write_credentials(dir, &creds_path);
     let creds = creds_path.to_str().unwrap();
     let rtemu = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["--credentials", creds]);
-        coordinate(coord, &state, &all)
+        coordinate(coord, state, &all)
     };
     let lab = format!("mhw{}", std::process::id() % 100_000);
     let file = dir.join(format!("{lab}.toml"));
@@ -386,7 +402,7 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     // (The netem words come last: they take every argument after them.)
     let set = coordinate(
         coord,
-        &state,
+        state,
         &[
             "link",
             "set",
@@ -420,14 +436,18 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
 
     // capture across hosts: both ends of wan, b on h1 and c on h2, in one file.
     let pcap = dir.join("wan.pcapng");
-    let capture = Command::new("ip")
-        .args(["netns", "exec", coord, "sh", "-c"])
-        .arg("mkdir -p /run/rtemu && mount --bind \"$1\" /run/rtemu && shift && exec \"$@\"")
-        .arg("sh")
-        .arg(&state)
-        .arg(RTEMU)
-        .args(["capture", "--lab", &lab, "wan", "--duration", "1.5", "-w"])
-        .arg(&pcap)
+    let pcap_path = pcap.to_str().unwrap();
+    let args = [
+        "capture",
+        "--lab",
+        &lab,
+        "wan",
+        "--duration",
+        "1.5",
+        "-w",
+        pcap_path,
+    ];
+    let capture = coordinator(coord, state, &args)
         .args(["--credentials", creds])
         .stderr(Stdio::piped())
         .spawn()
