@@ -216,14 +216,14 @@ fn record_path(lab: &LabName) -> Result<PathBuf> {
     Ok(rtemu_topo::state::state_root()?.join(format!("{lab}.hosts.json")))
 }
 
-/// The labs this machine coordinates (those with a record), in name order.
+/// The labs this machine coordinates (those with a record), in name order; none when there is
+/// no state directory (as `rtemu ls` finds no lab there).
 pub(crate) fn recorded_labs() -> Result<Vec<LabName>> {
-    let root = rtemu_topo::state::state_root()?;
-    let entries = match std::fs::read_dir(root) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", root.display())),
-    };
+    let root = Path::new(rtemu_topo::state::STATE_ROOT);
+    if !rtemu_topo::state::trusted_dir(root)? {
+        return Ok(Vec::new());
+    }
+    let entries = std::fs::read_dir(root).with_context(|| format!("reading {}", root.display()))?;
     let mut labs = Vec::new();
     for entry in entries {
         let name = entry?.file_name();
