@@ -55,3 +55,37 @@ pub fn change(spread: &Spread, link: &str, change: &Change) -> Result<()> {
         .call::<Ack>("POST", &path, body.as_deref(), CHANGE_TIMEOUT)
         .map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{Credentials, Recorded};
+    use rtemu_topo::state::LabName;
+    use rtemu_topo::Topology;
+
+    #[test]
+    fn a_link_no_engine_carries_is_refused_in_the_engines_words_before_any_agent_is_asked() {
+        let text = rtemu_testutil::multihost::chain("sp", Some("delay 10ms"), None);
+        let spread = Spread {
+            lab: LabName::new("sp").unwrap(),
+            recorded: Recorded {
+                file: "sp.toml".into(),
+                topology: Topology::parse("sp.toml", &text).unwrap(),
+            },
+            // No token: asking any agent would fail otherwise.
+            credentials: Credentials::parse(std::path::Path::new("h.toml"), "").unwrap(),
+        };
+        // The chain's ideal a–b link, and no link at all.
+        let ideal = spread.topology().segments[0].name.clone();
+        assert!(spread.topology().segments[0].impairment().is_none());
+        for link in ["nope", ideal.as_str()] {
+            let e = change(&spread, link, &Change::Cut(true)).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("the engine carries no link `{link}`")
+            );
+        }
+        let e = change(&spread, "wan", &Change::Cut(true)).unwrap_err();
+        assert!(e.to_string().ends_with("has no token for host h1"), "{e}");
+    }
+}

@@ -14,8 +14,8 @@ use super::{recorded, recorded_labs, Agent, Credentials, Recorded};
 pub struct Spread {
     /// The lab.
     pub lab: LabName,
-    recorded: Recorded,
-    credentials: Credentials,
+    pub(super) recorded: Recorded,
+    pub(super) credentials: Credentials,
 }
 
 impl Spread {

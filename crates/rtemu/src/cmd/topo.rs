@@ -160,7 +160,8 @@ pub struct CaptureArgs {
     /// The pcapng file to write.
     #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
     pub write: PathBuf,
-    /// Stop after this many seconds (default: at Ctrl-C).
+    /// Stop after this many seconds (default: at Ctrl-C; a lab across hosts needs this or
+    /// --count).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Stop after this many packets.
