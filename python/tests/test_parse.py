@@ -154,6 +154,11 @@ def test_lab_golden() -> None:
         ]
     server = next(n for n in lab.nodes if n.name == "server")
     assert server.loopback == ["192.0.2.1/32"]
+    assert server.host is None
+    placed = rtemu.Node.from_json({**raw["nodes"][0], "host": "h2"}, offline(), lab.name, "n")
+    assert placed.host == "h2"
+    with pytest.raises(rtemu.ProtocolError, match="'host' is 7"):
+        rtemu.Node.from_json({**raw["nodes"][0], "host": 7}, offline(), lab.name, "n")
     link = lab.links[0]
     rl = raw["links"][0]
     assert (link.name, link.a, link.b) == (rl["name"], rl["a"], rl["b"])

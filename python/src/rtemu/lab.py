@@ -50,7 +50,8 @@ def _path(lab: str, *rest: str) -> str:
 
 @dataclass(frozen=True)
 class Node:
-    """A node of a lab: its network namespace, loopback addresses and interfaces."""
+    """A node of a lab: its network namespace, loopback addresses and interfaces, and in a lab
+    across several machines the host it runs on (``None`` on one machine)."""
 
     lab: str
     name: str
@@ -58,6 +59,7 @@ class Node:
     loopback: list[str]
     interfaces: list[Interface]
     _client: Client = field(repr=False, compare=False)
+    host: str | None = None
 
     @classmethod
     def from_json(cls, value: Any, client: Client, lab: str, where: str) -> Node:
@@ -70,6 +72,8 @@ class Node:
             loopback=_strs(o, "loopback", where),
             interfaces=parse_list(o.get("interfaces"), Interface.from_json, f"{where}.interfaces"),
             _client=client,
+            # Only a multi-host lab's nodes say it.
+            host=_opt_str(o, "host", where) if "host" in o else None,
         )
 
     def exec(
