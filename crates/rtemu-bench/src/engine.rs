@@ -185,15 +185,19 @@ fn chain_rtts(state: &State, hops: usize, count: u32) -> Result<Vec<f64>> {
             &last,
         ],
     )?;
-    let rtts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.trim_end_matches(" ms").parse().ok())
-        .collect();
+    let rtts = ping_rtts(&String::from_utf8_lossy(&out.stdout));
     if rtts.is_empty() {
         bail!("no ping crossed the {hops}-hop chain");
     }
     Ok(rtts)
+}
+
+/// The round trips (ms) of `ping`'s output, one per reply line (`time=0.052 ms`).
+pub(crate) fn ping_rtts(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.trim_end_matches(" ms").parse().ok())
+        .collect()
 }
 
 /// The engine's I/O layers, in the order the tables show them.
@@ -239,8 +243,8 @@ fn check_io(lab: &str, io: IoKind) -> Result<()> {
     Ok(())
 }
 
-/// The median and 99th percentile of `rtts` (ms), in µs.
-fn p50_p99(mut rtts: Vec<f64>) -> (f64, f64) {
+/// The median and 99th percentile of `rtts` (ms, at least one), in µs.
+pub(crate) fn p50_p99(mut rtts: Vec<f64>) -> (f64, f64) {
     rtts.sort_by(f64::total_cmp);
     let p99 = rtts[(rtts.len() * 99 / 100).min(rtts.len() - 1)];
     (median(rtts) * 1e3, p99 * 1e3)

@@ -1,6 +1,7 @@
 //! rtemu's benchmark harness, `rtemu bench`: how fast the link models decide and the simulator
 //! runs (`sim`), what the real-time engine does in labs (`engine`, root) and how long labs take
-//! to come up and go down (`topo`, root). Everything is measured and printed, never asserted,
+//! to come up and go down (`topo`, root; with `--hosts N`, over N agents on this machine against
+//! one host, and a VXLAN-stitched link against a local one). Everything is measured and printed, never asserted,
 //! except by the soak, which fails when the engine's counters or memory are off.
 //!
 //! The lab parts run `rtemu` subcommands through the current executable, so they run inside the
@@ -8,8 +9,10 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
 mod engine;
 mod sim;
+mod stitch;
 mod topo;
 
 /// Measure the link models and the simulator (`sim`), or the real-time engine in labs
@@ -19,22 +22,27 @@ mod topo;
   rtemu bench sim
   rtemu bench sim --packets 20000000 --repeat 7 --json
   sudo rtemu bench engine --pings 200 --seconds 5
-  sudo rtemu bench engine --part soak --minutes 10")]
+  sudo rtemu bench engine --part soak --minutes 10
+  sudo rtemu bench topo
+  sudo rtemu bench topo --hosts 3
+  sudo rtemu bench topo --hosts 2 --nodes 10 --pings 20 --seconds 1")]
 pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
     /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
     /// iperf3, CPU and release error against offered load, throughput beside the kernel's own
     /// forwarding; with `--part soak`, N minutes of 2× overload on a rate link with the
     /// engine's counters and memory checked; needs root) or `topo` (`up` and
-    /// `down` of 10 to 1000 nodes against plain `ip` commands; needs root).
+    /// `down` of 10 to 1000 nodes against plain `ip` commands; with `--hosts N`, against the
+    /// same labs spread over N agents, and a stitched link against a local one; needs root).
     #[arg(value_parser = ["sim", "engine", "topo"], default_value = "sim")]
     pub what: String,
 
-    /// engine: pings per chain.
+    /// engine: pings per chain; topo --hosts: pings per path of the link table.
     #[arg(long, default_value_t = 100)]
     pub pings: u32,
 
-    /// engine: seconds per row (each rate, each load, each throughput path).
+    /// engine: seconds per row (each rate, each load, each throughput path); topo --hosts:
+    /// seconds of iperf3 each way per path of the link table.
     #[arg(long, default_value_t = 3)]
     pub seconds: u32,
 
@@ -50,6 +58,16 @@ pub struct BenchArgs {
     /// engine: how the engine waits (default: as `rtemu up`).
     #[arg(long, value_name = "STRATEGY")]
     pub engine_wait: Option<rtemu_clock::WaitStrategy>,
+
+    /// topo: spread each lab over this many hosts (2 to 8; network namespaces on an underlay
+    /// bridge, each running `rtemu serve` as its agent, on this machine) and measure it
+    /// against one host, then an ideal link stitched between two hosts against a local one.
+    #[arg(long, value_name = "N")]
+    pub hosts: Option<usize>,
+
+    /// topo: only labs of this many nodes (2 to 9999; repeatable; default: 10, 100 and 1000).
+    #[arg(long = "nodes", value_name = "N")]
+    pub nodes: Vec<usize>,
 
     /// Packets per measurement.
     #[arg(long, default_value_t = 5_000_000)]
@@ -67,7 +85,26 @@ pub struct BenchArgs {
 /// Runs `rtemu bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.what == "topo" {
-        return topo::run(args.json);
+        if let Some(hosts) = args.hosts {
+            anyhow::ensure!(
+                (2..=8).contains(&hosts),
+                "--hosts {hosts}: give 2 to 8 hosts"
+            );
+        }
+        if let Some(n) = args.nodes.iter().find(|n| !(2..=9999).contains(*n)) {
+            anyhow::bail!("--nodes {n}: give 2 to 9999 nodes");
+        }
+        anyhow::ensure!(
+            args.pings > 0 && args.seconds > 0,
+            "--pings and --seconds must be at least 1"
+        );
+        return topo::run(&topo::Options {
+            json: args.json,
+            nodes: args.nodes.clone(),
+            hosts: args.hosts,
+            pings: args.pings,
+            seconds: args.seconds,
+        });
     }
     if args.what == "engine" {
         anyhow::ensure!(

@@ -7,11 +7,22 @@
 //! processes as GNU time (`/usr/bin/time -f %M`, Debian package `time`) reports it from
 //! `wait4`; without it the columns stay empty.
 //!
-//! Every step runs as a child process with a time limit (killed past it); every lab and every
-//! baseline namespace is removed again, after an error, a time-out or a Ctrl-C too.
+//! With `--hosts N` (2 to 8) the same labs, given a `[hosts]` table of N hosts and placed by
+//! rtemu, are brought up and down across N agents on this machine (the cluster of
+//! [`crate::cluster`]: a network namespace per host on an underlay bridge, `rtemu serve` in
+//! each with its own state, and a coordinator running `rtemu up FILE --credentials F` in a
+//! namespace of its own) beside the plain lab on this machine, in the same run; then
+//! [`crate::stitch`] measures an ideal link stitched between two hosts against a local one.
+//! All hosts share this machine's CPUs, so the figures show the cost of the coordination and
+//! the tunnels, not the speed-up of real machines.
+//!
+//! Every step runs as a child process with a time limit (killed past it); every lab, every
+//! baseline namespace, the agents and the hosts are removed again, after an error, a time-out
+//! or a Ctrl-C too.
 
 use std::collections::HashSet;
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,8 +30,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use rtemu_testutil::multihost::hosts_table;
 use rtemu_topo::lab;
 use serde::Serialize;
+
+use crate::cluster::{Cluster, PORT};
+use crate::stitch::{self, ClusterLabGuard, LinkOptions};
 
 /// Node counts of the generated topologies.
 const SIZES: [usize; 3] = [10, 100, 1000];
@@ -178,10 +193,10 @@ fn baseline_cleanup_script(prefix: &str) -> String {
 }
 
 /// Set by Ctrl-C or SIGTERM: the benchmark stops at the next check and cleans up.
-struct Stop(Arc<AtomicBool>);
+pub(crate) struct Stop(Arc<AtomicBool>);
 
 impl Stop {
-    fn install() -> Result<Stop> {
+    pub(crate) fn install() -> Result<Stop> {
         let flag = Arc::new(AtomicBool::new(false));
         for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register(signal, Arc::clone(&flag))
@@ -190,7 +205,7 @@ impl Stop {
         Ok(Stop(flag))
     }
 
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.0.load(Ordering::Relaxed) {
             bail!("interrupted");
         }
@@ -201,7 +216,13 @@ impl Stop {
 /// Runs `cmd` in its own process group (a Ctrl-C reaches only the benchmark, which then ends
 /// it) and returns its wall time in seconds; kills the group past `limit` or at a stop. Its
 /// output goes to `log`, whose end a failure quotes.
-fn timed(mut cmd: Command, what: &str, log: &Path, limit: Duration, stop: &Stop) -> Result<f64> {
+pub(crate) fn timed(
+    mut cmd: Command,
+    what: &str,
+    log: &Path,
+    limit: Duration,
+    stop: &Stop,
+) -> Result<f64> {
     let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let err = out.try_clone().context("opening the log")?;
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
@@ -372,20 +393,30 @@ fn settle(nodes: usize, stop: &Stop) -> Result<()> {
     Ok(())
 }
 
-/// One shape and size: `runs` rounds of rtemu up, rtemu down, baseline, baseline clean-up.
-fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> Result<Row> {
-    let id = std::process::id() % 1000;
-    let tag = shape
+/// `name` (at most 12 characters: "bt" or "bh" + c|s|g|r + up to 4 digits + "-" + up to 3
+/// digits), if no lab of that name runs on this machine. Checked before any guard exists: a
+/// guard would remove someone else's lab of that name.
+fn fresh_lab(name: &str) -> Result<String> {
+    if rtemu_topo::state::lab_dir(&rtemu_topo::state::LabName::new(name)?).exists() {
+        bail!("a lab named {name} exists already: remove it with `rtemu down {name}`");
+    }
+    Ok(name.to_owned())
+}
+
+/// The first letter of a shape's name, for lab names.
+fn shape_tag(shape: Shape) -> char {
+    shape
         .name()
         .chars()
         .next()
-        .expect("shape names are not empty");
-    // At most 12 characters: "bt" + c|s|g|r + up to 4 digits + "-" + up to 3 digits.
-    let lab_name = format!("bt{tag}{nodes}-{id}");
-    // Checked before any guard exists: a guard would remove someone else's lab of that name.
-    if rtemu_topo::state::lab_dir(&rtemu_topo::state::LabName::new(&lab_name)?).exists() {
-        bail!("a lab named {lab_name} exists already: remove it with `rtemu down {lab_name}`");
-    }
+        .expect("shape names are not empty")
+}
+
+/// One shape and size: `runs` rounds of rtemu up, rtemu down, baseline, baseline clean-up.
+fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> Result<Row> {
+    let id = std::process::id() % 1000;
+    let tag = shape_tag(shape);
+    let lab_name = fresh_lab(&format!("bt{tag}{nodes}-{id}"))?;
     let prefix = format!("rtbb{}-{tag}{nodes}-", std::process::id());
     let file = dir.join(format!("{lab_name}.toml"));
     let links = shape.links(nodes);
@@ -468,19 +499,62 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> R
     })
 }
 
-/// Runs `rtemu bench topo`; `json` prints JSON instead of the table.
-pub fn run(json: bool) -> Result<()> {
-    rtemu_control::root::need_root("rtemu bench topo")?;
-    for program in ["ip", "sh", "seq"] {
+/// What `rtemu bench topo` measures.
+pub struct Options {
+    /// Print JSON instead of the tables.
+    pub json: bool,
+    /// The node counts (empty: 10, 100 and 1000).
+    pub nodes: Vec<usize>,
+    /// Spread each lab over this many agents on this machine, against one host, and measure
+    /// a stitched link against a local one; none: one host against plain `ip` commands.
+    pub hosts: Option<usize>,
+    /// Pings per path of the link part.
+    pub pings: u32,
+    /// Seconds of iperf3 each way per path of the link part.
+    pub seconds: u32,
+}
+
+/// Fails unless every one of `programs` can be started, naming the Debian packages.
+fn need_programs(programs: &[&str], packages: &str) -> Result<()> {
+    for program in programs {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {program}")])
             .stdout(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
         if !found {
-            bail!("rtemu bench topo needs `{program}` (Debian packages iproute2, coreutils)");
+            bail!("rtemu bench topo needs `{program}` (Debian packages {packages})");
         }
     }
+    Ok(())
+}
+
+/// Runs `rtemu bench topo`.
+pub fn run(opts: &Options) -> Result<()> {
+    rtemu_control::root::need_root("rtemu bench topo")?;
+    need_programs(&["ip", "sh", "seq"], "iproute2, coreutils")?;
+    let stop = Stop::install()?;
+    let dir = std::env::temp_dir().join(format!("rtemu-bench-topo-{}", std::process::id()));
+    // Private: the agents' tokens and the credentials file live in it.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let _dir = DirGuard(dir.clone());
+    let sizes = if opts.nodes.is_empty() {
+        SIZES.to_vec()
+    } else {
+        opts.nodes.clone()
+    };
+    match opts.hosts {
+        Some(hosts) => run_hosts(opts, hosts, &sizes, &dir, &stop),
+        None => run_one_host(opts.json, &sizes, &dir, &stop),
+    }
+}
+
+/// One host against `ip`: the rows of every shape of every size, as a table or JSON.
+fn run_one_host(json: bool, sizes: &[usize], dir: &Path, stop: &Stop) -> Result<()> {
     let time = have_gnu_time();
     if !time {
         eprintln!(
@@ -488,15 +562,11 @@ pub fn run(json: bool) -> Result<()> {
              no peak memory"
         );
     }
-    let stop = Stop::install()?;
-    let dir = std::env::temp_dir().join(format!("rtemu-bench-topo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let _dir = DirGuard(dir.clone());
     let mut rows = Vec::new();
-    for nodes in SIZES {
+    for &nodes in sizes {
         for shape in SHAPES {
             rows.push(
-                measure(shape, nodes, &dir, time, &stop)
+                measure(shape, nodes, dir, time, stop)
                     .with_context(|| format!("{} of {nodes} nodes", shape.name()))?,
             );
         }
@@ -539,6 +609,213 @@ pub fn run(json: bool) -> Result<()> {
             r.ip_cleanup_s
         )?;
     }
+    Ok(())
+}
+
+/// The medians of one shape and size on one host and over the cluster's agents, seconds.
+#[derive(Debug, Serialize)]
+struct HostsRow {
+    shape: Shape,
+    nodes: usize,
+    links: usize,
+    /// Links whose ends rtemu placed on different hosts (VXLAN-stitched).
+    stitched: usize,
+    runs: usize,
+    one_host_up_s: f64,
+    one_host_down_s: f64,
+    hosts_up_s: f64,
+    hosts_down_s: f64,
+}
+
+/// One shape and size: `runs` rounds of `rtemu up` and `rtemu down` on this machine, then of
+/// the same lab with `[hosts]` through the cluster's coordinator.
+fn measure_hosts(
+    shape: Shape,
+    nodes: usize,
+    cluster: &Cluster,
+    dir: &Path,
+    stop: &Stop,
+) -> Result<HostsRow> {
+    let id = std::process::id() % 1000;
+    let tag = shape_tag(shape);
+    let local = fresh_lab(&format!("bt{tag}{nodes}-{id}"))?;
+    // Only in the agents' and the coordinator's private state: no one else's.
+    let spread = format!("bh{tag}{nodes}-{id}");
+    let links = shape.links(nodes);
+    let local_file = dir.join(format!("{local}.toml"));
+    std::fs::write(&local_file, topology(&local, shape, nodes, &links))
+        .with_context(|| format!("writing {}", local_file.display()))?;
+    let spread_file = dir.join(format!("{spread}.toml"));
+    let spread_src =
+        topology(&spread, shape, nodes, &links) + &hosts_table(cluster.agents.len(), Some(PORT));
+    let stitched = rtemu_topo::Topology::parse(&spread_file.display().to_string(), &spread_src)?
+        .stitched()
+        .count();
+    std::fs::write(&spread_file, spread_src)
+        .with_context(|| format!("writing {}", spread_file.display()))?;
+    let credentials = cluster.credentials();
+    let with_credentials = |verb: &str, what: &std::ffi::OsStr| {
+        cluster.coordinate(&[
+            verb.as_ref(),
+            what,
+            "--credentials".as_ref(),
+            credentials.as_os_str(),
+        ])
+    };
+    let limit = limit(nodes);
+    let log = |lab: &str, step: &str| dir.join(format!("{lab}.{step}.log"));
+    let (mut up, mut down, mut spread_up, mut spread_down) = (vec![], vec![], vec![], vec![]);
+    for run in 1..=runs(nodes) {
+        stop.check()?;
+        eprintln!(
+            "rtemu bench topo: {} of {nodes} nodes, run {run}/{}",
+            shape.name(),
+            runs(nodes)
+        );
+        {
+            let _lab = LabGuard(local.clone());
+            let up_args = ["up".as_ref(), local_file.as_os_str()];
+            up.push(rtemu_step(&up_args, "rtemu up", &log(&local, "up"), None, limit, stop)?.0);
+            let down_args = ["down".as_ref(), local.as_ref()];
+            let secs = rtemu_step(
+                &down_args,
+                "rtemu down",
+                &log(&local, "down"),
+                None,
+                limit,
+                stop,
+            )?;
+            down.push(secs.0);
+        }
+        settle(nodes, stop)?;
+        {
+            let _lab = ClusterLabGuard {
+                cluster,
+                lab: spread.clone(),
+            };
+            let cmd = with_credentials("up", spread_file.as_os_str());
+            spread_up.push(timed(
+                cmd,
+                "rtemu up over agents",
+                &log(&spread, "up"),
+                limit,
+                stop,
+            )?);
+            let cmd = with_credentials("down", spread.as_ref());
+            let what = "rtemu down over agents";
+            spread_down.push(timed(cmd, what, &log(&spread, "down"), limit, stop)?);
+        }
+        settle(nodes, stop)?;
+    }
+    Ok(HostsRow {
+        shape,
+        nodes,
+        links: links.len(),
+        stitched,
+        runs: runs(nodes),
+        one_host_up_s: median(up),
+        one_host_down_s: median(down),
+        hosts_up_s: median(spread_up),
+        hosts_down_s: median(spread_down),
+    })
+}
+
+/// The cluster of `hosts` agents: every shape of every size on one host and over the agents,
+/// then the link part; as tables or JSON.
+fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &Stop) -> Result<()> {
+    need_programs(
+        &["ping", "iperf3", "mount", "timeout"],
+        "iputils-ping, iperf3, mount, coreutils",
+    )?;
+    let exe = std::env::current_exe().context("finding the rtemu executable")?;
+    eprintln!("rtemu bench topo: starting {hosts} agents");
+    let cluster = Cluster::start(&exe, "b", hosts, dir)?;
+    let mut rows = Vec::new();
+    for &nodes in sizes {
+        for shape in SHAPES {
+            rows.push(
+                measure_hosts(shape, nodes, &cluster, dir, stop).with_context(|| {
+                    format!("{} of {nodes} nodes over {hosts} hosts", shape.name())
+                })?,
+            );
+        }
+    }
+    eprintln!("rtemu bench topo: a local and a stitched link");
+    let link_opts = LinkOptions {
+        pings: opts.pings,
+        seconds: opts.seconds,
+        stop,
+    };
+    let links = stitch::measure(&cluster, dir, &link_opts)?;
+    let mut out = std::io::stdout().lock();
+    if opts.json {
+        let all = serde_json::json!({"hosts": hosts, "up_down": rows, "links": links});
+        serde_json::to_writer_pretty(&mut out, &all)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "rtemu bench topo --hosts {hosts}: wall time of `rtemu up FILE` and `rtemu down LAB` \
+         on one host (this machine), beside the same lab with `[hosts]` h1…h{hosts} (nodes \
+         placed by rtemu) brought up and down by a coordinator (`--credentials`, in a \
+         namespace of its own) over {hosts} agents (`rtemu serve`, each in a namespace of its \
+         own on an underlay bridge, all on this machine's CPUs); child processes, median of 3 \
+         runs (1 run of 1000 nodes)\n"
+    )?;
+    writeln!(
+        out,
+        "| shape | nodes | links | stitched links | 1 host up s | 1 host down s | {hosts} hosts up s | {hosts} hosts down s | up ratio ({hosts} / 1) | down ratio ({hosts} / 1) |"
+    )?;
+    writeln!(
+        out,
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )?;
+    for r in &rows {
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
+            r.shape.name(),
+            r.nodes,
+            r.links,
+            r.stitched,
+            r.one_host_up_s,
+            r.one_host_down_s,
+            r.hosts_up_s,
+            r.hosts_down_s,
+            r.hosts_up_s / r.one_host_up_s,
+            r.hosts_down_s / r.one_host_down_s
+        )?;
+    }
+    writeln!(
+        out,
+        "\nAn ideal link a–b, local (both on h1) and stitched (a on h1, b on h2), and the \
+         underlay between h1 and h2: ping a → b ({} pings 10 ms apart, after one unmeasured), \
+         iperf3 TCP for {} s each way (the receiver's rate)\n",
+        opts.pings, opts.seconds
+    )?;
+    writeln!(
+        out,
+        "| path | ends | RTT p50 µs | RTT p99 µs | TCP a → b Mbit/s | TCP b → a Mbit/s |"
+    )?;
+    writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: |")?;
+    for l in &links {
+        writeln!(
+            out,
+            "| {} | {} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            l.path, l.ends, l.rtt_p50_us, l.rtt_p99_us, l.forward_mbit_s, l.reverse_mbit_s
+        )?;
+    }
+    let (local, stitched) = (&links[0], &links[1]);
+    writeln!(
+        out,
+        "\nThe stitch adds {:.1} µs to the median round trip ({:.1} µs at the 99th percentile) \
+         and carries {:.0} % (a → b) and {:.0} % (b → a) of the local link's TCP throughput.",
+        stitched.rtt_p50_us - local.rtt_p50_us,
+        stitched.rtt_p99_us - local.rtt_p99_us,
+        100.0 * stitched.forward_mbit_s / local.forward_mbit_s,
+        100.0 * stitched.reverse_mbit_s / local.reverse_mbit_s
+    )?;
     Ok(())
 }
 

@@ -243,7 +243,7 @@ fn a_chain_split_over_two_hosts_by_an_ideal_tunnel_pings_by_name_and_leaves_noth
     if !root_or_skip("chain_over_two_hosts", "creates network namespaces") {
         return;
     }
-    let hosts = Hosts::new("i", 2);
+    let hosts = Hosts::new("i", 2).unwrap();
     let src = chain(&unique_lab("i"), None, None);
     let mut agents = bring_up(&hosts, &src);
     // b's end of the stitched link is a VXLAN device, with the tunnel's MTU (1500 - 50).
@@ -261,7 +261,7 @@ fn an_impaired_link_between_hosts_delays_by_its_model_plus_the_underlay() {
     if !root_or_skip("impaired_over_two_hosts", "creates network namespaces") {
         return;
     }
-    let hosts = Hosts::new("d", 2);
+    let hosts = Hosts::new("d", 2).unwrap();
     let src = chain(&unique_lab("d"), Some("delay 10ms"), None);
     let mut agents = bring_up(&hosts, &src);
     let failed = ping_all(&CHAIN_PLACEMENT, |h, n, argv| agents[h].exec(Some(n), argv));
@@ -282,7 +282,7 @@ fn a_lan_over_three_hosts_floods_to_each_and_pings_by_name() {
     if !root_or_skip("lan_over_three_hosts", "creates network namespaces") {
         return;
     }
-    let hosts = Hosts::new("l", 3);
+    let hosts = Hosts::new("l", 3).unwrap();
     let name = unique_lab("l");
     let src = format!(
         r#"lab = "{name}"

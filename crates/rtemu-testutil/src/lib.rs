@@ -1,7 +1,7 @@
 //! Helpers for rtemu's own tests, shared by every crate's test suite instead of copied into
 //! each: whether a test that needs root or a program may run, and saying why it skips; what a
 //! lab left behind, and what a capture holds; and [`multihost`], the multi-host tests' hosts
-//! on one machine.
+//! on one machine (which `rtemu bench topo --hosts` builds its cluster on too).
 //!
 //! A test that cannot run here prints why and passes, so `cargo test` works for anyone; CI
 //! sets `RTEMU_REQUIRE_ROOT=1`, under which a skip is a failure instead, so nothing that
@@ -68,13 +68,26 @@ pub fn program_or_skip(test: &str, program: &str, arg: &str, package: &str) -> b
 /// Runs `ip ARGS…` for a test's fixtures outside any lab (its own namespaces, veth pairs,
 /// bridges), panicking with `ip`'s message when it fails.
 pub fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
+    if let Err(e) = try_ip(args) {
+        panic!("{e}");
+    }
+}
+
+/// [`ip`] for callers that must not panic (the benchmarks): the command and `ip`'s message
+/// as the error.
+pub fn try_ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
         "ip {}: {}",
         args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
 }
 
 /// A private directory (mode 0700, so a server's socket and token may live in it) named after

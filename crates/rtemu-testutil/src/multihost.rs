@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use crate::ip;
+use crate::try_ip as ip;
 
 /// The underlay interface of every host.
 pub const UNDERLAY_IF: &str = "u0";
@@ -68,20 +68,21 @@ pub struct Hosts {
 }
 
 impl Hosts {
-    /// `n` hosts, their namespaces named after `tag` and this process.
-    pub fn new(tag: &str, n: usize) -> Hosts {
+    /// `n` hosts, their namespaces named after `tag` and this process; the `ip` command that
+    /// failed and why, with what was made removed again.
+    pub fn new(tag: &str, n: usize) -> Result<Hosts, String> {
         let prefix = format!("rtmh{tag}{}", std::process::id() % 100_000);
         let hosts = Hosts {
             names: (1..=n).map(|i| format!("{prefix}-h{i}")).collect(),
             underlay: format!("{prefix}-u"),
         };
-        ip(&["netns", "add", &hosts.underlay]);
+        ip(&["netns", "add", &hosts.underlay])?;
         let u = hosts.underlay.as_str();
-        ip(&["-n", u, "link", "add", "br0", "type", "bridge"]);
-        ip(&["-n", u, "link", "set", "br0", "up"]);
+        ip(&["-n", u, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", u, "link", "set", "br0", "up"])?;
         for (i, h) in hosts.names.iter().enumerate() {
             let port = format!("p{i}");
-            ip(&["netns", "add", h]);
+            ip(&["netns", "add", h])?;
             ip(&[
                 "link",
                 "add",
@@ -95,21 +96,21 @@ impl Hosts {
                 &port,
                 "netns",
                 u,
-            ]);
-            ip(&["-n", u, "link", "set", &port, "master", "br0", "up"]);
+            ])?;
+            ip(&["-n", u, "link", "set", &port, "master", "br0", "up"])?;
             let addr = format!("{}/24", host_address(i));
-            ip(&["-n", h, "addr", "add", &addr, "dev", UNDERLAY_IF]);
-            ip(&["-n", h, "link", "set", UNDERLAY_IF, "up"]);
-            ip(&["-n", h, "link", "set", "lo", "up"]);
+            ip(&["-n", h, "addr", "add", &addr, "dev", UNDERLAY_IF])?;
+            ip(&["-n", h, "link", "set", UNDERLAY_IF, "up"])?;
+            ip(&["-n", h, "link", "set", "lo", "up"])?;
         }
-        hosts
+        Ok(hosts)
     }
 }
 
 impl Drop for Hosts {
     fn drop(&mut self) {
         for ns in self.names.iter().chain([&self.underlay]) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
 }
