@@ -140,7 +140,7 @@ impl Ends<'_> {
             ],
             limit,
         )?;
-        std::thread::sleep(Duration::from_millis(300));
+        self.wait_listening(&port)?;
         let secs = seconds.to_string();
         let mut argv = vec![
             "iperf3",
@@ -158,6 +158,25 @@ impl Ends<'_> {
         let out = self.run(false, &argv, limit)?;
         let report: Value = serde_json::from_str(&out).context("reading iperf3's JSON")?;
         iperf_received_mbit_s(&report)
+    }
+
+    /// Waits until something listens on TCP `port` at end b (the daemonized iperf3 server
+    /// binds a moment after its start returns), up to 10 s.
+    fn wait_listening(&self, port: &str) -> Result<()> {
+        let filter = format!("sport = :{port}");
+        let started = std::time::Instant::now();
+        let limit = Duration::from_secs(10);
+        while self
+            .run(true, &["ss", "-Htln", &filter], limit)?
+            .trim()
+            .is_empty()
+        {
+            if started.elapsed() > limit {
+                bail!("nothing listens on TCP port {port} 10 s after iperf3 -s started");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     fn measure(

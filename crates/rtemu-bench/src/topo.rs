@@ -740,6 +740,44 @@ fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &S
             );
         }
     }
+    let mut out = std::io::stdout().lock();
+    // The first table as soon as it is measured: the link part may still fail.
+    if !opts.json {
+        writeln!(
+            out,
+            "rtemu bench topo --hosts {hosts}: wall time of `rtemu up FILE` and `rtemu down LAB` \
+             on one host (this machine), beside the same lab with `[hosts]` h1…h{hosts} (nodes \
+             placed by rtemu) brought up and down by a coordinator (`--credentials`, in a \
+             namespace of its own) over {hosts} agents (`rtemu serve`, each in a namespace of its \
+             own on an underlay bridge, all on this machine's CPUs); child processes, median of 3 \
+             runs (1 run of 1000 nodes)\n"
+        )?;
+        writeln!(
+            out,
+            "| shape | nodes | links | stitched links | 1 host up s | 1 host down s | {hosts} hosts up s | {hosts} hosts down s | up ratio ({hosts} / 1) | down ratio ({hosts} / 1) |"
+        )?;
+        writeln!(
+            out,
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        )?;
+        for r in &rows {
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
+                r.shape.name(),
+                r.nodes,
+                r.links,
+                r.stitched,
+                r.one_host_up_s,
+                r.one_host_down_s,
+                r.hosts_up_s,
+                r.hosts_down_s,
+                r.hosts_up_s / r.one_host_up_s,
+                r.hosts_down_s / r.one_host_down_s
+            )?;
+        }
+        out.flush()?;
+    }
     eprintln!("rtemu bench topo: a local and a stitched link");
     let link_opts = LinkOptions {
         pings: opts.pings,
@@ -747,45 +785,11 @@ fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &S
         stop,
     };
     let links = stitch::measure(&cluster, dir, &link_opts)?;
-    let mut out = std::io::stdout().lock();
     if opts.json {
         let all = serde_json::json!({"hosts": hosts, "up_down": rows, "links": links});
         serde_json::to_writer_pretty(&mut out, &all)?;
         writeln!(out)?;
         return Ok(());
-    }
-    writeln!(
-        out,
-        "rtemu bench topo --hosts {hosts}: wall time of `rtemu up FILE` and `rtemu down LAB` \
-         on one host (this machine), beside the same lab with `[hosts]` h1…h{hosts} (nodes \
-         placed by rtemu) brought up and down by a coordinator (`--credentials`, in a \
-         namespace of its own) over {hosts} agents (`rtemu serve`, each in a namespace of its \
-         own on an underlay bridge, all on this machine's CPUs); child processes, median of 3 \
-         runs (1 run of 1000 nodes)\n"
-    )?;
-    writeln!(
-        out,
-        "| shape | nodes | links | stitched links | 1 host up s | 1 host down s | {hosts} hosts up s | {hosts} hosts down s | up ratio ({hosts} / 1) | down ratio ({hosts} / 1) |"
-    )?;
-    writeln!(
-        out,
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    )?;
-    for r in &rows {
-        writeln!(
-            out,
-            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
-            r.shape.name(),
-            r.nodes,
-            r.links,
-            r.stitched,
-            r.one_host_up_s,
-            r.one_host_down_s,
-            r.hosts_up_s,
-            r.hosts_down_s,
-            r.hosts_up_s / r.one_host_up_s,
-            r.hosts_down_s / r.one_host_down_s
-        )?;
     }
     writeln!(
         out,
