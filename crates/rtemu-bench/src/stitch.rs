@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rtemu_testutil::multihost::{host_address, hosts_table};
 use serde::Serialize;
 use serde_json::Value;
@@ -125,22 +125,6 @@ impl Ends<'_> {
     fn tcp(&self, seconds: u32, reverse: bool) -> Result<f64> {
         let port = IPERF_PORT.to_string();
         let limit = Duration::from_secs(u64::from(seconds) + 30);
-        // One connection, then it exits; gone after 30 s idle should no client come.
-        self.run(
-            true,
-            &[
-                "iperf3",
-                "-s",
-                "-D",
-                "-1",
-                "--idle-timeout",
-                "30",
-                "-p",
-                &port,
-            ],
-            limit,
-        )?;
-        self.wait_listening(&port)?;
         let secs = seconds.to_string();
         let mut argv = vec![
             "iperf3",
@@ -155,13 +139,28 @@ impl Ends<'_> {
         if reverse {
             argv.push("-R");
         }
-        let out = self.run(false, &argv, limit)?;
+        // The server runs in the foreground for one connection, its run waited for on a
+        // thread: a daemonized one (`-D`) may be killed with its parent's process group (an
+        // agent's exec ends what its command leaves in its group) before it leaves it.
+        let out = std::thread::scope(|scope| {
+            let server =
+                scope.spawn(|| self.run(true, &["iperf3", "-s", "-1", "-p", &port], limit));
+            let client = self
+                .wait_listening(&port)
+                .and_then(|()| self.run(false, &argv, limit));
+            let served = server
+                .join()
+                .map_err(|_| anyhow!("the iperf3 server's thread panicked"))?;
+            let out = client?;
+            served.context("the iperf3 server")?;
+            Ok::<_, anyhow::Error>(out)
+        })?;
         let report: Value = serde_json::from_str(&out).context("reading iperf3's JSON")?;
         iperf_received_mbit_s(&report)
     }
 
-    /// Waits until something listens on TCP `port` at end b (the daemonized iperf3 server
-    /// binds a moment after its start returns), up to 10 s.
+    /// Waits until something listens on TCP `port` at end b (the iperf3 server, started on
+    /// another thread), up to 10 s.
     fn wait_listening(&self, port: &str) -> Result<()> {
         let filter = format!("sport = :{port}");
         let started = std::time::Instant::now();
