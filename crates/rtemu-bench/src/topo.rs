@@ -412,6 +412,37 @@ fn shape_tag(shape: Shape) -> char {
         .expect("shape names are not empty")
 }
 
+/// Run `run` of a shape and size begins: it stops at a Ctrl-C, and says which.
+fn begin_run(shape: Shape, nodes: usize, run: usize, stop: &Stop) -> Result<()> {
+    stop.check()?;
+    eprintln!(
+        "rtemu bench topo: {} of {nodes} nodes, run {run}/{}",
+        shape.name(),
+        runs(nodes)
+    );
+    Ok(())
+}
+
+/// `rtemu up FILE` then `rtemu down LAB` on this machine, their logs in `dir`, the lab
+/// removed whatever happens: each one's wall time and peak memory (when `rss` names the files
+/// GNU time writes it to for `up` and `down`).
+fn up_down_here(
+    lab: &str,
+    file: &Path,
+    dir: &Path,
+    rss: [Option<&Path>; 2],
+    limit: Duration,
+    stop: &Stop,
+) -> Result<[(f64, Option<f64>); 2]> {
+    let _lab = LabGuard(lab.to_owned());
+    let log = |step: &str| dir.join(format!("{lab}.{step}.log"));
+    let up_args = ["up".as_ref(), file.as_os_str()];
+    let up = rtemu_step(&up_args, "rtemu up", &log("up"), rss[0], limit, stop)?;
+    let down_args = ["down".as_ref(), lab.as_ref()];
+    let down = rtemu_step(&down_args, "rtemu down", &log("down"), rss[1], limit, stop)?;
+    Ok([up, down])
+}
+
 /// One shape and size: `runs` rounds of rtemu up, rtemu down, baseline, baseline clean-up.
 fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> Result<Row> {
     let id = std::process::id() % 1000;
@@ -434,35 +465,14 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> R
     let (mut up, mut down, mut ip_up, mut ip_down) = (vec![], vec![], vec![], vec![]);
     let (mut up_peak, mut down_peak) = (vec![], vec![]);
     for run in 1..=runs(nodes) {
-        stop.check()?;
-        eprintln!(
-            "rtemu bench topo: {} of {nodes} nodes, run {run}/{}",
-            shape.name(),
-            runs(nodes)
-        );
-        {
-            let _lab = LabGuard(lab_name.clone());
-            let (secs, mib) = rtemu_step(
-                &["up".as_ref(), file.as_os_str()],
-                "rtemu up",
-                &log("up"),
-                up_rss.as_deref(),
-                limit,
-                stop,
-            )?;
-            up.push(secs);
-            up_peak.push(mib);
-            let (secs, mib) = rtemu_step(
-                &["down".as_ref(), lab_name.as_ref()],
-                "rtemu down",
-                &log("down"),
-                down_rss.as_deref(),
-                limit,
-                stop,
-            )?;
-            down.push(secs);
-            down_peak.push(mib);
-        }
+        begin_run(shape, nodes, run, stop)?;
+        let rss = [up_rss.as_deref(), down_rss.as_deref()];
+        let [(up_s, up_mib), (down_s, down_mib)] =
+            up_down_here(&lab_name, &file, dir, rss, limit, stop)?;
+        up.push(up_s);
+        up_peak.push(up_mib);
+        down.push(down_s);
+        down_peak.push(down_mib);
         settle(nodes, stop)?;
         {
             let _ns = BaselineGuard(prefix.clone());
@@ -663,30 +673,14 @@ fn measure_hosts(
         ])
     };
     let limit = limit(nodes);
-    let log = |lab: &str, step: &str| dir.join(format!("{lab}.{step}.log"));
+    let log = |step: &str| dir.join(format!("{spread}.{step}.log"));
     let (mut up, mut down, mut spread_up, mut spread_down) = (vec![], vec![], vec![], vec![]);
     for run in 1..=runs(nodes) {
-        stop.check()?;
-        eprintln!(
-            "rtemu bench topo: {} of {nodes} nodes, run {run}/{}",
-            shape.name(),
-            runs(nodes)
-        );
-        {
-            let _lab = LabGuard(local.clone());
-            let up_args = ["up".as_ref(), local_file.as_os_str()];
-            up.push(rtemu_step(&up_args, "rtemu up", &log(&local, "up"), None, limit, stop)?.0);
-            let down_args = ["down".as_ref(), local.as_ref()];
-            let secs = rtemu_step(
-                &down_args,
-                "rtemu down",
-                &log(&local, "down"),
-                None,
-                limit,
-                stop,
-            )?;
-            down.push(secs.0);
-        }
+        begin_run(shape, nodes, run, stop)?;
+        let [(up_s, _), (down_s, _)] =
+            up_down_here(&local, &local_file, dir, [None, None], limit, stop)?;
+        up.push(up_s);
+        down.push(down_s);
         settle(nodes, stop)?;
         {
             let _lab = ClusterLabGuard {
@@ -694,16 +688,10 @@ fn measure_hosts(
                 lab: spread.clone(),
             };
             let cmd = with_credentials("up", spread_file.as_os_str());
-            spread_up.push(timed(
-                cmd,
-                "rtemu up over agents",
-                &log(&spread, "up"),
-                limit,
-                stop,
-            )?);
+            spread_up.push(timed(cmd, "rtemu up over agents", &log("up"), limit, stop)?);
             let cmd = with_credentials("down", spread.as_ref());
             let what = "rtemu down over agents";
-            spread_down.push(timed(cmd, what, &log(&spread, "down"), limit, stop)?);
+            spread_down.push(timed(cmd, what, &log("down"), limit, stop)?);
         }
         settle(nodes, stop)?;
     }
