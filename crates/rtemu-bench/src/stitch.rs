@@ -290,12 +290,12 @@ fn pair_row(
         Duration::from_secs(60),
         opts.stop,
     )?;
-    let ends_ = Ends::Lab {
+    let link = Ends::Lab {
         lab: &lab,
         a: &cluster.agents[0],
         b: &cluster.agents[if stitched { 1 } else { 0 }],
     };
-    ends_.measure(path, ends, opts)
+    link.measure(path, ends, opts)
 }
 
 /// Measures the local link, the stitched link and the underlay on `cluster` (at least two
