@@ -173,6 +173,13 @@ impl Cluster {
     /// outlives the cluster).
     pub fn start(rtemu: &Path, tag: &str, agents: usize, dir: &Path) -> Result<Cluster> {
         let hosts = Hosts::new(tag, agents + 1).map_err(|e| anyhow!("building the hosts: {e}"))?;
+        Cluster::on_hosts(rtemu, hosts, agents, dir)
+    }
+
+    /// The cluster on `hosts` (at least `agents + 1`; the last is the coordinator's), as
+    /// [`Cluster::start`] makes it: e.g. hosts on a delayed underlay
+    /// ([`Hosts::delayed`]).
+    pub fn on_hosts(rtemu: &Path, hosts: Hosts, agents: usize, dir: &Path) -> Result<Cluster> {
         let state = dir.join("coordinator-run");
         std::fs::DirBuilder::new()
             .mode(0o755)

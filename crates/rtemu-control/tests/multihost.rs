@@ -4,6 +4,10 @@
 //! namespace with its own `/run/rtemu`, `/run/netns` and `/etc/netns`, so the parts' state
 //! directories and named namespaces are as separate as on two machines.
 //!
+//! The hosts of the tests that measure delay are the nodes of an ordinary rtemu lab (run by
+//! the library in this process) whose impaired links give the underlay a delay of its own, so
+//! a model's delay is shown to add to a non-zero underlay's.
+//!
 //! These tests need root. Without it they print why and pass, unless `RTEMU_REQUIRE_ROOT=1`
 //! (CI) makes them fail. Guards end the agents and remove the host namespaces whatever
 //! happens; an agent's lab namespaces are mounted only in its own mount namespace, so they
@@ -12,18 +16,29 @@
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 
 use rtemu_control::engine::{self, RunOptions};
 use rtemu_testutil::multihost::{
     chain, check_delay_across, host_address, hosts_table, ping_all, settled_leftovers, Hosts,
-    CHAIN_PLACEMENT, PRIVATE_STATE,
+    LabRunner, CHAIN_PLACEMENT, PRIVATE_STATE,
 };
 use rtemu_testutil::root_or_skip;
 use rtemu_topo::lab;
 use rtemu_topo::part::Stitching;
-use rtemu_topo::state::State;
+use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 use serde_json::{json, Value};
+
+/// Serialises the tests of this binary: on two cores, one test's engines and pings beside
+/// another's delay each other's releases past what the round-trip checks allow.
+static CPUS: Mutex<()> = Mutex::new(());
+
+/// Holds [`CPUS`] for a test (a test that failed holding it does not stop the others).
+fn serial() -> MutexGuard<'static, ()> {
+    CPUS.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// What starts an agent's reply on its standard output (libtest writes there too).
 const REPLY: &str = "@@ ";
@@ -129,7 +144,7 @@ fn agent_process() {
 #[derive(Default)]
 struct AgentState {
     part: Option<State>,
-    engine: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    engine: Option<JoinHandle<anyhow::Result<()>>>,
 }
 
 impl AgentState {
@@ -144,24 +159,8 @@ impl AgentState {
             let stitching: Stitching = serde_json::from_value(up["stitching"].clone())?;
             let built = lab::up_part(&topo, "multihost.toml", host, &stitching)?;
             if !engine::impaired(&built).is_empty() {
-                // The engine runs as a thread of the agent (in the tests' binary there is no
-                // `rtemu engine` to start), in the part's own mount namespace.
-                let opts = RunOptions {
-                    lab: built.lab.clone(),
-                    wait: engine::default_wait(),
-                    cpu: None,
-                    io: None,
-                    sizing_pps: engine::SIZING_PPS,
-                };
-                self.engine = Some(std::thread::spawn(move || engine::run(&opts)));
-                let started = std::time::Instant::now();
-                while !engine::alive(&built.lab) {
-                    anyhow::ensure!(
-                        started.elapsed().as_secs() < 10,
-                        "the engine did not answer"
-                    );
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
+                // In the part's own mount namespace.
+                self.engine = Some(engine_thread(&built.lab)?);
             }
             self.part = Some(built);
             return Ok(json!({ "ok": true }));
@@ -198,6 +197,55 @@ impl AgentState {
         anyhow::bail!("unknown request {request}")
     }
 }
+
+/// Runs lab `lab`'s engine as a thread of this process (in the tests' binary there is no
+/// `rtemu engine` to start), once it answers.
+fn engine_thread(lab: &LabName) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+    let opts = RunOptions {
+        lab: lab.clone(),
+        wait: engine::default_wait(),
+        cpu: None,
+        io: None,
+        sizing_pps: engine::SIZING_PPS,
+    };
+    let thread = std::thread::spawn(move || engine::run(&opts));
+    let started = std::time::Instant::now();
+    while !engine::alive(lab) {
+        anyhow::ensure!(
+            started.elapsed().as_secs() < 10 && !thread.is_finished(),
+            "the engine of lab {lab} did not answer"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(thread)
+}
+
+/// The lab of a delayed underlay, run by the library in this process, its engine a thread.
+#[derive(Default)]
+struct InProcess {
+    engine: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl LabRunner for InProcess {
+    fn up(&mut self, text: &str) {
+        let topo = Topology::parse("underlay.toml", text).unwrap();
+        let state = lab::up(&topo, "underlay.toml").unwrap();
+        self.engine = Some(engine_thread(&state.lab).unwrap());
+    }
+
+    fn down(&mut self, name: &str) {
+        if let Ok(name) = LabName::new(name) {
+            let _ = rtemu_control::lab::down(&name).removed;
+        }
+        if let Some(e) = self.engine.take() {
+            let _ = e.join();
+        }
+    }
+}
+
+/// The one-way delay of each link of a delayed underlay (host to router): host to host, a
+/// frame takes twice this.
+const UNDERLAY_LINK_US: u32 = 500;
 
 /// A lab spread over `hosts`: allocates the VNIs from what every agent uses (as a
 /// coordinator would), brings every part up, and returns the agents, in host order.
@@ -243,6 +291,7 @@ fn a_chain_split_over_two_hosts_by_an_ideal_tunnel_pings_by_name_and_leaves_noth
     if !root_or_skip("chain_over_two_hosts", "creates network namespaces") {
         return;
     }
+    let _serial = serial();
     let hosts = Hosts::new("i", 2).unwrap();
     let src = chain(&unique_lab("i"), None, None);
     let mut agents = bring_up(&hosts, &src);
@@ -261,7 +310,8 @@ fn an_impaired_link_between_hosts_delays_by_its_model_plus_the_underlay() {
     if !root_or_skip("impaired_over_two_hosts", "creates network namespaces") {
         return;
     }
-    let hosts = Hosts::new("d", 2).unwrap();
+    let _serial = serial();
+    let hosts = Hosts::delayed("d", 2, UNDERLAY_LINK_US, Box::<InProcess>::default());
     let src = chain(&unique_lab("d"), Some("delay 10ms"), None);
     let mut agents = bring_up(&hosts, &src);
     let failed = ping_all(&CHAIN_PLACEMENT, |h, n, argv| agents[h].exec(Some(n), argv));
@@ -270,6 +320,7 @@ fn an_impaired_link_between_hosts_delays_by_its_model_plus_the_underlay() {
     let peer = host_address(1);
     let (code, out) = agents[0].exec(None, &["ping", "-c", "20", "-i", "0.02", &peer]);
     assert_eq!(code, 0, "{out}");
+    hosts.check_underlay(&out);
     let (code, across) = agents[0].exec(Some("b"), &["ping", "-c", "20", "-i", "0.05", "c"]);
     assert_eq!(code, 0, "{across}");
     check_delay_across("across hosts", &out, &across);
@@ -282,7 +333,8 @@ fn a_lan_over_three_hosts_floods_to_each_and_pings_by_name() {
     if !root_or_skip("lan_over_three_hosts", "creates network namespaces") {
         return;
     }
-    let hosts = Hosts::new("l", 3).unwrap();
+    let _serial = serial();
+    let hosts = Hosts::delayed("l", 3, UNDERLAY_LINK_US, Box::<InProcess>::default());
     let name = unique_lab("l");
     let src = format!(
         r#"lab = "{name}"

@@ -1,7 +1,9 @@
 //! The multi-host tests' machines on one machine: each "host" is a network namespace whose
-//! interface `u0` sits on a bridge (in an underlay namespace of its own) that plays the
-//! network between the hosts. Shared by the library's tests (agents in a helper mode) and the
-//! command line's (agents that are `rtemu serve`).
+//! interface `u0` joins the network between the hosts, the underlay: either a bridge (in an
+//! underlay namespace of its own), with no delay of its own, or an ordinary single-host rtemu
+//! lab whose impaired links give it a delay (the kernel may have no netem, and rtemu's own
+//! data plane is what the tests trust anyway). Shared by the library's tests (agents in a
+//! helper mode) and the command line's (agents that are `rtemu serve`).
 
 use std::process::Command;
 
@@ -10,9 +12,11 @@ use crate::try_ip as ip;
 /// The underlay interface of every host.
 pub const UNDERLAY_IF: &str = "u0";
 
-/// The underlay address of host `i` (0-based): documentation addresses, never routed.
+/// The underlay address of host `i` (0-based): documentation addresses, never routed. Each
+/// is the first of its own /30 (192.0.2.1, .5, .9, …), so a delayed underlay can route
+/// between the hosts; on a bridge they share a /24.
 pub fn host_address(i: usize) -> String {
-    format!("192.0.2.{}", i + 1)
+    format!("192.0.2.{}", 4 * i + 1)
 }
 
 /// The `[hosts]` table of `n` hosts h1, h2, … at their underlay addresses, their agents on
@@ -59,25 +63,51 @@ endpoints = ["c", "d"]
 /// The chain's nodes and the index of their host.
 pub const CHAIN_PLACEMENT: [(&str, usize); 4] = [("a", 0), ("b", 0), ("c", 1), ("d", 1)];
 
-/// The "machines": one namespace per host, each with interface `u0` on a bridge in an
-/// underlay namespace. Removed when dropped.
+/// How a test suite runs the single-host rtemu lab that plays a delayed underlay: through the
+/// library in its own process, or through the `rtemu` binary.
+pub trait LabRunner {
+    /// Brings up the lab of topology `text` with its engine; panics when it does not come up
+    /// (having left nothing behind, as `up` does).
+    fn up(&mut self, text: &str);
+    /// Takes lab `name` down, its engine and namespaces with it; never panics (it runs when
+    /// a test has failed too).
+    fn down(&mut self, name: &str);
+}
+
+/// What joins the hosts.
+enum Underlay {
+    /// A bridge in the namespace of this name, no delay of its own.
+    Bridge(String),
+    /// An rtemu lab of this name, with a router `r` joined to each host by a link of
+    /// `link_us` µs each way, run by `runner`.
+    Lab {
+        name: String,
+        link_us: u32,
+        runner: Box<dyn LabRunner>,
+    },
+}
+
+/// The "machines": one namespace per host, each with interface `u0` on the underlay. Removed
+/// when dropped, with the underlay.
 pub struct Hosts {
     /// The hosts' namespaces, h1 first.
     pub names: Vec<String>,
-    underlay: String,
+    underlay: Underlay,
 }
 
 impl Hosts {
-    /// `n` hosts, their namespaces named after `tag` and this process; the `ip` command that
-    /// failed and why, with what was made removed again.
+    /// `n` hosts on a bridge (no delay of its own), their namespaces named after `tag` and
+    /// this process; the `ip` command that failed and why, with what was made removed again.
     pub fn new(tag: &str, n: usize) -> Result<Hosts, String> {
         let prefix = format!("rtmh{tag}{}", std::process::id() % 100_000);
+        let u = format!("{prefix}-u");
+        // Made before the namespaces, so that dropping it removes whatever was made.
         let hosts = Hosts {
             names: (1..=n).map(|i| format!("{prefix}-h{i}")).collect(),
-            underlay: format!("{prefix}-u"),
+            underlay: Underlay::Bridge(u.clone()),
         };
-        ip(&["netns", "add", &hosts.underlay])?;
-        let u = hosts.underlay.as_str();
+        let u = u.as_str();
+        ip(&["netns", "add", u])?;
         ip(&["-n", u, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", u, "link", "set", "br0", "up"])?;
         for (i, h) in hosts.names.iter().enumerate() {
@@ -105,12 +135,72 @@ impl Hosts {
         }
         Ok(hosts)
     }
+
+    /// `n` hosts that are the nodes `h1`, `h2`, … of an rtemu lab (named after `tag` and this
+    /// process) run by `runner`: each host's `u0` is joined to a router `r` by a link with
+    /// `delay {link_us}us` both ways, so a frame from host to host takes twice that, one way,
+    /// plus the engine's own error. The hosts' namespaces are the lab's nodes'.
+    pub fn delayed(tag: &str, n: usize, link_us: u32, runner: Box<dyn LabRunner>) -> Hosts {
+        let name = format!("u{tag}{}", std::process::id() % 100_000);
+        let mut hosts = Hosts {
+            names: (1..=n).map(|i| format!("rtemu-{name}-h{i}")).collect(),
+            underlay: Underlay::Lab {
+                name: name.clone(),
+                link_us,
+                runner,
+            },
+        };
+        let text = underlay_lab(&name, n, link_us);
+        if let Underlay::Lab { runner, .. } = &mut hosts.underlay {
+            runner.up(&text);
+        }
+        hosts
+    }
+
+    /// Checks that the underlay's round trip from host to host (`ping`, the output of several
+    /// pings) is its model's — four link delays on a delayed underlay, none on a bridge — plus
+    /// at most 0.5 ms, and returns its median in ms.
+    pub fn check_underlay(&self, ping: &str) -> f64 {
+        let model = match &self.underlay {
+            Underlay::Bridge(_) => 0.0,
+            Underlay::Lab { link_us, .. } => 4.0 * f64::from(*link_us) / 1e3,
+        };
+        let rtt = median_rtt(ping);
+        assert!(
+            rtt >= model && rtt <= model + 0.5,
+            "underlay RTT {rtt:.3} ms, expected its model's {model:.3} ms plus at most 0.5 ms"
+        );
+        rtt
+    }
+}
+
+/// The topology of a delayed underlay: hosts `h1`…`h{n}`, each with `u0` at
+/// [`host_address`] on a /30 shared with router `r`, each link `delay {link_us}us`.
+fn underlay_lab(name: &str, n: usize, link_us: u32) -> String {
+    let mut text = format!("lab = \"{name}\"\nip = \"ipv4\"\n[nodes.r]\n");
+    for i in 0..n {
+        text += &format!("[nodes.h{}]\n", i + 1);
+    }
+    for i in 0..n {
+        text += &format!(
+            "[[links]]\nendpoints = [\"h{h}:{UNDERLAY_IF}\", \"r\"]\nipv4 = \"192.0.2.{net}/30\"\n\
+             netem = \"delay {link_us}us\"\n",
+            h = i + 1,
+            net = 4 * i,
+        );
+    }
+    text
 }
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        for ns in self.names.iter().chain([&self.underlay]) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        match &mut self.underlay {
+            Underlay::Bridge(u) => {
+                for ns in self.names.iter().chain([&*u]) {
+                    let _ = Command::new("ip").args(["netns", "del", ns]).output();
+                }
+            }
+            Underlay::Lab { name, runner, .. } => runner.down(name),
         }
     }
 }

@@ -1,20 +1,24 @@
-//! A lab across hosts, driven as a user would: each "host" (a network namespace on an underlay
-//! bridge, see `rtemu_testutil::multihost`) runs `rtemu serve --listen` as its agent, with its
+//! A lab across hosts, driven as a user would: each "host" (a network namespace on an underlay,
+//! see `rtemu_testutil::multihost`) runs `rtemu serve --listen` as its agent, with its
 //! own `/run/rtemu`, `/run/netns` and `/etc/netns`; `rtemu up FILE --credentials F` and
 //! `rtemu down LAB` run as the coordinator in a third host namespace, with a state directory
 //! of their own (the cluster of `rtemu_bench::cluster`, which `rtemu bench topo --hosts` runs
 //! on too). The test reaches each agent over its Unix socket to run commands in nodes.
+//! The hosts of the test that measures delay are the nodes of an ordinary rtemu lab (`rtemu up`
+//! of its own) whose impaired links give the underlay a delay, so the model's delay is shown to
+//! add to it.
 //!
 //! Needs root; without it, prints why and passes, unless `RTEMU_REQUIRE_ROOT=1` (CI). Guards
 //! take every lab down, end the agents and remove the namespaces whatever happens.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use rtemu_bench::cluster::{Agent, Cluster, PORT};
 use rtemu_testutil::multihost::{
-    chain, check_delay_across, host_address, median_rtt, ping_all, settled_leftovers,
-    CHAIN_PLACEMENT,
+    chain, check_delay_across, host_address, median_rtt, ping_all, settled_leftovers, Hosts,
+    LabRunner, CHAIN_PLACEMENT,
 };
 use rtemu_testutil::{root_or_skip, TempDir};
 use serde_json::{json, Value};
@@ -40,6 +44,36 @@ fn coordinate(cluster: &Cluster, args: &[&str]) -> Output {
     cluster.coordinate(args).output().unwrap()
 }
 
+/// The lab of a delayed underlay, run by `rtemu up` and `rtemu down` on this machine, its
+/// topology file in `dir`.
+struct Binary {
+    dir: PathBuf,
+}
+
+impl LabRunner for Binary {
+    fn up(&mut self, text: &str) {
+        let file = self.dir.join("underlay.toml");
+        std::fs::write(&file, text).unwrap();
+        let up = Command::new(RTEMU).arg("up").arg(&file).output().unwrap();
+        assert!(up.status.success(), "underlay: {}", stderr(&up));
+    }
+
+    fn down(&mut self, name: &str) {
+        let _ = Command::new(RTEMU).args(["down", name]).output();
+    }
+}
+
+/// Agents on h1 and h2 and the coordinator on h3, the hosts the nodes of an rtemu lab
+/// (`rtemu up`) whose links to its router take 500 µs each way: 2 ms of underlay round trip
+/// between two hosts. Files in `dir`.
+fn delayed_cluster(tag: &str, dir: &Path) -> Cluster {
+    let runner = Box::new(Binary {
+        dir: dir.to_owned(),
+    });
+    let hosts = Hosts::delayed(tag, 3, 500, runner);
+    Cluster::on_hosts(RTEMU.as_ref(), hosts, 2, dir).unwrap()
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -52,7 +86,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     let tmp = TempDir::new("mh-a");
     let dir = tmp.0.as_path();
     // h1 and h2 run agents; a third namespace is the coordinator's machine.
-    let mut cluster = Cluster::start(RTEMU.as_ref(), "a", 2, dir).unwrap();
+    let mut cluster = delayed_cluster("a", dir);
     let creds_path = cluster.credentials();
     let creds = creds_path.to_str().unwrap();
     let tag = std::process::id() % 100_000;
@@ -91,6 +125,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
         .output()
         .unwrap();
     let underlay = String::from_utf8_lossy(&out.stdout);
+    cluster.hosts.check_underlay(&underlay);
     let (code, across) = exec(
         &cluster.agents[0],
         &lab,
