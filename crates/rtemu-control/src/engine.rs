@@ -259,6 +259,26 @@ pub fn impaired(state: &State) -> Vec<(usize, &Segment, &Impairment)> {
         .collect()
 }
 
+/// Switches offloads off on the ends a part holds of impaired links whose engine runs on
+/// another host: the node's tunnel device, whose frames that engine copies. Its frames leave
+/// with finished checksums (the copy would not keep an unfinished one, which the far node then
+/// drops) and as real frames, not super-packets the engine would delay and lose as one.
+pub fn far_ends_without_offloads(state: &State) -> Result<()> {
+    let Some(part) = &state.part else {
+        return Ok(());
+    };
+    for t in &part.tunnels {
+        let seg = &state.topology.segments[t.segment];
+        if seg.impairment().is_none() || state.runs_engine_of(t.segment) {
+            continue;
+        }
+        let ifname = t.ifname.clone();
+        netns::run_in(&netns::named(&t.netns), move || offload::disable(&ifname))?
+            .with_context(|| format!("link `{}`", seg.name))?;
+    }
+    Ok(())
+}
+
 /// The stream label of one direction of a link (see [`rtemu_model::rng::link_label`]).
 fn label(link: &str, way: Way) -> u64 {
     rtemu_model::rng::link_label(link, way == Way::BToA)
@@ -451,7 +471,8 @@ fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io,
     for (m, end) in seg.members.iter().zip(&ends) {
         offload::disable(end)?;
         let node = &state.topology.nodes[m.node].name;
-        // A node on another host reaches this end through a tunnel: its host's part set it up.
+        // A node on another host reaches this end through a tunnel: its host's part switched
+        // them off there (`far_ends_without_offloads`).
         if !state.nodes.iter().any(|(n, _)| n == node) {
             continue;
         }

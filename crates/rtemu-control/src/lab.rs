@@ -67,8 +67,10 @@ pub fn up(topo: &Topology, file: &str, opts: &EngineOptions) -> Result<Up> {
 }
 
 /// Brings up host `host`'s part of the multi-host lab `topo`, stitched by `stitching` (see
-/// [`rtemu_topo::lab::up_part`]), and starts its engine with `opts` when this host runs the
-/// engine of any impaired link; on failure nothing of the part stays behind.
+/// [`rtemu_topo::lab::up_part`]), with offloads off on its ends of impaired links whose engine
+/// runs elsewhere ([`engine::far_ends_without_offloads`]), and starts its engine with `opts`
+/// when this host runs the engine of any impaired link; on failure nothing of the part stays
+/// behind.
 pub fn up_part(
     topo: &Topology,
     file: &str,
@@ -78,6 +80,10 @@ pub fn up_part(
 ) -> Result<Up> {
     let started = Instant::now();
     let state = rtemu_topo::lab::up_part(topo, file, host, stitching)?;
+    if let Err(e) = engine::far_ends_without_offloads(&state) {
+        let _ = rtemu_topo::lab::down(&state.lab);
+        return Err(e.context(format!("lab {}", state.lab)));
+    }
     with_engine(state, opts, started)
 }
 

@@ -158,6 +158,7 @@ impl AgentState {
             let topo = Topology::parse("multihost.toml", text)?;
             let stitching: Stitching = serde_json::from_value(up["stitching"].clone())?;
             let built = lab::up_part(&topo, "multihost.toml", host, &stitching)?;
+            engine::far_ends_without_offloads(&built)?;
             if !engine::impaired(&built).is_empty() {
                 // In the part's own mount namespace.
                 self.engine = Some(engine_thread(&built.lab)?);
