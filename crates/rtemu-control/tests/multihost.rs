@@ -24,7 +24,7 @@ use rtemu_testutil::multihost::{
     chain, check_delay_across, host_address, hosts_table, ping_all, settled_leftovers, Hosts,
     LabRunner, CHAIN_PLACEMENT, PRIVATE_STATE,
 };
-use rtemu_testutil::root_or_skip;
+use rtemu_testutil::{program_or_skip, root_or_skip};
 use rtemu_topo::lab;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::{LabName, State};
@@ -372,3 +372,76 @@ members = ["w", "x", "y", "z"]
     let left = take_down(&mut agents);
     assert_eq!(left, Vec::<String>::new());
 }
+
+#[test]
+fn iperf3_through_a_cross_host_rate_link_gets_the_rate_within_one_percent() {
+    let test = "rate_link_over_two_hosts";
+    if !root_or_skip(test, "creates network namespaces")
+        || !program_or_skip(test, "iperf3", "--version", "iperf3")
+    {
+        return;
+    }
+    let _serial = serial();
+    let hosts = Hosts::delayed("r", 2, UNDERLAY_LINK_US, Box::<InProcess>::default());
+    let src = chain(&unique_lab("r"), Some("rate 50mbit"), None);
+    let mut agents = bring_up(&hosts, &src);
+    let (code, out) = agents[1].exec(Some("d"), &["iperf3", "-s", "-D", "-1", "-J"]);
+    assert_eq!(code, 0, "iperf3 -s: {out}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // UDP over IPv4 at 60 Mbit/s of payload, more than the link carries, so its queue stays
+    // full and d receives what the link releases; bounded in time whatever happens.
+    let (code, out) = agents[0].exec(
+        Some("a"),
+        &[
+            "timeout",
+            "30",
+            "iperf3",
+            "-4",
+            "-c",
+            "d",
+            "-u",
+            "-b",
+            "60M",
+            "-l",
+            &IPERF_PAYLOAD.to_string(),
+            "-t",
+            "5",
+            "-J",
+            "--get-server-output",
+        ],
+    );
+    assert_eq!(code, 0, "iperf3 -c: {out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let intervals = report["server_output_json"]["intervals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no server intervals in {out}"));
+    // The whole seconds in between: the first holds the start, the last the end.
+    assert!(intervals.len() >= 4, "{out}");
+    let steady = &intervals[1..intervals.len() - 1];
+    let bytes: f64 = steady
+        .iter()
+        .map(|i| i["sum"]["bytes"].as_f64().unwrap())
+        .sum();
+    let seconds: f64 = steady
+        .iter()
+        .map(|i| i["sum"]["seconds"].as_f64().unwrap())
+        .sum();
+    // rtemu's rate counts whole Ethernet frames (see docs/models.md): each datagram's
+    // payload plus UDP (8), IPv4 (20) and Ethernet (14) headers.
+    let frame = f64::from(IPERF_PAYLOAD + 42);
+    let rate = bytes * 8.0 / seconds * frame / f64::from(IPERF_PAYLOAD);
+    rtemu_testutil::say(&format!(
+        "iperf3 through rate 50mbit across hosts: {:.3} Mbit/s of payload, {:.3} Mbit/s of frames",
+        bytes * 8.0 / seconds / 1e6,
+        rate / 1e6
+    ));
+    assert!(
+        (rate - 50e6).abs() <= 0.5e6,
+        "{rate} bit/s of frames through rate 50mbit"
+    );
+    let left = take_down(&mut agents);
+    assert_eq!(left, Vec::<String>::new());
+}
+
+/// The UDP payload of the rate test's datagrams: one frame each within the tunnel's MTU (1450).
+const IPERF_PAYLOAD: u32 = 1400;
