@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::assemble::{build_model, TraceArg, TraceContext, TraceKind, TraceOptions};
-use crate::message::{Ack, Direction, Done, ErrorReply, FinalReport, Stats};
+use crate::message::{Ack, Direction, Done, ErrorReply, FinalReport, Stats, Underlay};
 
 /// A copy released more than this after its intended time counts as late.
 const LATE_AFTER_NS: u64 = 100_000;
@@ -833,7 +833,12 @@ fn directions(
 ) -> Vec<Direction> {
     ds.iter()
         .map(|d| {
-            let seg = state.topology.segments.iter().find(|s| s.name == d.link);
+            let si = state
+                .topology
+                .segments
+                .iter()
+                .position(|s| s.name == d.link);
+            let seg = si.map(|i| &state.topology.segments[i]);
             let node = |i: usize| {
                 seg.map(|s| state.topology.nodes[s.members[i].node].name.clone())
                     .unwrap_or_default()
@@ -868,6 +873,7 @@ fn directions(
                 to,
                 trace_underruns: c.trace_underruns,
                 tx_busy: c.tx_busy,
+                underlay: si.and_then(|i| Underlay::of(state, i)),
             }
         })
         .collect()

@@ -20,7 +20,7 @@ use rtemu_topo::topology::Netem;
 use rtemu_topo::Topology;
 
 use crate::engine::{self, BuildModels, EngineOptions};
-use crate::message::{Ack, FinalReport, Stats};
+use crate::message::{Ack, FinalReport, Stats, Underlay};
 
 /// A lab that came up.
 #[derive(Debug)]
@@ -424,6 +424,12 @@ pub fn write_lab(
                     seg.name
                 )?;
             }
+        }
+    }
+    for si in 0..t.segments.len() {
+        if let Some(u) = Underlay::of(s, si) {
+            let name = &t.segments[si].name;
+            writeln!(out, "  link {name} crosses hosts: {u} (measured at up)")?;
         }
     }
     for (d, running) in detached {

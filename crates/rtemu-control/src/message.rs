@@ -100,6 +100,49 @@ pub struct Direction {
     pub trace_underruns: u64,
     /// Sends the interface refused for a while (retried).
     pub tx_busy: u64,
+    /// For a link between hosts: the underlay it crosses besides its model (absent on one
+    /// machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub underlay: Option<Underlay>,
+}
+
+/// The underlay a link between hosts crosses: its frames take the underlay's own delay on top
+/// of the model's, so its round trip, measured when the part came up, is shown beside the link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Underlay {
+    /// This part's host.
+    pub host: String,
+    /// The host at the link's other end.
+    pub peer: String,
+    /// The round trip between them across the underlay, ns (the median of a few TCP
+    /// connection attempts to the peer's agent port); `None` when the peer did not answer.
+    pub rtt_ns: Option<u64>,
+}
+
+impl Underlay {
+    /// What segment `segment` of the part `state` crosses; `None` on one machine and for a
+    /// segment held by this host alone.
+    pub fn of(state: &rtemu_topo::state::State, segment: usize) -> Option<Underlay> {
+        let host = &state.part.as_ref()?.host;
+        let u = state.underlay_of(segment)?;
+        Some(Underlay {
+            host: host.clone(),
+            peer: u.host.clone(),
+            rtt_ns: u.rtt_ns,
+        })
+    }
+}
+
+/// `underlay h1↔h2 RTT 2.040 ms`, or why there is no figure.
+impl std::fmt::Display for Underlay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "underlay {}↔{} RTT ", self.host, self.peer)?;
+        match self.rtt_ns {
+            Some(ns) => write!(f, "{:.3} ms", ns as f64 / 1e6),
+            None => write!(f, "unknown ({} did not answer at up)", self.peer),
+        }
+    }
 }
 
 impl Direction {
@@ -341,6 +384,19 @@ pub fn write_table(out: &mut impl Write, ds: &[Direction], fidelity: bool) -> io
             )?;
         }
     }
+    if !fidelity {
+        let mut shown = Vec::new();
+        for d in ds {
+            if let Some(u) = d.underlay.as_ref().filter(|_| !shown.contains(&&d.link)) {
+                shown.push(&d.link);
+                writeln!(
+                    out,
+                    "link {} crosses hosts: {u}, outside the model (its delay adds to it)",
+                    d.link
+                )?;
+            }
+        }
+    }
     if fidelity {
         let late = ds
             .first()
@@ -406,6 +462,7 @@ mod tests {
             to: "b".into(),
             trace_underruns: 0,
             tx_busy: 0,
+            underlay: None,
         }
     }
 
@@ -497,6 +554,32 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(" 0.0 "), "{text}");
         assert!(text.contains("late: over 100.0 µs"), "{text}");
+    }
+
+    #[test]
+    fn a_link_between_hosts_shows_its_underlay_once_under_the_counters() {
+        let mut ab = direction();
+        ab.underlay = Some(Underlay {
+            host: "h1".into(),
+            peer: "h2".into(),
+            rtt_ns: Some(2_040_400),
+        });
+        let mut ba = ab.clone();
+        ba.dir = "b-a".into();
+        let mut out = Vec::new();
+        write_table(&mut out, &[ab.clone(), ba], false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let line = "link l crosses hosts: underlay h1↔h2 RTT 2.040 ms, outside the model \
+                    (its delay adds to it)\n";
+        assert_eq!(text.matches(line).count(), 1, "{text}");
+        let mut out = Vec::new();
+        write_table(&mut out, &[ab.clone()], true).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("underlay"));
+        ab.underlay.as_mut().unwrap().rtt_ns = None;
+        assert_eq!(
+            ab.underlay.unwrap().to_string(),
+            "underlay h1↔h2 RTT unknown (h2 did not answer at up)"
+        );
     }
 
     #[test]

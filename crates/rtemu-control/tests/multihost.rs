@@ -148,7 +148,7 @@ struct AgentState {
 }
 
 impl AgentState {
-    /// One request: `in_use`, `up`, `exec` or `down`.
+    /// One request: `in_use`, `up`, `exec`, `show` or `down`.
     fn serve(&mut self, host: &str, request: &Value) -> anyhow::Result<Value> {
         if request.get("in_use").is_some() {
             return Ok(json!({ "vnis": lab::vnis_in_use()? }));
@@ -181,6 +181,22 @@ impl AgentState {
             return Ok(json!({
                 "code": out.status.code().unwrap_or(-1),
                 "stdout": String::from_utf8_lossy(&out.stdout),
+            }));
+        }
+        if request.get("show").is_some() {
+            // What `rtemu ls` and `rtemu stats` print of the part.
+            let part = self
+                .part
+                .as_ref()
+                .ok_or_else(|| anyhow::anyhow!("no part is up"))?;
+            let mut ls = Vec::new();
+            rtemu_control::lab::write_listing(&mut ls, std::slice::from_ref(part))?;
+            let mut stats = Vec::new();
+            let directions = rtemu_control::lab::stats(part)?.directions;
+            rtemu_control::message::write_table(&mut stats, &directions, false)?;
+            return Ok(json!({
+                "ls": String::from_utf8_lossy(&ls),
+                "stats": String::from_utf8_lossy(&stats),
             }));
         }
         if request.get("down").is_some() {
@@ -321,10 +337,27 @@ fn an_impaired_link_between_hosts_delays_by_its_model_plus_the_underlay() {
     let peer = host_address(1);
     let (code, out) = agents[0].exec(None, &["ping", "-c", "20", "-i", "0.02", &peer]);
     assert_eq!(code, 0, "{out}");
-    hosts.check_underlay(&out);
+    let underlay = hosts.check_underlay(&out);
     let (code, across) = agents[0].exec(Some("b"), &["ping", "-c", "20", "-i", "0.05", "c"]);
     assert_eq!(code, 0, "{across}");
     check_delay_across("across hosts", &out, &across);
+    // `ls` and `stats` on the engine's host show the underlay's round trip beside the link,
+    // as measured when the part came up: the ping's within 0.5 ms.
+    let shown = agents[0].ask(json!({"show": null}));
+    for view in ["ls", "stats"] {
+        let text = shown[view].as_str().unwrap();
+        let ms: f64 = text
+            .split_once("link wan crosses hosts: underlay h1↔h2 RTT ")
+            .and_then(|(_, rest)| rest.split_once(" ms"))
+            .and_then(|(ms, _)| ms.parse().ok())
+            .unwrap_or_else(|| panic!("no underlay RTT in {view}: {text}"));
+        rtemu_testutil::say(&format!(
+            "{view} shows underlay RTT {ms:.3} ms; ping {underlay:.3} ms"
+        ));
+        assert!((ms - underlay).abs() <= 0.5, "{view}: {text}");
+        // Only the link between the hosts: c–d runs on h2 alone.
+        assert_eq!(text.matches("crosses hosts").count(), 1, "{view}: {text}");
+    }
     let left = take_down(&mut agents);
     assert_eq!(left, Vec::<String>::new());
 }

@@ -278,6 +278,12 @@ pub fn up_part(
             ipv6,
         )?);
     }
+    let peers: Vec<&Host> = topo
+        .hosts
+        .iter()
+        .filter(|h| part.tunnels.iter().any(|t| t.remotes.contains(&h.address)))
+        .collect();
+    let underlay_rtts = crate::underlay::measure(&peers);
     let share = Share {
         nodes: part.nodes.clone(),
         segments: part.segments.clone(),
@@ -289,6 +295,7 @@ pub fn up_part(
                 host: part.host.name.clone(),
                 stitching: stitching.clone(),
                 tunnels: part.tunnels,
+                underlay: underlay_rtts,
             },
         }),
     };

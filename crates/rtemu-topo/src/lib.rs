@@ -6,6 +6,8 @@
 //!   assigned), with errors that name the file, line and column;
 //! * [`placement`]: which host each node of a multi-host lab runs on;
 //! * [`part`]: one host's part of a multi-host lab and its VXLAN tunnels to the others;
+//! * [`underlay`]: the round trip across the underlay to the other hosts, measured as a part
+//!   comes up, so it can be shown beside the links between hosts;
 //! * [`routing`]: the routes, static neighbours and forwarding flags every node gets;
 //! * [`graph`]: the topology as Graphviz DOT or Mermaid text, or as SVG through Graphviz;
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
@@ -32,6 +34,7 @@ pub mod state;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod topology;
+pub mod underlay;
 
 pub use error::{LoadError, SpecError};
 pub use topology::Topology;

@@ -150,9 +150,29 @@ pub struct PartState {
     pub stitching: crate::part::Stitching,
     /// Every VXLAN device of the part, each made directly in one of the lab's namespaces.
     pub tunnels: Vec<crate::part::Tunnel>,
+    /// The underlay's round trip to each host the tunnels reach, measured as the part came up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub underlay: Vec<crate::underlay::UnderlayRtt>,
 }
 
 impl State {
+    /// For a link between this part's host and another: that host and the underlay's round
+    /// trip to it as measured at `up` (see [`crate::underlay`]); `None` on one machine and for a
+    /// segment this host holds alone.
+    pub fn underlay_of(&self, segment: usize) -> Option<&crate::underlay::UnderlayRtt> {
+        let part = self.part.as_ref()?;
+        let hosts: Vec<&str> = self.topology.segments[segment]
+            .members
+            .iter()
+            .filter_map(|m| self.topology.nodes[m.node].host.as_deref())
+            .collect();
+        if !hosts.contains(&part.host.as_str()) {
+            return None;
+        }
+        let peer = hosts.into_iter().find(|h| *h != part.host)?;
+        part.underlay.iter().find(|u| u.host == peer)
+    }
+
     /// Whether this host runs the engine of impaired link `segment`: always on one machine;
     /// in a part, when the link's engine host is this one.
     pub fn runs_engine_of(&self, segment: usize) -> bool {
