@@ -125,7 +125,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
         .output()
         .unwrap();
     let underlay = String::from_utf8_lossy(&out.stdout);
-    cluster.hosts.check_underlay(&underlay);
+    let underlay_ms = cluster.hosts.check_underlay(&underlay);
     let (code, across) = exec(
         &cluster.agents[0],
         &lab,
@@ -134,6 +134,19 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     );
     assert_eq!(code, 0, "{across}");
     check_delay_across("rtemu up over agents", &underlay, &across);
+    // h1's engine reports the underlay's round trip beside the link, as measured at up.
+    let (status, stats) = cluster.agents[0]
+        .call("GET", &format!("/v1/labs/{lab}/stats"), None)
+        .unwrap();
+    assert_eq!(status, 200, "{stats}");
+    let shown = stats["directions"][0]["underlay"]["rtt_ns"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no underlay in {stats}"))
+        / 1e6;
+    assert!(
+        (shown - underlay_ms).abs() <= 0.5,
+        "underlay RTT shown {shown:.3} ms, pinged {underlay_ms:.3} ms"
+    );
 
     // A host that fails its part: lab `taken` already runs on h2 alone. The part built on h1
     // is taken down again, and h2's own lab is left alone.
