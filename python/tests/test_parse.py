@@ -263,6 +263,18 @@ def test_change_times() -> None:
         rtemu.Change(float("nan"), "delay 5ms").to_json()
 
 
+def test_a_direction_between_hosts_carries_its_underlay() -> None:
+    raw = golden("stats.json")["directions"][0]
+    assert Direction.from_json(raw, "d").underlay is None
+    raw["underlay"] = {"host": "h1", "peer": "h2", "rtt_ns": 2_102_000}
+    assert Direction.from_json(raw, "d").underlay == rtemu.Underlay("h1", "h2", 2_102_000)
+    raw["underlay"]["rtt_ns"] = None
+    assert Direction.from_json(raw, "d").underlay == rtemu.Underlay("h1", "h2", None)
+    raw["underlay"] = {"host": "h1", "rtt_ns": 1}
+    with pytest.raises(rtemu.ProtocolError, match="d.underlay: the reply has no 'peer'"):
+        Direction.from_json(raw, "d")
+
+
 def test_direction_is_a_value() -> None:
     raw = golden("stats.json")["directions"][0]
     assert Direction.from_json(raw, "d") == Direction.from_json(copy.deepcopy(raw), "d")

@@ -48,6 +48,7 @@ from .types import (
     LinkStats,
     Percentiles,
     Stats,
+    Underlay,
 )
 
 __version__ = "0.1.0"
@@ -98,6 +99,7 @@ __all__ = [
     "RtemuError",
     "ServerError",
     "Stats",
+    "Underlay",
     "Unauthorized",
     "default_client",
     "lab",

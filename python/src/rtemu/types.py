@@ -176,6 +176,33 @@ class Fidelity:
 
 
 @dataclass(frozen=True)
+class Underlay:
+    """The underlay a link between hosts crosses besides its model: its frames take the
+    underlay's own delay on top of the model's.
+
+    Attributes:
+        host: this part's host.
+        peer: the host at the link's other end.
+        rtt_ns: the round trip between them across the underlay, measured when the part came
+            up (``None``: the peer did not answer then).
+    """
+
+    host: str
+    peer: str
+    rtt_ns: int | None
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Underlay:
+        """Parses the API's ``Underlay`` object."""
+        o = _obj(value, where)
+        return cls(
+            host=_str(o, "host", where),
+            peer=_str(o, "peer", where),
+            rtt_ns=_opt_int(o, "rtt_ns", where),
+        )
+
+
+@dataclass(frozen=True)
 class Direction:
     """The engine's counters for one direction of one impaired link.
 
@@ -191,6 +218,7 @@ class Direction:
             decides).
         conserved: whether received + duplicates = delivered + dropped + in flight.
         buffers: the direction's frame buffers, when known.
+        underlay: for a link between hosts, the underlay it crosses (``None`` on one machine).
     """
 
     link: str
@@ -214,6 +242,7 @@ class Direction:
     trace_underruns: int
     buffers: int | None
     fidelity: Fidelity
+    underlay: Underlay | None = None
 
     @property
     def dropped_total(self) -> int:
@@ -255,6 +284,9 @@ class Direction:
             conserved=_field(o, "conserved", bool, where),
             buffers=_opt_int(o, "buffers", where),
             fidelity=Fidelity.from_json(o.get("fidelity"), f"{where}.fidelity"),
+            underlay=(
+                Underlay.from_json(o["underlay"], f"{where}.underlay") if "underlay" in o else None
+            ),
         )
 
 
