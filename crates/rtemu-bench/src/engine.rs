@@ -1601,6 +1601,7 @@ mod tests {
             to: "b".to_owned(),
             trace_underruns: 0,
             tx_busy: 0,
+            underlay: None,
         }
     }
 
