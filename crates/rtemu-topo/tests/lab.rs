@@ -1029,6 +1029,9 @@ impl OutsideNs {
 impl Drop for OutsideNs {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        // A lab's hosts file for a namespace of this name, which `down` leaves with the
+        // namespace it did not make.
+        let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(&self.0));
     }
 }
 
