@@ -291,6 +291,32 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         format!("{n}:{}", i["name"].as_str().unwrap())
     };
 
+    // From h2, a host of the lab that neither coordinates it nor runs `wan`'s engine: its
+    // part's state holds the whole topology, so with the credentials it sees the lab whole,
+    // and the link's counters from h1's engine.
+    let on_h2 = |args: &[&str]| {
+        let pid = cluster.agents[1].pid().to_string();
+        let out = Command::new("nsenter")
+            .args(["-t", &pid, "-m", "-n", RTEMU])
+            .args(args)
+            .args(["--credentials", creds])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = on_h2(&["ls", &lab]);
+    assert!(
+        text.starts_with(&format!("lab {lab} ({agents_at})")),
+        "{text}"
+    );
+    for (node, host) in CHAIN_PLACEMENT {
+        let line = format!("  node {node} on h{}  (netns rtemu-{lab}-{node})", host + 1);
+        assert!(text.contains(&line), "{line} on h2 in {text}");
+    }
+    let stats: Value = serde_json::from_str(&on_h2(&["stats", &lab, "--json"])).unwrap();
+    assert_eq!(stats["engines"][0]["host"], "h1", "{stats}");
+
     // stats: the cross-host link's counters, from its engine on h1, rise with pings.
     let delivered = || {
         let out = rtemu(&cluster, &["stats", &lab, "--json"]);

@@ -1,10 +1,10 @@
-//! A lab this machine coordinates across hosts, as the lab-wide views reach it: its recorded
-//! topology, which says on which host each node and each impaired link's engine runs, and the
-//! agents of its hosts.
+//! A lab across hosts, as the lab-wide views reach it from the machine that coordinates it or
+//! from any host holding a part of it: its topology, which says on which host each node and
+//! each impaired link's engine runs, and the agents of its hosts.
 
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
@@ -19,11 +19,17 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// Lab `lab`, when this machine coordinates it (`None` when it does not: the lab may
-    /// still run here alone), with the agents' tokens in `credentials`.
+    /// Lab `lab` across hosts, with the agents' tokens in `credentials`: when this machine
+    /// coordinates it, or holds a part of it and has the credentials file (a part's state
+    /// holds the whole topology, so any host of the lab sees it whole). `None` otherwise: the
+    /// lab may still run here alone, or as a part this host shows on its own.
     pub fn open(lab: &LabName, credentials: &Path) -> Result<Option<Spread>> {
-        let Some(recorded) = recorded(lab)? else {
-            return Ok(None);
+        let recorded = match recorded(lab)? {
+            Some(r) => r,
+            None => match part_here(lab, credentials)? {
+                Some(r) => r,
+                None => return Ok(None),
+            },
         };
         Ok(Some(Spread {
             lab: lab.clone(),
@@ -32,10 +38,19 @@ impl Spread {
         }))
     }
 
-    /// Every lab this machine coordinates; the credentials are read only when there is one.
+    /// Every lab this machine coordinates or holds a part of (see [`Spread::open`]); the
+    /// credentials are read only when there is one.
     pub fn all(credentials: &Path) -> Result<Vec<Spread>> {
+        let mut names = recorded_labs()?;
+        if credentials_given(credentials)? {
+            for lab in State::labs()? {
+                if !names.contains(&lab) {
+                    names.push(lab);
+                }
+            }
+        }
         let mut labs = Vec::new();
-        for lab in recorded_labs()? {
+        for lab in names {
             labs.extend(Spread::open(&lab, credentials)?);
         }
         Ok(labs)
@@ -74,6 +89,29 @@ impl Spread {
         let topo = &self.recorded.topology;
         topo.nodes[topo.node_index(node)?].host.as_deref()
     }
+}
+
+/// Whether the credentials file exists (a host without one shows its own part only).
+fn credentials_given(credentials: &Path) -> Result<bool> {
+    match std::fs::symlink_metadata(credentials) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("examining {}", credentials.display())),
+    }
+}
+
+/// Lab `lab` as the part of it on this host knows it (the whole file and topology), when
+/// there is such a part and the agents' credentials are at hand.
+fn part_here(lab: &LabName, credentials: &Path) -> Result<Option<Recorded>> {
+    if !credentials_given(credentials)? {
+        return Ok(None);
+    }
+    Ok(State::load(lab.as_str())?
+        .filter(|s| s.part.is_some())
+        .map(|s| Recorded {
+            file: s.file,
+            topology: s.topology,
+        }))
 }
 
 /// Lab `lab` across hosts (brought up from `file` as `topo`) as one lab's state: every node
