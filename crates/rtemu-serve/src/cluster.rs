@@ -472,16 +472,83 @@ impl fmt::Display for ClusterDown {
     }
 }
 
-/// Takes lab `lab` down on every host this machine brought it up on, with the tokens in
-/// `credentials`; `None` when this machine coordinates no such lab (it may still hold a part,
-/// or a lab of its own). A host that cannot be reached is named in the error and kept in the
-/// record, so a later `down` tries it again; `down` on that host alone also cleans its part.
-pub fn down(lab: &LabName, credentials: &Path) -> Option<Result<ClusterDown>> {
+/// Takes lab `lab` down on every host, with the tokens in `credentials`: when this machine
+/// coordinates it, on every host it brought it up on; when this host holds a part of it (and
+/// has the credentials file), its own part with `take_here` (which says whether there was one)
+/// and every other host's through its agent. `None` when neither: the lab may still run here
+/// alone. A host that cannot be reached is named in the error (and kept in the coordinator's
+/// record, so a later `down` there tries it again); `down` on that host alone also cleans its
+/// part.
+pub fn down(
+    lab: &LabName,
+    credentials: &Path,
+    take_here: impl FnOnce() -> Result<bool>,
+) -> Option<Result<ClusterDown>> {
     let record = match Record::load(lab) {
-        Ok(r) => r?,
+        Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
-    Some(down_recorded(lab, &record, credentials))
+    if let Some(record) = record {
+        return Some(down_recorded(lab, &record, credentials));
+    }
+    match spread::part_here(lab, credentials) {
+        Ok(None) => None,
+        Ok(Some((recorded, here))) => Some(down_from_part(
+            lab,
+            &recorded,
+            &here,
+            credentials,
+            take_here,
+        )),
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// Takes down lab `lab` (as `recorded`) from host `here`, which holds a part of it: the part
+/// here with `take_here`, every other host's through its agent.
+fn down_from_part(
+    lab: &LabName,
+    recorded: &Recorded,
+    here: &str,
+    credentials: &Path,
+    take_here: impl FnOnce() -> Result<bool>,
+) -> Result<ClusterDown> {
+    let credentials = Credentials::load(credentials)?;
+    let others: Vec<Host> = recorded
+        .topology
+        .hosts
+        .iter()
+        .filter(|h| h.name != here)
+        .cloned()
+        .collect();
+    let agents = credentials.agents(&others)?;
+    let mut done = Vec::new();
+    let mut why = Vec::new();
+    match take_here() {
+        Ok(_) => done.push(here.to_owned()),
+        Err(e) => why.push(format!("host `{here}` (this one): {e:#}")),
+    }
+    for a in &agents {
+        match a.down(lab) {
+            Ok(_) => done.push(a.host.name.clone()),
+            Err(e) => why.push(format!("{e:#}")),
+        }
+    }
+    if !why.is_empty() {
+        bail!(
+            "lab `{lab}` is down on {}, but not everywhere: {} (`rtemu down {lab}` tries again)",
+            if done.is_empty() {
+                "no host".to_owned()
+            } else {
+                done.join(", ")
+            },
+            why.join("; ")
+        );
+    }
+    Ok(ClusterDown {
+        lab: lab.clone(),
+        hosts: done,
+    })
 }
 
 fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<ClusterDown> {

@@ -443,7 +443,35 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         text.starts_with(&format!("lab {lab} (DEGRADED: {gone}")),
         "{text}"
     );
+    // `down` on h1, a host of the lab (not its coordinator): h1's part goes (with its
+    // engine's final report, as on one machine) and h2, unreachable, is named.
+    let pid = cluster.agents[0].pid().to_string();
+    let down = Command::new("nsenter")
+        .args([
+            "-t",
+            &pid,
+            "-m",
+            "-n",
+            RTEMU,
+            "down",
+            &lab,
+            "--credentials",
+            creds,
+        ])
+        .output()
+        .unwrap();
+    assert!(!down.status.success());
+    let said = stderr(&down);
+    assert!(
+        said.contains(&format!(
+            "lab `{lab}` is down on h1, but not everywhere: {gone}"
+        )),
+        "{said}"
+    );
+    let report = String::from_utf8_lossy(&down.stdout);
+    assert!(report.contains("wan"), "no final report of wan: {report}");
+    assert_eq!(leftovers(&cluster.agents[0]), Vec::<String>::new());
     let down = rtemu(&cluster, &["down", &lab]);
     assert!(!down.status.success());
-    assert_eq!(leftovers(&cluster.agents[0]), Vec::<String>::new());
+    assert!(stderr(&down).contains(&gone), "{}", stderr(&down));
 }

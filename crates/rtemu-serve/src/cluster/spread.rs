@@ -27,7 +27,7 @@ impl Spread {
         let recorded = match recorded(lab)? {
             Some(r) => r,
             None => match part_here(lab, credentials)? {
-                Some(r) => r,
+                Some((r, _)) => r,
                 None => return Ok(None),
             },
         };
@@ -100,18 +100,22 @@ fn credentials_given(credentials: &Path) -> Result<bool> {
     }
 }
 
-/// Lab `lab` as the part of it on this host knows it (the whole file and topology), when
-/// there is such a part and the agents' credentials are at hand.
-fn part_here(lab: &LabName, credentials: &Path) -> Result<Option<Recorded>> {
+/// Lab `lab` as the part of it on this host knows it (the whole file and topology) and this
+/// host's name in it, when there is such a part and the agents' credentials are at hand.
+pub(crate) fn part_here(lab: &LabName, credentials: &Path) -> Result<Option<(Recorded, String)>> {
     if !credentials_given(credentials)? {
         return Ok(None);
     }
-    Ok(State::load(lab.as_str())?
-        .filter(|s| s.part.is_some())
-        .map(|s| Recorded {
-            file: s.file,
-            topology: s.topology,
-        }))
+    let Some(state) = State::load(lab.as_str())? else {
+        return Ok(None);
+    };
+    Ok(state.part.map(|part| {
+        let recorded = Recorded {
+            file: state.file,
+            topology: state.topology,
+        };
+        (recorded, part.host)
+    }))
 }
 
 /// Lab `lab` across hosts (brought up from `file` as `topo`) as one lab's state: every node

@@ -215,7 +215,8 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     for name in labs {
         // One lab failing to go down must not keep the others up.
         let fidelity = args.fidelity.as_deref();
-        let down = match cluster::down(&name, &args.hosts.credentials) {
+        let here = || control::take_down(&name, fidelity, &mut std::io::stdout().lock());
+        let down = match cluster::down(&name, &args.hosts.credentials, here) {
             Some(spread) => spread.map(|d| eprintln!("{d}")).map(|()| true),
             None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
         };
