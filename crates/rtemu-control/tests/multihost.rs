@@ -16,13 +16,12 @@
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use rtemu_control::engine::{self, RunOptions};
 use rtemu_testutil::multihost::{
-    chain, check_delay_across, host_address, hosts_table, ping_all, settled_leftovers, Hosts,
-    LabRunner, CHAIN_PLACEMENT, PRIVATE_STATE,
+    chain, check_delay_across, host_address, hosts_table, ping_all, serial, settled_leftovers,
+    Hosts, LabRunner, CHAIN_PLACEMENT, PRIVATE_STATE,
 };
 use rtemu_testutil::{program_or_skip, root_or_skip};
 use rtemu_topo::lab;
@@ -30,15 +29,6 @@ use rtemu_topo::part::Stitching;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 use serde_json::{json, Value};
-
-/// Serialises the tests of this binary: on two cores, one test's engines and pings beside
-/// another's delay each other's releases past what the round-trip checks allow.
-static CPUS: Mutex<()> = Mutex::new(());
-
-/// Holds [`CPUS`] for a test (a test that failed holding it does not stop the others).
-fn serial() -> MutexGuard<'static, ()> {
-    CPUS.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What starts an agent's reply on its standard output (libtest writes there too).
 const REPLY: &str = "@@ ";

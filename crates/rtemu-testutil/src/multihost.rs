@@ -295,3 +295,14 @@ pub fn check_delay_across(what: &str, underlay: &str, across: &str) {
         "RTT {across:.3} ms, expected 20 ms + the underlay's {underlay:.3} ms within 0.5 ms"
     );
 }
+
+/// Serialises the multi-host tests of one test binary: on two cores, one test's engines and
+/// pings beside another's delay each other's releases past what the round-trip checks allow.
+static CPUS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the multi-host tests' lock for a test (one that failed holding it does not stop the
+/// others).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    CPUS.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use rtemu_bench::cluster::{Agent, Cluster, PORT};
 use rtemu_testutil::multihost::{
-    chain, check_delay_across, host_address, median_rtt, ping_all, settled_leftovers, Hosts,
-    LabRunner, CHAIN_PLACEMENT,
+    chain, check_delay_across, host_address, median_rtt, ping_all, serial, settled_leftovers,
+    Hosts, LabRunner, CHAIN_PLACEMENT,
 };
 use rtemu_testutil::{root_or_skip, TempDir};
 use serde_json::{json, Value};
@@ -83,6 +83,7 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
     if !root_or_skip("rtemu_up_over_agents", "creates network namespaces") {
         return;
     }
+    let _serial = serial();
     let tmp = TempDir::new("mh-a");
     let dir = tmp.0.as_path();
     // h1 and h2 run agents; a third namespace is the coordinator's machine.
@@ -225,6 +226,7 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     if !root_or_skip("lab_wide_views", "creates network namespaces") {
         return;
     }
+    let _serial = serial();
     let tmp = TempDir::new("mh-w");
     let dir = tmp.0.as_path();
     let mut cluster = Cluster::start(RTEMU.as_ref(), "w", 2, dir).unwrap();
