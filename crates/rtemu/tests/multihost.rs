@@ -239,7 +239,12 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     };
     let lab = format!("mhw{}", std::process::id() % 100_000);
     let file = dir.join(format!("{lab}.toml"));
-    std::fs::write(&file, chain(&lab, Some("delay 10ms"), Some(PORT))).unwrap();
+    // c–d impaired too, so h2 runs an engine of its own.
+    let text = chain(&lab, Some("delay 10ms"), Some(PORT)).replace(
+        "endpoints = [\"c\", \"d\"]\n",
+        "endpoints = [\"c\", \"d\"]\nnetem = \"delay 1ms\"\n",
+    );
+    std::fs::write(&file, text).unwrap();
     let file = file.to_str().unwrap();
     let up = rtemu(&cluster, &["up", file]);
     assert!(up.status.success(), "{}", stderr(&up));
@@ -445,6 +450,26 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         text.starts_with(&format!("lab {lab} (DEGRADED: {gone}")),
         "{text}"
     );
+    // stats: wan's from h1's engine, and c-d named as missing with h2; a failed reading.
+    let out = rtemu(&cluster, &["stats", &lab, "--json"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!(
+            "lab `{lab}` is degraded: no stats of c-d (engine on `h2`)"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let links: Vec<&str> = stats["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["link"].as_str().unwrap())
+        .collect();
+    assert_eq!(links, ["wan", "wan"], "{stats}");
+    assert_eq!(stats["missing"][0]["links"], json!(["c-d"]), "{stats}");
+
     // `down` on h1, a host of the lab (not its coordinator): h1's part goes (with its
     // engine's final report, as on one machine) and h2, unreachable, is named.
     let pid = cluster.agents[0].pid().to_string();

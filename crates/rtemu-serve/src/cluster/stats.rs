@@ -25,6 +25,31 @@ pub struct SpreadStats {
     pub directions: Vec<Direction>,
     /// The engines, one per engine host, in the order they were read (`[hosts]` order).
     pub engines: Vec<Engine>,
+    /// The engine hosts that gave no stats (the lab is degraded there), with their links.
+    pub missing: Vec<Missing>,
+}
+
+/// An engine host whose stats could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Missing {
+    /// The host.
+    pub host: String,
+    /// The impaired links whose engine runs there, which the report therefore lacks.
+    pub links: Vec<String>,
+    /// Why (the agent's words, or that it did not answer).
+    pub problem: String,
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no stats of {} (engine on `{}`): {}",
+            self.links.join(", "),
+            self.host,
+            self.problem
+        )
+    }
 }
 
 /// One host's engine, as its stats describe it.
@@ -43,8 +68,13 @@ pub struct Engine {
 }
 
 impl SpreadStats {
-    /// The report of lab `topo` from each engine host's stats.
-    pub fn merge(topo: &Topology, each: Vec<(String, Stats)>) -> SpreadStats {
+    /// The report of lab `topo` from each engine host's stats, and the hosts (with why) that
+    /// gave none.
+    pub fn merge(
+        topo: &Topology,
+        each: Vec<(String, Stats)>,
+        failed: Vec<(String, String)>,
+    ) -> SpreadStats {
         let mut directions = Vec::new();
         let mut engines = Vec::new();
         for (host, stats) in each {
@@ -60,12 +90,67 @@ impl SpreadStats {
         // Stable: each link's directions keep their engine's order (a-b, then b-a).
         let place = |d: &Direction| topo.segments.iter().position(|s| s.name == d.link);
         directions.sort_by_key(place);
+        let missing = failed
+            .into_iter()
+            .map(|(host, problem)| Missing {
+                links: links_on(topo, &host),
+                host,
+                problem,
+            })
+            .collect();
         SpreadStats {
             lab: topo.lab.clone(),
             directions,
             engines,
+            missing,
         }
     }
+}
+
+impl SpreadStats {
+    /// An error naming every engine host that gave no stats, and its links; `Ok` when none
+    /// is missing.
+    pub fn complete(&self) -> Result<()> {
+        if self.missing.is_empty() {
+            return Ok(());
+        }
+        let missing: Vec<String> = self.missing.iter().map(ToString::to_string).collect();
+        bail!("lab `{}` is degraded: {}", self.lab, missing.join("; "))
+    }
+}
+
+/// `rtemu stats [--watch]` of `spread`: gives `show` a reading, then again every `every`. A
+/// degraded lab fails a single reading (after `show`); with `every` it goes on, telling `warn`
+/// each time.
+pub fn watch(
+    spread: &Spread,
+    every: Option<Duration>,
+    mut show: impl FnMut(&SpreadStats) -> Result<()>,
+    mut warn: impl FnMut(&anyhow::Error),
+) -> Result<()> {
+    rtemu_control::lab::watch(
+        every,
+        || read(spread),
+        |s| {
+            show(s)?;
+            match s.complete() {
+                Err(e) if every.is_some() => {
+                    warn(&e);
+                    Ok(())
+                }
+                done => done,
+            }
+        },
+    )
+}
+
+/// The impaired links of `topo` whose engine runs on `host`, in the topology's order.
+fn links_on(topo: &Topology, host: &str) -> Vec<String> {
+    topo.segments
+        .iter()
+        .filter(|s| s.impairment().is_some() && s.engine_host.as_deref() == Some(host))
+        .map(|s| s.name.clone())
+        .collect()
 }
 
 /// The engine hosts of `topo`'s impaired links, in `[hosts]` order.
@@ -81,8 +166,9 @@ fn engine_hosts(topo: &Topology) -> Vec<&str> {
         .collect()
 }
 
-/// Reads the stats of every engine of `spread` at once; an error names each engine host that
-/// could not give them.
+/// Reads the stats of every engine of `spread` at once. An engine host that cannot give them
+/// is listed in [`SpreadStats::missing`] beside the others' stats (a degraded lab still shows
+/// what runs); it is an error only when no engine host gives any.
 pub fn read(spread: &Spread) -> Result<SpreadStats> {
     rtemu_control::lab::need_impaired(&spread.state())?;
     let topo = spread.topology();
@@ -107,17 +193,18 @@ pub fn read(spread: &Spread) -> Result<SpreadStats> {
     for (host, stats) in answers {
         match stats {
             Ok(s) => each.push((host, s)),
-            Err(why) => failed.push(why),
+            Err(why) => failed.push((host, why)),
         }
     }
-    if !failed.is_empty() {
+    if each.is_empty() {
+        let why: Vec<String> = failed.into_iter().map(|(_, why)| why).collect();
         bail!(
-            "the stats of lab `{}` could not be read from every engine host: {}",
+            "the stats of lab `{}` could not be read from any engine host: {}",
             spread.lab,
-            failed.join("; ")
+            why.join("; ")
         );
     }
-    Ok(SpreadStats::merge(topo, each))
+    Ok(SpreadStats::merge(topo, each, failed))
 }
 
 #[cfg(test)]
@@ -185,7 +272,11 @@ mod tests {
             vec![direction("cd", "a-b", 3), direction("cd", "b-a", 4)],
         );
         // The later link's engine answers first: the report still follows the topology.
-        let merged = SpreadStats::merge(&topo, vec![("h2".into(), h2), ("h1".into(), h1)]);
+        let merged = SpreadStats::merge(
+            &topo,
+            vec![("h2".into(), h2), ("h1".into(), h1)],
+            Vec::new(),
+        );
         let seen: Vec<(&str, &str, u64)> = merged
             .directions
             .iter()
@@ -207,5 +298,37 @@ mod tests {
             .collect();
         assert_eq!(engines, [("h2", 9, 9000), ("h1", 7, 7000)]);
         assert_eq!(merged.lab, "sp");
+        assert!(merged.missing.is_empty());
+    }
+
+    #[test]
+    fn an_engine_host_that_gives_no_stats_is_named_with_its_links_beside_the_others() {
+        let topo = topology();
+        let h1 = stats(
+            7,
+            vec![direction("wan", "a-b", 1), direction("wan", "b-a", 2)],
+        );
+        let gone = (
+            "h2".to_owned(),
+            "its agent at 192.0.2.5:7781: refused".to_owned(),
+        );
+        let merged = SpreadStats::merge(&topo, vec![("h1".into(), h1)], vec![gone]);
+        assert_eq!(merged.directions.len(), 2);
+        assert_eq!(
+            merged.missing,
+            [Missing {
+                host: "h2".into(),
+                links: vec!["cd".into()],
+                problem: "its agent at 192.0.2.5:7781: refused".into(),
+            }]
+        );
+        assert_eq!(
+            merged.missing[0].to_string(),
+            "no stats of cd (engine on `h2`): its agent at 192.0.2.5:7781: refused"
+        );
+        let json = serde_json::to_value(&merged).unwrap();
+        assert_eq!(json["missing"][0]["links"], json!(["cd"]));
+        let e = merged.complete().unwrap_err().to_string();
+        assert_eq!(e, format!("lab `sp` is degraded: {}", merged.missing[0]));
     }
 }

@@ -50,8 +50,8 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
     if let Some(spread) = spread(args.lab.as_ref(), &args.hosts)? {
-        let read = || cluster::stats::read(&spread);
-        return lab::watch(every, read, |s| show_stats(args, s, &s.directions));
+        let show = |s: &cluster::stats::SpreadStats| show_stats(args, s, &s.directions);
+        return cluster::stats::watch(&spread, every, show, |e| eprintln!("rtemu: warning: {e}"));
     }
     let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
     lab::watch_stats(&state, every, |s| show_stats(args, s, &s.directions))
@@ -68,12 +68,9 @@ fn show_stats(args: &StatsArgs, whole: &impl Serialize, directions: &[Direction]
     message::write_table(&mut out, directions, args.fidelity).context("writing the table")
 }
 
-/// Lab `lab` when this machine coordinates it across hosts.
+/// Lab `lab` when it runs across hosts (see [`Spread::open`]).
 fn spread(lab: Option<&LabName>, hosts: &Credentials) -> Result<Option<Spread>> {
-    match lab {
-        Some(l) => Spread::open(l, &hosts.credentials),
-        None => Ok(None),
-    }
+    lab.map_or(Ok(None), |l| Spread::open(l, &hosts.credentials))
 }
 
 /// Change an impaired link while traffic flows.
