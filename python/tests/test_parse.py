@@ -163,6 +163,10 @@ def test_lab_golden() -> None:
     rl = raw["links"][0]
     assert (link.name, link.a, link.b) == (rl["name"], rl["a"], rl["b"])
     assert (link.impaired, link.a_to_b, link.b_to_a) == (True, "delay 5ms loss 1%", "delay 5ms")
+    assert link.underlay is None
+    across = {**rl, "underlay": {"host": "h1", "peer": "h2", "rtt_ns": 2_057_000}}
+    crossing = rtemu.Link.from_json(across, offline(), lab.name, "l")
+    assert crossing.underlay == rtemu.Underlay("h1", "h2", 2_057_000)
     assert [(x.name, x.members, x.ipv4, x.ipv6) for x in lab.lans] == [
         (x["name"], x["members"], x["ipv4"], x["ipv6"]) for x in raw["lans"]
     ]

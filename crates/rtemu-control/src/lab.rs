@@ -380,18 +380,20 @@ pub fn write_listing(out: &mut impl Write, states: &[State]) -> io::Result<()> {
             let running = d.running();
             (d, running)
         });
-        write_lab(out, s, status, detached)?;
+        write_lab(out, s, status, |si| Underlay::of(s, si), detached)?;
     }
     Ok(())
 }
 
 /// Writes lab `s` as `rtemu ls` shows it, its status said as `status`: its nodes (with their
-/// host, in a multi-host lab) with their interfaces and addresses, then `detached`, the
+/// host, in a multi-host lab) with their interfaces and addresses, the underlay that each
+/// segment between hosts crosses (`underlay` of the segment's index), then `detached`, the
 /// processes started detached in it with whether each still runs.
 pub fn write_lab(
     out: &mut impl Write,
     s: &State,
     status: &str,
+    underlay: impl Fn(usize) -> Option<Underlay>,
     detached: impl IntoIterator<Item = (Detached, bool)>,
 ) -> io::Result<()> {
     writeln!(out, "lab {} ({}) from {}", s.lab, status, s.file)?;
@@ -427,7 +429,7 @@ pub fn write_lab(
         }
     }
     for si in 0..t.segments.len() {
-        if let Some(u) = Underlay::of(s, si) {
+        if let Some(u) = underlay(si) {
             let name = &t.segments[si].name;
             writeln!(out, "  link {name} crosses hosts: {u} (measured at up)")?;
         }

@@ -83,6 +83,10 @@ pub struct Link {
     pub a_to_b: Option<String>,
     /// The netem parameters from `b` to `a` as the topology gave them (`null`: none).
     pub b_to_a: Option<String>,
+    /// For a link between hosts: the underlay it crosses besides its model, its round trip
+    /// measured when the part came up (absent on one machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub underlay: Option<rtemu_control::message::Underlay>,
 }
 
 /// A LAN: a bridge joining its members.
@@ -374,7 +378,8 @@ pub fn links(state: &State) -> Vec<Link> {
     let topo = &state.topology;
     topo.segments
         .iter()
-        .filter_map(|seg| {
+        .enumerate()
+        .filter_map(|(si, seg)| {
             let SegmentKind::Link { impairment } = &seg.kind else {
                 return None;
             };
@@ -396,6 +401,7 @@ pub fn links(state: &State) -> Vec<Link> {
                     .as_ref()
                     .and_then(|i| i.netem_for(true))
                     .map(|n| n.text().to_owned()),
+                underlay: rtemu_control::message::Underlay::of(state, si),
             })
         })
         .collect()

@@ -148,6 +148,27 @@ fn rtemu_up_spreads_a_lab_over_agents_undoes_a_failed_up_and_down_cleans_every_h
         (shown - underlay_ms).abs() <= 0.5,
         "underlay RTT shown {shown:.3} ms, pinged {underlay_ms:.3} ms"
     );
+    // The coordinator's lab-wide ls shows it too, from the parts' views.
+    let ls = coordinate(&cluster, &["ls", &lab, "--credentials", creds]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        text.contains("  link wan crosses hosts: underlay h1↔h2 RTT "),
+        "{text}"
+    );
+    let ls = coordinate(&cluster, &["ls", &lab, "--json", "--credentials", creds]);
+    let listed: Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let wan = listed[0]["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "wan")
+        .unwrap()
+        .clone();
+    let listed_ms = wan["underlay"]["rtt_ns"].as_f64().unwrap_or(f64::NAN) / 1e6;
+    assert!(
+        (listed_ms - underlay_ms).abs() <= 0.5,
+        "lab-wide ls: underlay RTT {listed_ms:.3} ms, pinged {underlay_ms:.3} ms: {wan}"
+    );
 
     // A host that fails its part: lab `taken` already runs on h2 alone. The part built on h1
     // is taken down again, and h2's own lab is left alone.

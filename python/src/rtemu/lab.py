@@ -21,6 +21,7 @@ from .types import (
     Interface,
     InterfaceCounters,
     Stats,
+    Underlay,
     _field,
     _obj,
     _opt_str,
@@ -142,7 +143,8 @@ class Link:
     """A point-to-point link between nodes ``a`` and ``b``.
 
     ``a_to_b``/``b_to_a`` are each direction's netem text when the link is impaired, as they
-    were when this object was read.
+    were when this object was read. ``underlay`` is, for a link between hosts, the underlay it
+    crosses besides its model (``None`` on one machine).
     """
 
     lab: str
@@ -153,6 +155,7 @@ class Link:
     a_to_b: str | None
     b_to_a: str | None
     _client: Client = field(repr=False, compare=False)
+    underlay: Underlay | None = None
 
     @classmethod
     def from_json(cls, value: Any, client: Client, lab: str, where: str) -> Link:
@@ -167,6 +170,9 @@ class Link:
             a_to_b=_opt_str(o, "a_to_b", where),
             b_to_a=_opt_str(o, "b_to_a", where),
             _client=client,
+            underlay=(
+                Underlay.from_json(o["underlay"], f"{where}.underlay") if "underlay" in o else None
+            ),
         )
 
     def _post(self, action: str, body: Any = None) -> None:

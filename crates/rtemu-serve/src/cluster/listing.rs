@@ -70,6 +70,7 @@ impl SpreadLab {
     pub fn merge(whole: State, answers: Vec<(String, String, Answer)>) -> SpreadLab {
         let mut hosts = Vec::new();
         let mut detached = Vec::new();
+        let mut links = Vec::new();
         for (host, agent, answer) in answers {
             let (status, problem) = match answer {
                 Err(why) => (PartStatus::Unreachable, Some(why)),
@@ -82,6 +83,7 @@ impl SpreadLab {
                 ),
                 Ok(Some(part)) => {
                     detached.extend(part.detached);
+                    links.extend(part.links);
                     match part.status {
                         LabStatus::Up => (PartStatus::Up, None),
                         LabStatus::Incomplete => (
@@ -117,6 +119,13 @@ impl SpreadLab {
         };
         let mut lab = api::lab_view(&whole, status);
         lab.detached = detached;
+        // A link between hosts crosses the underlay as its part on either end measured it.
+        for link in &mut lab.links {
+            link.underlay = links
+                .iter()
+                .find(|l| l.name == link.name && l.underlay.is_some())
+                .and_then(|l| l.underlay.clone());
+        }
         SpreadLab { lab, hosts, whole }
     }
 
@@ -158,7 +167,16 @@ impl SpreadLab {
             };
             (process, d.running)
         });
-        rtemu_control::lab::write_lab(out, &self.whole, &status, detached)
+        let segments = &self.whole.topology.segments;
+        let underlay = |si: usize| {
+            let link = self
+                .lab
+                .links
+                .iter()
+                .find(|l| l.name == segments[si].name)?;
+            link.underlay.clone()
+        };
+        rtemu_control::lab::write_lab(out, &self.whole, &status, underlay, detached)
     }
 }
 
