@@ -191,6 +191,22 @@ fn options(bytes: &[u8], u16_of: U16Of) -> Vec<(u16, &[u8])> {
 /// [`PcapngWriter`] writes, in either byte order); other blocks are skipped. A file cut short,
 /// or of another kind, is an error saying where.
 pub fn read(bytes: &[u8]) -> io::Result<Capture> {
+    read_blocks(bytes, false)
+}
+
+/// Reads what [`read`] does from the start of such a file that may be cut anywhere (a capture
+/// stream stopped before its end): the blocks before the cut, a truncated last block left out
+/// (each block carries its length, so a cut is told from a whole block). Bytes that are not
+/// such a file are still an error.
+pub fn read_complete(bytes: &[u8]) -> io::Result<Capture> {
+    if bytes.len() < 12 {
+        return Ok(Capture::default());
+    }
+    read_blocks(bytes, true)
+}
+
+/// [`read`], or with `cut` [`read_complete`].
+fn read_blocks(bytes: &[u8], cut: bool) -> io::Result<Capture> {
     let word = |at: usize| -> io::Result<[u8; 4]> {
         bytes
             .get(at..at + 4)
@@ -212,8 +228,14 @@ pub fn read(bytes: &[u8]) -> io::Result<Capture> {
     let mut capture = Capture::default();
     let mut at = 0;
     while at < bytes.len() {
+        if cut && at + 8 > bytes.len() {
+            break;
+        }
         let kind = u32_of(word(at)?);
         let total = u32_of(word(at + 4)?) as usize;
+        if cut && total >= 12 && total % 4 == 0 && at + total > bytes.len() {
+            break;
+        }
         if total < 12 || total % 4 != 0 || at + total > bytes.len() {
             return Err(invalid(format!(
                 "the pcapng block at byte {at} has length {total}, which the file does not hold"
@@ -399,6 +421,55 @@ mod tests {
         let e = read(&whole[..whole.len() - 2]).unwrap_err().to_string();
         assert!(e.contains("block at byte 72 has length 40"), "{e}");
         let e = read(b"\xd4\xc3\xb2\xa1 a classic pcap")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a pcapng file"), "{e}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_prefix_of_a_capture_reads_as_its_whole_blocks_before_the_cut(
+            sizes in proptest::collection::vec(0usize..70, 0..6),
+            interfaces in 1usize..4,
+            cut_at in 0.0f64..=1.0,
+        ) {
+            let names: Vec<String> = (0..interfaces).map(|i| format!("n{i}:eth{i}")).collect();
+            let packets: Vec<(u32, u64, Vec<u8>, Option<Direction>)> = sizes
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| {
+                    let dir = (k % 2 == 0).then_some(Direction::Outbound);
+                    ((k % interfaces) as u32, 100 + k as u64, vec![k as u8; n], dir)
+                })
+                .collect();
+            // The file with the first `j` interfaces and no packet, or all of them and the
+            // first `k` packets: the prefixes that end on a block's end.
+            let file = |j: usize, k: usize| {
+                let mut w = PcapngWriter::new(Vec::new(), &names[..j]).unwrap();
+                for (i, ts, data, dir) in &packets[..k] {
+                    w.packet(*i, *ts, data, 60, *dir).unwrap();
+                }
+                w.finish().unwrap()
+            };
+            let whole = file(interfaces, packets.len());
+            let cut = (whole.len() as f64 * cut_at) as usize;
+            let got = read_complete(&whole[..cut]).unwrap();
+            let expected = if cut < file(0, 0).len() {
+                Capture::default()
+            } else if cut < file(interfaces, 0).len() {
+                let j = (0..interfaces).rev().find(|&j| file(j, 0).len() <= cut).unwrap();
+                read(&file(j, 0)).unwrap()
+            } else {
+                let k = (0..=packets.len()).rev().find(|&k| file(interfaces, k).len() <= cut);
+                read(&file(interfaces, k.unwrap())).unwrap()
+            };
+            proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn a_cut_capture_still_refuses_what_is_not_pcapng() {
+        let e = read_complete(b"\xd4\xc3\xb2\xa1 a classic pcap")
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a pcapng file"), "{e}");
