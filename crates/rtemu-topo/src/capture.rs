@@ -220,6 +220,11 @@ pub fn capture<W: Write>(
                 }
             }
         }
+        // What was captured goes out each round (at least every 200 ms): a reader of the
+        // stream (an API client) sees the packets, and whole blocks, as they come.
+        writer
+            .flush()
+            .map_err(io_err("writing the capture".into()))?;
     }
     writer
         .finish()

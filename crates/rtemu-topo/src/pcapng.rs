@@ -118,6 +118,12 @@ impl<W: Write> PcapngWriter<W> {
         self.out.write_all(&total.to_ne_bytes())
     }
 
+    /// Hands on what was written so far (whole blocks: it is called between them), for a
+    /// reader that takes the file as it grows.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
     /// Flushes and returns the output.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.flush()?;
