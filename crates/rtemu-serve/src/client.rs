@@ -1,5 +1,5 @@
 //! A minimal blocking client of the API, over its Unix socket or TCP: one HTTP/1.1 request a
-//! connection, the whole reply read. For tests and tools; scripts use the Python package.
+//! connection, the whole reply read (or its body as it arrives). For tests and tools; scripts use the Python package.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
@@ -61,6 +61,107 @@ pub fn request(
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> io::Result<Reply> {
+    let mut conn = send(target, method, path, headers, body, timeout)?;
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw)?;
+    parse(&raw)
+}
+
+/// Sends what [`request`] does and reads the reply's status and headers only: its body is
+/// read as it arrives, for a reply that streams (a capture) and may be left before its end.
+pub fn request_streaming(
+    target: &Target,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> io::Result<Streaming> {
+    let conn = send(target, method, path, headers, body, timeout)?;
+    let closer = Closer(conn.try_clone()?);
+    let mut r = BufReader::new(conn);
+    let (status, headers) = read_head(&mut r)?;
+    let body = Decoded::new(r, &headers);
+    Ok(Streaming {
+        status,
+        headers,
+        body,
+        closer,
+    })
+}
+
+/// A reply whose body is read as it arrives (see [`request_streaming`]); reading it gives the
+/// body, chunked transfer decoded.
+pub struct Streaming {
+    /// The status code.
+    pub status: u16,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    body: Decoded<BufReader<Conn>>,
+    closer: Closer,
+}
+
+impl Streaming {
+    /// What closes the connection from another thread, ending a read that waits on it.
+    pub fn closer(&self) -> io::Result<Closer> {
+        Ok(Closer(self.closer.0.try_clone()?))
+    }
+}
+
+impl Read for Streaming {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.body.read(buf)
+    }
+}
+
+/// Closes a [`Streaming`] reply's connection: the server sees its client leave.
+pub struct Closer(Conn);
+
+impl Closer {
+    /// Shuts the connection down both ways (again: no harm).
+    pub fn close(&self) {
+        // A connection already gone is closed as asked.
+        let _ = match &self.0 {
+            Conn::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Conn::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
+/// A connection to the server.
+enum Conn {
+    Unix(std::os::unix::net::UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+impl Conn {
+    fn try_clone(&self) -> io::Result<Conn> {
+        Ok(match self {
+            Conn::Unix(s) => Conn::Unix(s.try_clone()?),
+            Conn::Tcp(s) => Conn::Tcp(s.try_clone()?),
+        })
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.read(buf),
+            Conn::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+/// Connects to `target` and sends the request; reads on the connection give up after
+/// `timeout` without progress.
+fn send(
+    target: &Target,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> io::Result<Conn> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: rtemu\r\nConnection: close\r\n");
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -74,27 +175,21 @@ pub fn request(
     head.push_str("\r\n");
     let mut message = head.into_bytes();
     message.extend_from_slice(body.unwrap_or_default());
-    let raw = match target {
+    Ok(match target {
         Target::Unix(path) => {
             let mut s = std::os::unix::net::UnixStream::connect(path)?;
             s.set_read_timeout(Some(timeout))?;
-            exchange(&mut s, &message)?
+            s.write_all(&message)?;
+            Conn::Unix(s)
         }
         Target::Tcp(addr) => {
             // A host that is down must not hold the caller for the kernel's SYN retries.
             let mut s = std::net::TcpStream::connect_timeout(addr, timeout)?;
             s.set_read_timeout(Some(timeout))?;
-            exchange(&mut s, &message)?
+            s.write_all(&message)?;
+            Conn::Tcp(s)
         }
-    };
-    parse(&raw)
-}
-
-fn exchange(s: &mut (impl Read + Write), message: &[u8]) -> io::Result<Vec<u8>> {
-    s.write_all(message)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    Ok(raw)
+    })
 }
 
 fn bad(what: &str) -> io::Error {
@@ -104,6 +199,18 @@ fn bad(what: &str) -> io::Error {
 /// Splits a whole HTTP/1.1 reply into status, headers and (decoded) body.
 fn parse(raw: &[u8]) -> io::Result<Reply> {
     let mut r = BufReader::new(raw);
+    let (status, headers) = read_head(&mut r)?;
+    let mut body = Vec::new();
+    Decoded::new(r, &headers).read_to_end(&mut body)?;
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Reads a reply's status line and headers (names in lower case).
+fn read_head(r: &mut impl BufRead) -> io::Result<(u16, Vec<(String, String)>)> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let status = line
@@ -126,33 +233,63 @@ fn parse(raw: &[u8]) -> io::Result<Reply> {
             .ok_or_else(|| bad("a header without ':'"))?;
         headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
     }
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            line.clear();
-            r.read_line(&mut line)?;
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                .map_err(|_| bad("a bad chunk size"))?;
-            if size == 0 {
-                break;
-            }
-            let start = body.len();
-            body.resize(start + size, 0);
-            r.read_exact(&mut body[start..])?;
-            line.clear();
-            r.read_line(&mut line)?;
+    Ok((status, headers))
+}
+
+/// A reply's body as read after its head: chunked transfer decoded as the chunks come.
+struct Decoded<R> {
+    r: R,
+    chunked: bool,
+    /// Bytes left in the chunk being read.
+    left: usize,
+    /// The last (empty) chunk was read.
+    done: bool,
+}
+
+impl<R: BufRead> Decoded<R> {
+    fn new(r: R, headers: &[(String, String)]) -> Self {
+        let chunked = headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+        Decoded {
+            r,
+            chunked,
+            left: 0,
+            done: false,
         }
-    } else {
-        r.read_to_end(&mut body)?;
     }
-    Ok(Reply {
-        status,
-        headers,
-        body,
-    })
+}
+
+impl<R: BufRead> Read for Decoded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.chunked {
+            return self.r.read(buf);
+        }
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        let mut line = String::new();
+        if self.left == 0 {
+            self.r.read_line(&mut line)?;
+            self.left = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                .map_err(|_| bad("a bad chunk size"))?;
+            if self.left == 0 {
+                self.done = true;
+                return Ok(0);
+            }
+        }
+        let want = buf.len().min(self.left);
+        let n = self.r.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.left -= n;
+        if self.left == 0 {
+            line.clear();
+            self.r.read_line(&mut line)?;
+        }
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -170,5 +307,42 @@ mod tests {
                 .unwrap();
         assert_eq!(chunked.body, b"abcde");
         assert!(parse(b"garbage").is_err());
+        assert!(parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab").is_err());
+    }
+
+    #[test]
+    fn a_streaming_reply_hands_its_body_as_it_arrives_and_closes_from_another_thread() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut head = [0u8; 1024];
+            let _ = s.read(&mut head).unwrap();
+            s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+                .unwrap();
+            // The client leaves without the last chunk: the server's read sees it.
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap()
+        });
+        let target = Target::Tcp(addr);
+        let mut reply =
+            request_streaming(&target, "GET", "/", &[], None, Duration::from_secs(10)).unwrap();
+        assert_eq!(reply.status, 200);
+        let mut first = [0u8; 8];
+        assert_eq!(reply.read(&mut first).unwrap(), 3);
+        assert_eq!(&first[..3], b"abc");
+        let closer = reply.closer().unwrap();
+        let reading = std::thread::spawn(move || reply.read(&mut first));
+        std::thread::sleep(Duration::from_millis(100));
+        closer.close();
+        assert!(
+            !matches!(reading.join().unwrap(), Ok(n) if n > 0),
+            "the read ends without data"
+        );
+        assert_eq!(
+            server.join().unwrap(),
+            0,
+            "the server sees its client leave"
+        );
     }
 }
