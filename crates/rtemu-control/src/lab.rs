@@ -315,9 +315,7 @@ pub fn capture_to_file(
 ) -> Result<u64> {
     let targets = rtemu_topo::capture::resolve_targets(state, targets)?;
     let mut file = rtemu_report::output::Output::create(path, &[])?;
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))
-        .context("installing the Ctrl-C handler")?;
+    let stop = stop_on_ctrl_c()?;
     let names: Vec<String> = targets.iter().map(|(n, i)| format!("{n}:{i}")).collect();
     on_start(&names);
     let limits = rtemu_topo::capture::Limits {
@@ -328,6 +326,15 @@ pub fn capture_to_file(
     let packets = rtemu_topo::capture::capture(state, &targets, &mut file, &limits)?;
     file.commit()?;
     Ok(packets)
+}
+
+/// A flag Ctrl-C (SIGINT) sets, for a command that then ends cleanly (a capture writes what it
+/// has) instead of dying.
+pub fn stop_on_ctrl_c() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))
+        .context("installing the Ctrl-C handler")?;
+    Ok(stop)
 }
 
 /// `rtemu lab rtt --lab LAB --from A --to B`: round trips of `protocol` between nodes `from`

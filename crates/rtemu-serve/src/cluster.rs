@@ -32,7 +32,7 @@ use rtemu_topo::Topology;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{PartRequest, Vnis};
-use crate::client::{request, Reply, Target};
+use crate::client::{request, request_streaming, Reply, Streaming, Target};
 use crate::ctl::DownReply;
 use crate::error::ErrorBody;
 
@@ -151,6 +151,22 @@ impl Agent<'_> {
             path,
             &[("Authorization", &bearer)],
             body,
+            timeout,
+        )
+        .with_context(|| format!("host `{}`: its agent at {}", self.host.name, self.addr()))
+    }
+
+    /// Sends `GET path` and reads the reply's head: its body is read as it arrives (see
+    /// [`request_streaming`]); no reply is an error naming the host.
+    pub(crate) fn streaming(&self, path: &str, timeout: Duration) -> Result<Streaming> {
+        let bearer = format!("Bearer {}", self.token);
+        let target = Target::Tcp(self.addr());
+        request_streaming(
+            &target,
+            "GET",
+            path,
+            &[("Authorization", &bearer)],
+            None,
             timeout,
         )
         .with_context(|| format!("host `{}`: its agent at {}", self.host.name, self.addr()))

@@ -11,6 +11,7 @@
 //! Needs root; without it, prints why and passes, unless `RTEMU_REQUIRE_ROOT=1` (CI). Guards
 //! take every lab down, end the agents and remove the namespaces whatever happens.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -418,6 +419,86 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         "{}",
         stderr(&unknown)
     );
+
+    // capture across hosts until Ctrl-C: SIGINT to the coordinator's rtemu (`ip netns exec`
+    // and `sh` exec it, so the child's pid is rtemu's) ends each agent's capture, and the file
+    // keeps what both hosts sent. The agents' open files come back to what they were: no
+    // capture socket nor connection is left (and the capture below still works).
+    let open_files = |a: &Agent| {
+        std::fs::read_dir(format!("/proc/{}/fd", a.pid()))
+            .unwrap()
+            .count()
+    };
+    let before: Vec<usize> = cluster.agents.iter().map(open_files).collect();
+    let pcap = dir.join("wan-ctrl-c.pcapng");
+    let pcap_path = pcap.to_str().unwrap();
+    let args = ["capture", "--lab", &lab, "wan", "-w", pcap_path];
+    let mut capture = cluster
+        .coordinate(&args)
+        .args(["--credentials", creds])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(capture.stderr.take().unwrap());
+    let mut first = String::new();
+    said.read_line(&mut first).unwrap();
+    assert!(first.contains("across hosts (Ctrl-C stops)"), "{first}");
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", capture.id())).unwrap();
+    assert_eq!(comm.trim(), "rtemu");
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out) = exec(
+        &cluster.agents[0],
+        &lab,
+        "b",
+        &["ping", "-c", "3", "-i", "0.1", "c"],
+    );
+    assert_eq!(code, 0, "{out}");
+    let during: Vec<usize> = cluster.agents.iter().map(open_files).collect();
+    assert!(
+        during.iter().zip(&before).all(|(d, b)| d > b),
+        "each agent's capture holds files: {during:?} (before {before:?})"
+    );
+    let sent = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &capture.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = capture.wait().unwrap();
+    let took = sent.elapsed();
+    let mut rest = String::new();
+    said.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "{rest}");
+    let file = rtemu_topo::pcapng::read(&std::fs::read(&pcap).unwrap()).unwrap();
+    assert_eq!(file.interfaces, [wan_if("b"), wan_if("c")]);
+    for i in 0..2 {
+        let n = file.packets.iter().filter(|p| p.interface == i).count();
+        assert!(
+            n >= 6,
+            "{n} packets on {} (3 pings each way)",
+            file.interfaces[i as usize]
+        );
+    }
+    assert!(
+        rest.contains(&format!("{} packets written", file.packets.len())),
+        "{rest}"
+    );
+    let settled = std::time::Instant::now();
+    let above = |now: &[usize]| now.iter().zip(&before).any(|(n, b)| n > b);
+    while above(&cluster.agents.iter().map(open_files).collect::<Vec<_>>()) {
+        assert!(
+            settled.elapsed() < Duration::from_secs(10),
+            "the agents' open files stay {:?} (before the capture {before:?})",
+            cluster.agents.iter().map(open_files).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rtemu_testutil::say(&format!(
+        "capture across hosts until Ctrl-C: {} packets, exit {took:?} after SIGINT; agents' \
+         open files {before:?} before, {during:?} during, back in {:?}",
+        file.packets.len(),
+        settled.elapsed()
+    ));
 
     // capture across hosts: both ends of wan, b on h1 and c on h2, in one file.
     let pcap = dir.join("wan.pcapng");

@@ -160,8 +160,8 @@ pub struct CaptureArgs {
     /// The pcapng file to write.
     #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
     pub write: PathBuf,
-    /// Stop after this many seconds (default: at Ctrl-C; a lab across hosts needs this or
-    /// --count).
+    /// Stop after this many seconds (default: at Ctrl-C; a lab across hosts stops at 3600 at
+    /// most).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Stop after this many packets.
@@ -318,7 +318,12 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
             &args.interfaces,
             &args.write,
             limits,
-            |names| eprintln!("capturing {} into {file} across hosts", names.join(" ")),
+            |names| {
+                eprintln!(
+                    "capturing {} into {file} across hosts (Ctrl-C stops)",
+                    names.join(" ")
+                )
+            },
         )?,
         None => {
             let state = lab::resolve_lab(args.lab.as_deref())?;
