@@ -34,6 +34,44 @@ fn exec(agent: &Agent, lab: &str, node: &str, argv: &[&str]) -> (i64, String) {
     (reply.status.map_or(-1, i64::from), reply.stdout)
 }
 
+/// `rtemu capture ARGS` as the coordinator runs it, its stderr piped.
+fn spawn_capture(cluster: &Cluster, args: &[&str], creds: &str) -> std::process::Child {
+    cluster
+        .coordinate(args)
+        .args(["--credentials", creds])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Three pings from b (on h1) to c (on h2) across wan, once a capture had time to start.
+fn ping_b_to_c(cluster: &Cluster, lab: &str) {
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out) = exec(
+        &cluster.agents[0],
+        lab,
+        "b",
+        &["ping", "-c", "3", "-i", "0.1", "c"],
+    );
+    assert_eq!(code, 0, "{out}");
+}
+
+/// The capture of wan in `pcap`: both ends (`ends`, `NODE:IF`), each with the three pings
+/// each way.
+fn wan_pings_in(pcap: &Path, ends: &[String]) -> rtemu_topo::pcapng::Capture {
+    let file = rtemu_topo::pcapng::read(&std::fs::read(pcap).unwrap()).unwrap();
+    assert_eq!(file.interfaces, ends);
+    for i in 0..2 {
+        let n = file.packets.iter().filter(|p| p.interface == i).count();
+        assert!(
+            n >= 6,
+            "{n} packets on {} (3 pings each way)",
+            file.interfaces[i as usize]
+        );
+    }
+    file
+}
+
 /// What of any lab is left on `agent`'s host.
 fn leftovers(agent: &Agent) -> Vec<String> {
     let pid = agent.pid().to_string();
@@ -433,26 +471,14 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     let pcap = dir.join("wan-ctrl-c.pcapng");
     let pcap_path = pcap.to_str().unwrap();
     let args = ["capture", "--lab", &lab, "wan", "-w", pcap_path];
-    let mut capture = cluster
-        .coordinate(&args)
-        .args(["--credentials", creds])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut capture = spawn_capture(&cluster, &args, creds);
     let mut said = BufReader::new(capture.stderr.take().unwrap());
     let mut first = String::new();
     said.read_line(&mut first).unwrap();
     assert!(first.contains("across hosts (Ctrl-C stops)"), "{first}");
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", capture.id())).unwrap();
     assert_eq!(comm.trim(), "rtemu");
-    std::thread::sleep(Duration::from_millis(300));
-    let (code, out) = exec(
-        &cluster.agents[0],
-        &lab,
-        "b",
-        &["ping", "-c", "3", "-i", "0.1", "c"],
-    );
-    assert_eq!(code, 0, "{out}");
+    ping_b_to_c(&cluster, &lab);
     let during: Vec<usize> = cluster.agents.iter().map(open_files).collect();
     assert!(
         during.iter().zip(&before).all(|(d, b)| d > b),
@@ -469,16 +495,7 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     let mut rest = String::new();
     said.read_to_string(&mut rest).unwrap();
     assert!(status.success(), "{rest}");
-    let file = rtemu_topo::pcapng::read(&std::fs::read(&pcap).unwrap()).unwrap();
-    assert_eq!(file.interfaces, [wan_if("b"), wan_if("c")]);
-    for i in 0..2 {
-        let n = file.packets.iter().filter(|p| p.interface == i).count();
-        assert!(
-            n >= 6,
-            "{n} packets on {} (3 pings each way)",
-            file.interfaces[i as usize]
-        );
-    }
+    let file = wan_pings_in(&pcap, &[wan_if("b"), wan_if("c")]);
     assert!(
         rest.contains(&format!("{} packets written", file.packets.len())),
         "{rest}"
@@ -513,32 +530,11 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         "-w",
         pcap_path,
     ];
-    let capture = cluster
-        .coordinate(&args)
-        .args(["--credentials", creds])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let (code, out) = exec(
-        &cluster.agents[0],
-        &lab,
-        "b",
-        &["ping", "-c", "3", "-i", "0.1", "c"],
-    );
-    assert_eq!(code, 0, "{out}");
+    let capture = spawn_capture(&cluster, &args, creds);
+    ping_b_to_c(&cluster, &lab);
     let done = capture.wait_with_output().unwrap();
     assert!(done.status.success(), "{}", stderr(&done));
-    let file = rtemu_topo::pcapng::read(&std::fs::read(&pcap).unwrap()).unwrap();
-    assert_eq!(file.interfaces, [wan_if("b"), wan_if("c")]);
-    for i in 0..2 {
-        let n = file.packets.iter().filter(|p| p.interface == i).count();
-        assert!(
-            n >= 6,
-            "{n} packets on {} (3 pings each way)",
-            file.interfaces[i as usize]
-        );
-    }
+    let file = wan_pings_in(&pcap, &[wan_if("b"), wan_if("c")]);
     assert!(file.packets.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
 
     // h2's agent dies: ls shows the lab DEGRADED, naming h2 and why.
