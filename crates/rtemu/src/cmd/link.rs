@@ -11,7 +11,6 @@ use rtemu_control::message::Direction;
 use rtemu_serve::api::Dir;
 use rtemu_serve::cluster;
 use rtemu_serve::cluster::link::Change;
-use rtemu_serve::cluster::spread::Spread;
 use rtemu_topo::state::LabName;
 use rtemu_topo::topology::Netem;
 use serde::Serialize;
@@ -49,7 +48,7 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         }
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
-    if let Some(spread) = spread(args.lab.as_ref(), &args.hosts)? {
+    if let Some(spread) = args.hosts.spread(args.lab.as_ref())? {
         let show = |s: &cluster::stats::SpreadStats| show_stats(args, s, &s.directions);
         return cluster::stats::watch(&spread, every, show, |e| eprintln!("rtemu: warning: {e}"));
     }
@@ -66,11 +65,6 @@ fn show_stats(args: &StatsArgs, whole: &impl Serialize, directions: &[Direction]
     }
     let mut out = std::io::stdout().lock();
     message::write_table(&mut out, directions, args.fidelity).context("writing the table")
-}
-
-/// Lab `lab` when it runs across hosts (see [`Spread::open`]).
-fn spread(lab: Option<&LabName>, hosts: &Credentials) -> Result<Option<Spread>> {
-    lab.map_or(Ok(None), |l| Spread::open(l, &hosts.credentials))
 }
 
 /// Change an impaired link while traffic flows.
@@ -156,7 +150,7 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
         LinkAction::Down(at) => (at, Change::Cut(true)),
         LinkAction::Up(at) => (at, Change::Cut(false)),
     };
-    if let Some(spread) = spread(at.lab.as_ref(), &at.hosts)? {
+    if let Some(spread) = at.hosts.spread(at.lab.as_ref())? {
         return cluster::link::change(&spread, &at.link, &change);
     }
     let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;

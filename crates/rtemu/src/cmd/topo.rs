@@ -45,6 +45,13 @@ pub struct Credentials {
     pub credentials: PathBuf,
 }
 
+impl Credentials {
+    /// Lab `lab` when it runs across hosts (see [`Spread::open`]).
+    pub fn spread(&self, lab: Option<&LabName>) -> Result<Option<Spread>> {
+        lab.map_or(Ok(None), |l| Spread::open(l, &self.credentials))
+    }
+}
+
 /// Remove a lab and everything it made.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
@@ -308,11 +315,7 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
     };
     let file = args.write.display();
     let limits = (duration, args.count);
-    let spread = match &args.lab {
-        Some(l) => Spread::open(l, &args.hosts.credentials)?,
-        None => None,
-    };
-    let packets = match spread {
+    let packets = match args.hosts.spread(args.lab.as_ref())? {
         Some(spread) => cluster::capture::capture_to_file(
             &spread,
             &args.interfaces,
