@@ -550,21 +550,7 @@ fn down_from_part(
             Err(e) => why.push(format!("{e:#}")),
         }
     }
-    if !why.is_empty() {
-        bail!(
-            "lab `{lab}` is down on {}, but not everywhere: {} (`rtemu down {lab}` tries again)",
-            if done.is_empty() {
-                "no host".to_owned()
-            } else {
-                done.join(", ")
-            },
-            why.join("; ")
-        );
-    }
-    Ok(ClusterDown {
-        lab: lab.clone(),
-        hosts: done,
-    })
+    went_down(lab, done, &why, "`rtemu down {lab}` tries again")
 }
 
 fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<ClusterDown> {
@@ -587,16 +573,24 @@ fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<C
         lab: record.lab.clone(),
     }
     .save(lab)?;
+    let again = "`rtemu down {lab}` here tries again; `rtemu down {lab}` on such a host cleans \
+                 its part";
+    went_down(lab, done, &why, again)
+}
+
+/// What a lab-wide `down` did: the hosts in `done` took their part down; an error when any
+/// could not (`why`, naming each), saying what to do (`again`, `{lab}` standing for the lab).
+fn went_down(lab: &LabName, done: Vec<String>, why: &[String], again: &str) -> Result<ClusterDown> {
     if !why.is_empty() {
         bail!(
-            "lab `{lab}` is down on {}, but not everywhere: {} (`rtemu down {lab}` here tries \
-             again; `rtemu down {lab}` on such a host cleans its part)",
+            "lab `{lab}` is down on {}, but not everywhere: {} ({})",
             if done.is_empty() {
                 "no host".to_owned()
             } else {
                 done.join(", ")
             },
-            why.join("; ")
+            why.join("; "),
+            again.replace("{lab}", lab.as_str())
         );
     }
     Ok(ClusterDown {
