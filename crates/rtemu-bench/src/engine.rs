@@ -1114,7 +1114,17 @@ fn udp_server(state: &State, node: &str, port: u16) -> Result<()> {
     let server = run_in(
         state,
         node,
-        &["iperf3", "-s", "-D", "-1", "-J", "-p", &port.to_string()],
+        &[
+            "iperf3",
+            "-s",
+            "-D",
+            "-1",
+            "--idle-timeout",
+            "60",
+            "-J",
+            "-p",
+            &port.to_string(),
+        ],
     )?;
     if !server.status.success() {
         bail!("iperf3 -s: {}", String::from_utf8_lossy(&server.stderr));

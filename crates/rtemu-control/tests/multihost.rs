@@ -408,7 +408,10 @@ fn iperf3_through_a_cross_host_rate_link_gets_the_rate_within_one_percent() {
     let hosts = Hosts::delayed("r", 2, UNDERLAY_LINK_US, Box::<InProcess>::default());
     let src = chain(&unique_lab("r"), Some("rate 50mbit"), None);
     let mut agents = bring_up(&hosts, &src);
-    let (code, out) = agents[1].exec(Some("d"), &["iperf3", "-s", "-D", "-1", "-J"]);
+    let (code, out) = agents[1].exec(
+        Some("d"),
+        &["iperf3", "-s", "-D", "-1", "--idle-timeout", "60", "-J"],
+    );
     assert_eq!(code, 0, "iperf3 -s: {out}");
     std::thread::sleep(std::time::Duration::from_millis(300));
     // UDP over IPv4 at 60 Mbit/s of payload, more than the link carries, so its queue stays

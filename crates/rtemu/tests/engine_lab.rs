@@ -301,7 +301,7 @@ fn tcp_through_a_rate_link_gets_the_configured_rate() {
         "r",
         &TWO_NODES.replace("delay 10ms", "rate 8mbit delay 5ms limit 100"),
     );
-    let server = lab.exec("b", &["iperf3", "-s", "-D", "-1"]);
+    let server = lab.exec("b", &["iperf3", "-s", "-D", "-1", "--idle-timeout", "60"]);
     assert!(server.status.success(), "iperf3 -s: {}", text(&server));
     std::thread::sleep(std::time::Duration::from_millis(300));
     let client = lab.exec("a", &["iperf3", "-c", "b", "-t", "3", "-J"]);
