@@ -63,10 +63,17 @@ T = TypeVar("T")
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """The first true value of ``check()`` polled until ``timeout`` seconds; fails with ``what``."""
+    """The first true value of ``check()`` polled until ``timeout`` seconds; fails with ``what``.
+    An element the page replaced while ``check`` read it (the page re-renders as it polls)
+    counts as not yet."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        value = check()
+        try:
+            value = check()
+        except StaleElementReferenceException:
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:
