@@ -664,9 +664,10 @@ fn tput_lab(opts: &Options, path: Path) -> Result<LabGuard> {
         Path::Engine(io, _) => {
             let engine = EngineOptions {
                 wait: opts.wait,
-                cpu: Some(last_cpu()),
+                cpus: Some(vec![last_cpu()]),
                 io: Some(io),
                 sizing_pps: Some(TPUT_SIZING_PPS),
+                ..EngineOptions::default()
             };
             bring_up(&topo, "tput", &engine)?
         }
@@ -1608,6 +1609,7 @@ mod tests {
             received,
             received_bytes: 0,
             resolution_passed: 0,
+            thread: Some(0),
             to: "b".to_owned(),
             trace_underruns: 0,
             tx_busy: 0,
@@ -1639,6 +1641,7 @@ mod tests {
             monotonic_ns: 1,
             pid: std::process::id(),
             process_cpu_ns: None,
+            threads: Vec::new(),
         };
         let s = soak_snapshot(&stats, &base, 2.0).unwrap();
         assert_eq!(

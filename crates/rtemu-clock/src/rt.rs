@@ -218,6 +218,11 @@ impl DmaLatencyGuard {
     }
 }
 
+/// The calling thread's kernel id (its directory under `/proc/self/task`).
+pub fn thread_id() -> i32 {
+    sys::gettid()
+}
+
 /// Writes CPU numbers as the kernel does (`0-3,6`).
 pub fn format_cpu_list(cpus: &[usize]) -> String {
     let mut sorted = cpus.to_vec();
@@ -241,6 +246,36 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
         i += 1;
     }
     out
+}
+
+/// A CPU list that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "CPU list `{0}` is invalid: give CPU numbers and ranges as the kernel writes them \
+     (e.g. `1` or `0,2-3`), each below 1024"
+)]
+pub struct CpuListError(pub String);
+
+/// Reads a CPU list as the kernel writes them (`0-3,6`): sorted, without repeats, not empty.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
+    let bad = || CpuListError(text.chars().take(64).collect());
+    let limit = libc::CPU_SETSIZE as usize;
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',') {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo, hi),
+            None => (part, part),
+        };
+        let lo: usize = lo.trim().parse().map_err(|_| bad())?;
+        let hi: usize = hi.trim().parse().map_err(|_| bad())?;
+        if lo > hi || hi >= limit {
+            return Err(bad());
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
 }
 
 /// Whether this process may use `SCHED_FIFO`: tries it on a short-lived thread, which leaves
@@ -267,6 +302,25 @@ mod tests {
         assert_eq!(format_cpu_list(&[5, 1, 0]), "0-1,5");
         assert_eq!(format_cpu_list(&[2, 2]), "2");
         assert_eq!(format_cpu_list(&[]), "");
+    }
+
+    #[test]
+    fn cpu_lists_are_read_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-3,6"), Ok(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list(" 1 "), Ok(vec![1]));
+        assert_eq!(parse_cpu_list("3,1,1-2"), Ok(vec![1, 2, 3]));
+        for bad in ["", "a", "3-1", "1,,2", "-1", "1024", "0-5000"] {
+            let e = parse_cpu_list(bad).unwrap_err();
+            assert!(e.to_string().contains("below 1024"), "{bad}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn cpu_lists_round_trip(cpus in proptest::collection::btree_set(0usize..1024, 1..40)) {
+            let cpus: Vec<usize> = cpus.into_iter().collect();
+            proptest::prop_assert_eq!(parse_cpu_list(&format_cpu_list(&cpus)), Ok(cpus));
+        }
     }
 
     #[test]

@@ -123,6 +123,73 @@ pub(crate) fn epoll_sleep(fd: &OwnedFd, ms: i32) -> io::Result<()> {
     cvt(unsafe { libc::epoll_wait(fd.as_raw_fd(), &mut event, 1, ms) }).map(drop)
 }
 
+/// `epoll_ctl(EPOLL_CTL_ADD)` of `fd` for input, level-triggered, with `token` as its data.
+pub(crate) fn epoll_add(epoll: &OwnedFd, fd: libc::c_int, token: u64) -> io::Result<()> {
+    let mut event = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    // SAFETY: `epoll` is a live epoll fd; `event` is a valid event; the kernel checks `fd`.
+    cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) })
+        .map(drop)
+}
+
+/// `epoll_pwait2` into `events` for at most `timeout_ns` (forever when `None`), with the
+/// thread's signal mask unchanged; returns how many events were written.
+pub(crate) fn epoll_wait_ns(
+    epoll: &OwnedFd,
+    events: &mut [libc::epoll_event],
+    timeout_ns: Option<u64>,
+) -> io::Result<usize> {
+    let ts = timeout_ns.map(timespec);
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `epoll` is a live epoll fd; `events` is a writable buffer of the length passed;
+    // the timeout is a valid timespec or null (wait forever); a null sigmask leaves the mask.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_epoll_pwait2,
+            epoll.as_raw_fd(),
+            events.as_mut_ptr(),
+            events.len().min(i32::MAX as usize) as libc::c_int,
+            ts_ptr,
+            std::ptr::null::<libc::sigset_t>(),
+            0usize,
+        )
+    };
+    cvt(n).map(|n| n as usize)
+}
+
+/// A new non-blocking eventfd.
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with constant arguments.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds 1 to the eventfd `fd`'s counter (a full counter already wakes its readers: ignored).
+pub(crate) fn eventfd_ring(fd: &OwnedFd) {
+    let one = 1u64;
+    // SAFETY: writes exactly 8 bytes from a u64, as the eventfd protocol requires.
+    unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+/// Resets the eventfd `fd`'s counter to 0 (nothing to read is no error).
+pub(crate) fn eventfd_drain(fd: &OwnedFd) {
+    let mut count = 0u64;
+    // SAFETY: reads exactly 8 bytes into a u64, as the eventfd protocol requires; the fd is
+    // non-blocking, so an empty counter returns EAGAIN at once.
+    unsafe { libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+}
+
+/// The calling thread's kernel id (`gettid`).
+pub(crate) fn gettid() -> libc::pid_t {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
 /// `prctl(PR_SET_TIMERSLACK, ns)` for the calling thread.
 pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
     // SAFETY: PR_SET_TIMERSLACK takes one unsigned long argument; the rest are ignored.

@@ -30,6 +30,10 @@ pub const MAX_HYBRID_MARGIN_NS: u64 = 1_000_000_000;
 /// How to wait until a deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WaitStrategy {
+    /// Sleep (absolute) until the wake-up latency this waiter has measured (its 99th
+    /// percentile, with room: [`WakeLatency`]) before the deadline, then spin: `hybrid` with a
+    /// margin that follows the machine. Name `auto`.
+    Auto,
     /// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`: one system call, no drift. Names
     /// `sleep`, `clock-abs`.
     Sleep,
@@ -59,7 +63,7 @@ pub enum WaitStrategy {
 
 impl WaitStrategy {
     /// Every strategy once, `hybrid` with its default margin, in the order the lab reports them.
-    pub const ALL: [WaitStrategy; 8] = [
+    pub const ALL: [WaitStrategy; 9] = [
         WaitStrategy::Select,
         WaitStrategy::Nanosleep,
         WaitStrategy::Sleep,
@@ -70,6 +74,7 @@ impl WaitStrategy {
         WaitStrategy::Hybrid {
             margin_ns: DEFAULT_HYBRID_MARGIN_NS,
         },
+        WaitStrategy::Auto,
     ];
 
     /// Whether [`Waiter::wait_until`] with this strategy never returns before the deadline.
@@ -83,6 +88,7 @@ impl fmt::Display for WaitStrategy {
         match self {
             WaitStrategy::Sleep => f.write_str("sleep"),
             WaitStrategy::Spin => f.write_str("spin"),
+            WaitStrategy::Auto => f.write_str("auto"),
             WaitStrategy::Hybrid { margin_ns } => {
                 write!(f, "hybrid:{}", format_duration_ns(*margin_ns))
             }
@@ -100,8 +106,8 @@ impl fmt::Display for WaitStrategy {
 pub enum ParseStrategyError {
     /// Not one of the names.
     #[error(
-        "unknown wait strategy `{0}`: use sleep (or clock-abs), spin (or busy), hybrid[:MARGIN], \
-         nanosleep, select, timerfd, epoll or slack"
+        "unknown wait strategy `{0}`: use auto, sleep (or clock-abs), spin (or busy), \
+         hybrid[:MARGIN], nanosleep, select, timerfd, epoll or slack"
     )]
     Unknown(String),
     /// `hybrid:` with a margin that is not a duration.
@@ -129,6 +135,7 @@ impl FromStr for WaitStrategy {
         let strategy = match (name, margin) {
             ("sleep" | "clock-abs", None) => WaitStrategy::Sleep,
             ("spin" | "busy", None) => WaitStrategy::Spin,
+            ("auto", None) => WaitStrategy::Auto,
             ("nanosleep", None) => WaitStrategy::Nanosleep,
             ("select", None) => WaitStrategy::Select,
             ("timerfd", None) => WaitStrategy::Timerfd,
@@ -208,6 +215,91 @@ impl SleepWithSlack {
     }
 }
 
+/// Samples [`WakeLatency`] keeps: the last this many wake-ups decide the margin.
+const LATENCY_SAMPLES: usize = 256;
+
+/// Wake-ups between two recomputations of the margin.
+const LATENCY_EVERY: usize = 64;
+
+/// The margin `auto` spins before it has measured [`LATENCY_EVERY`] wake-ups.
+pub const AUTO_FIRST_MARGIN_NS: u64 = DEFAULT_HYBRID_MARGIN_NS;
+
+/// The smallest margin `auto` spins: below it a clock read and a loop turn are the latency.
+pub const AUTO_MIN_MARGIN_NS: u64 = 5_000;
+
+/// The largest margin `auto` spins: a machine that wakes later than this at the 99th percentile
+/// cannot keep real time by spinning longer, only by burning the CPU.
+pub const AUTO_MAX_MARGIN_NS: u64 = 500_000;
+
+/// How late timed sleeps wake on this thread, and the margin a sleep-then-spin wait needs to
+/// start spinning before its deadline.
+///
+/// `auto` sleeps until `margin` before a deadline and spins the rest, so it must know how late
+/// its sleeps end: that depends on the machine (a virtual machine wakes tens of µs late, bare
+/// metal a few), its load and the thread's class (a `SCHED_FIFO` thread preempts normal ones at
+/// once). It keeps the last [`LATENCY_SAMPLES`] oversleeps and, every [`LATENCY_EVERY`], sets
+/// the margin to their 99th percentile × 1.25 + 2 µs, within
+/// [[`AUTO_MIN_MARGIN_NS`], [`AUTO_MAX_MARGIN_NS`]]. The few wake-ups later than that start
+/// their spin late; the rest spin no longer than needed, which is what a sleep-then-spin wait
+/// costs in CPU. Pure and allocation-free: fixed arrays, times passed in.
+#[derive(Debug, Clone)]
+pub struct WakeLatency {
+    samples: [u32; LATENCY_SAMPLES],
+    /// Scratch for the percentile, so recording never allocates.
+    scratch: [u32; LATENCY_SAMPLES],
+    next: usize,
+    filled: usize,
+    since_update: usize,
+    margin_ns: u64,
+}
+
+impl Default for WakeLatency {
+    fn default() -> Self {
+        WakeLatency::new()
+    }
+}
+
+impl WakeLatency {
+    /// No wake-up measured yet: the margin is [`AUTO_FIRST_MARGIN_NS`].
+    pub fn new() -> WakeLatency {
+        WakeLatency {
+            samples: [0; LATENCY_SAMPLES],
+            scratch: [0; LATENCY_SAMPLES],
+            next: 0,
+            filled: 0,
+            since_update: 0,
+            margin_ns: AUTO_FIRST_MARGIN_NS,
+        }
+    }
+
+    /// Records that a sleep ended `late_ns` after the time it was set for.
+    pub fn record(&mut self, late_ns: u64) {
+        self.samples[self.next] = late_ns.min(u32::MAX as u64) as u32;
+        self.next = (self.next + 1) % LATENCY_SAMPLES;
+        self.filled = (self.filled + 1).min(LATENCY_SAMPLES);
+        self.since_update += 1;
+        if self.since_update >= LATENCY_EVERY {
+            self.since_update = 0;
+            let kept = &mut self.scratch[..self.filled];
+            kept.copy_from_slice(&self.samples[..self.filled]);
+            let rank = (self.filled * 99).div_ceil(100) - 1;
+            let (_, p99, _) = kept.select_nth_unstable(rank);
+            self.margin_ns =
+                (u64::from(*p99) * 5 / 4 + 2_000).clamp(AUTO_MIN_MARGIN_NS, AUTO_MAX_MARGIN_NS);
+        }
+    }
+
+    /// How long before a deadline a sleep should end, ns.
+    pub fn margin_ns(&self) -> u64 {
+        self.margin_ns
+    }
+
+    /// Wake-ups measured so far (at most [`LATENCY_SAMPLES`] are kept).
+    pub fn samples(&self) -> usize {
+        self.filled
+    }
+}
+
 /// Waits until absolute deadlines with one [`WaitStrategy`].
 ///
 /// Holds the per-strategy state, so create one per thread and reuse it: `wait_until` itself
@@ -217,6 +309,7 @@ pub struct Waiter {
     strategy: WaitStrategy,
     fd: Option<OwnedFd>,
     slack: SleepWithSlack,
+    latency: WakeLatency,
 }
 
 fn retry_interrupted(call: &'static str, result: io::Result<()>) -> Result<(), WaitError> {
@@ -242,12 +335,18 @@ impl Waiter {
             strategy,
             fd,
             slack: SleepWithSlack::default(),
+            latency: WakeLatency::new(),
         })
     }
 
     /// The strategy this waiter uses.
     pub fn strategy(&self) -> WaitStrategy {
         self.strategy
+    }
+
+    /// The wake-up latency `auto` has measured so far, and the margin it spins.
+    pub fn latency(&self) -> &WakeLatency {
+        &self.latency
     }
 
     /// Waits until `deadline`. Returns at once if it has passed. Never returns before it, except
@@ -263,6 +362,21 @@ impl Waiter {
                         "clock_nanosleep",
                         sys::clock_nanosleep_abs(wake.as_nanos()),
                     )?;
+                }
+                spin_until(deadline);
+            }
+            WaitStrategy::Auto => {
+                let wake = deadline - self.latency.margin_ns();
+                if Instant::now() < wake {
+                    retry_interrupted(
+                        "clock_nanosleep",
+                        sys::clock_nanosleep_abs(wake.as_nanos()),
+                    )?;
+                    let woke = Instant::now();
+                    // A signal may end the sleep early: that is no latency to learn from.
+                    if woke >= wake {
+                        self.latency.record(woke.nanos_since(wake));
+                    }
                 }
                 spin_until(deadline);
             }
@@ -300,7 +414,8 @@ impl Waiter {
                 let ms = remaining.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
                 retry_interrupted("epoll_wait", sys::epoll_sleep(fd, ms))
             }
-            // `new` creates the fd for timerfd and epoll; spin, hybrid and slack never get here.
+            // `new` creates the fd for timerfd and epoll; spin, hybrid, auto and slack never get
+            // here.
             _ => unreachable!("sleep_once called for {}", self.strategy),
         }
     }
@@ -340,6 +455,7 @@ mod tests {
             ("timerfd", WaitStrategy::Timerfd),
             ("epoll", WaitStrategy::Epoll),
             ("slack", WaitStrategy::Slack),
+            ("auto", WaitStrategy::Auto),
             (
                 "hybrid",
                 WaitStrategy::Hybrid {
@@ -422,6 +538,61 @@ mod tests {
                     actual += (planned + oversleep) as i64;
                 }
                 prop_assert_eq!(actual - requested, slack.slack_ns());
+            }
+        }
+    }
+
+    #[test]
+    fn the_auto_margin_follows_the_99th_percentile_of_recent_wake_ups() {
+        let mut l = WakeLatency::new();
+        assert_eq!(l.margin_ns(), AUTO_FIRST_MARGIN_NS);
+        // 63 wake-ups: not yet enough to change the margin.
+        for _ in 0..63 {
+            l.record(20_000);
+        }
+        assert_eq!(l.margin_ns(), AUTO_FIRST_MARGIN_NS);
+        l.record(20_000);
+        assert_eq!(l.margin_ns(), 20_000 * 5 / 4 + 2_000);
+        // One outlier in 256 is above the 99th percentile; three are not.
+        for i in 0..192 {
+            l.record(if i == 0 { 400_000 } else { 20_000 });
+        }
+        assert_eq!(l.samples(), 256);
+        assert_eq!(l.margin_ns(), 27_000, "one late wake-up in 256 is ignored");
+        for _ in 0..64 {
+            l.record(300_000);
+        }
+        // Now 65 of 256 are late: the margin covers them.
+        assert_eq!(l.margin_ns(), 300_000 * 5 / 4 + 2_000);
+        for _ in 0..192 {
+            l.record(900_000);
+        }
+        assert_eq!(l.margin_ns(), AUTO_MAX_MARGIN_NS, "capped");
+        // A quiet machine brings it down again, to the floor.
+        for _ in 0..256 {
+            l.record(100);
+        }
+        assert_eq!(l.margin_ns(), AUTO_MIN_MARGIN_NS);
+    }
+
+    proptest! {
+        /// The margin is always within its bounds and, once set from samples, covers at least
+        /// 99 % of the samples it was computed from.
+        #[test]
+        fn the_auto_margin_covers_99_percent_within_its_bounds(
+            lates in proptest::collection::vec(0u64..2_000_000, 64..600)
+        ) {
+            let mut l = WakeLatency::new();
+            for (i, late) in lates.iter().enumerate() {
+                l.record(*late);
+                let m = l.margin_ns();
+                prop_assert!((AUTO_MIN_MARGIN_NS..=AUTO_MAX_MARGIN_NS).contains(&m)
+                    || (i < 63 && m == AUTO_FIRST_MARGIN_NS));
+                if (i + 1) % LATENCY_EVERY == 0 && m < AUTO_MAX_MARGIN_NS {
+                    let kept = &lates[(i + 1).saturating_sub(LATENCY_SAMPLES)..=i];
+                    let covered = kept.iter().filter(|&&s| s <= m).count();
+                    prop_assert!(covered * 100 >= kept.len() * 99, "{covered} of {}", kept.len());
+                }
             }
         }
     }

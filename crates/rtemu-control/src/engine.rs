@@ -25,7 +25,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use rtemu_clock::WaitStrategy;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::control::{self, After, Request};
-use rtemu_engine::engine::{DirectionReport, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way};
+use rtemu_engine::engine::{
+    DirectionReport, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way, DEFAULT_FIFO_PRIORITY,
+};
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload, DirectionConfig, DropKind, Resolution, Swap};
@@ -40,7 +42,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::assemble::{build_model, TraceArg, TraceContext, TraceKind, TraceOptions};
-use crate::message::{Ack, Direction, Done, ErrorReply, FinalReport, Stats, Underlay};
+use crate::message::{
+    Ack, Direction, Done, EngineThread, ErrorReply, FinalReport, Stats, Underlay,
+};
 
 /// A copy released more than this after its intended time counts as late.
 const LATE_AFTER_NS: u64 = 100_000;
@@ -69,27 +73,123 @@ pub struct RunOptions {
     pub lab: LabName,
     /// How the release loop waits.
     pub wait: WaitStrategy,
-    /// The CPU the release thread is pinned to.
-    pub cpu: Option<usize>,
+    /// The CPUs the release threads are pinned to (thread *i* to the *i*-th, round robin);
+    /// empty: not pinned.
+    pub cpus: Vec<usize>,
+    /// The release threads' real-time class.
+    pub priority: Priority,
+    /// Release threads (at most one per impaired link is used).
+    pub threads: usize,
     /// The packet I/O (default [`IoKind::DEFAULT`]).
     pub io: Option<IoKind>,
     /// The packet rate each direction's buffers are sized for.
     pub sizing_pps: u64,
 }
 
-/// How `up` starts a lab's engine; each option left out takes the engine's default.
+/// How `up` starts a lab's engine; each option left out takes the engine's default
+/// ([`EngineOptions::plan`]).
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
     /// How the engine waits for a release (default: [`default_wait`]).
     pub wait: Option<WaitStrategy>,
-    /// The CPU the engine's release thread is pinned to.
-    pub cpu: Option<usize>,
+    /// The CPUs the release threads are pinned to (default: [`default_cpus`]).
+    pub cpus: Option<Vec<usize>>,
+    /// The release threads' real-time class (default: `SCHED_FIFO` at
+    /// [`DEFAULT_FIFO_PRIORITY`]).
+    pub priority: Option<Priority>,
+    /// Release threads (default: [`default_threads`]).
+    pub threads: Option<usize>,
     /// The engine's packet I/O (default [`IoKind::DEFAULT`]; AF_XDP that cannot be set up
     /// falls back to `AF_PACKET`).
     pub io: Option<IoKind>,
     /// The packet rate, per direction, that each impaired link's frame buffers are sized for
     /// (default [`SIZING_PPS`]).
     pub sizing_pps: Option<u64>,
+}
+
+/// The real-time class of an engine's release threads (`up --engine-priority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// `SCHED_FIFO` at this priority (1–99), within the threads' real-time budget.
+    Fifo(u8),
+    /// `SCHED_OTHER`, like any program (`off`).
+    Off,
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority::Fifo(DEFAULT_FIFO_PRIORITY)
+    }
+}
+
+impl Priority {
+    /// The `SCHED_FIFO` priority, if any.
+    pub fn fifo(self) -> Option<u8> {
+        match self {
+            Priority::Fifo(p) => Some(p),
+            Priority::Off => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Priority::Fifo(p) => write!(f, "{p}"),
+            Priority::Off => f.write_str("off"),
+        }
+    }
+}
+
+impl std::str::FromStr for Priority {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Priority, String> {
+        let text = text.trim();
+        if text == "off" {
+            return Ok(Priority::Off);
+        }
+        match text.parse::<u8>() {
+            Ok(p @ 1..=99) => Ok(Priority::Fifo(p)),
+            _ => Err(format!(
+                "engine priority `{}` is invalid: give a SCHED_FIFO priority from 1 to 99, \
+                 or `off` for SCHED_OTHER",
+                text.chars().take(32).collect::<String>()
+            )),
+        }
+    }
+}
+
+impl EngineOptions {
+    /// The release threads and their CPUs for `links` impaired links on a machine whose
+    /// threads may run on `allowed` CPUs: the options given, else the defaults.
+    pub fn plan(&self, links: usize, allowed: &[usize]) -> (usize, Vec<usize>) {
+        let threads = self
+            .threads
+            .unwrap_or_else(|| default_threads(links, allowed.len()));
+        let cpus = self
+            .cpus
+            .clone()
+            .unwrap_or_else(|| default_cpus(threads.min(links.max(1)), allowed));
+        (threads, cpus)
+    }
+}
+
+/// Release threads for `links` impaired links on `cpus` CPUs: one per two CPUs (the other
+/// half is left to the lab's programs and the kernel's packet work, which runs in their
+/// sends), at least one, at most one per link.
+pub fn default_threads(links: usize, cpus: usize) -> usize {
+    (cpus / 2).clamp(1, links.max(1))
+}
+
+/// The CPUs `threads` release threads are pinned to among `allowed`: the last ones, where
+/// at least one CPU is left for everything else (CPU 0 takes most of the housekeeping);
+/// none (not pinned) otherwise.
+pub fn default_cpus(threads: usize, allowed: &[usize]) -> Vec<usize> {
+    if threads == 0 || allowed.len() <= threads {
+        return Vec::new();
+    }
+    allowed[allowed.len() - threads..].to_vec()
 }
 
 /// The engine's packet I/O layer.
@@ -145,14 +245,11 @@ impl OpenIo for AfXdp {
     }
 }
 
-/// The wait strategy `up` gives the engine when none is asked for: `spin` where the engine can
-/// have a core of its own (4 or more), else sleep until 100 µs before a release and spin the
-/// rest, so a lab left up does not take one of two cores.
+/// The wait strategy `up` gives the engine when none is asked for: `auto`, asleep on its
+/// sockets until a frame or the measured wake-up latency before a release, then spinning (see
+/// `rtemu_engine`'s pacer): precise under `SCHED_FIFO`, and no CPU while the lab is quiet.
 pub fn default_wait() -> WaitStrategy {
-    match std::thread::available_parallelism().map(|n| n.get()) {
-        Ok(n) if n >= 4 => WaitStrategy::Spin,
-        _ => WaitStrategy::Hybrid { margin_ns: 100_000 },
-    }
+    WaitStrategy::Auto
 }
 
 fn control_path(lab: &LabName) -> PathBuf {
@@ -190,7 +287,8 @@ pub fn alive(lab: &LabName) -> bool {
 
 /// Starts the engine of lab `state` as a detached process with `opts`, waiting with `wait`,
 /// and waits until it answers. The process is the current executable's hidden subcommand
-/// `engine LAB --wait W [--cpu N] [--io IO] [--sizing-pps PPS]`, which calls [`run`].
+/// `engine LAB --wait W --priority P --threads N [--cpus LIST] [--io IO] [--sizing-pps PPS]`,
+/// which calls [`run`].
 pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<()> {
     let dir = lab_dir(&state.lab);
     let log_path = dir.join("engine.log");
@@ -198,9 +296,14 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
         .with_context(|| format!("creating {}", log_path.display()))?;
     let exe = std::env::current_exe().context("finding the rtemu executable")?;
     let mut cmd = Command::new(exe);
+    let allowed = rtemu_clock::rt::affinity().unwrap_or_default();
+    let (threads, cpus) = opts.plan(impaired(state).len(), &allowed);
+    let priority = opts.priority.unwrap_or_default();
     cmd.args(["engine", &state.lab, "--wait", &wait.to_string()]);
-    if let Some(cpu) = opts.cpu {
-        cmd.args(["--cpu", &cpu.to_string()]);
+    cmd.args(["--priority", &priority.to_string()]);
+    cmd.args(["--threads", &threads.to_string()]);
+    if !cpus.is_empty() {
+        cmd.args(["--cpus", &rtemu_clock::rt::format_cpu_list(&cpus)]);
     }
     if let Some(io) = opts.io {
         cmd.args(["--io", io.as_str()]);
@@ -545,8 +648,10 @@ pub fn run(args: &RunOptions) -> Result<()> {
     netns::enter(&home)?;
     let config = EngineConfig {
         wait: args.wait,
+        threads: args.threads,
         rt: RtConfig {
-            cpu: args.cpu,
+            cpus: args.cpus.clone(),
+            fifo_priority: args.priority.fifo(),
             ..RtConfig::default()
         },
         ..EngineConfig::default()
@@ -600,6 +705,12 @@ pub fn run(args: &RunOptions) -> Result<()> {
         args.wait,
         io.as_str()
     );
+    for t in handle.threads() {
+        eprintln!("  {}", EngineThread::from(&t));
+    }
+    for n in handle.notices() {
+        eprintln!("  {n}");
+    }
     let mut handle = Some(handle);
     let mut final_report = None;
     let mut polls = 0u32;
@@ -736,6 +847,7 @@ fn serve(
             lab: state.lab.clone(),
             pid: std::process::id(),
             process_cpu_ns: process_cpu_ns(),
+            threads: h.threads().iter().map(EngineThread::from).collect(),
         }),
         Request::Stop => return Ok(None),
         Request::Cut { link, down } => {
@@ -808,6 +920,7 @@ fn finish(state: &State, pools: &Pools, in_force: &InForce, h: EngineHandle) -> 
             directions: directions(state, pools, in_force, &r.directions),
             lab: state.lab.clone(),
             notices: r.notices,
+            threads: r.threads.iter().map(EngineThread::from).collect(),
             wall_ns: r.wall_ns,
         }),
         Err(e) => FinalReport::Failed {
@@ -870,6 +983,7 @@ fn directions(
                 received: c.received,
                 received_bytes: c.received_bytes,
                 resolution_passed: c.resolution_passed,
+                thread: Some(d.thread),
                 to,
                 trace_underruns: c.trace_underruns,
                 tx_busy: c.tx_busy,

@@ -50,6 +50,91 @@ pub struct Stats {
     pub pid: u32,
     /// CPU time the engine process used so far (all threads), ns; `None` if unreadable.
     pub process_cpu_ns: Option<u64>,
+    /// The engine's release threads: which links each serves, and how it runs.
+    #[serde(default)]
+    pub threads: Vec<EngineThread>,
+}
+
+/// One release thread of an engine: the links it serves, where and how it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EngineThread {
+    /// The CPU it is pinned to; `None`: not pinned.
+    pub cpu: Option<usize>,
+    /// CPU time it used so far, ns; `None` where the kernel does not tell.
+    pub cpu_ns: Option<u64>,
+    /// Its index, which [`Direction::thread`] names.
+    pub index: usize,
+    /// The links it serves.
+    pub links: Vec<String>,
+    /// How long before a release it stops sleeping and spins, ns.
+    pub margin_ns: u64,
+    /// The longest stall, ns.
+    pub max_stall_ns: u64,
+    /// Its scheduling class now (`SCHED_FIFO:40`, or `SCHED_OTHER` when real time was refused
+    /// or while it has stepped down for the rest of a window).
+    pub policy: String,
+    /// The `SCHED_FIFO` priority asked for; `None`: real time was turned off.
+    pub priority: Option<u8>,
+    /// Loop turns or wake-ups more than 1 ms late (a throttle or a preemption would show
+    /// here).
+    pub stalls: u64,
+    /// 10 ms windows in which it spent its real-time share (9 ms) and stepped down to
+    /// `SCHED_OTHER` for the rest: zero unless saturated.
+    pub stepped_down: u64,
+    /// Its timer slack, ns.
+    pub timer_slack_ns: Option<u64>,
+}
+
+impl From<&rtemu_engine::ThreadReport> for EngineThread {
+    fn from(t: &rtemu_engine::ThreadReport) -> EngineThread {
+        EngineThread {
+            cpu: t.cpu,
+            cpu_ns: t.cpu_ns,
+            index: t.index,
+            links: t.links.clone(),
+            margin_ns: t.margin_ns,
+            max_stall_ns: t.max_stall_ns,
+            policy: t.policy.to_string(),
+            priority: t.priority,
+            stalls: t.stalls,
+            stepped_down: t.stepped_down,
+            timer_slack_ns: t.timer_slack_ns,
+        }
+    }
+}
+
+impl std::fmt::Display for EngineThread {
+    /// `thread 0 on CPU 1, SCHED_FIFO:40, spin margin 12.0 µs: a-b, c-d`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "release thread {}", self.index)?;
+        match self.cpu {
+            Some(cpu) => write!(f, " on CPU {cpu}")?,
+            None => write!(f, " (not pinned)")?,
+        }
+        write!(f, ", {}", self.policy)?;
+        if self
+            .priority
+            .is_some_and(|p| format!("SCHED_FIFO:{p}") != self.policy)
+        {
+            write!(f, " (asked SCHED_FIFO:{})", self.priority.unwrap_or(0))?;
+        }
+        if self.margin_ns > 0 {
+            write!(f, ", spin margin {} µs", us(self.margin_ns))?;
+        }
+        if self.stepped_down > 0 {
+            write!(f, ", stepped down in {} windows", self.stepped_down)?;
+        }
+        if self.stalls > 0 {
+            write!(
+                f,
+                ", {} stalls (longest {} µs)",
+                self.stalls,
+                us(self.max_stall_ns)
+            )?;
+        }
+        write!(f, ": {}", self.links.join(", "))
+    }
 }
 
 /// One direction of an impaired link: what the engine did with its frames.
@@ -94,6 +179,10 @@ pub struct Direction {
     pub received_bytes: u64,
     /// Frames passed without a model decision by the resolution rule.
     pub resolution_passed: u64,
+    /// The release thread that serves it (an [`EngineThread::index`]); `None` from an engine
+    /// older than release threads.
+    #[serde(default)]
+    pub thread: Option<usize>,
     /// The node frames go to.
     pub to: String,
     /// Records a trace did not have ready (the frames passed undelayed).
@@ -260,7 +349,7 @@ pub enum FinalReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Done {
-    /// CPU time the release thread used, ns.
+    /// CPU time the release threads used, ns.
     pub cpu_ns: u64,
     /// Each direction of each impaired link.
     pub directions: Vec<Direction>,
@@ -269,7 +358,10 @@ pub struct Done {
     pub lab: LabName,
     /// Each set-up step that was skipped, and why.
     pub notices: Vec<String>,
-    /// Wall time the release loop ran, ns.
+    /// The release threads, as they ended.
+    #[serde(default)]
+    pub threads: Vec<EngineThread>,
+    /// Wall time the release loops ran, ns.
     pub wall_ns: u64,
 }
 
@@ -303,7 +395,13 @@ pub fn save_final_report(report: &FinalReport, path: &std::path::Path) -> anyhow
 pub fn write_final_report(out: &mut impl Write, lab: &str, report: &FinalReport) -> io::Result<()> {
     writeln!(out, "engine of lab {lab}: final report")?;
     write_table(out, report.directions(), false)?;
-    write_table(out, report.directions(), true)
+    write_table(out, report.directions(), true)?;
+    if let FinalReport::Done(done) = report {
+        for t in &done.threads {
+            writeln!(out, "{t}")?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes the directions of a stats or final report as a table: with `fidelity`, the
@@ -459,11 +557,48 @@ mod tests {
             received: 10,
             received_bytes: 1000,
             resolution_passed: 0,
+            thread: Some(0),
             to: "b".into(),
             trace_underruns: 0,
             tx_busy: 0,
             underlay: None,
         }
+    }
+
+    fn thread() -> EngineThread {
+        EngineThread {
+            cpu: Some(1),
+            cpu_ns: Some(9),
+            index: 0,
+            links: vec!["l".into()],
+            margin_ns: 12_500,
+            max_stall_ns: 1_500_000,
+            policy: "SCHED_FIFO:40".into(),
+            priority: Some(40),
+            stalls: 1,
+            stepped_down: 2,
+            timer_slack_ns: Some(0),
+        }
+    }
+
+    #[test]
+    fn a_thread_says_what_it_asked_for_when_it_did_not_get_it() {
+        let mut t = thread();
+        t.policy = "SCHED_OTHER".into();
+        t.cpu = None;
+        t.stepped_down = 0;
+        t.stalls = 0;
+        assert_eq!(
+            t.to_string(),
+            "release thread 0 (not pinned), SCHED_OTHER (asked SCHED_FIFO:40), spin margin \
+             12.5 µs: l"
+        );
+        t.priority = None;
+        t.margin_ns = 0;
+        assert_eq!(
+            t.to_string(),
+            "release thread 0 (not pinned), SCHED_OTHER: l"
+        );
     }
 
     /// Serialises through a map too: the typed form must lay out as the map-built JSON did.
@@ -482,6 +617,7 @@ mod tests {
             monotonic_ns: 11,
             pid: 7,
             process_cpu_ns: Some(5),
+            threads: vec![thread()],
         };
         same_as_map(&stats);
         let text = pretty(&stats);
@@ -493,6 +629,7 @@ mod tests {
             directions: vec![direction()],
             lab: LabName::new("t1").unwrap(),
             notices: vec!["n".into()],
+            threads: vec![thread()],
             wall_ns: 2,
         });
         same_as_map(&done);
@@ -589,6 +726,7 @@ mod tests {
             directions: vec![direction()],
             lab: LabName::new("t1").unwrap(),
             notices: Vec::new(),
+            threads: vec![thread()],
             wall_ns: 2,
         });
         let mut out = Vec::new();
@@ -598,6 +736,10 @@ mod tests {
         write_table(&mut tables, done.directions(), true).unwrap();
         let mut expected = b"engine of lab t1: final report\n".to_vec();
         expected.extend(tables);
+        expected.extend(
+            b"release thread 0 on CPU 1, SCHED_FIFO:40, spin margin 12.5 \xc2\xb5s, stepped \
+              down in 2 windows, 1 stalls (longest 1500.0 \xc2\xb5s): l\n",
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             String::from_utf8(expected).unwrap()

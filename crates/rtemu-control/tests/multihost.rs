@@ -211,7 +211,9 @@ fn engine_thread(lab: &LabName) -> anyhow::Result<JoinHandle<anyhow::Result<()>>
     let opts = RunOptions {
         lab: lab.clone(),
         wait: engine::default_wait(),
-        cpu: None,
+        cpus: Vec::new(),
+        priority: engine::Priority::default(),
+        threads: 1,
         io: None,
         sizing_pps: engine::SIZING_PPS,
     };

@@ -114,7 +114,7 @@ fn start_with<P: PacketIo + Send + 'static>(
     let config = EngineConfig {
         wait,
         rt: RtConfig {
-            cpu: Some(cpus() - 1),
+            cpus: vec![cpus() - 1],
             ..RtConfig::default()
         },
         ..EngineConfig::default()

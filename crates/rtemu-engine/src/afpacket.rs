@@ -10,7 +10,7 @@
 
 use std::io;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 use rtemu_sys::packet::if_index;
 
@@ -233,6 +233,11 @@ impl PacketIo for AfPacket {
 
     fn max_frame(&self) -> usize {
         self.socket.tx_capacity()
+    }
+
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        // Readable while the frame before the ring's head is the user's: a frame waits.
+        Some(self.socket.as_fd())
     }
 
     fn drop_probe(&self) -> Option<Box<dyn DropProbe>> {

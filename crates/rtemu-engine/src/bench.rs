@@ -274,6 +274,9 @@ mod tests {
         fn max_frame(&self) -> usize {
             self.0.max_frame()
         }
+        fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+            None
+        }
     }
 
     #[test]

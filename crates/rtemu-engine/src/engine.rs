@@ -1,25 +1,15 @@
-//! The release loop: one thread that polls every link's receive rings, decides fates and
-//! releases due copies at their intended time.
+//! The engine: its release threads, the collector that drains their records, and the handles
+//! that read and steer it while it runs.
 //!
-//! Each turn of the loop receives up to a batch from every interface, each frame stamped with
-//! its arrival by the I/O layer (the kernel's receive stamp on `AF_PACKET`, see [`crate::io`]),
-//! reads `CLOCK_MONOTONIC` and releases every copy due by then (late copies go at once, in
-//! order). Between turns it waits according to the [`WaitStrategy`]:
-//!
-//! * `spin`: no wait: the loop itself is the busy wait, so the receive rings are polled all the
-//!   time; the last 2 µs before a release are spun with the shared [`Waiter`] so the release
-//!   starts within a clock read of its deadline. Burns the core it runs on.
-//! * `hybrid:X`: sleeps (absolute `clock_nanosleep`) while the next release is more than `X`
-//!   away, never longer than the poll interval, then behaves like `spin`.
-//! * `sleep` and the other sleeping strategies: waits with the shared [`Waiter`] until the next
-//!   release or the poll interval, whichever is first. A frame that arrives during a wait is
-//!   noticed when the wait ends; it keeps its kernel arrival stamp, so its release is on time
-//!   when its delay outlasts the wait, and late by the rest otherwise. The fidelity record
-//!   shows the wait as the frame's arrival lag.
-//!
-//! The engine never spins under `SCHED_FIFO` while the kernel's real-time throttling is on
-//! (`kernel.sched_rt_runtime_us` ≠ -1): the throttle would stop the thread for 50 ms of every
-//! second. It then stays under `SCHED_OTHER` and says so in the notices.
+//! A lab's impaired links are partitioned over [`EngineConfig::threads`] release threads
+//! ([`crate::release`]), link by link in the order given (link *i* to thread *i* mod *n*), so
+//! every frame of a link direction is received, decided and released by one thread: order and
+//! the seeded decisions are those of one thread (and of the simulator). Each thread has its own
+//! rings, timing queues, fidelity records and wait ([`crate::pacer`]); it is pinned to its CPU
+//! when [`RtConfig::cpus`] names one and runs under `SCHED_FIFO` at
+//! [`RtConfig::fifo_priority`], within a real-time budget that keeps the kernel from ever
+//! throttling it. The collector, the scheduler and the control server stay at normal priority,
+//! off the release threads' CPUs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -27,34 +17,40 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rtemu_clock::rt;
-use rtemu_clock::sysinfo::SystemInfo;
+use rtemu_clock::rt::{self, Policy};
 use rtemu_clock::wait::WaitError;
-use rtemu_clock::{Instant, WaitStrategy, Waiter};
+use rtemu_clock::wake::{Bell, WakeSet};
+use rtemu_clock::WaitStrategy;
 
 use crate::counters::{Counters, Published};
 use crate::direction::{self, Direction, DirectionConfig, Helm, Swap};
 use crate::fidelity::{Consumer, ErrorHistogram, Summary};
 use crate::io::{DropProbe, PacketIo};
+use crate::pacer::Pacer;
+use crate::release::{self, Link, LoopEnd, ThreadRt, ThreadStatus, Turns};
 
-/// How close to a release the spinning strategies hand over to the shared spin waiter.
-const SPIN_APPROACH_NS: u64 = 2_000;
+/// The `SCHED_FIFO` priority of the release threads unless told otherwise: above every normal
+/// thread, so a busy program beside the lab cannot hold a release back, and below the kernel's
+/// threaded interrupt handlers (50), so the interrupts that deliver frames are never held back
+/// by the engine.
+pub const DEFAULT_FIFO_PRIORITY: u8 = 40;
 
 /// How often the collector thread drains the fidelity rings.
 const COLLECT_EVERY: Duration = Duration::from_millis(10);
 
-/// Real-time set-up of the release thread (the timing paper's section 4). Every step that
-/// lacks a privilege is skipped with a notice.
+/// Real-time set-up of the release threads (the timing paper's section 4). Every step that
+/// lacks a privilege is skipped with a notice, and the engine runs on without it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RtConfig {
-    /// Pin the thread to this CPU.
-    pub cpu: Option<usize>,
-    /// Run under `SCHED_FIFO` at this priority (1–99), unless the wait strategy spins and the
-    /// kernel throttles real-time threads.
+    /// Pin release thread *i* to `cpus[i % cpus.len()]`; empty: not pinned.
+    pub cpus: Vec<usize>,
+    /// Run the release threads under `SCHED_FIFO` at this priority (1–99), within their
+    /// real-time budget; `None`: `SCHED_OTHER`.
     pub fifo_priority: Option<u8>,
     /// `mlockall` the process, so no page fault lands on the packet path.
     pub lock_memory: bool,
-    /// Set the thread's timer slack to 1 ns, so sleeps end when asked.
+    /// Set the release threads' timer slack to 1 ns, so sleeps end when asked (real-time
+    /// threads have none anyway).
     pub min_timer_slack: bool,
     /// Hold `/dev/cpu_dma_latency` at 0 while the engine runs.
     pub hold_dma_latency: bool,
@@ -63,8 +59,8 @@ pub struct RtConfig {
 impl Default for RtConfig {
     fn default() -> Self {
         RtConfig {
-            cpu: None,
-            fifo_priority: None,
+            cpus: Vec::new(),
+            fifo_priority: Some(DEFAULT_FIFO_PRIORITY),
             lock_memory: true,
             min_timer_slack: true,
             hold_dma_latency: true,
@@ -72,15 +68,18 @@ impl Default for RtConfig {
     }
 }
 
-/// How the release loop runs.
+/// How the release threads run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
-    /// How to wait for the next release.
+    /// How to wait for the next release (see [`crate::pacer`]).
     pub wait: WaitStrategy,
-    /// The longest a sleeping strategy leaves the receive rings unpolled, ns.
+    /// The longest a sleeping strategy leaves the receive rings unpolled while a release is
+    /// pending, ns.
     pub poll_interval_ns: u64,
     /// The most frames taken from one interface per loop turn.
     pub rx_batch: usize,
+    /// Release threads the links are partitioned over (at most one per link is used).
+    pub threads: usize,
     /// Real-time set-up.
     pub rt: RtConfig,
 }
@@ -88,9 +87,10 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            wait: WaitStrategy::Spin,
+            wait: WaitStrategy::Auto,
             poll_interval_ns: 50_000,
             rx_batch: 64,
+            threads: 1,
             rt: RtConfig::default(),
         }
     }
@@ -156,17 +156,20 @@ pub enum EngineError {
         /// `a-b` or `b-a`.
         way: &'static str,
     },
-    /// `rx_batch` or `poll_interval_ns` is 0.
-    #[error("rx_batch and poll_interval_ns must be at least 1")]
+    /// `rx_batch`, `poll_interval_ns` or `threads` is 0.
+    #[error("rx_batch, poll_interval_ns and threads must be at least 1")]
     ZeroLoopParameter,
+    /// A receive socket could not be watched for input.
+    #[error("watching the receive sockets: {0}")]
+    Watch(std::io::Error),
     /// The wait strategy could not be set up.
     #[error(transparent)]
     Wait(#[from] WaitError),
-    /// The release thread could not be started.
-    #[error("starting the release thread: {0}")]
+    /// A release thread could not be started.
+    #[error("starting a release thread: {0}")]
     Spawn(std::io::Error),
-    /// The release thread panicked.
-    #[error("the release thread panicked")]
+    /// A release thread panicked.
+    #[error("a release thread panicked")]
     Panicked,
     /// The engine has stopped; changes go nowhere.
     #[error("the engine has stopped")]
@@ -184,18 +187,12 @@ pub enum EngineError {
     },
 }
 
-struct Link<Io> {
-    a: Io,
-    b: Io,
-    a_to_b: Direction,
-    b_to_a: Direction,
-}
-
 /// The reader's view of one direction.
 #[derive(Debug)]
 struct Tap {
     link: String,
     way: Way,
+    thread: usize,
     published: Arc<Published>,
     fidelity: Consumer,
 }
@@ -207,6 +204,8 @@ pub struct DirectionReport {
     pub link: String,
     /// Which way.
     pub way: Way,
+    /// The release thread that serves it (an index into [`Report::threads`]).
+    pub thread: usize,
     /// Its counters.
     pub counters: Counters,
     /// Whether it is cut (`rtemu link down`): it carries nothing until joined again.
@@ -218,6 +217,38 @@ pub struct DirectionReport {
     pub fidelity: Summary,
 }
 
+/// What one release thread is (or was) given and how it fares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadReport {
+    /// Its index, which [`DirectionReport::thread`] names.
+    pub index: usize,
+    /// The links it serves, in the order given.
+    pub links: Vec<String>,
+    /// The CPU it is pinned to, if any.
+    pub cpu: Option<usize>,
+    /// The `SCHED_FIFO` priority asked for (`None`: `SCHED_OTHER` was asked for).
+    pub priority: Option<u8>,
+    /// Its class now: the priority asked for, `SCHED_OTHER` if that was refused, or while it
+    /// has stepped down for the rest of a window whose real-time share it spent.
+    pub policy: Policy,
+    /// Windows in which it spent its real-time share and stepped down to `SCHED_OTHER`
+    /// ([`crate::release`]): zero unless it was saturated or spinning.
+    pub stepped_down: u64,
+    /// How long before a release it stops sleeping and spins, ns (its strategy's margin).
+    pub margin_ns: u64,
+    /// Loop turns or timed wake-ups more than [`release::STALL_NS`] late: what a throttle, or
+    /// a preemption by something more urgent, would show.
+    pub stalls: u64,
+    /// The longest such stall, ns.
+    pub max_stall_ns: u64,
+    /// Its timer slack, ns, once it started.
+    pub timer_slack_ns: Option<u64>,
+    /// CPU time it used so far, ns, where the kernel tells.
+    pub cpu_ns: Option<u64>,
+    /// Its set-up steps that were skipped, and why.
+    pub notices: Vec<String>,
+}
+
 /// What the engine did, at the end of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -225,9 +256,11 @@ pub struct Report {
     pub notices: Vec<String>,
     /// Every direction of every link, in the order the links were given.
     pub directions: Vec<DirectionReport>,
-    /// CPU time the release thread used, ns.
+    /// Every release thread.
+    pub threads: Vec<ThreadReport>,
+    /// CPU time the release threads used, ns.
     pub cpu_ns: u64,
-    /// Wall time the release loop ran, ns.
+    /// Wall time the release loops ran (the longest), ns.
     pub wall_ns: u64,
 }
 
@@ -244,6 +277,9 @@ struct Rein {
     way: Way,
     swaps: SyncSender<Swap>,
     cut: Arc<AtomicBool>,
+    /// Wakes the direction's release thread, so a change takes effect without waiting for a
+    /// frame.
+    bell: Bell,
 }
 
 impl std::fmt::Debug for Steerer {
@@ -261,13 +297,15 @@ impl Steerer {
     /// A change made before the loop took the previous one of the same direction is refused
     /// ([`EngineError::ChangePending`]).
     pub fn set_model(&self, link: &str, way: Way, swap: Swap) -> Result<(), EngineError> {
-        self.rein(link, way)?
-            .swaps
+        let rein = self.rein(link, way)?;
+        rein.swaps
             .try_send(swap)
             .map_err(|_| EngineError::ChangePending {
                 link: link.to_owned(),
                 way: way.as_str(),
-            })
+            })?;
+        rein.bell.ring();
+        Ok(())
     }
 
     /// As [`Steerer::set_model`], but waits until the loop took the previous change of the
@@ -279,10 +317,10 @@ impl Steerer {
         way: Way,
         swap: Swap,
     ) -> Result<(), EngineError> {
-        self.rein(link, way)?
-            .swaps
-            .send(swap)
-            .map_err(|_| EngineError::Stopped)
+        let rein = self.rein(link, way)?;
+        rein.swaps.send(swap).map_err(|_| EngineError::Stopped)?;
+        rein.bell.ring();
+        Ok(())
     }
 
     fn rein(&self, link: &str, way: Way) -> Result<&Rein, EngineError> {
@@ -299,6 +337,7 @@ impl Steerer {
         let mut found = false;
         for r in self.reins.iter().filter(|r| r.link == link) {
             r.cut.store(cut, Ordering::Relaxed);
+            r.bell.ring();
             found = true;
         }
         if found {
@@ -314,33 +353,56 @@ impl Steerer {
 pub struct EngineHandle {
     steerer: Steerer,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<LoopEnd, EngineError>>>,
+    threads: Vec<Running>,
     collector: Option<JoinHandle<()>>,
     taps: Arc<Vec<Tap>>,
     books: Arc<Mutex<Vec<Books>>>,
-}
-
-#[derive(Debug)]
-struct LoopEnd {
     notices: Vec<String>,
-    cpu_ns: u64,
-    wall_ns: u64,
+    /// Released when the engine stops (dropped with the handle).
+    _dma_latency: Option<rt::DmaLatencyGuard>,
 }
 
-/// Starts the release thread for `links` and a collector thread that drains their fidelity
-/// rings. Buffers are allocated here, before the first frame.
+/// One release thread, as the handle keeps it.
+#[derive(Debug)]
+struct Running {
+    links: Vec<String>,
+    cpu: Option<usize>,
+    priority: Option<u8>,
+    status: Arc<ThreadStatus>,
+    bell: Bell,
+    join: Option<JoinHandle<Result<LoopEnd, EngineError>>>,
+}
+
+/// The links of one release thread before it starts.
+struct Share<Io> {
+    links: Vec<Link<Io>>,
+    names: Vec<String>,
+    wake: Option<WakeSet>,
+}
+
+/// Starts the release threads for `links` and a collector thread that drains their fidelity
+/// rings. Buffers are allocated here, before the first frame; memory is locked and
+/// `/dev/cpu_dma_latency` held here, once for the process.
 pub fn spawn<Io: PacketIo + Send + 'static>(
     config: EngineConfig,
     links: Vec<LinkSpec<Io>>,
 ) -> Result<EngineHandle, EngineError> {
-    if config.rx_batch == 0 || config.poll_interval_ns == 0 {
+    if config.rx_batch == 0 || config.poll_interval_ns == 0 || config.threads == 0 {
         return Err(EngineError::ZeroLoopParameter);
+    }
+    let n_threads = config.threads.min(links.len()).max(1);
+    let mut shares: Vec<Share<Io>> = Vec::with_capacity(n_threads);
+    for _ in 0..n_threads {
+        shares.push(Share {
+            links: Vec::new(),
+            names: Vec::new(),
+            wake: Some(WakeSet::new().map_err(EngineError::Watch)?),
+        });
     }
     let mut taps = Vec::new();
     let mut reins = Vec::new();
     let mut books = Vec::new();
-    let mut running = Vec::new();
-    for spec in links {
+    for (i, spec) in links.into_iter().enumerate() {
         for (way, cfg, sender) in [
             (Way::AToB, &spec.a_to_b, &spec.b),
             (Way::BToA, &spec.b_to_a, &spec.a),
@@ -361,6 +423,16 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
                 });
             }
         }
+        let thread = i % n_threads;
+        let share = &mut shares[thread];
+        // An interface without a descriptor cannot be slept on: its thread polls instead.
+        for io in [&spec.a, &spec.b] {
+            match (io.poll_fd(), share.wake.as_mut()) {
+                (Some(fd), Some(w)) => w.watch(fd).map_err(EngineError::Watch)?,
+                (None, _) => share.wake = None,
+                (Some(_), None) => {}
+            }
+        }
         let late = [spec.a_to_b.late_after_ns, spec.b_to_a.late_after_ns];
         let (steer_ab, helm_ab) = direction::steering();
         let (steer_ba, helm_ba) = direction::steering();
@@ -373,15 +445,17 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
             taps.push(Tap {
                 link: spec.name.clone(),
                 way,
+                thread,
                 published,
                 fidelity,
             });
-            reins.push(Rein {
-                link: spec.name.clone(),
+            reins.push((
+                thread,
+                spec.name.clone(),
                 way,
-                swaps: helm.swaps.clone(),
-                cut: Arc::clone(&helm.cut),
-            });
+                helm.swaps.clone(),
+                Arc::clone(&helm.cut),
+            ));
             books.push(Books {
                 errors: ErrorHistogram::new(late),
                 probe: None,
@@ -393,55 +467,135 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         let n = books.len();
         books[n - 2].probe = spec.a.drop_probe();
         books[n - 1].probe = spec.b.drop_probe();
-        running.push(Link {
+        share.names.push(spec.name);
+        share.links.push(Link {
             a: spec.a,
             b: spec.b,
             a_to_b,
             b_to_a,
         });
     }
-    let pacer = Pacer::new(&config)?;
-    let release_cpu = config.rt.cpu;
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
-        let stop = Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name("rtemu-release".into())
-            .spawn(move || run_loop(config, running, pacer, &stop))
-            .map_err(EngineError::Spawn)?
+    let mut notices = Vec::new();
+    if config.rt.lock_memory {
+        if let Err(e) = rt::lock_memory() {
+            notices.push(format!("mlockall skipped: {e}"));
+        }
+    }
+    let dma_latency = if config.rt.hold_dma_latency {
+        rt::DmaLatencyGuard::hold(0)
+            .map_err(|e| notices.push(format!("cpu_dma_latency skipped: {e}")))
+            .ok()
+    } else {
+        None
     };
+    let stop = Arc::new(AtomicBool::new(false));
+    let turns = Turns {
+        rx_batch: config.rx_batch,
+    };
+    let mut threads = Vec::with_capacity(n_threads);
+    for (index, share) in shares.into_iter().enumerate() {
+        let pacer = Pacer::new(config.wait, config.poll_interval_ns, share.wake)?;
+        let rt_cfg = ThreadRt {
+            cpu: (!config.rt.cpus.is_empty()).then(|| config.rt.cpus[index % config.rt.cpus.len()]),
+            fifo_priority: config.rt.fifo_priority,
+            min_timer_slack: config.rt.min_timer_slack,
+        };
+        let status = Arc::new(ThreadStatus::default());
+        let bell = pacer.bell();
+        let (cpu, priority) = (rt_cfg.cpu, rt_cfg.fifo_priority);
+        let join = {
+            let (stop, status) = (Arc::clone(&stop), Arc::clone(&status));
+            let links = share.links;
+            std::thread::Builder::new()
+                .name(format!("rtemu-release{index}"))
+                .spawn(move || release::run(&rt_cfg, turns, links, pacer, &stop, &status))
+        };
+        let join = match join {
+            Ok(j) => j,
+            Err(e) => {
+                // The threads already started stop with the handle they would have had.
+                stop.store(true, Ordering::Relaxed);
+                for t in &mut threads {
+                    let t: &mut Running = t;
+                    t.bell.ring();
+                    if let Some(j) = t.join.take() {
+                        let _ = j.join();
+                    }
+                }
+                return Err(EngineError::Spawn(e));
+            }
+        };
+        threads.push(Running {
+            links: share.names,
+            cpu,
+            priority,
+            status,
+            bell,
+            join: Some(join),
+        });
+    }
+    let reins = reins
+        .into_iter()
+        .map(|(thread, link, way, swaps, cut)| Rein {
+            link,
+            way,
+            swaps,
+            cut,
+            bell: threads[thread].bell.clone(),
+        })
+        .collect();
     let taps = Arc::new(taps);
     let books = Arc::new(Mutex::new(books));
+    let release_cpus: Vec<usize> = threads.iter().filter_map(|t| t.cpu).collect();
     let collector = {
         let (stop, taps, books) = (Arc::clone(&stop), Arc::clone(&taps), Arc::clone(&books));
         std::thread::Builder::new()
             .name("rtemu-collect".into())
             .spawn(move || {
-                // Keep off the release thread's CPU: a collector woken there would preempt the
-                // spinning release thread for a scheduler slice (milliseconds).
-                if let (Some(cpu), Ok(allowed)) = (release_cpu, rt::affinity()) {
-                    let others: Vec<usize> = allowed.into_iter().filter(|c| *c != cpu).collect();
-                    if !others.is_empty() {
-                        let _ = rt::set_affinity(&others);
-                    }
-                }
+                // Keep off the release threads' CPUs: work woken there would wait behind them
+                // or, at normal priority, be what they step down for.
+                keep_off(&release_cpus);
                 while !stop.load(Ordering::Relaxed) {
                     drain(&taps, &books);
                     std::thread::sleep(COLLECT_EVERY);
                 }
             })
-            .map_err(EngineError::Spawn)?
     };
-    Ok(EngineHandle {
+    let mut handle = EngineHandle {
         steerer: Steerer {
             reins: Arc::new(reins),
         },
         stop,
-        thread: Some(thread),
-        collector: Some(collector),
+        threads,
+        collector: None,
         taps,
         books,
-    })
+        notices,
+        _dma_latency: dma_latency,
+    };
+    handle.collector = Some(collector.map_err(EngineError::Spawn)?);
+    // Returned once every thread has set itself up, so what it got is what a report says.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !handle.threads.iter().all(|t| t.status.view().tid.is_some())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(handle)
+}
+
+/// Moves the calling thread off `cpus`, where other CPUs are allowed (a best effort: the
+/// thread runs wherever it may otherwise).
+pub fn keep_off(cpus: &[usize]) {
+    if cpus.is_empty() {
+        return;
+    }
+    if let Ok(allowed) = rt::affinity() {
+        let others: Vec<usize> = allowed.into_iter().filter(|c| !cpus.contains(c)).collect();
+        if !others.is_empty() {
+            let _ = rt::set_affinity(&others);
+        }
+    }
 }
 
 /// What the collector keeps per direction.
@@ -486,6 +640,7 @@ impl EngineHandle {
             .map(|(tap, b)| DirectionReport {
                 link: tap.link.clone(),
                 way: tap.way,
+                thread: tap.thread,
                 counters: tap.published.snapshot(),
                 cut: b.helm.cut.load(Ordering::Relaxed),
                 kernel_drops: b.probe.is_some().then_some(b.kernel_drops),
@@ -500,234 +655,94 @@ impl EngineHandle {
         self.steerer.clone()
     }
 
-    /// Whether the release thread is still running (it ends only when stopped or on an error).
+    /// Every release thread: its links, CPU, class, budget and CPU time so far.
+    pub fn threads(&self) -> Vec<ThreadReport> {
+        self.threads
+            .iter()
+            .enumerate()
+            .map(|(index, t)| {
+                let v = t.status.view();
+                ThreadReport {
+                    index,
+                    links: t.links.clone(),
+                    cpu: t.cpu,
+                    priority: t.priority,
+                    policy: v.policy,
+                    stepped_down: v.stepped_down,
+                    margin_ns: v.margin_ns,
+                    stalls: v.stalls,
+                    max_stall_ns: v.max_stall_ns,
+                    timer_slack_ns: v.timer_slack_ns,
+                    cpu_ns: v.tid.and_then(release::cpu_time_ns),
+                    notices: v.notices,
+                }
+            })
+            .collect()
+    }
+
+    /// Set-up steps of the whole engine (memory lock, wake-up latency) that were skipped.
+    pub fn notices(&self) -> &[String] {
+        &self.notices
+    }
+
+    /// Whether every release thread is still running (they end only when stopped or on an
+    /// error).
     pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        self.threads
+            .iter()
+            .all(|t| t.join.as_ref().is_some_and(|j| !j.is_finished()))
     }
 
     /// Stops the engine and returns the final report. Copies still queued are not sent; they
     /// stay counted as in flight.
     pub fn stop(mut self) -> Result<Report, EngineError> {
-        let end = self.halt();
-        let end = end.ok_or(EngineError::Panicked)??;
+        let threads = self.threads();
+        let ends = self.halt();
+        let mut notices = self.notices.clone();
+        let (mut cpu_ns, mut wall_ns) = (0, 0);
+        for end in ends {
+            let end = end.ok_or(EngineError::Panicked)??;
+            cpu_ns += end.cpu_ns;
+            wall_ns = wall_ns.max(end.wall_ns);
+        }
+        for t in &threads {
+            for n in &t.notices {
+                let n = if threads.len() > 1 {
+                    format!("release thread {}: {n}", t.index)
+                } else {
+                    n.clone()
+                };
+                if !notices.contains(&n) {
+                    notices.push(n);
+                }
+            }
+        }
         Ok(Report {
-            notices: end.notices,
+            notices,
             directions: self.snapshot(),
-            cpu_ns: end.cpu_ns,
-            wall_ns: end.wall_ns,
+            threads,
+            cpu_ns,
+            wall_ns,
         })
     }
 
-    fn halt(&mut self) -> Option<Result<LoopEnd, EngineError>> {
+    fn halt(&mut self) -> Vec<Option<Result<LoopEnd, EngineError>>> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(c) = self.collector.take() {
             let _ = c.join();
         }
-        self.thread.take().and_then(|t| t.join().ok())
+        for t in &self.threads {
+            t.bell.ring();
+        }
+        self.threads
+            .iter_mut()
+            .map(|t| t.join.take().and_then(|j| j.join().ok()))
+            .collect()
     }
 }
 
 impl Drop for EngineHandle {
     fn drop(&mut self) {
         self.halt();
-    }
-}
-
-/// Turns the wait strategy into the waits between loop turns.
-struct Pacer {
-    strategy: WaitStrategy,
-    /// The sleeping strategy's waiter (`sleep` for hybrid's sleep phase); none for `spin`.
-    sleeper: Option<Waiter>,
-    spinner: Waiter,
-    poll_interval_ns: u64,
-}
-
-impl Pacer {
-    fn new(config: &EngineConfig) -> Result<Pacer, WaitError> {
-        let sleeper = match config.wait {
-            WaitStrategy::Spin => None,
-            WaitStrategy::Hybrid { .. } => Some(Waiter::new(WaitStrategy::Sleep)?),
-            other => Some(Waiter::new(other)?),
-        };
-        Ok(Pacer {
-            strategy: config.wait,
-            sleeper,
-            spinner: Waiter::new(WaitStrategy::Spin)?,
-            poll_interval_ns: config.poll_interval_ns,
-        })
-    }
-
-    fn spins(&self) -> bool {
-        matches!(
-            self.strategy,
-            WaitStrategy::Spin | WaitStrategy::Hybrid { .. }
-        )
-    }
-
-    /// Waits after an idle loop turn at `now`, with the next release at `next` (if any).
-    fn pace(&mut self, now: Instant, next: Option<Instant>) -> Result<(), WaitError> {
-        let poll_end = now + self.poll_interval_ns;
-        match (self.strategy, &mut self.sleeper) {
-            (WaitStrategy::Spin, _) => {}
-            (WaitStrategy::Hybrid { margin_ns }, Some(sleeper)) => {
-                let spin_from = next.map_or(poll_end, |t| t - margin_ns);
-                if spin_from > now {
-                    return sleeper.wait_until(spin_from.min(poll_end));
-                }
-            }
-            (_, Some(sleeper)) => {
-                return sleeper.wait_until(next.map_or(poll_end, |t| t.min(poll_end)));
-            }
-            (_, None) => unreachable!("Pacer::new gives every strategy but spin a sleeper"),
-        }
-        match next {
-            Some(t) if t.nanos_since(now) <= SPIN_APPROACH_NS => self.spinner.wait_until(t),
-            _ => Ok(()),
-        }
-    }
-}
-
-fn rt_setup(rt_cfg: &RtConfig, spins: bool) -> (Vec<String>, Option<rt::DmaLatencyGuard>) {
-    let mut notices = Vec::new();
-    let note = |notices: &mut Vec<String>, step: &str, r: Result<(), rt::RtError>| {
-        if let Err(e) = r {
-            notices.push(format!("{step} skipped: {e}"));
-        }
-    };
-    if let Some(cpu) = rt_cfg.cpu {
-        note(&mut notices, "pinning", rt::set_affinity(&[cpu]));
-    }
-    if let Some(priority) = rt_cfg.fifo_priority {
-        let throttled = SystemInfo::probe().rt_runtime_us.is_some_and(|us| us >= 0);
-        if spins && throttled {
-            notices.push(
-                "SCHED_FIFO skipped: the wait strategy spins and kernel.sched_rt_runtime_us \
-                 throttles real-time threads (stopped 50 ms of every second); staying under \
-                 SCHED_OTHER. Set it to -1 to allow SCHED_FIFO, at the risk of a spinning \
-                 thread owning its CPU."
-                    .to_owned(),
-            );
-        } else {
-            note(&mut notices, "SCHED_FIFO", rt::set_fifo(priority));
-        }
-    }
-    if rt_cfg.lock_memory {
-        note(&mut notices, "mlockall", rt::lock_memory());
-    }
-    if rt_cfg.min_timer_slack {
-        note(&mut notices, "timer slack 1 ns", rt::set_timer_slack(1));
-    }
-    let guard = if rt_cfg.hold_dma_latency {
-        match rt::DmaLatencyGuard::hold(0) {
-            Ok(g) => Some(g),
-            Err(e) => {
-                notices.push(format!("cpu_dma_latency skipped: {e}"));
-                None
-            }
-        }
-    } else {
-        None
-    };
-    (notices, guard)
-}
-
-fn run_loop<Io: PacketIo>(
-    config: EngineConfig,
-    mut links: Vec<Link<Io>>,
-    mut pacer: Pacer,
-    stop: &AtomicBool,
-) -> Result<LoopEnd, EngineError> {
-    let (notices, _dma_guard) = rt_setup(&config.rt, pacer.spins());
-    let cpu_start = rtemu_clock::time::thread_cpu_time_ns();
-    let wall_start = Instant::now();
-    let now_ns = || Instant::now().as_nanos();
-    while !stop.load(Ordering::Relaxed) {
-        // Each frame brings its arrival time from the I/O layer (the kernel's receive stamp,
-        // or a clock read after the receive), never one read here before the receive.
-        let mut received = 0;
-        for l in &mut links {
-            l.a_to_b.steer();
-            l.b_to_a.steer();
-            received += l.a.recv_batch(config.rx_batch, |f| l.a_to_b.receive(f));
-            received += l.b.recv_batch(config.rx_batch, |f| l.b_to_a.receive(f));
-        }
-        let now = Instant::now();
-        let mut next: Option<u64> = None;
-        for l in &mut links {
-            l.a_to_b.release(now.as_nanos(), &mut l.b, now_ns);
-            l.b_to_a.release(now.as_nanos(), &mut l.a, now_ns);
-            l.a_to_b.publish();
-            l.b_to_a.publish();
-            for t in [l.a_to_b.next_release(), l.b_to_a.next_release()]
-                .into_iter()
-                .flatten()
-            {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        }
-        // Frames may be waiting, or more copies due: go round again without waiting.
-        if received > 0 || next.is_some_and(|t| t <= now.as_nanos()) {
-            continue;
-        }
-        pacer.pace(now, next.map(Instant::from_nanos))?;
-    }
-    Ok(LoopEnd {
-        notices,
-        cpu_ns: rtemu_clock::time::thread_cpu_time_ns() - cpu_start,
-        wall_ns: Instant::now().nanos_since(wall_start),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hybrid_sleeps_only_while_the_release_is_beyond_its_margin() {
-        let mut pacer = Pacer::new(&EngineConfig {
-            wait: WaitStrategy::Hybrid {
-                margin_ns: 1_000_000,
-            },
-            poll_interval_ns: 200_000,
-            ..EngineConfig::default()
-        })
-        .unwrap();
-        // Next release 500 µs away, inside the 1 ms margin: no sleep (returns at once).
-        let now = Instant::now();
-        pacer.pace(now, Some(now + 500_000)).unwrap();
-        assert!(Instant::now().nanos_since(now) < 400_000);
-        // Nothing queued: sleeps one poll interval, at least.
-        let now = Instant::now();
-        pacer.pace(now, None).unwrap();
-        assert!(Instant::now().nanos_since(now) >= 200_000);
-    }
-
-    #[test]
-    fn sleeping_strategies_wake_for_the_next_release_or_the_poll_interval() {
-        let mut pacer = Pacer::new(&EngineConfig {
-            wait: WaitStrategy::Sleep,
-            poll_interval_ns: 300_000,
-            ..EngineConfig::default()
-        })
-        .unwrap();
-        let now = Instant::now();
-        pacer.pace(now, Some(now + 100_000)).unwrap();
-        assert!(Instant::now() >= now + 100_000);
-        let now = Instant::now();
-        pacer.pace(now, Some(now + 10_000_000_000)).unwrap();
-        let slept = Instant::now().nanos_since(now);
-        assert!(slept >= 300_000, "{slept}");
-        // The 10 s release was not waited for; generous bound for a loaded machine.
-        assert!(slept < 5_000_000_000, "{slept}");
-    }
-
-    #[test]
-    fn spin_hands_the_last_microseconds_to_the_spin_waiter() {
-        let mut pacer = Pacer::new(&EngineConfig::default()).unwrap();
-        let now = Instant::now();
-        let due = now + 1_500;
-        pacer.pace(now, Some(due)).unwrap();
-        assert!(Instant::now() >= due);
-        assert!(pacer.sleeper.is_none(), "spin never sleeps");
     }
 }

@@ -16,6 +16,7 @@
 //! time, and release them early.
 
 use std::io;
+use std::os::fd::BorrowedFd;
 
 use rtemu_clock::time::realtime_ns;
 use rtemu_clock::Instant;
@@ -208,6 +209,10 @@ pub trait PacketIo {
     /// The largest frame [`PacketIo::stage`] accepts.
     fn max_frame(&self) -> usize;
 
+    /// A descriptor that is readable while frames wait to be received, for the release thread
+    /// to sleep on; `None` where the layer has none (the thread then polls it).
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>>;
+
     /// A probe that counts frames the kernel dropped before this I/O layer received them,
     /// read by a thread other than the packet path; `None` where the layer cannot tell.
     fn drop_probe(&self) -> Option<Box<dyn DropProbe>> {
@@ -280,6 +285,10 @@ pub(crate) mod mem {
 
         fn max_frame(&self) -> usize {
             2048
+        }
+
+        fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+            None
         }
     }
 }

@@ -19,9 +19,11 @@
 //!   counted drop `pool-exhausted`), released in time order by the simulator's own
 //!   [`rtemu_model::timing::TimingQueue`];
 //! * [`direction`]: one link direction: receive → model → queue → release, time passed in;
-//! * [`engine`]: the release loop on its own thread, the wait strategies of
-//!   [`rtemu_clock::wait`] between turns, real-time set-up, and the [`engine::EngineHandle`]
-//!   that reads counters and fidelity while it runs;
+//! * [`release`]: one release thread: its links, its loop, its `SCHED_FIFO` class within a
+//!   real-time budget the kernel never throttles; `pacer` (private): how it waits between
+//!   turns, asleep on its sockets until a frame or the approach of a release;
+//! * [`engine`]: the links partitioned over release threads, and the
+//!   [`engine::EngineHandle`] that reads counters, fidelity and thread status while it runs;
 //! * [`counters`] and [`fidelity`]: what leaves the hot path, through a sequence lock over
 //!   atomics (counters, a consistent snapshot in which every copy is accounted for) and a
 //!   lock-free ring (intended and actual release time of every copy, summarised as percentiles);
@@ -90,13 +92,10 @@
 //! * Under saturation each loop turn receives up to `rx_batch` frames per interface and
 //!   releases at most [`direction::RELEASE_BATCH`] per direction, so a backlog of due copies
 //!   drains slowly and the release error grows (measured: median 59–435 µs at 0.6–0.7 Mpps with
-//!   `delay 10ms`). Arrival times are the clock at the start of the loop turn that received the
-//!   frame, not the kernel's receive timestamp, so time a frame waited in the ring is not in
-//!   the fidelity record; kernel receive and software transmit timestamps would make it so.
+//!   `delay 10ms`). On AF_XDP a frame's arrival is a clock read after the receive, not a
+//!   kernel stamp, so time it waited in the ring is not in the fidelity record.
 //! * Frames the kernel drops in the veth backlog, before the packet socket, are not counted
 //!   (those lost to a full receive ring are, as [`engine::DirectionReport::kernel_drops`]).
-//! * `SCHED_FIFO` is refused while the wait strategy spins and the kernel throttles real-time
-//!   threads; yielding before the throttle budget ends would allow it.
 //!
 //! All `unsafe` lives in the private `sys` module, one commented block per kernel call.
 #![deny(unsafe_code)]
@@ -113,10 +112,14 @@ pub mod ifcounters;
 pub mod io;
 pub mod netns;
 pub mod offload;
+mod pacer;
 pub mod pool;
+pub mod release;
 mod sys;
 pub mod xdp;
 
 pub use counters::{Counters, DropKind};
 pub use direction::{DirectionConfig, Resolution, Swap};
-pub use engine::{spawn, EngineConfig, EngineHandle, LinkSpec, Report, RtConfig, Steerer};
+pub use engine::{
+    spawn, EngineConfig, EngineHandle, LinkSpec, Report, RtConfig, Steerer, ThreadReport,
+};

@@ -134,6 +134,11 @@ impl PacketSocket {
         Ok(socket)
     }
 
+    /// The socket's descriptor, to sleep on until a frame arrives.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     /// A second descriptor of the socket, for reading its statistics from another thread.
     pub fn try_clone_fd(&self) -> io::Result<OwnedFd> {
         self.fd.try_clone()

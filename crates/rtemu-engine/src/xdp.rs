@@ -16,7 +16,7 @@
 //! picks chunks large enough for an MTU.
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rtemu_clock::Instant;
 use rtemu_sys::packet::if_index;
@@ -255,6 +255,11 @@ impl PacketIo for AfXdp {
 
     fn max_frame(&self) -> usize {
         self.umem.geometry().frame_size as usize
+    }
+
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        // Readable while the receive ring holds a frame.
+        Some(self.socket.as_fd())
     }
 
     fn drop_probe(&self) -> Option<Box<dyn DropProbe>> {

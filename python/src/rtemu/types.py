@@ -203,6 +203,60 @@ class Underlay:
 
 
 @dataclass(frozen=True)
+class EngineThread:
+    """One release thread of a lab's engine: the links it serves, where and how it runs.
+
+    Attributes:
+        index: its index, which :attr:`Direction.thread` names.
+        links: the impaired links it serves.
+        cpu: the CPU it is pinned to (``None``: not pinned).
+        priority: the ``SCHED_FIFO`` priority asked for (``None``: real time turned off).
+        policy: its class now (``"SCHED_FIFO:40"``, or ``"SCHED_OTHER"`` when real time was
+            refused or while it has stepped down for the rest of a 10 ms window).
+        stepped_down: windows in which it spent its real-time share (9 ms of 10 ms).
+        margin_ns: how long before a release it stops sleeping and spins.
+        stalls: loop turns or wake-ups more than 1 ms late; ``max_stall_ns`` the longest.
+        timer_slack_ns: its timer slack.
+        cpu_ns: CPU time it used so far, when the kernel tells.
+    """
+
+    index: int
+    links: list[str]
+    cpu: int | None
+    priority: int | None
+    policy: str
+    stepped_down: int
+    margin_ns: int
+    stalls: int
+    max_stall_ns: int
+    timer_slack_ns: int | None
+    cpu_ns: int | None
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> EngineThread:
+        """Parses the API's ``EngineThread`` object."""
+        o = _obj(value, where)
+        return cls(
+            index=_int(o, "index", where),
+            links=_strs(o, "links", where),
+            cpu=_opt_int(o, "cpu", where),
+            priority=_opt_int(o, "priority", where),
+            policy=_str(o, "policy", where),
+            stepped_down=_int(o, "stepped_down", where),
+            margin_ns=_int(o, "margin_ns", where),
+            stalls=_int(o, "stalls", where),
+            max_stall_ns=_int(o, "max_stall_ns", where),
+            timer_slack_ns=_opt_int(o, "timer_slack_ns", where),
+            cpu_ns=_opt_int(o, "cpu_ns", where),
+        )
+
+
+def _threads(o: Json, where: str) -> list[EngineThread]:
+    """An engine's release threads (none from an engine older than them)."""
+    return parse_list(o.get("threads", []), EngineThread.from_json, f"{where}.threads")
+
+
+@dataclass(frozen=True)
 class Direction:
     """The engine's counters for one direction of one impaired link.
 
@@ -219,6 +273,7 @@ class Direction:
         conserved: whether received + duplicates = delivered + dropped + in flight.
         buffers: the direction's frame buffers, when known.
         underlay: for a link between hosts, the underlay it crosses (``None`` on one machine).
+        thread: the engine's release thread that serves it (an :attr:`EngineThread.index`).
     """
 
     link: str
@@ -243,6 +298,7 @@ class Direction:
     buffers: int | None
     fidelity: Fidelity
     underlay: Underlay | None = None
+    thread: int | None = None
 
     @property
     def dropped_total(self) -> int:
@@ -287,6 +343,7 @@ class Direction:
             underlay=(
                 Underlay.from_json(o["underlay"], f"{where}.underlay") if "underlay" in o else None
             ),
+            thread=_opt_int(o, "thread", where) if "thread" in o else None,
         )
 
 
@@ -345,6 +402,7 @@ class Stats:
         process_cpu_ns: CPU time the engine used so far, when readable.
         directions: every direction of every impaired link, as the API lists them.
         links: the same directions by link name, each with ``a_to_b`` and ``b_to_a``.
+        threads: the engine's release threads.
     """
 
     lab: str
@@ -354,6 +412,7 @@ class Stats:
     process_cpu_ns: int | None
     directions: list[Direction]
     links: dict[str, LinkStats]
+    threads: list[EngineThread]
 
     @classmethod
     def from_json(cls, value: Any, where: str = "stats") -> Stats:
@@ -366,6 +425,7 @@ class Stats:
             pid=_opt_int(o, "pid", where),
             monotonic_ns=_opt_int(o, "monotonic_ns", where),
             process_cpu_ns=_opt_int(o, "process_cpu_ns", where),
+            threads=_threads(o, where),
         )
 
 
@@ -383,6 +443,7 @@ class FinalReport:
     directions: list[Direction]
     links: dict[str, LinkStats]
     error: str | None = None
+    threads: list[EngineThread] | None = None
 
     @classmethod
     def from_json(cls, value: Any, where: str = "report") -> FinalReport:
@@ -397,6 +458,7 @@ class FinalReport:
             notices=_list(o, "notices", where),
             cpu_ns=_int(o, "cpu_ns", where),
             wall_ns=_int(o, "wall_ns", where),
+            threads=_threads(o, where),
         )
 
 

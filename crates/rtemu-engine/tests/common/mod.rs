@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use rtemu_clock::Instant;
-use rtemu_clock::WaitStrategy;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::direction::{DirectionConfig, Resolution};
 use rtemu_engine::engine::{self, EngineConfig, EngineHandle, LinkSpec, RtConfig};
@@ -220,12 +219,10 @@ pub fn direction(text: &str, label: u64) -> DirectionConfig {
     }
 }
 
-/// The engine as the tests run it: gentle on a 2-core CI machine (sleep until 200 µs before a
-/// release, then spin), without the privileged real-time set-up.
+/// The engine as a lab runs it (the `auto` wait, `SCHED_FIFO` within its budget), without the
+/// process-wide set-up a test binary should not make (memory locked, `cpu_dma_latency`).
 pub fn config() -> EngineConfig {
     EngineConfig {
-        wait: WaitStrategy::Hybrid { margin_ns: 200_000 },
-        poll_interval_ns: 100_000,
         rt: RtConfig {
             lock_memory: false,
             hold_dma_latency: false,

@@ -65,6 +65,8 @@ pub struct Engine {
     pub pid: u32,
     /// The CPU time it used so far, ns.
     pub process_cpu_ns: Option<u64>,
+    /// Its release threads (a direction's `thread` indexes those of its link's engine).
+    pub threads: Vec<rtemu_control::message::EngineThread>,
 }
 
 impl SpreadStats {
@@ -85,6 +87,7 @@ impl SpreadStats {
                 monotonic_ns: stats.monotonic_ns,
                 pid: stats.pid,
                 process_cpu_ns: stats.process_cpu_ns,
+                threads: stats.threads,
             });
         }
         // Stable: each link's directions keep their engine's order (a-b, then b-a).
@@ -246,6 +249,7 @@ mod tests {
             monotonic_ns: u64::from(pid) * 1000,
             pid,
             process_cpu_ns: Some(5),
+            threads: Vec::new(),
         }
     }
 

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use rtemu_clock::WaitStrategy;
-use rtemu_control::engine::{self, EngineOptions, IoKind, RunOptions, SIZING_PPS};
+use rtemu_control::engine::{self, EngineOptions, IoKind, Priority, RunOptions, SIZING_PPS};
 use rtemu_topo::state::LabName;
 
 /// Run a lab's engine (started by `rtemu up`; not for direct use).
@@ -12,12 +12,18 @@ use rtemu_topo::state::LabName;
 pub struct EngineArgs {
     /// The lab.
     pub lab: LabName,
-    /// How the release loop waits: spin, hybrid:MARGIN, sleep.
+    /// How the release loop waits: auto, spin, hybrid:MARGIN, sleep.
     #[arg(long)]
     pub wait: WaitStrategy,
-    /// Pin the release thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
+    /// Pin the release threads to these CPUs (round robin).
+    #[arg(long, value_parser = parse_cpus)]
+    pub cpus: Option<Vec<usize>>,
+    /// The release threads' SCHED_FIFO priority, or `off`.
+    #[arg(long, default_value = "40")]
+    pub priority: Priority,
+    /// Release threads.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: u64,
     /// Packet I/O (default: af-packet; af-xdp falls back to af-packet where it cannot be set
     /// up).
     #[arg(long, value_enum)]
@@ -30,14 +36,26 @@ pub struct EngineArgs {
 /// How `up` starts a lab's engine; each option left out takes the engine's default.
 #[derive(Debug, Clone, Default, Args)]
 pub struct EngineFlags {
-    /// How the engine of impaired links waits for a release: `spin` (best precision, one core
-    /// busy), `hybrid:MARGIN` (sleep until MARGIN before, then spin) or `sleep`. Default:
-    /// `spin` with 4 or more CPUs, else `hybrid:100us`.
+    /// How the engine of impaired links waits for a release: `auto` (the default: asleep until
+    /// a frame arrives or its measured wake-up latency before a release, then spinning),
+    /// `spin` (a core kept busy), `hybrid:MARGIN` (sleep until MARGIN before, then spin) or
+    /// `sleep`.
     #[arg(long = "engine-wait", value_name = "STRATEGY")]
     pub wait: Option<WaitStrategy>,
-    /// Pin the engine's release thread to this CPU.
-    #[arg(long = "engine-cpu", value_name = "CPU")]
-    pub cpu: Option<usize>,
+    /// Pin the engine's release threads to these CPUs, round robin (`1`, `2-3`). Default: the
+    /// last CPUs, one per thread, where one is left for everything else.
+    #[arg(long = "engine-cpus", alias = "engine-cpu", value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<Vec<usize>>,
+    /// The release threads' real-time class: a SCHED_FIFO priority from 1 to 99 (default 40:
+    /// above every normal program, below the kernel's interrupt threads), or `off` for
+    /// SCHED_OTHER. Each thread takes at most 9 ms of every 10 ms under SCHED_FIFO, so the
+    /// kernel never throttles it and the CPU's other programs still run.
+    #[arg(long = "engine-priority", value_name = "N|off")]
+    pub priority: Option<Priority>,
+    /// Release threads the impaired links are spread over, link by link (every frame of a
+    /// link stays in one thread). Default: one per two CPUs, at most one per link.
+    #[arg(long = "engine-threads", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
     /// The engine's packet I/O: `af-packet` (the default) or `af-xdp` (fewer frames lost under
     /// load; no faster on veth, see docs/benchmarks.md). Where AF_XDP cannot be set up, the
     /// engine says so in its log and uses `af-packet`.
@@ -56,7 +74,9 @@ impl EngineFlags {
     pub fn options(&self) -> EngineOptions {
         EngineOptions {
             wait: self.wait,
-            cpu: self.cpu,
+            cpus: self.cpus.clone(),
+            priority: self.priority,
+            threads: self.threads.map(|n| n as usize),
             io: self.io.map(IoKind::from),
             sizing_pps: self.sizing_pps,
         }
@@ -81,12 +101,19 @@ impl From<IoArg> for IoKind {
     }
 }
 
+/// A CPU list flag (`1`, `0,2-3`).
+fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
+    rtemu_clock::rt::parse_cpu_list(text).map_err(|e| e.to_string())
+}
+
 /// `rtemu engine LAB`.
 pub fn run(args: &EngineArgs) -> Result<()> {
     engine::run(&RunOptions {
         lab: args.lab.clone(),
         wait: args.wait,
-        cpu: args.cpu,
+        cpus: args.cpus.clone().unwrap_or_default(),
+        priority: args.priority,
+        threads: args.threads as usize,
         io: args.io.map(IoKind::from),
         sizing_pps: args.sizing_pps,
     })

@@ -1,0 +1,250 @@
+//! One release thread: the links it serves, its real-time class, its budget and its loop.
+//!
+//! Each turn of the loop receives up to a batch from every interface of the thread's links,
+//! each frame stamped with its arrival by the I/O layer (the kernel's receive stamp, see
+//! [`crate::io`]), reads `CLOCK_MONOTONIC` and releases every copy due by then (late copies go
+//! at once, in order). With nothing received and nothing due it waits as its [`Pacer`] says:
+//! asleep on its sockets until a frame or the approach of its next release.
+//!
+//! **Real-time class.** As root the thread runs under `SCHED_FIFO` (the engine's default
+//! priority is [`crate::engine::DEFAULT_FIFO_PRIORITY`]), so a busy program beside the lab
+//! cannot delay a release by a scheduler slice. A real-time thread that ran all the time would
+//! be throttled by the kernel (stopped 50 ms of every second) and would starve the CPU's other
+//! threads, so the thread keeps an [`RtBudget`]: it may be awake at most 9 ms of every 10 ms
+//! under `SCHED_FIFO`; once that is spent (only under saturation, or with the `spin`
+//! strategy), it steps down to `SCHED_OTHER` for the rest of the window, where it shares the
+//! CPU fairly, and back up when the window ends. Its real-time share of any second is then at
+//! most 0.909 s, below the kernel's 0.95 s, by construction. Each step is one system call,
+//! taken only when the share is spent.
+//!
+//! **What it publishes** ([`ThreadStatus`]): its thread id (for its CPU time), the class in
+//! force, how often it stepped down, its spin margin, and its stalls: loop turns or timed
+//! wake-ups more than [`STALL_NS`] late, which is what a throttle or a preemption by something
+//! more urgent would show.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use rtemu_clock::budget::{RtBudget, Standing};
+use rtemu_clock::rt::{self, Policy};
+use rtemu_clock::Instant;
+
+use crate::direction::Direction;
+use crate::engine::EngineError;
+use crate::io::PacketIo;
+use crate::pacer::Pacer;
+
+/// A loop turn, or a wake-up past its deadline, longer than this is a stall.
+pub const STALL_NS: u64 = 1_000_000;
+
+/// One link as its release thread holds it.
+pub(crate) struct Link<Io> {
+    pub(crate) a: Io,
+    pub(crate) b: Io,
+    pub(crate) a_to_b: Direction,
+    pub(crate) b_to_a: Direction,
+}
+
+/// The real-time set-up one release thread applies to itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ThreadRt {
+    pub(crate) cpu: Option<usize>,
+    pub(crate) fifo_priority: Option<u8>,
+    pub(crate) min_timer_slack: bool,
+}
+
+/// What one release thread tells readers while it runs: written by the thread with relaxed
+/// atomic stores (no lock, no system call on the packet path), read by anyone.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadStatus {
+    tid: AtomicI32,
+    /// 0: `SCHED_OTHER`; 1–99: `SCHED_FIFO` at that priority.
+    policy: AtomicU32,
+    stepped_down: AtomicU64,
+    margin_ns: AtomicU64,
+    stalls: AtomicU64,
+    max_stall_ns: AtomicU64,
+    timer_slack_ns: AtomicU64,
+    started: AtomicBool,
+    /// Set-up steps skipped, written once before the loop starts.
+    notices: Mutex<Vec<String>>,
+}
+
+/// A snapshot of a [`ThreadStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StatusView {
+    pub(crate) tid: Option<i32>,
+    pub(crate) policy: Policy,
+    pub(crate) stepped_down: u64,
+    pub(crate) margin_ns: u64,
+    pub(crate) stalls: u64,
+    pub(crate) max_stall_ns: u64,
+    pub(crate) timer_slack_ns: Option<u64>,
+    pub(crate) notices: Vec<String>,
+}
+
+impl ThreadStatus {
+    fn set_policy(&self, p: Option<u8>) {
+        self.policy.store(p.map_or(0, u32::from), Ordering::Relaxed);
+    }
+
+    fn stall(&self, ns: u64) {
+        if ns >= STALL_NS {
+            self.stalls.fetch_add(1, Ordering::Relaxed);
+            self.max_stall_ns.fetch_max(ns, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn view(&self) -> StatusView {
+        let started = self.started.load(Ordering::Acquire);
+        StatusView {
+            tid: started.then(|| self.tid.load(Ordering::Relaxed)),
+            policy: match self.policy.load(Ordering::Relaxed) {
+                0 => Policy::Other,
+                p => Policy::Fifo(p as u8),
+            },
+            stepped_down: self.stepped_down.load(Ordering::Relaxed),
+            margin_ns: self.margin_ns.load(Ordering::Relaxed),
+            stalls: self.stalls.load(Ordering::Relaxed),
+            max_stall_ns: self.max_stall_ns.load(Ordering::Relaxed),
+            timer_slack_ns: started.then(|| self.timer_slack_ns.load(Ordering::Relaxed)),
+            notices: self
+                .notices
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        }
+    }
+}
+
+/// The thread's CPU time so far (`/proc/self/task/TID/schedstat`, its first field), ns; read
+/// by another thread, off the packet path.
+pub(crate) fn cpu_time_ns(tid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Pins, classes and tunes the calling thread; returns the skipped steps and the priority in
+/// force (`None`: `SCHED_OTHER`).
+fn set_up(rt_cfg: &ThreadRt, status: &ThreadStatus) -> Option<u8> {
+    let mut notices = Vec::new();
+    let mut note = |step: &str, r: Result<(), rt::RtError>| match r {
+        Ok(()) => true,
+        Err(e) => {
+            notices.push(format!("{step} skipped: {e}"));
+            false
+        }
+    };
+    if let Some(cpu) = rt_cfg.cpu {
+        note("pinning", rt::set_affinity(&[cpu]));
+    }
+    let fifo = rt_cfg
+        .fifo_priority
+        .filter(|&p| note("SCHED_FIFO", rt::set_fifo(p)));
+    if rt_cfg.min_timer_slack {
+        note("timer slack 1 ns", rt::set_timer_slack(1));
+    }
+    status.set_policy(fifo);
+    status
+        .tid
+        .store(rtemu_clock::rt::thread_id(), Ordering::Relaxed);
+    status
+        .timer_slack_ns
+        .store(rt::timer_slack().unwrap_or(0), Ordering::Relaxed);
+    *status
+        .notices
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = notices;
+    status.started.store(true, Ordering::Release);
+    fifo
+}
+
+/// The loop's parameters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Turns {
+    pub(crate) rx_batch: usize,
+}
+
+/// What a release thread did, when it ends.
+#[derive(Debug)]
+pub(crate) struct LoopEnd {
+    pub(crate) cpu_ns: u64,
+    pub(crate) wall_ns: u64,
+}
+
+/// Runs one release thread until `stop`.
+pub(crate) fn run<Io: PacketIo>(
+    rt_cfg: &ThreadRt,
+    turns: Turns,
+    mut links: Vec<Link<Io>>,
+    mut pacer: Pacer,
+    stop: &AtomicBool,
+    status: &ThreadStatus,
+) -> Result<LoopEnd, EngineError> {
+    let fifo = set_up(rt_cfg, status);
+    let cpu_start = rtemu_clock::time::thread_cpu_time_ns();
+    let wall_start = Instant::now();
+    let mut budget = RtBudget::engine(wall_start.as_nanos());
+    let mut stepped_down = false;
+    let now_ns = || Instant::now().as_nanos();
+    while !stop.load(Ordering::Relaxed) {
+        let turn_start = Instant::now();
+        // Each frame brings its arrival time from the I/O layer (the kernel's receive stamp,
+        // or a clock read after the receive), never one read here before the receive.
+        let mut received = 0;
+        for l in &mut links {
+            l.a_to_b.steer();
+            l.b_to_a.steer();
+            received += l.a.recv_batch(turns.rx_batch, |f| l.a_to_b.receive(f));
+            received += l.b.recv_batch(turns.rx_batch, |f| l.b_to_a.receive(f));
+        }
+        let now = Instant::now();
+        let mut next: Option<u64> = None;
+        for l in &mut links {
+            l.a_to_b.release(now.as_nanos(), &mut l.b, now_ns);
+            l.b_to_a.release(now.as_nanos(), &mut l.a, now_ns);
+            l.a_to_b.publish();
+            l.b_to_a.publish();
+            for t in [l.a_to_b.next_release(), l.b_to_a.next_release()]
+                .into_iter()
+                .flatten()
+            {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        status.stall(now.nanos_since(turn_start));
+        if let Some(priority) = fifo {
+            // One system call, only when the share of a window is spent or a new one began.
+            match budget.check(now.as_nanos()) {
+                Standing::Spent if !stepped_down && rt::set_other().is_ok() => {
+                    stepped_down = true;
+                    status.set_policy(None);
+                    status.stepped_down.fetch_add(1, Ordering::Relaxed);
+                }
+                Standing::Within if stepped_down && rt::set_fifo(priority).is_ok() => {
+                    stepped_down = false;
+                    status.set_policy(Some(priority));
+                }
+                _ => {}
+            }
+        }
+        // Frames may be waiting, or more copies due: go round again without waiting.
+        if received > 0 || next.is_some_and(|t| t <= now.as_nanos()) {
+            continue;
+        }
+        status.margin_ns.store(pacer.margin_ns(), Ordering::Relaxed);
+        let next = next.map(Instant::from_nanos);
+        pacer.pace(now, next, &mut budget)?;
+        if let Some(t) = next {
+            let woke = Instant::now();
+            // Woken past a release by more than the spin could make up: a stall.
+            if woke > t {
+                status.stall(woke.nanos_since(t));
+            }
+        }
+    }
+    Ok(LoopEnd {
+        cpu_ns: rtemu_clock::time::thread_cpu_time_ns() - cpu_start,
+        wall_ns: Instant::now().nanos_since(wall_start),
+    })
+}
