@@ -11,6 +11,7 @@
 
 pub mod cluster;
 mod engine;
+mod precision;
 mod sim;
 mod stitch;
 mod topo;
@@ -25,7 +26,9 @@ mod topo;
   sudo rtemu bench engine --part soak --minutes 10
   sudo rtemu bench topo
   sudo rtemu bench topo --hosts 3
-  sudo rtemu bench topo --hosts 2 --nodes 10 --pings 20 --seconds 1")]
+  sudo rtemu bench topo --hosts 2 --nodes 10 --pings 20 --seconds 1
+  sudo rtemu bench precision --seconds 5 --rounds 3
+  sudo rtemu bench precision --precision-part idle --seconds 10")]
 pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
     /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
@@ -34,8 +37,16 @@ pub struct BenchArgs {
     /// engine's counters and memory checked; needs root) or `topo` (`up` and
     /// `down` of 10 to 1000 nodes against plain `ip` commands; with `--hosts N`, against the
     /// same labs spread over N agents, and a stitched link against a local one; needs root).
-    #[arg(value_parser = ["sim", "engine", "topo"], default_value = "sim")]
+    /// `precision` (root): an independent probe through impaired links, idle and beside busy
+    /// programs, the engine as it was before real-time scheduling against today's default,
+    /// alternated; the engine's CPU with no traffic; many links over one or two release
+    /// threads.
+    #[arg(value_parser = ["sim", "engine", "topo", "precision"], default_value = "sim")]
     pub what: String,
+
+    /// precision: rounds of the probe part (each runs both engines, alternating their order).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
 
     /// engine: pings per chain; topo --hosts: pings per path of the link table.
     #[arg(long, default_value_t = 100)]
@@ -50,6 +61,15 @@ pub struct BenchArgs {
     /// asked for).
     #[arg(long = "part", value_name = "PART", value_parser = ["per-hop", "rate", "load", "throughput", "soak"])]
     pub parts: Vec<String>,
+
+    /// precision: an older `rtemu` binary (e.g. built from an earlier commit) whose engine is
+    /// measured alternately with this one's, as it shipped.
+    #[arg(long, value_name = "RTEMU")]
+    pub before: Option<std::path::PathBuf>,
+
+    /// precision: only these parts (repeatable; default: all).
+    #[arg(long = "precision-part", value_name = "PART", value_parser = ["probe", "idle", "links"])]
+    pub precision_parts: Vec<String>,
 
     /// engine: how long the soak part runs, minutes (fractions allowed, e.g. 0.5).
     #[arg(long, value_name = "N", default_value_t = 10.0)]
@@ -104,6 +124,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             hosts: args.hosts,
             pings: args.pings,
             seconds: args.seconds,
+        });
+    }
+    if args.what == "precision" {
+        anyhow::ensure!(
+            args.seconds > 0 && args.rounds > 0,
+            "--seconds and --rounds must be at least 1"
+        );
+        return precision::run(&precision::Options {
+            seconds: args.seconds,
+            rounds: args.rounds,
+            parts: args.precision_parts.clone(),
+            json: args.json,
+            before: args.before.clone(),
         });
     }
     if args.what == "engine" {

@@ -25,6 +25,12 @@ pub const WINDOW_NS: u64 = 10_000_000;
 /// What a release thread may be awake under `SCHED_FIFO` in each [`WINDOW_NS`], ns (90 %).
 pub const ALLOWED_NS: u64 = 9_000_000;
 
+/// The awake time per [`WINDOW_NS`] below which a release thread may spin towards a release
+/// (50 %): past it, it sleeps until the release itself, which then starts later by its wake-up
+/// latency but leaves the rest of its share for the frames. Spinning is what makes a busy thread
+/// spend its share; frames alone rarely do.
+pub const SPIN_ALLOWED_NS: u64 = 5_000_000;
+
 /// Where a thread stands in its current window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
@@ -109,6 +115,15 @@ impl RtBudget {
         }
     }
 
+    /// How long the thread has been awake in the window holding `now`, ns.
+    pub fn used_ns(&mut self, now: u64) -> u64 {
+        self.roll(now);
+        self.used_ns
+            + self
+                .awake_since
+                .map_or(0, |since| now.saturating_sub(since))
+    }
+
     /// Where the thread stands at `now` (a new window starts afresh).
     pub fn check(&mut self, now: u64) -> Standing {
         self.roll(now);
@@ -161,6 +176,17 @@ mod tests {
         assert_eq!(b.check(18_999), Standing::Within);
         assert_eq!(b.check(19_000), Standing::Spent);
         assert_eq!(b.spent_windows(), 2);
+    }
+
+    #[test]
+    fn used_time_counts_the_current_stretch_and_restarts_with_each_window() {
+        let mut b = RtBudget::new(10_000, 9_000, 0);
+        assert_eq!(b.used_ns(3_000), 3_000);
+        b.sleep(4_000);
+        assert_eq!(b.used_ns(6_000), 4_000, "asleep since 4 µs");
+        b.wake(6_000);
+        assert_eq!(b.used_ns(7_000), 5_000);
+        assert_eq!(b.used_ns(12_000), 2_000, "the new window from its start");
     }
 
     #[test]

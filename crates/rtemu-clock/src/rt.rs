@@ -278,6 +278,25 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
     Ok(cpus)
 }
 
+/// A CPU list as a value of its own (a command-line flag's type): parsed by [`parse_cpu_list`],
+/// written by [`format_cpu_list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl std::str::FromStr for CpuList {
+    type Err = CpuListError;
+
+    fn from_str(text: &str) -> Result<CpuList, CpuListError> {
+        parse_cpu_list(text).map(CpuList)
+    }
+}
+
+impl fmt::Display for CpuList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_cpu_list(&self.0))
+    }
+}
+
 /// Whether this process may use `SCHED_FIFO`: tries it on a short-lived thread, which leaves
 /// the caller untouched.
 pub fn fifo_permitted() -> bool {

@@ -646,6 +646,12 @@ pub fn run(args: &RunOptions) -> Result<()> {
         .ok_or_else(|| anyhow!("no lab `{}` is running", args.lab))?;
     let home = netns::named(&lab_netns(&state.lab));
     netns::enter(&home)?;
+    // Only the release threads run in real time: the control server, collector and scheduler
+    // (this thread and those it starts) run as normal programs, whatever class the process
+    // that started the engine had.
+    if rtemu_clock::rt::current_policy().is_ok_and(|p| p != rtemu_clock::rt::Policy::Other) {
+        rtemu_clock::rt::set_other().context("leaving the real-time class `up` ran in")?;
+    }
     let config = EngineConfig {
         wait: args.wait,
         threads: args.threads,

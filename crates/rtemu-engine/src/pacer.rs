@@ -24,7 +24,7 @@
 //! Where an I/O layer has no descriptor to sleep on (the unit tests' memory I/O), sleeps end at
 //! least every poll interval instead.
 
-use rtemu_clock::budget::RtBudget;
+use rtemu_clock::budget::{RtBudget, SPIN_ALLOWED_NS};
 use rtemu_clock::wait::{WaitError, WakeLatency};
 use rtemu_clock::wake::{Bell, WakeSet, Woke};
 use rtemu_clock::{Instant, WaitStrategy, Waiter};
@@ -109,7 +109,14 @@ impl Pacer {
         match self.strategy {
             WaitStrategy::Spin => {}
             WaitStrategy::Hybrid { .. } | WaitStrategy::Auto => {
-                let margin = self.margin_ns();
+                // Spin only while the window's share allows: past half of it, sleep until the
+                // release itself (late by a wake-up, still in real time) and keep the rest of
+                // the share for frames.
+                let margin = if budget.used_ns(now.as_nanos()) < SPIN_ALLOWED_NS {
+                    self.margin_ns()
+                } else {
+                    0
+                };
                 match next {
                     None => {
                         self.block(now, None, budget)?;
@@ -138,7 +145,7 @@ impl Pacer {
             },
         }
         match next {
-            Some(t) if t > now && t.nanos_since(now) <= SPIN_APPROACH_NS => {
+            Some(t) if Instant::now() < t && t.nanos_since(now) <= SPIN_APPROACH_NS => {
                 self.spinner.wait_until(t)
             }
             _ => Ok(()),

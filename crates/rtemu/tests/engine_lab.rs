@@ -623,16 +623,9 @@ fn datagram_id(f: &[u8]) -> Option<String> {
     is_udp_9000.then(|| String::from_utf8_lossy(&f[42..]).into_owned())
 }
 
-#[test]
-fn the_simulator_decides_as_the_engine_did_for_the_same_frames_and_seed() {
-    if !root_or_skip("the_simulator_decides_as_the_engine_did_for_the_same_frames_and_seed") {
-        return;
-    }
-    // Only the test's frames cross the link: no address resolution, no IPv6 chatter, so the
-    // model sees exactly the frames the capture holds.
-    let lab = Lab::up(
-        "d",
-        r#"
+/// Two links, `ab` and `cd`, each deciding `loss 30% duplicate 5%`, without address
+/// resolution or IPv6 chatter: the model sees exactly the frames the capture holds.
+const TWO_LOSSY_LINKS: &str = r#"
 lab = "LAB"
 neighbours = "static"
 ip = "ipv4"
@@ -640,73 +633,161 @@ ip = "ipv4"
 sysctls = { "net.ipv6.conf.all.disable_ipv6" = 1 }
 [nodes.b]
 sysctls = { "net.ipv6.conf.all.disable_ipv6" = 1 }
+[nodes.c]
+sysctls = { "net.ipv6.conf.all.disable_ipv6" = 1 }
+[nodes.d]
+sysctls = { "net.ipv6.conf.all.disable_ipv6" = 1 }
 [[links]]
 name = "ab"
 endpoints = ["a", "b"]
 netem = "loss 30% duplicate 5%"
-"#,
-    );
-    let file = lab.dir.join("ab.pcapng");
+[[links]]
+name = "cd"
+endpoints = ["c", "d"]
+netem = "loss 30% duplicate 5%"
+"#;
+
+/// Brings [`TWO_LOSSY_LINKS`] up with `threads` release threads, sends 300 numbered datagrams
+/// across each link (both at once), and returns, per link, the ids the engine delivered and
+/// the ids the simulator delivers from the same frames with the same seed, each sorted.
+fn engine_and_sim_fates(tag: &str, threads: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let lab = Lab::up_args(tag, TWO_LOSSY_LINKS, &[], &["--engine-threads", threads]);
+    // Each link in a thread of its own with two threads, both in one with one.
+    let stats = lab.stats();
+    let served: Vec<Vec<String>> = stats["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| serde_json::from_value(t["links"].clone()).unwrap())
+        .collect();
+    let want: Vec<Vec<&str>> = match threads {
+        "1" => vec![vec!["ab", "cd"]],
+        _ => vec![vec!["ab"], vec!["cd"]],
+    };
+    assert_eq!(served, want, "{stats}");
+    let file = lab.dir.join("links.pcapng");
     let mut capture = Command::new(env!("CARGO_BIN_EXE_rtemu"))
-        .args(["capture", "--lab", &lab.name, "ab", "--duration", "4", "-w"])
+        .args([
+            "capture",
+            "--lab",
+            &lab.name,
+            "ab",
+            "cd",
+            "--duration",
+            "4",
+            "-w",
+        ])
         .arg(&file)
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let send = lab.exec(
-        "a",
-        &[
-            "bash",
-            "-c",
-            "for i in $(seq 1 300); do printf '%05d' $i > /dev/udp/b/9000; done",
-        ],
-    );
-    assert!(send.status.success(), "{}", text(&send));
+    let send = |from: &str, to: &str| {
+        let script =
+            format!("for i in $(seq 1 300); do printf '%05d' $i > /dev/udp/{to}/9000; done");
+        let mut args = vec!["exec".to_owned(), "--lab".into(), lab.name.clone()];
+        args.extend([
+            from.to_owned(),
+            "--".into(),
+            "bash".into(),
+            "-c".into(),
+            script,
+        ]);
+        Command::new(env!("CARGO_BIN_EXE_rtemu"))
+            .args(args)
+            .spawn()
+            .unwrap()
+    };
+    let senders = [send("a", "b"), send("c", "d")];
+    for mut s in senders {
+        assert!(s.wait().unwrap().success());
+    }
     assert!(capture.wait().unwrap().success());
     let packets = pcapng_packets(&std::fs::read(&file).unwrap());
-    // What the engine received: a's outbound frames, in order, with their times.
-    let input: Vec<(u64, Vec<u8>)> = packets
-        .iter()
-        .filter(|p| p.0 == 0 && p.2 & 3 == 2)
-        .map(|p| (p.1, p.3.clone()))
-        .collect();
-    assert_eq!(input.len(), 300, "only the test's datagrams crossed");
-    let mut by_engine: Vec<String> = packets
-        .iter()
-        .filter(|p| p.0 == 1 && p.2 & 3 == 1)
-        .filter_map(|p| datagram_id(&p.3))
-        .collect();
-    let replay = lab.dir.join("input.pcap");
-    std::fs::write(&replay, write_pcap(&input)).unwrap();
-    let out = lab.dir.join("sim.pcap");
-    let sim = rtemu(&[
-        "sim",
-        replay.to_str().unwrap(),
-        "--model",
-        "loss 30% duplicate 5%",
-        "--link",
-        "ab",
-        "--dir",
-        "a-b",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(sim.status.success(), "{}", text(&sim));
-    let mut by_sim: Vec<String> = pcap_frames(&std::fs::read(&out).unwrap())
-        .iter()
-        .filter_map(|f| datagram_id(f))
-        .collect();
-    by_engine.sort();
-    by_sim.sort();
-    // Loss and duplication really acted, and frame for frame the same way.
-    assert!(
-        (150..290).contains(&by_engine.len()),
-        "{} delivered",
-        by_engine.len()
-    );
-    assert!(by_engine.windows(2).any(|w| w[0] == w[1]), "no duplicate");
-    assert_eq!(by_engine, by_sim, "the simulator decided otherwise");
+    // Interfaces in the file: ab's two ends (0, 1), then cd's (2, 3).
+    [(0u32, "ab"), (2, "cd")]
+        .into_iter()
+        .map(|(first, link)| {
+            // What the engine received: the sender's outbound frames, in order, with times.
+            let input: Vec<(u64, Vec<u8>)> = packets
+                .iter()
+                .filter(|p| p.0 == first && p.2 & 3 == 2)
+                .map(|p| (p.1, p.3.clone()))
+                .collect();
+            assert_eq!(
+                input.len(),
+                300,
+                "{link}: only the test's datagrams crossed"
+            );
+            let mut by_engine: Vec<String> = packets
+                .iter()
+                .filter(|p| p.0 == first + 1 && p.2 & 3 == 1)
+                .filter_map(|p| datagram_id(&p.3))
+                .collect();
+            let replay = lab.dir.join(format!("{link}-input.pcap"));
+            std::fs::write(&replay, write_pcap(&input)).unwrap();
+            let out = lab.dir.join(format!("{link}-sim.pcap"));
+            let sim = rtemu(&[
+                "sim",
+                replay.to_str().unwrap(),
+                "--model",
+                "loss 30% duplicate 5%",
+                "--link",
+                link,
+                "--dir",
+                "a-b",
+                "--out",
+                out.to_str().unwrap(),
+                "--json",
+            ]);
+            assert!(sim.status.success(), "{}", text(&sim));
+            let mut by_sim: Vec<String> = pcap_frames(&std::fs::read(&out).unwrap())
+                .iter()
+                .filter_map(|f| datagram_id(f))
+                .collect();
+            by_engine.sort();
+            by_sim.sort();
+            (by_engine, by_sim)
+        })
+        .collect()
+}
+
+#[test]
+fn the_simulator_decides_as_the_engine_did_for_the_same_frames_and_seed_on_any_thread() {
+    if !root_or_skip(
+        "the_simulator_decides_as_the_engine_did_for_the_same_frames_and_seed_on_any_thread",
+    ) {
+        return;
+    }
+    let one = engine_and_sim_fates("d1", "1");
+    let two = engine_and_sim_fates("d2", "2");
+    for (link, ((engine_1, sim_1), (engine_2, sim_2))) in
+        ["ab", "cd"].iter().zip(one.iter().zip(&two))
+    {
+        // Loss and duplication really acted, and frame for frame the same way.
+        assert!(
+            (150..290).contains(&engine_1.len()),
+            "{link}: {} delivered",
+            engine_1.len()
+        );
+        assert!(
+            engine_1.windows(2).any(|w| w[0] == w[1]),
+            "{link}: no duplicate"
+        );
+        assert_eq!(
+            engine_1, sim_1,
+            "{link}, one thread: the simulator decided otherwise"
+        );
+        assert_eq!(
+            engine_2, sim_2,
+            "{link}, two threads: the simulator decided otherwise"
+        );
+        assert_eq!(
+            engine_1, engine_2,
+            "{link}: two threads decided otherwise than one"
+        );
+    }
+    // The links have streams of their own: not the same fates.
+    assert_ne!(one[0].0, one[1].0);
 }
 
 #[test]

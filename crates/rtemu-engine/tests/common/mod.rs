@@ -205,6 +205,11 @@ pub fn overflow(tx: &mut impl PacketIo, rx: &mut impl PacketIo) -> (u64, u64) {
     (received, dropped)
 }
 
+/// Moves the calling thread off `cpu` (onto the others), where there are others.
+pub fn keep_off(cpu: usize) {
+    rtemu_engine::engine::keep_off(&[cpu]);
+}
+
 /// One direction of a test link: the netem model `text`, its stream told apart by `label`.
 pub fn direction(text: &str, label: u64) -> DirectionConfig {
     let cfg = netem::parse(text).unwrap();

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+use rtemu_clock::rt::CpuList;
 use rtemu_clock::WaitStrategy;
 use rtemu_control::engine::{self, EngineOptions, IoKind, Priority, RunOptions, SIZING_PPS};
 use rtemu_topo::state::LabName;
@@ -16,8 +17,8 @@ pub struct EngineArgs {
     #[arg(long)]
     pub wait: WaitStrategy,
     /// Pin the release threads to these CPUs (round robin).
-    #[arg(long, value_parser = parse_cpus)]
-    pub cpus: Option<Vec<usize>>,
+    #[arg(long)]
+    pub cpus: Option<CpuList>,
     /// The release threads' SCHED_FIFO priority, or `off`.
     #[arg(long, default_value = "40")]
     pub priority: Priority,
@@ -44,8 +45,8 @@ pub struct EngineFlags {
     pub wait: Option<WaitStrategy>,
     /// Pin the engine's release threads to these CPUs, round robin (`1`, `2-3`). Default: the
     /// last CPUs, one per thread, where one is left for everything else.
-    #[arg(long = "engine-cpus", alias = "engine-cpu", value_name = "LIST", value_parser = parse_cpus)]
-    pub cpus: Option<Vec<usize>>,
+    #[arg(long = "engine-cpus", alias = "engine-cpu", value_name = "LIST")]
+    pub cpus: Option<CpuList>,
     /// The release threads' real-time class: a SCHED_FIFO priority from 1 to 99 (default 40:
     /// above every normal program, below the kernel's interrupt threads), or `off` for
     /// SCHED_OTHER. Each thread takes at most 9 ms of every 10 ms under SCHED_FIFO, so the
@@ -74,7 +75,7 @@ impl EngineFlags {
     pub fn options(&self) -> EngineOptions {
         EngineOptions {
             wait: self.wait,
-            cpus: self.cpus.clone(),
+            cpus: self.cpus.clone().map(|c| c.0),
             priority: self.priority,
             threads: self.threads.map(|n| n as usize),
             io: self.io.map(IoKind::from),
@@ -101,17 +102,12 @@ impl From<IoArg> for IoKind {
     }
 }
 
-/// A CPU list flag (`1`, `0,2-3`).
-fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
-    rtemu_clock::rt::parse_cpu_list(text).map_err(|e| e.to_string())
-}
-
 /// `rtemu engine LAB`.
 pub fn run(args: &EngineArgs) -> Result<()> {
     engine::run(&RunOptions {
         lab: args.lab.clone(),
         wait: args.wait,
-        cpus: args.cpus.clone().unwrap_or_default(),
+        cpus: args.cpus.clone().map(|c| c.0).unwrap_or_default(),
         priority: args.priority,
         threads: args.threads as usize,
         io: args.io.map(IoKind::from),

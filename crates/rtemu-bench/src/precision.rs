@@ -1,0 +1,557 @@
+//! `rtemu bench precision`: real time under load, measured by an independent probe.
+//!
+//! The probe ([`rtemu_testutil::probe`]) shares nothing with the engine's clocks: a sender in
+//! node `a` writes `CLOCK_REALTIME` into each UDP datagram just before handing it to the
+//! kernel, and a receiver in node `b` takes the kernel's receive stamp of each
+//! (`SO_TIMESTAMPNS`, the same clock, taken when the frame the engine sent entered node `b`).
+//! A datagram's error is its stamp − its send time − the link's delay: what a user of the link
+//! sees, the engine's wake-ups, queues and sends included. The sender runs under `SCHED_FIFO` 1
+//! (below the engine's threads, above every busy loop), so a busy loop cannot preempt it
+//! between its clock read and its send.
+//!
+//! Parts:
+//!
+//! * **probe**: one `delay D` link at `R` datagrams/s, for each delay (10 ms, 1 ms), rate
+//!   (2 kpps, 10 kpps) and load (idle; one busy loop per CPU outside the lab; one busy loop in
+//!   node `b`), the engine as it shipped before (`SCHED_OTHER`, `hybrid:100us`, not pinned)
+//!   against today's default, alternated run by run for `--rounds` rounds. Columns: the
+//!   probe's percentiles, the share within 20 and 100 µs, early datagrams; the engine's own
+//!   record of the same direction (release error p50/p99, arrival lag p99); the engine's CPU
+//!   (% of one core, and µs per frame).
+//! * **idle**: the engine's CPU with no traffic, over `--seconds`, each engine.
+//! * **links**: 1, 8, 32 and 128 `delay 10ms` links each carrying its own 1 kpps probe (idle
+//!   machine), the engine with 1 and 2 release threads: the probe's percentiles over all
+//!   links, and each thread's CPU.
+//!
+//! Every lab is taken down after its run, also when the run fails, and the busy loops end with
+//! it (each also under `timeout`, so none outlives a killed benchmark by more than a minute).
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rtemu_clock::{rt, Instant};
+use rtemu_control::message::{Direction, Stats};
+use rtemu_engine::netns;
+use rtemu_testutil::probe;
+use rtemu_topo::state::{LabName, State};
+use rtemu_topo::Topology;
+
+/// The UDP port every probe socket uses.
+const PORT: u16 = 7300;
+
+/// Options of `rtemu bench precision`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Seconds each run sends.
+    pub seconds: u32,
+    /// Rounds of the probe part (each runs every engine once, alternating).
+    pub rounds: u32,
+    /// Parts to run (`probe`, `idle`, `links`); empty: all.
+    pub parts: Vec<String>,
+    /// Print one JSON object per run instead of tables.
+    pub json: bool,
+    /// An older `rtemu` binary whose engine runs alternated with this one's.
+    pub before: Option<PathBuf>,
+}
+
+impl Options {
+    fn runs(&self, part: &str) -> bool {
+        self.parts.is_empty() || self.parts.iter().any(|p| p == part)
+    }
+}
+
+/// One engine under test: an `rtemu` binary and the flags its `up` gets.
+#[derive(Debug, Clone)]
+struct Variant {
+    name: String,
+    bin: PathBuf,
+    flags: Vec<String>,
+}
+
+impl Variant {
+    /// This binary, as `up` starts its engine by default.
+    fn default_engine() -> Result<Variant> {
+        Ok(Variant {
+            name: "default".into(),
+            bin: std::env::current_exe().context("finding the rtemu executable")?,
+            flags: Vec::new(),
+        })
+    }
+
+    fn rtemu(&self, args: &[&str]) -> Result<std::process::Output> {
+        let out = Command::new(&self.bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {} {}", self.bin.display(), args.join(" ")))?;
+        if !out.status.success() {
+            bail!(
+                "{} {} failed: {}",
+                self.bin.display(),
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(out)
+    }
+
+    fn stats(&self, lab: &str) -> Result<Stats> {
+        let out = self.rtemu(&["stats", lab, "--json"])?;
+        serde_json::from_slice(&out.stdout).context("reading `rtemu stats --json`")
+    }
+}
+
+/// The engines compared: `before` (an older `rtemu` binary, as it shipped) if given, then
+/// this binary's default.
+fn variants(before: Option<&Path>) -> Result<Vec<Variant>> {
+    let mut v = Vec::new();
+    if let Some(bin) = before {
+        v.push(Variant {
+            name: format!("before ({})", bin.display()),
+            bin: bin.to_owned(),
+            flags: Vec::new(),
+        });
+    }
+    v.push(Variant::default_engine()?);
+    Ok(v)
+}
+
+/// What runs beside the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    Idle,
+    /// One busy loop per CPU, outside the lab.
+    Busy,
+    /// One busy loop in node `b`.
+    InNode,
+}
+
+impl Load {
+    fn as_str(self) -> &'static str {
+        match self {
+            Load::Idle => "idle",
+            Load::Busy => "busy loop per CPU",
+            Load::InNode => "busy loop in node b",
+        }
+    }
+}
+
+/// Busy loops that end when dropped (and on their own after `timeout`).
+struct Busy(Vec<Child>);
+
+impl Busy {
+    fn start(load: Load, state: &State, seconds: u32) -> Result<Busy> {
+        let limit = (seconds + 60).to_string();
+        let spin = |cmd: &mut Command| {
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting a busy loop")
+        };
+        let mut children = Vec::new();
+        match load {
+            Load::Idle => {}
+            Load::Busy => {
+                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+                for _ in 0..cpus {
+                    children.push(spin(Command::new("timeout").args([
+                        &limit,
+                        "sh",
+                        "-c",
+                        "while :; do :; done",
+                    ]))?);
+                }
+            }
+            Load::InNode => {
+                let argv: Vec<String> = ["timeout", &limit, "sh", "-c", "while :; do :; done"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                children.push(spin(&mut rtemu_topo::lab::node_command(
+                    state, "b0", &argv,
+                )?)?);
+            }
+        }
+        Ok(Busy(children))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // `timeout` passes the signal on to its loop.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A lab taken down (with the binary that brought it up) and its file removed when dropped.
+struct LabGuard<'a> {
+    variant: &'a Variant,
+    lab: String,
+    dir: PathBuf,
+}
+
+impl Drop for LabGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.variant.rtemu(&["down", &self.lab]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The topology file of lab `lab`: `links` separate `delay D` links `aI — bI`, addressed
+/// 10.77.I.1 and .2.
+fn topology_text(lab: &str, links: usize, delay: &str) -> String {
+    let mut src =
+        format!("lab = \"{lab}\"\nip = \"ipv4\"\nrouting = \"none\"\nneighbours = \"static\"\n");
+    for i in 0..links {
+        src.push_str(&format!(
+            "[nodes.a{i}]\n[nodes.b{i}]\n[[links]]\nendpoints = [\"a{i}\", \"b{i}\"]\n\
+             ipv4 = \"10.77.{i}.0/30\"\nnetem = \"delay {delay}\"\n"
+        ));
+    }
+    src
+}
+
+fn topology(lab: &str, links: usize, delay: &str) -> Result<Topology> {
+    Ok(Topology::parse(
+        "precision.toml",
+        &topology_text(lab, links, delay),
+    )?)
+}
+
+/// Opens a UDP socket bound to `addr` in node `node` of the lab `state`.
+fn socket_in(state: &State, node: &str, addr: Ipv4Addr) -> Result<UdpSocket> {
+    let (_, ns) = state
+        .nodes
+        .iter()
+        .find(|(n, _)| n == node)
+        .with_context(|| format!("node {node} in the lab's state"))?;
+    let ns = netns::named(ns);
+    netns::run_in(&ns, move || UdpSocket::bind((addr, PORT)))?
+        .with_context(|| format!("binding {addr}:{PORT} in {node}"))
+}
+
+/// The a→b direction of link `i` in `stats`.
+fn forward(stats: &Stats, i: usize) -> Option<&Direction> {
+    let link = format!("a{i}-b{i}");
+    stats
+        .directions
+        .iter()
+        .find(|d| d.link == link && d.dir == "a-b")
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Run {
+    part: &'static str,
+    engine: String,
+    load: &'static str,
+    delay: String,
+    links: usize,
+    threads: usize,
+    pps: u64,
+    sent: u64,
+    received: usize,
+    early: u64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    max_us: f64,
+    within_20us: f64,
+    within_100us: f64,
+    engine_p50_us: f64,
+    engine_p99_us: f64,
+    engine_lag_p99_us: f64,
+    engine_early: u64,
+    cpu_percent: f64,
+    cpu_us_per_frame: f64,
+    thread_cpu_percent: Vec<f64>,
+    policy: Vec<String>,
+}
+
+/// Brings up `links` links of `delay`, starts `load`, probes at `pps` per link for
+/// `seconds`, and takes it all down.
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    part: &'static str,
+    variant: &Variant,
+    load: Load,
+    delay: &str,
+    links: usize,
+    pps: u64,
+    seconds: u32,
+    lab: &str,
+) -> Result<Run> {
+    let name = LabName::new(lab)?;
+    let _ = variant.rtemu(&["down", lab]);
+    let topo = topology(lab, links, delay)?;
+    let delay_ns = topo.segments[0]
+        .impairment()
+        .map(|i| i.config_for(false).delay.0)
+        .context("the probe's link is impaired")? as i64;
+    let dir = std::env::temp_dir().join(format!("rtemu-bench-precision-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("precision.toml");
+    std::fs::write(&file, topology_text(lab, links, delay))
+        .with_context(|| format!("writing {}", file.display()))?;
+    let guard = LabGuard {
+        variant,
+        lab: lab.to_owned(),
+        dir,
+    };
+    let mut up = vec!["up".to_owned(), file.display().to_string()];
+    up.extend(variant.flags.iter().cloned());
+    variant.rtemu(&up.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let state = State::load(&name)?.context("the lab's state after up")?;
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    let mut to = Vec::new();
+    for i in 0..links {
+        let a = Ipv4Addr::new(10, 77, i as u8, 1);
+        let b = Ipv4Addr::new(10, 77, i as u8, 2);
+        senders.push(socket_in(&state, &format!("a{i}"), a)?);
+        let rx = socket_in(&state, &format!("b{i}"), b)?;
+        probe::prepare_receiver(&rx)?;
+        receivers.push(rx);
+        to.push(SocketAddr::from((b, PORT)));
+    }
+    // Static neighbours: the first datagram needs no resolution. A short warm-up all the same.
+    for (s, b) in senders.iter().zip(&to) {
+        let _ = s.send_to(b"warm", b);
+    }
+    std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(delay_ns as u64 * 2));
+    let before = variant.stats(lab)?;
+    let busy = Busy::start(load, &state, seconds)?;
+    // Let the load settle onto the CPUs.
+    std::thread::sleep(Duration::from_millis(300));
+    let done = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || probe::receive(&receivers, delay_ns, &done))
+    };
+    let started = Instant::now();
+    let sent = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Below the engine's threads, above every busy loop: nothing runs between the
+            // sender's clock read and its send. Without the privilege it runs as it can.
+            let _ = rt::set_fifo(1);
+            probe::send(&senders, &to, pps, f64::from(seconds))
+        })
+        .join()
+        .expect("the probe's sender does not panic")
+    });
+    let wall_ns = Instant::now().nanos_since(started);
+    done.store(true, Ordering::Relaxed);
+    let probe = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("the receiver panicked"))?;
+    let after = variant.stats(lab)?;
+    drop(busy);
+    drop(guard);
+    let (mut e_p50, mut e_p99, mut lag_p99, mut e_early, mut frames) = (0u64, 0u64, 0u64, 0, 0);
+    for i in 0..links {
+        let d = forward(&after, i).context("the link's a→b direction in the stats")?;
+        e_p50 = e_p50.max(d.fidelity.released.p50_ns);
+        e_p99 = e_p99.max(d.fidelity.released.p99_ns);
+        lag_p99 = lag_p99.max(d.fidelity.arrival_lag.p99_ns);
+        e_early += d.fidelity.early;
+        frames += d.delivered - forward(&before, i).map_or(0, |d| d.delivered);
+    }
+    let cpu_ns = after
+        .process_cpu_ns
+        .zip(before.process_cpu_ns)
+        .map_or(0, |(a, b)| a.saturating_sub(b));
+    let thread_cpu_percent = after
+        .threads
+        .iter()
+        .map(|t| {
+            let b = before
+                .threads
+                .iter()
+                .find(|x| x.index == t.index)
+                .and_then(|x| x.cpu_ns);
+            let used = t.cpu_ns.zip(b).map_or(0, |(a, b)| a.saturating_sub(b));
+            100.0 * used as f64 / wall_ns as f64
+        })
+        .collect();
+    let us = |ns: i64| ns as f64 / 1e3;
+    Ok(Run {
+        part,
+        engine: variant.name.clone(),
+        load: load.as_str(),
+        delay: delay.to_owned(),
+        links,
+        threads: after.threads.len(),
+        pps,
+        sent,
+        received: probe.errors_ns.len(),
+        early: probe.early,
+        p50_us: us(probe.percentile(0.5)),
+        p99_us: us(probe.percentile(0.99)),
+        p999_us: us(probe.percentile(0.999)),
+        max_us: us(probe.percentile(1.0)),
+        within_20us: probe.within(20_000),
+        within_100us: probe.within(100_000),
+        engine_p50_us: e_p50 as f64 / 1e3,
+        engine_p99_us: e_p99 as f64 / 1e3,
+        engine_lag_p99_us: lag_p99 as f64 / 1e3,
+        engine_early: e_early,
+        // The process: release threads, collector, control; all of it is what the lab costs.
+        cpu_percent: 100.0 * cpu_ns as f64 / wall_ns as f64,
+        cpu_us_per_frame: cpu_ns as f64 / 1e3 / frames.max(1) as f64,
+        thread_cpu_percent,
+        policy: after.threads.iter().map(|t| t.policy.clone()).collect(),
+    })
+}
+
+fn print_header(json: bool) {
+    if !json {
+        println!(
+            "| engine | load | delay | pps | received | early | p50 µs | p99 µs | p99.9 µs | max µs \
+             | ≤ 20 µs | ≤ 100 µs | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame |"
+        );
+        println!(
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: \
+             | ---: | ---: | ---: |"
+        );
+    }
+}
+
+fn print_row(run: &Run, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(run).expect("a run serialises"));
+        return;
+    }
+    println!(
+        "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.2} % | \
+         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} |",
+        run.engine,
+        run.load,
+        run.delay,
+        run.pps,
+        run.received,
+        run.early,
+        run.p50_us,
+        run.p99_us,
+        run.p999_us,
+        run.max_us,
+        run.within_20us,
+        run.within_100us,
+        run.engine_p50_us,
+        run.engine_p99_us,
+        run.engine_lag_p99_us,
+        run.cpu_percent,
+        run.cpu_us_per_frame,
+    );
+}
+
+/// Runs `rtemu bench precision`.
+pub fn run(opts: &Options) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("rtemu bench precision needs root (namespaces, the engine's sockets)");
+    }
+    let variants = variants(opts.before.as_deref())?;
+    if opts.runs("probe") {
+        println!("## Probe through one link, old default against new, alternated\n");
+        print_header(opts.json);
+        for round in 0..opts.rounds {
+            for load in [Load::Idle, Load::Busy, Load::InNode] {
+                for delay in ["10ms", "1ms"] {
+                    for pps in [2_000u64, 10_000] {
+                        // Alternate which engine goes first, round by round.
+                        let order: Vec<&Variant> = if round % 2 == 0 {
+                            variants.iter().collect()
+                        } else {
+                            variants.iter().rev().collect()
+                        };
+                        for v in order {
+                            let r =
+                                run_one("probe", v, load, delay, 1, pps, opts.seconds, "bprec")?;
+                            print_row(&r, opts.json);
+                        }
+                    }
+                }
+            }
+        }
+        println!();
+    }
+    if opts.runs("idle") {
+        println!("## CPU with no traffic\n");
+        println!("| engine | CPU % of one core |\n| --- | ---: |");
+        for v in &variants {
+            let r = run_one("idle", v, Load::Idle, "10ms", 1, 0, opts.seconds, "bprec")?;
+            if opts.json {
+                print_row(&r, true);
+            } else {
+                println!("| {} | {:.2} |", v.name, r.cpu_percent);
+            }
+        }
+        println!();
+    }
+    if opts.runs("links") {
+        println!("## Many links, each with its own 1 kpps probe (idle machine)\n");
+        if !opts.json {
+            println!(
+                "| links | threads | received | early | p50 µs | p99 µs | max µs | ≤ 100 µs | \
+                 engine p99 µs | CPU % | per thread CPU % |"
+            );
+            println!(
+                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+            );
+        }
+        for links in [1usize, 8, 32, 128] {
+            for threads in [1usize, 2] {
+                if threads > links {
+                    continue;
+                }
+                let mut v = Variant::default_engine()?;
+                v.flags = vec!["--engine-threads".into(), threads.to_string()];
+                let r = run_one(
+                    "links",
+                    &v,
+                    Load::Idle,
+                    "10ms",
+                    links,
+                    1_000,
+                    opts.seconds,
+                    "bprec",
+                )?;
+                if opts.json {
+                    print_row(&r, true);
+                } else {
+                    println!(
+                        "| {links} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.1} | \
+                         {:.1} | {} |",
+                        r.threads,
+                        r.received,
+                        r.early,
+                        r.p50_us,
+                        r.p99_us,
+                        r.max_us,
+                        r.within_100us,
+                        r.engine_p99_us,
+                        r.cpu_percent,
+                        r.thread_cpu_percent
+                            .iter()
+                            .map(|c| format!("{c:.1}"))
+                            .collect::<Vec<_>>()
+                            .join(" / ")
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
