@@ -31,6 +31,9 @@ pub struct Up {
     pub engine_wait: Option<WaitStrategy>,
     /// Its impaired links (each carried by the engine).
     pub impaired: usize,
+    /// The engine's release threads as they started (class, CPU, links); empty without an
+    /// engine, or when it did not say.
+    pub engine_threads: Vec<crate::message::EngineThread>,
     /// How long bringing it up took.
     pub elapsed: Duration,
 }
@@ -45,6 +48,9 @@ impl std::fmt::Display for Up {
                 "engine started for {} impaired links (wait {wait})",
                 self.impaired
             )?;
+            for t in &self.engine_threads {
+                writeln!(f, "  {t}")?;
+            }
         }
         write!(
             f,
@@ -92,6 +98,7 @@ pub fn up_part(
 fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<Up> {
     let impaired = engine::impaired(&state).len();
     let mut engine_wait = None;
+    let mut engine_threads = Vec::new();
     if impaired > 0 {
         let wait = opts.wait.unwrap_or_else(engine::default_wait);
         if let Err(e) = engine::start(&state, wait, opts) {
@@ -99,11 +106,17 @@ fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<U
             return Err(e.context(format!("starting the engine of lab {}", state.lab)));
         }
         engine_wait = Some(wait);
+        // What each release thread got (its class may have been refused); the engine answered
+        // a moment ago, and a failure to read it again changes nothing of the lab.
+        engine_threads = engine::stats(&state.lab)
+            .map(|s| s.threads)
+            .unwrap_or_default();
     }
     Ok(Up {
         state,
         engine_wait,
         impaired,
+        engine_threads,
         elapsed: started.elapsed(),
     })
 }
@@ -477,6 +490,23 @@ mod tests {
             },
             engine_wait,
             impaired: 1,
+            engine_threads: engine_wait
+                .map(|_| {
+                    vec![crate::message::EngineThread {
+                        cpu: Some(1),
+                        cpu_ns: Some(1),
+                        index: 0,
+                        links: vec!["a-b".into()],
+                        margin_ns: 20_000,
+                        max_stall_ns: 0,
+                        policy: "SCHED_FIFO:40".into(),
+                        priority: Some(40),
+                        stalls: 0,
+                        stepped_down: 0,
+                        timer_slack_ns: Some(0),
+                    }]
+                })
+                .unwrap_or_default(),
             elapsed: Duration::from_micros(12_400),
         }
     }
@@ -485,7 +515,8 @@ mod tests {
     fn an_up_lab_is_told_with_its_engine_only_when_it_has_one() {
         assert_eq!(
             up(Some(WaitStrategy::Spin)).to_string(),
-            "engine started for 1 impaired links (wait spin)\n\
+            "engine started for 1 impaired links (wait spin)\n  \
+             release thread 0 on CPU 1, SCHED_FIFO:40, spin margin 20.0 µs: a-b\n\
              lab t1 is up: 3 nodes, 2 links and LANs (12 ms)"
         );
         assert_eq!(

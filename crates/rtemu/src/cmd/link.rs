@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use std::io::Write as _;
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rtemu_control::lab;
@@ -49,22 +51,41 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
     if let Some(spread) = args.hosts.spread(args.lab.as_ref())? {
-        let show = |s: &cluster::stats::SpreadStats| show_stats(args, s, &s.directions);
+        let show = |s: &cluster::stats::SpreadStats| {
+            let threads: Vec<String> = s
+                .engines
+                .iter()
+                .flat_map(|e| e.threads.iter().map(move |t| format!("{}: {t}", e.host)))
+                .collect();
+            show_stats(args, s, &s.directions, &threads)
+        };
         return cluster::stats::watch(&spread, every, show, |e| eprintln!("rtemu: warning: {e}"));
     }
     let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
-    lab::watch_stats(&state, every, |s| show_stats(args, s, &s.directions))
+    lab::watch_stats(&state, every, |s| {
+        let threads: Vec<String> = s.threads.iter().map(ToString::to_string).collect();
+        show_stats(args, s, &s.directions, &threads)
+    })
 }
 
 /// Prints one reading of stats: `whole` as JSON with `--json`, else the table of its
-/// `directions`.
-fn show_stats(args: &StatsArgs, whole: &impl Serialize, directions: &[Direction]) -> Result<()> {
+/// `directions` and a line for each of the engine's release `threads`.
+fn show_stats(
+    args: &StatsArgs,
+    whole: &impl Serialize,
+    directions: &[Direction],
+    threads: &[String],
+) -> Result<()> {
     if args.json {
         println!("{}", message::pretty(whole));
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
-    message::write_table(&mut out, directions, args.fidelity).context("writing the table")
+    message::write_table(&mut out, directions, args.fidelity).context("writing the table")?;
+    for t in threads {
+        writeln!(out, "{t}").context("writing the table")?;
+    }
+    Ok(())
 }
 
 /// Change an impaired link while traffic flows.

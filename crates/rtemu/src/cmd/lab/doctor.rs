@@ -17,7 +17,7 @@ use super::duration_in;
   rtemu lab doctor --csv doctor.csv
   sudo rtemu lab doctor --duration 10s")]
 pub(super) struct DoctorArgs {
-    /// Length of the sleep test (50ms to 10m).
+    /// Length of the sleep tests, idle then with every CPU busy, half each (50ms to 10m).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_in(doctor::DURATION_RANGE_NS))]
     duration: u64,
     /// Print the verdict as JSON (times in integer ns).
@@ -30,12 +30,20 @@ pub(super) struct DoctorArgs {
 
 pub(super) fn run(args: &DoctorArgs) -> anyhow::Result<()> {
     let facts = Facts::probe();
-    let bar = Steps::spinner(format!("sleep test, {}", format_duration_ns(args.duration)));
-    let test = doctor::sleep_test(args.duration, facts.fifo_permitted)?;
+    // Half the time idle, half with every CPU busy.
+    let half = (args.duration / 2).max(*doctor::DURATION_RANGE_NS.start());
+    let bar = Steps::spinner(format!(
+        "sleep test, {} idle and {} with every CPU busy",
+        format_duration_ns(half),
+        format_duration_ns(half)
+    ));
+    let test = doctor::sleep_test(half, facts.fifo_permitted, false)?;
+    let loaded = doctor::sleep_test(half, facts.fifo_permitted, true)?;
     bar.finish();
-    let advice = doctor::advise(&facts);
+    let mut advice = doctor::advise(&facts);
+    advice.extend(doctor::advise_under_load(&loaded));
     // The verdict is about the machine as it is: the header shows this process unchanged.
     let header = Header::probe(&RtSetup::default(), 0);
-    let report = DoctorReport::new(header, facts, test, advice, args.duration);
+    let report = DoctorReport::new(header, facts, test, loaded, advice, half);
     rtemu_report::lab::emit(&report, args.json, args.csv.as_deref(), None)
 }
