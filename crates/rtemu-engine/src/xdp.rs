@@ -9,6 +9,14 @@
 //! one), through a bpf link that detaches when this value drops or the process ends, also by
 //! `SIGKILL`.
 //!
+//! Each frame's arrival is the kernel's: the XDP program writes `CLOCK_MONOTONIC` (8 bytes,
+//! `bpf_ktime_get_ns`) into the metadata area right before the frame when the driver hands it
+//! over, and the kernel copies it into the chunk with the frame, so the time a frame waited in
+//! the ring is in the fidelity record as its arrival lag and its release is counted from when
+//! it really arrived. The stamp is cleared before the chunk returns to the fill ring; a frame
+//! without one (a kernel that refused the stamping program) arrives at a clock read after the
+//! receive, as before.
+//!
 //! The frame arrives as it was on the wire: native XDP on veth runs before the stack would
 //! take a VLAN tag off, so [`Frame::vlan`] is always `None` and a tag stays inline, where the
 //! engine forwards it unchanged. A frame larger than a chunk less the kernel's 256 bytes of
@@ -31,6 +39,9 @@ pub use rtemu_xdp::program::AttachMode;
 
 /// Bytes the kernel keeps in front of a received frame in its chunk (`XDP_PACKET_HEADROOM`).
 pub const RX_HEADROOM: u32 = 256;
+
+/// Bytes of the arrival stamp the XDP program writes before a frame.
+const STAMP: usize = rtemu_xdp::insn::STAMP_BYTES as usize;
 
 /// The most transmit kicks one flush makes: each sends up to 32 frames in copy mode, so this
 /// covers a full transmit ring of the default size twice over before giving up.
@@ -105,6 +116,8 @@ pub struct AfXdp {
     /// Transmit chunks user space owns; capacity `tx_frames`, which it never exceeds.
     free: Vec<Chunk>,
     staged: u32,
+    /// Whether the XDP program writes each frame's arrival time right before it.
+    stamps: bool,
 }
 
 impl AfXdp {
@@ -143,6 +156,7 @@ impl AfXdp {
         }
         rings.fill.submit();
         let redirect = Redirect::attach(ifindex, 0, &socket).map_err(xdp)?;
+        let stamps = redirect.stamps();
         Ok(AfXdp {
             redirect,
             socket,
@@ -150,12 +164,19 @@ impl AfXdp {
             umem,
             free,
             staged: 0,
+            stamps,
         })
     }
 
     /// Whether the XDP program runs in the driver or, where the driver refused, generically.
     pub fn attach_mode(&self) -> &AttachMode {
         self.redirect.mode()
+    }
+
+    /// Whether received frames carry the kernel's arrival time (the XDP program's stamp);
+    /// without it their arrival is a clock read after the receive.
+    pub fn stamps(&self) -> bool {
+        self.stamps
     }
 
     /// Takes the chunks the kernel has finished sending back into the free list.
@@ -178,17 +199,37 @@ impl PacketIo for AfXdp {
             let Some(rx) = self.rings.rx.pop() else {
                 break;
             };
-            // No receive stamp in copy mode on veth: the frame's arrival is a clock read taken
-            // after it was taken from the ring, never before (see `crate::io`).
+            // A clock read taken after the frame was in the ring, never before (see
+            // `crate::io`): the arrival when the program left no stamp.
             let seen_ns = Instant::now().as_nanos();
+            let arrival_ns = match rx.offset.checked_sub(STAMP) {
+                Some(at) if self.stamps => {
+                    let stamp = self.umem.bytes(&rx.chunk, at, STAMP);
+                    let ns = u64::from_ne_bytes(stamp.try_into().unwrap_or([0; STAMP]));
+                    // Cleared before the chunk goes back to the kernel (below): 0 is "no
+                    // stamp", and a stamp is never later than the read after it.
+                    if ns == 0 {
+                        seen_ns
+                    } else {
+                        ns.min(seen_ns)
+                    }
+                }
+                _ => seen_ns,
+            };
             let data = self.umem.bytes(&rx.chunk, rx.offset, rx.len);
             on_frame(Frame {
                 data,
                 vlan: None,
                 wire_len: rx.len as u32,
-                arrival_ns: seen_ns,
+                arrival_ns,
                 seen_ns,
             });
+            if self.stamps {
+                if let Some(at) = rx.offset.checked_sub(STAMP) {
+                    // So a frame the program could not stamp is not taken for this one's time.
+                    self.umem.bytes_mut(&rx.chunk)[at..at + STAMP].fill(0);
+                }
+            }
             // Cannot fail: the fill ring has a slot for every receive chunk.
             let _ = self.rings.fill.push(rx.chunk);
             n += 1;

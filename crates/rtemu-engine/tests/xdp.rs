@@ -48,6 +48,51 @@ fn frames_cross_unchanged_with_their_vlan_tag_inline() {
     assert_eq!(collect(&mut b, sent.len()), sent);
 }
 
+/// A frame's arrival is when the kernel handed it to the XDP program, not when the engine read
+/// it: one that waited 30 ms in the ring says so, and frames stamped one after another keep
+/// their order. Each chunk's stamp is cleared for its next frame.
+#[test]
+fn frames_carry_the_kernels_arrival_time_however_long_they_wait() {
+    if !root_or_skip("frames_carry_the_kernels_arrival_time_however_long_they_wait") {
+        return;
+    }
+    let lab = Lab::new();
+    let mut tx = lab.open(&lab.a, "na", AfPacketConfig::default());
+    let (mut rx, _) = lab.engine_ends_xdp(AfXdpConfig::default());
+    assert!(rx.stamps(), "this kernel takes the stamping program");
+    // Twice as many frames as the fill ring holds chunks of: every chunk is used twice.
+    for round in 0..2 {
+        let before = Instant::now().as_nanos();
+        for i in 0..4096u32 {
+            assert!(tx.stage(&frame((i % 251) as u8, false)));
+            if i % 256 == 255 {
+                tx.flush().unwrap();
+            }
+        }
+        tx.flush().unwrap();
+        let sent = Instant::now().as_nanos();
+        std::thread::sleep(Duration::from_millis(30));
+        let mut arrivals = Vec::new();
+        let end = Instant::now() + 2_000_000_000;
+        while arrivals.len() < 4096 && Instant::now() < end {
+            rx.recv_batch(64, |f| arrivals.push((f.arrival_ns, f.seen_ns)));
+        }
+        assert_eq!(arrivals.len(), 4096, "round {round}");
+        for (i, &(arrival, seen)) in arrivals.iter().enumerate() {
+            assert!(
+                (before..=sent).contains(&arrival),
+                "round {round}, frame {i}: arrived {arrival}, sent within {before}..={sent}"
+            );
+            assert!(
+                seen - arrival >= 25_000_000,
+                "frame {i}: waited 30 ms, lag {}",
+                seen - arrival
+            );
+        }
+        assert!(arrivals.windows(2).all(|w| w[0].0 <= w[1].0), "in order");
+    }
+}
+
 #[test]
 fn a_full_receive_ring_is_counted_by_the_drop_probe() {
     if !root_or_skip("a_full_receive_ring_is_counted_by_the_drop_probe") {

@@ -1,5 +1,5 @@
-//! eBPF instructions, hand-assembled: the XDP program is five of them, too few to justify a
-//! compiler, an ELF loader or a BPF crate.
+//! eBPF instructions, hand-assembled: the XDP programs are six and nineteen of them, too few to
+//! justify a compiler, an ELF loader or a BPF crate.
 //!
 //! The encoding is `struct bpf_insn` of `include/uapi/linux/bpf.h`: an 8-bit opcode, the
 //! destination register in the low nibble and the source register in the high nibble of one
@@ -35,6 +35,12 @@ pub enum Reg {
     R2 = 2,
     /// Third argument.
     R3 = 3,
+    /// Fourth argument.
+    R4 = 4,
+    /// Callee-saved: kept across helper calls.
+    R6 = 6,
+    /// Callee-saved.
+    R7 = 7,
 }
 
 impl Insn {
@@ -51,6 +57,56 @@ impl Insn {
     pub const fn load_u32(dst: Reg, src: Reg, off: i16) -> Insn {
         let code = (libc::BPF_LDX | libc::BPF_MEM | libc::BPF_W) as u8;
         Insn::new(code, dst, src as u8, off, 0)
+    }
+
+    /// `*(u64 *)(dst + off) = src`.
+    pub const fn store_u64(dst: Reg, off: i16, src: Reg) -> Insn {
+        let code = sys::BPF_STX | libc::BPF_MEM as u8 | sys::BPF_DW;
+        Insn::new(code, dst, src as u8, off, 0)
+    }
+
+    /// `dst = src` (64-bit).
+    pub const fn mov64_reg(dst: Reg, src: Reg) -> Insn {
+        Insn::new(
+            sys::BPF_ALU64 | sys::BPF_MOV | libc::BPF_X as u8,
+            dst,
+            src as u8,
+            0,
+            0,
+        )
+    }
+
+    /// `dst += imm` (64-bit).
+    pub const fn add64_imm(dst: Reg, imm: i32) -> Insn {
+        Insn::new(
+            sys::BPF_ALU64 | libc::BPF_ADD as u8 | libc::BPF_K as u8,
+            dst,
+            0,
+            0,
+            imm,
+        )
+    }
+
+    /// `if dst != imm goto +off`.
+    pub const fn jne_imm(dst: Reg, imm: i32, off: i16) -> Insn {
+        Insn::new(
+            libc::BPF_JMP as u8 | sys::BPF_JNE | libc::BPF_K as u8,
+            dst,
+            0,
+            off,
+            imm,
+        )
+    }
+
+    /// `if dst > src goto +off` (unsigned).
+    pub const fn jgt_reg(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(
+            libc::BPF_JMP as u8 | sys::BPF_JGT | libc::BPF_X as u8,
+            dst,
+            src as u8,
+            off,
+            0,
+        )
     }
 
     /// `dst = imm` (64-bit move of a sign-extended 32-bit immediate).
@@ -107,6 +163,55 @@ pub fn redirect_to_xsk(map_fd: i32) -> [Insn; 6] {
     ]
 }
 
+/// Bytes of metadata [`stamp_and_redirect`] puts before each frame: its arrival time.
+pub const STAMP_BYTES: u32 = 8;
+
+/// The XDP program with an arrival stamp:
+///
+/// ```c
+/// u64 now = bpf_ktime_get_ns();
+/// if (bpf_xdp_adjust_meta(ctx, -8) == 0) {
+///     u64 *meta = (void *)(long)ctx->data_meta;
+///     if (meta + 1 <= (void *)(long)ctx->data)
+///         *meta = now;
+/// }
+/// return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+/// ```
+///
+/// `bpf_ktime_get_ns` reads `CLOCK_MONOTONIC`, the engine's clock, when the driver runs the
+/// program on the frame: the kernel-side arrival time AF_XDP otherwise lacks (copy mode on veth
+/// has no receive timestamp). The kernel copies the metadata into the socket's chunk right
+/// before the frame, where user space reads it. Where the metadata area cannot grow, the frame
+/// is redirected without a stamp.
+pub fn stamp_and_redirect(map_fd: i32) -> [Insn; 20] {
+    let [map_lo, map_hi] = Insn::load_map_fd(Reg::R1, map_fd);
+    [
+        Insn::mov64_reg(Reg::R6, Reg::R1),
+        Insn::call(sys::BPF_FUNC_KTIME_GET_NS),
+        Insn::mov64_reg(Reg::R7, Reg::R0),
+        Insn::mov64_reg(Reg::R1, Reg::R6),
+        Insn::mov64_imm(Reg::R2, -(STAMP_BYTES as i32)),
+        Insn::call(sys::BPF_FUNC_XDP_ADJUST_META),
+        // Failed: skip the 6 instructions of the store.
+        Insn::jne_imm(Reg::R0, 0, 6),
+        // Packet pointers are invalid after the call: read them again.
+        Insn::load_u32(Reg::R2, Reg::R6, sys::XDP_MD_DATA),
+        Insn::load_u32(Reg::R3, Reg::R6, sys::XDP_MD_DATA_META),
+        Insn::mov64_reg(Reg::R4, Reg::R3),
+        Insn::add64_imm(Reg::R4, STAMP_BYTES as i32),
+        // The verifier's bounds check: the metadata area holds the stamp.
+        Insn::jgt_reg(Reg::R4, Reg::R2, 1),
+        Insn::store_u64(Reg::R3, 0, Reg::R7),
+        Insn::mov64_reg(Reg::R1, Reg::R6),
+        Insn::load_u32(Reg::R2, Reg::R6, sys::XDP_MD_RX_QUEUE_INDEX),
+        map_lo,
+        map_hi,
+        Insn::mov64_imm(Reg::R3, sys::XDP_PASS),
+        Insn::call(sys::BPF_FUNC_REDIRECT_MAP),
+        Insn::exit(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +245,51 @@ mod tests {
         let [lo, hi] = Insn::load_map_fd(Reg::R1, 7);
         assert_eq!(bytes(lo), [0x18, 0x11, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00]);
         assert_eq!(bytes(hi), [0; 8]);
+    }
+
+    #[test]
+    fn the_stamping_program_encodes_as_llvm_emits_it_and_its_jumps_land() {
+        // From `llvm-objdump -d` of the same operations compiled with clang -target bpf.
+        assert_eq!(
+            bytes(Insn::mov64_reg(Reg::R6, Reg::R1)),
+            [0xbf, 0x16, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::add64_imm(Reg::R4, 8)),
+            [0x07, 0x04, 0, 0, 0x08, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::jne_imm(Reg::R0, 0, 7)),
+            [0x55, 0x00, 0x07, 0x00, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::jgt_reg(Reg::R4, Reg::R2, 1)),
+            [0x2d, 0x24, 0x01, 0x00, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::store_u64(Reg::R3, 0, Reg::R7)),
+            [0x7b, 0x73, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::mov64_imm(Reg::R2, -8)),
+            [0xb7, 0x02, 0, 0, 0xf8, 0xff, 0xff, 0xff]
+        );
+        let p = stamp_and_redirect(9);
+        // Each jump lands where the C says: the failed adjust and the failed bounds check both
+        // skip the store and go on to the redirect, which starts with `r1 = ctx`.
+        let redirect = 13;
+        assert_eq!(p[redirect], Insn::mov64_reg(Reg::R1, Reg::R6));
+        assert_eq!(p[6].code, 0x55, "jne after the adjust");
+        assert_eq!(6 + 1 + p[6].off as usize, redirect, "adjust failed");
+        assert_eq!(p[11].code, 0x2d, "jgt of the bounds check");
+        assert_eq!(11 + 1 + p[11].off as usize, redirect, "out of bounds");
+        assert_eq!(p[12], Insn::store_u64(Reg::R3, 0, Reg::R7));
+        assert_eq!(
+            (p[15].imm, p[15].regs >> 4),
+            (9, sys::BPF_PSEUDO_MAP_FD),
+            "the map"
+        );
+        assert_eq!(p[19], Insn::exit());
     }
 
     #[test]

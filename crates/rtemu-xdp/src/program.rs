@@ -1,6 +1,7 @@
 //! The XDP program that hands an interface's frames to an AF_XDP socket: an `XSKMAP` holding
-//! the socket, the five-instruction program of [`crate::insn::redirect_to_xsk`], and a bpf
-//! link that attaches it to the interface.
+//! the socket, the program of [`crate::insn::stamp_and_redirect`] (which writes each frame's
+//! arrival time before it; [`crate::insn::redirect_to_xsk`] where the kernel refuses that), and
+//! a bpf link that attaches it to the interface.
 //!
 //! The link is what makes clean-up automatic. A program attached with `BPF_LINK_CREATE`
 //! (attach type `BPF_XDP`, Linux 5.9) stays attached only while a descriptor of the link is
@@ -54,6 +55,7 @@ pub struct Redirect {
     _program: OwnedFd,
     _map: OwnedFd,
     mode: AttachMode,
+    stamps: bool,
 }
 
 impl Redirect {
@@ -63,7 +65,11 @@ impl Redirect {
     pub fn attach(ifindex: u32, queue: u32, socket: impl AsFd) -> Result<Redirect, XdpError> {
         let map = create_map(queue + 1)?;
         insert(&map, queue, socket).map_err(XdpError::at(Step::InsertSocket))?;
-        let program = load(&insn::redirect_to_xsk(map.as_raw_fd()))?;
+        // The stamping program where the kernel takes it; the plain one otherwise.
+        let (program, stamps) = match load(&insn::stamp_and_redirect(map.as_raw_fd())) {
+            Ok(p) => (p, true),
+            Err(_) => (load(&insn::redirect_to_xsk(map.as_raw_fd()))?, false),
+        };
         let (link, mode) = match link(&program, ifindex, sys::XDP_FLAGS_DRV_MODE) {
             Ok(link) => (link, AttachMode::Native),
             // Missing privileges and a program already there fail generic mode the same way.
@@ -82,12 +88,20 @@ impl Redirect {
             _program: program,
             _map: map,
             mode,
+            stamps,
         })
     }
 
     /// How the program runs.
     pub fn mode(&self) -> &AttachMode {
         &self.mode
+    }
+
+    /// Whether the program puts each frame's arrival time (`CLOCK_MONOTONIC` ns, 8 bytes)
+    /// right before it ([`insn::stamp_and_redirect`]); not where the kernel refused that
+    /// program.
+    pub fn stamps(&self) -> bool {
+        self.stamps
     }
 }
 

@@ -32,6 +32,10 @@ pub const BPF_PROG_TYPE_XDP: u32 = 6;
 pub const BPF_XDP: u32 = 37;
 /// `BPF_FUNC_redirect_map` (`enum bpf_func_id`, the `___BPF_FUNC_MAPPER` list).
 pub const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+/// `bpf_ktime_get_ns`: `CLOCK_MONOTONIC` now, ns.
+pub const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+/// `bpf_xdp_adjust_meta`: grows (negative delta) the metadata area before the frame.
+pub const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
 /// `BPF_PSEUDO_MAP_FD`: the `src_reg` of an `ld_imm64` whose immediate is a map descriptor.
 pub const BPF_PSEUDO_MAP_FD: u8 = 1;
 
@@ -42,6 +46,10 @@ pub const XDP_PASS: i32 = 2;
 /// `offsetof(struct xdp_md, rx_queue_index)` (`include/uapi/linux/bpf.h`: `data`, `data_end`,
 /// `data_meta`, `ingress_ifindex`, then `rx_queue_index`, all `__u32`).
 pub const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
+/// `offsetof(struct xdp_md, data)`.
+pub const XDP_MD_DATA: i16 = 0;
+/// `offsetof(struct xdp_md, data_meta)`.
+pub const XDP_MD_DATA_META: i16 = 8;
 
 // `include/uapi/linux/if_link.h`.
 /// `XDP_FLAGS_SKB_MODE`: generic XDP, run on socket buffers after the driver.
@@ -60,6 +68,12 @@ pub const BPF_MOV: u8 = 0xb0;
 pub const BPF_CALL: u8 = 0x80;
 /// `BPF_EXIT`: return `r0`.
 pub const BPF_EXIT: u8 = 0x90;
+/// `BPF_JNE`: jump if not equal.
+pub const BPF_JNE: u8 = 0x50;
+/// `BPF_JGT`: jump if greater (unsigned).
+pub const BPF_JGT: u8 = 0x20;
+/// `BPF_STX`: store from a register.
+pub const BPF_STX: u8 = 0x03;
 
 /// `bpf_attr` for `BPF_MAP_CREATE`: its fields up to `map_flags`.
 #[repr(C)]
