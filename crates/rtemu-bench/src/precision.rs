@@ -129,6 +129,9 @@ enum Load {
     Busy,
     /// One busy loop in node `b`.
     InNode,
+    /// One busy loop in node `b` per CPU the engine does not use, kept on those CPUs (what a
+    /// cpuset of the lab's programs off the engine's CPUs does).
+    InNodeOffEngine,
 }
 
 impl Load {
@@ -137,6 +140,7 @@ impl Load {
             Load::Idle => "idle",
             Load::Busy => "busy loop per CPU",
             Load::InNode => "busy loop in node b",
+            Load::InNodeOffEngine => "busy loop in node b, off the engine's CPU",
         }
     }
 }
@@ -168,9 +172,16 @@ impl Busy {
                     ]))?);
                 }
             }
-            Load::InNode => {
-                let argv: Vec<String> = ["timeout", &limit, "sh", "-c", "while :; do :; done"]
+            Load::InNode | Load::InNodeOffEngine => {
+                // Off the engine: the engine's threads sit on the last CPUs (the default), so
+                // the loop is kept on CPU 0.
+                let pin: &[&str] = match load {
+                    Load::InNodeOffEngine => &["taskset", "-c", "0"],
+                    _ => &[],
+                };
+                let argv: Vec<String> = pin
                     .iter()
+                    .chain(&["timeout", &limit, "sh", "-c", "while :; do :; done"])
                     .map(|s| s.to_string())
                     .collect();
                 children.push(spin(&mut rtemu_topo::lab::node_command(
@@ -278,6 +289,8 @@ struct Run {
     cpu_us_per_frame: f64,
     thread_cpu_percent: Vec<f64>,
     policy: Vec<String>,
+    stepped_down: u64,
+    stalls: u64,
 }
 
 /// Brings up `links` links of `delay`, starts `load`, probes at `pps` per link for
@@ -413,6 +426,8 @@ fn run_one(
         cpu_us_per_frame: cpu_ns as f64 / 1e3 / frames.max(1) as f64,
         thread_cpu_percent,
         policy: after.threads.iter().map(|t| t.policy.clone()).collect(),
+        stepped_down: after.threads.iter().map(|t| t.stepped_down).sum(),
+        stalls: after.threads.iter().map(|t| t.stalls).sum(),
     })
 }
 
@@ -420,11 +435,12 @@ fn print_header(json: bool) {
     if !json {
         println!(
             "| engine | load | delay | pps | received | early | p50 µs | p99 µs | p99.9 µs | max µs \
-             | ≤ 20 µs | ≤ 100 µs | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame |"
+             | ≤ 20 µs | ≤ 100 µs | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame \
+             | stepped down / stalls |"
         );
         println!(
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: \
-             | ---: | ---: | ---: |"
+             | ---: | ---: | ---: | ---: |"
         );
     }
 }
@@ -436,7 +452,7 @@ fn print_row(run: &Run, json: bool) {
     }
     println!(
         "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.2} % | \
-         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} |",
+         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} |",
         run.engine,
         run.load,
         run.delay,
@@ -454,6 +470,8 @@ fn print_row(run: &Run, json: bool) {
         run.engine_lag_p99_us,
         run.cpu_percent,
         run.cpu_us_per_frame,
+        run.stepped_down,
+        run.stalls,
     );
 }
 
@@ -467,7 +485,7 @@ pub fn run(opts: &Options) -> Result<()> {
         println!("## Probe through one link, old default against new, alternated\n");
         print_header(opts.json);
         for round in 0..opts.rounds {
-            for load in [Load::Idle, Load::Busy, Load::InNode] {
+            for load in [Load::Idle, Load::Busy, Load::InNode, Load::InNodeOffEngine] {
                 for delay in ["10ms", "1ms"] {
                     for pps in [2_000u64, 10_000] {
                         // Alternate which engine goes first, round by round.
