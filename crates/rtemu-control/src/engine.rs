@@ -167,10 +167,13 @@ impl EngineOptions {
         let threads = self
             .threads
             .unwrap_or_else(|| default_threads(links, allowed.len()));
+        // The threads that will have work: one per link, or per direction when there are more
+        // threads than links (the engine splits links then).
+        let units = if threads > links { 2 * links } else { links };
         let cpus = self
             .cpus
             .clone()
-            .unwrap_or_else(|| default_cpus(threads.min(links.max(1)), allowed));
+            .unwrap_or_else(|| default_cpus(threads.min(units.max(1)), allowed));
         (threads, cpus)
     }
 }
@@ -190,6 +193,52 @@ pub fn default_cpus(threads: usize, allowed: &[usize]) -> Vec<usize> {
         return Vec::new();
     }
     allowed[allowed.len() - threads..].to_vec()
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    #[test]
+    fn threads_and_cpus_follow_the_machine_and_the_links() {
+        let two = [0, 1];
+        let eight: Vec<usize> = (0..8).collect();
+        // Two CPUs: one thread on CPU 1, whatever the links.
+        assert_eq!(EngineOptions::default().plan(1, &two), (1, vec![1]));
+        assert_eq!(EngineOptions::default().plan(40, &two), (1, vec![1]));
+        // Eight CPUs: one thread per two, on the last four, at most one per link.
+        assert_eq!(
+            EngineOptions::default().plan(40, &eight),
+            (4, vec![4, 5, 6, 7])
+        );
+        assert_eq!(EngineOptions::default().plan(3, &eight), (3, vec![5, 6, 7]));
+        // More threads than links: the link's two directions each have a thread to pin.
+        let two_threads = EngineOptions {
+            threads: Some(2),
+            ..EngineOptions::default()
+        };
+        assert_eq!(two_threads.plan(1, &eight), (2, vec![6, 7]));
+        // ... unless that leaves no CPU for the rest: then none is pinned.
+        assert_eq!(two_threads.plan(1, &two), (2, vec![]));
+        // Given CPUs are taken as given.
+        let given = EngineOptions {
+            cpus: Some(vec![0]),
+            ..EngineOptions::default()
+        };
+        assert_eq!(given.plan(5, &two), (1, vec![0]));
+    }
+
+    #[test]
+    fn priorities_read_as_flags_give_them() {
+        assert_eq!("40".parse::<Priority>(), Ok(Priority::Fifo(40)));
+        assert_eq!("off".parse::<Priority>(), Ok(Priority::Off));
+        for bad in ["0", "100", "-1", "fifo", ""] {
+            let e = bad.parse::<Priority>().unwrap_err();
+            assert!(e.contains("from 1 to 99"), "{bad}: {e}");
+        }
+        assert_eq!(Priority::default().fifo(), Some(DEFAULT_FIFO_PRIORITY));
+        assert_eq!(Priority::Fifo(7).to_string(), "7");
+    }
 }
 
 /// The engine's packet I/O layer.
@@ -221,6 +270,10 @@ trait OpenIo: PacketIo + Send + Sized + 'static {
 
     /// Opens interface `name` (in this thread's namespace) for frames of a link of `mtu`.
     fn open_end(name: &str, mtu: u32) -> Result<Self>;
+
+    /// A send-only end on interface `name`, so a link's two directions can run on two
+    /// threads; `None` where the layer has none (its links stay whole in one thread).
+    fn open_sender(name: &str, mtu: u32) -> Result<Option<Self>>;
 }
 
 impl OpenIo for AfPacket {
@@ -233,6 +286,16 @@ impl OpenIo for AfPacket {
         };
         AfPacket::open(name, &ring).with_context(|| format!("opening {name}"))
     }
+
+    fn open_sender(name: &str, mtu: u32) -> Result<Option<Self>> {
+        let ring = AfPacketConfig {
+            frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
+            ..AfPacketConfig::default()
+        };
+        AfPacket::open_sender(name, &ring)
+            .map(Some)
+            .with_context(|| format!("opening a sender on {name}"))
+    }
 }
 
 impl OpenIo for AfXdp {
@@ -242,6 +305,11 @@ impl OpenIo for AfXdp {
         let config = AfXdpConfig::for_mtu(mtu)
             .with_context(|| format!("MTU {mtu} is over what one AF_XDP frame holds"))?;
         AfXdp::open(name, &config).with_context(|| format!("opening {name}"))
+    }
+
+    fn open_sender(_: &str, _: u32) -> Result<Option<Self>> {
+        // One AF_XDP socket per queue: its two rings stay with one thread.
+        Ok(None)
     }
 }
 
@@ -601,8 +669,24 @@ fn spawn_links<Io: OpenIo>(
     let mut links = Vec::new();
     // Each direction's buffers, which bound the rate queue a later model may have.
     let mut pools = Pools::new();
-    for (si, seg, imp) in impaired(state) {
+    let impaired = impaired(state);
+    // More threads than links: each link's directions get a thread each, sending through
+    // send-only ends.
+    let split = config.threads > impaired.len();
+    for (si, seg, imp) in impaired {
         let (a, b, mtu) = open_link::<Io>(state, si, seg)?;
+        let senders = if split {
+            let ends = engine_ends(si);
+            match (
+                Io::open_sender(&ends[0], mtu)?,
+                Io::open_sender(&ends[1], mtu)?,
+            ) {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            }
+        } else {
+            None
+        };
         let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu, sizing_pps)
             .with_context(|| format!("link `{}`", seg.name))?;
         let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu, sizing_pps)
@@ -615,6 +699,7 @@ fn spawn_links<Io: OpenIo>(
             b,
             a_to_b,
             b_to_a,
+            senders,
         });
     }
     Ok((rtemu_engine::spawn(config, links)?, pools))

@@ -110,6 +110,7 @@ fn start_with<P: PacketIo + Send + 'static>(
         b,
         a_to_b: direction(a_to_b, 1),
         b_to_a: direction("delay 0ms", 2),
+        senders: None,
     };
     let config = EngineConfig {
         wait,

@@ -135,17 +135,38 @@ impl AfPacket {
     /// Opens the rings on interface `name` in the calling thread's network namespace (see
     /// [`crate::netns::run_in`] to open one in another namespace).
     pub fn open(name: &str, config: &AfPacketConfig) -> Result<AfPacket, AfPacketError> {
+        AfPacket::open_as(name, config, true)
+    }
+
+    /// A send-only socket on interface `name`: its transmit ring as `config` says, a receive
+    /// ring of one block, bound to no protocol so it receives nothing. With it, another thread
+    /// than the one receiving on `name` can send there
+    /// ([`crate::engine::LinkSpec::senders`]).
+    pub fn open_sender(name: &str, config: &AfPacketConfig) -> Result<AfPacket, AfPacketError> {
+        let config = AfPacketConfig {
+            rx_frames: BLOCK_SIZE / config.frame_size,
+            ..*config
+        };
+        AfPacket::open_as(name, &config, false)
+    }
+
+    fn open_as(
+        name: &str,
+        config: &AfPacketConfig,
+        receive: bool,
+    ) -> Result<AfPacket, AfPacketError> {
         let (rx, tx) = config.shapes()?;
         let index = if_index(name).map_err(|source| AfPacketError::Interface {
             name: name.to_owned(),
             source,
         })?;
-        let socket = PacketSocket::open(index, rx, tx, config.qdisc_bypass).map_err(|source| {
-            AfPacketError::Socket {
-                name: name.to_owned(),
-                source,
-            }
-        })?;
+        let socket =
+            PacketSocket::open(index, rx, tx, config.qdisc_bypass, receive).map_err(|source| {
+                AfPacketError::Socket {
+                    name: name.to_owned(),
+                    source,
+                }
+            })?;
         Ok(AfPacket {
             socket,
             rx_next: 0,

@@ -2,9 +2,12 @@
 //! that read and steer it while it runs.
 //!
 //! A lab's impaired links are partitioned over [`EngineConfig::threads`] release threads
-//! ([`crate::release`]), link by link in the order given (link *i* to thread *i* mod *n*), so
-//! every frame of a link direction is received, decided and released by one thread: order and
-//! the seeded decisions are those of one thread (and of the simulator). Each thread has its own
+//! ([`crate::release`]), link by link in the order given (link *i* to thread *i* mod *n*); with
+//! more threads than links, where links bring send-only ends ([`LinkSpec::senders`]), direction
+//! by direction instead, so a link's two ways (a TCP flow's data and its acknowledgements)
+//! run on two CPUs. Either way every frame of a link direction is received, decided and
+//! released by one thread: order and the seeded decisions are those of one thread (and of the
+//! simulator). Each thread has its own
 //! rings, timing queues, fidelity records and wait ([`crate::pacer`]); it is pinned to its CPU
 //! when [`RtConfig::cpus`] names one and runs under `SCHED_FIFO` at
 //! [`RtConfig::fifo_priority`], within a real-time budget that keeps the kernel from ever
@@ -27,7 +30,7 @@ use crate::direction::{self, Direction, DirectionConfig, Helm, Swap};
 use crate::fidelity::{Consumer, ErrorHistogram, Summary};
 use crate::io::{DropProbe, PacketIo};
 use crate::pacer::Pacer;
-use crate::release::{self, Link, LoopEnd, ThreadRt, ThreadStatus, Turns};
+use crate::release::{self, LoopEnd, ThreadRt, ThreadStatus, Turns, Way as Unit};
 
 /// The `SCHED_FIFO` priority of the release threads unless told otherwise: above every normal
 /// thread, so a busy program beside the lab cannot hold a release back, and below the kernel's
@@ -109,6 +112,11 @@ pub struct LinkSpec<Io> {
     pub a_to_b: DirectionConfig,
     /// Frames from B to A.
     pub b_to_a: DirectionConfig,
+    /// Send-only ends on A's and B's interfaces (receiving nothing), with which the link's two
+    /// directions can run on two threads: each then receives on its own end and sends through
+    /// the other end's sender. Used when the engine has more threads than links; `None` keeps
+    /// the link in one thread.
+    pub senders: Option<(Io, Io)>,
 }
 
 /// Which way a direction carries frames.
@@ -222,7 +230,8 @@ pub struct DirectionReport {
 pub struct ThreadReport {
     /// Its index, which [`DirectionReport::thread`] names.
     pub index: usize,
-    /// The links it serves, in the order given.
+    /// What it serves, in the order given: a link by its name, or one direction of a link
+    /// split over two threads as `NAME (a-b)`.
     pub links: Vec<String>,
     /// The CPU it is pinned to, if any.
     pub cpu: Option<usize>,
@@ -373,11 +382,29 @@ struct Running {
     join: Option<JoinHandle<Result<LoopEnd, EngineError>>>,
 }
 
-/// The links of one release thread before it starts.
+/// The ports and directions of one release thread before it starts.
 struct Share<Io> {
-    links: Vec<Link<Io>>,
+    ports: Vec<Io>,
+    ways: Vec<Unit>,
+    /// What it serves, as reports name it: a link, or one direction of a split link.
     names: Vec<String>,
     wake: Option<WakeSet>,
+}
+
+impl<Io: PacketIo> Share<Io> {
+    /// Adds `io` as a port; watches it for frames when it receives. Returns its index.
+    fn port(&mut self, io: Io, receives: bool) -> Result<usize, EngineError> {
+        if receives {
+            match (io.poll_fd(), self.wake.as_mut()) {
+                (Some(fd), Some(w)) => w.watch(fd).map_err(EngineError::Watch)?,
+                // An interface without a descriptor cannot be slept on: the thread polls.
+                (None, _) => self.wake = None,
+                (Some(_), None) => {}
+            }
+        }
+        self.ports.push(io);
+        Ok(self.ports.len() - 1)
+    }
 }
 
 /// Starts the release threads for `links` and a collector thread that drains their fidelity
@@ -390,11 +417,16 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
     if config.rx_batch == 0 || config.poll_interval_ns == 0 || config.threads == 0 {
         return Err(EngineError::ZeroLoopParameter);
     }
-    let n_threads = config.threads.min(links.len()).max(1);
+    // More threads than links: each link's directions run on two threads where the link
+    // brings send-only ends; otherwise links are spread whole.
+    let split = config.threads > links.len() && links.iter().all(|l| l.senders.is_some());
+    let units = if split { 2 * links.len() } else { links.len() };
+    let n_threads = config.threads.min(units).max(1);
     let mut shares: Vec<Share<Io>> = Vec::with_capacity(n_threads);
     for _ in 0..n_threads {
         shares.push(Share {
-            links: Vec::new(),
+            ports: Vec::new(),
+            ways: Vec::new(),
             names: Vec::new(),
             wake: Some(WakeSet::new().map_err(EngineError::Watch)?),
         });
@@ -423,24 +455,19 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
                 });
             }
         }
-        let thread = i % n_threads;
-        let share = &mut shares[thread];
-        // An interface without a descriptor cannot be slept on: its thread polls instead.
-        for io in [&spec.a, &spec.b] {
-            match (io.poll_fd(), share.wake.as_mut()) {
-                (Some(fd), Some(w)) => w.watch(fd).map_err(EngineError::Watch)?,
-                (None, _) => share.wake = None,
-                (Some(_), None) => {}
-            }
-        }
+        let threads = if split {
+            [(2 * i) % n_threads, (2 * i + 1) % n_threads]
+        } else {
+            [i % n_threads; 2]
+        };
         let late = [spec.a_to_b.late_after_ns, spec.b_to_a.late_after_ns];
         let (steer_ab, helm_ab) = direction::steering();
         let (steer_ba, helm_ba) = direction::steering();
         let (a_to_b, pub_ab, fid_ab) = Direction::new(spec.a_to_b, steer_ab);
         let (b_to_a, pub_ba, fid_ba) = Direction::new(spec.b_to_a, steer_ba);
-        for (way, published, fidelity, late, helm) in [
-            (Way::AToB, pub_ab, fid_ab, late[0], helm_ab),
-            (Way::BToA, pub_ba, fid_ba, late[1], helm_ba),
+        for (way, published, fidelity, late, helm, thread) in [
+            (Way::AToB, pub_ab, fid_ab, late[0], helm_ab, threads[0]),
+            (Way::BToA, pub_ba, fid_ba, late[1], helm_ba, threads[1]),
         ] {
             taps.push(Tap {
                 link: spec.name.clone(),
@@ -467,13 +494,38 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         let n = books.len();
         books[n - 2].probe = spec.a.drop_probe();
         books[n - 1].probe = spec.b.drop_probe();
-        share.names.push(spec.name);
-        share.links.push(Link {
-            a: spec.a,
-            b: spec.b,
-            a_to_b,
-            b_to_a,
-        });
+        match (split, spec.senders) {
+            (true, Some((a_tx, b_tx))) => {
+                for (thread, rx, tx, dir, way) in [
+                    (threads[0], spec.a, b_tx, a_to_b, Way::AToB),
+                    (threads[1], spec.b, a_tx, b_to_a, Way::BToA),
+                ] {
+                    let share = &mut shares[thread];
+                    let rx = share.port(rx, true)?;
+                    let tx = share.port(tx, false)?;
+                    share.ways.push(Unit { rx, tx, dir });
+                    share
+                        .names
+                        .push(format!("{} ({})", spec.name, way.as_str()));
+                }
+            }
+            _ => {
+                let share = &mut shares[threads[0]];
+                let a = share.port(spec.a, true)?;
+                let b = share.port(spec.b, true)?;
+                share.ways.push(Unit {
+                    rx: a,
+                    tx: b,
+                    dir: a_to_b,
+                });
+                share.ways.push(Unit {
+                    rx: b,
+                    tx: a,
+                    dir: b_to_a,
+                });
+                share.names.push(spec.name);
+            }
+        }
     }
     let mut notices = Vec::new();
     if config.rt.lock_memory {
@@ -505,10 +557,10 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
         let (cpu, priority) = (rt_cfg.cpu, rt_cfg.fifo_priority);
         let join = {
             let (stop, status) = (Arc::clone(&stop), Arc::clone(&status));
-            let links = share.links;
+            let (ports, ways) = (share.ports, share.ways);
             std::thread::Builder::new()
                 .name(format!("rtemu-release{index}"))
-                .spawn(move || release::run(&rt_cfg, turns, links, pacer, &stop, &status))
+                .spawn(move || release::run(&rt_cfg, turns, ports, ways, pacer, &stop, &status))
         };
         let join = match join {
             Ok(j) => j,

@@ -55,6 +55,7 @@
 //!     b: AfPacket::open("veth-b", &ring)?,
 //!     a_to_b: dir("delay 10ms", 1),
 //!     b_to_a: dir("delay 10ms loss 1%", 2),
+//!     senders: None,
 //! };
 //! let handle = engine::spawn(EngineConfig::default(), vec![link])?;
 //! std::thread::sleep(std::time::Duration::from_secs(10));

@@ -37,12 +37,15 @@ use crate::pacer::Pacer;
 /// A loop turn, or a wake-up past its deadline, longer than this is a stall.
 pub const STALL_NS: u64 = 1_000_000;
 
-/// One link as its release thread holds it.
-pub(crate) struct Link<Io> {
-    pub(crate) a: Io,
-    pub(crate) b: Io,
-    pub(crate) a_to_b: Direction,
-    pub(crate) b_to_a: Direction,
+/// One link direction as its release thread holds it: received on port `rx`, released through
+/// port `tx` (indices into the thread's ports). A link whose two directions share a thread has
+/// its two interfaces as two ports, each the `rx` of one direction and the `tx` of the other;
+/// a link split over two threads gives each direction a receiving port and a sending port of
+/// its own.
+pub(crate) struct Way {
+    pub(crate) rx: usize,
+    pub(crate) tx: usize,
+    pub(crate) dir: Direction,
 }
 
 /// The real-time set-up one release thread applies to itself.
@@ -172,11 +175,12 @@ pub(crate) struct LoopEnd {
     pub(crate) wall_ns: u64,
 }
 
-/// Runs one release thread until `stop`.
+/// Runs one release thread over `ports` and the directions `ways` through them until `stop`.
 pub(crate) fn run<Io: PacketIo>(
     rt_cfg: &ThreadRt,
     turns: Turns,
-    mut links: Vec<Link<Io>>,
+    mut ports: Vec<Io>,
+    mut ways: Vec<Way>,
     mut pacer: Pacer,
     stop: &AtomicBool,
     status: &ThreadStatus,
@@ -192,23 +196,16 @@ pub(crate) fn run<Io: PacketIo>(
         // Each frame brings its arrival time from the I/O layer (the kernel's receive stamp,
         // or a clock read after the receive), never one read here before the receive.
         let mut received = 0;
-        for l in &mut links {
-            l.a_to_b.steer();
-            l.b_to_a.steer();
-            received += l.a.recv_batch(turns.rx_batch, |f| l.a_to_b.receive(f));
-            received += l.b.recv_batch(turns.rx_batch, |f| l.b_to_a.receive(f));
+        for w in &mut ways {
+            w.dir.steer();
+            received += ports[w.rx].recv_batch(turns.rx_batch, |f| w.dir.receive(f));
         }
         let now = Instant::now();
         let mut next: Option<u64> = None;
-        for l in &mut links {
-            l.a_to_b.release(now.as_nanos(), &mut l.b, now_ns);
-            l.b_to_a.release(now.as_nanos(), &mut l.a, now_ns);
-            l.a_to_b.publish();
-            l.b_to_a.publish();
-            for t in [l.a_to_b.next_release(), l.b_to_a.next_release()]
-                .into_iter()
-                .flatten()
-            {
+        for w in &mut ways {
+            w.dir.release(now.as_nanos(), &mut ports[w.tx], now_ns);
+            w.dir.publish();
+            if let Some(t) = w.dir.next_release() {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }

@@ -87,14 +87,16 @@ impl PacketSocket {
     /// and binds it. Needs `CAP_NET_RAW`.
     ///
     /// The socket is created for no protocol and bound to `ETH_P_ALL` only once its rings exist,
-    /// so no frame of another interface lands in the ring before the bind. Frames the socket
-    /// sends itself are not received (`PACKET_IGNORE_OUTGOING`). With `qdisc_bypass`, sends go
-    /// straight to the driver (`PACKET_QDISC_BYPASS`).
+    /// so no frame of another interface lands in the ring before the bind; without `receive`
+    /// it stays bound to no protocol and receives nothing (a send-only socket). Frames the
+    /// socket sends itself are not received (`PACKET_IGNORE_OUTGOING`). With `qdisc_bypass`,
+    /// sends go straight to the driver (`PACKET_QDISC_BYPASS`).
     pub fn open(
         ifindex: u32,
         rx: RingShape,
         tx: RingShape,
         qdisc_bypass: bool,
+        receive: bool,
     ) -> io::Result<Self> {
         let fd = packet::socket()?;
         let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
@@ -130,7 +132,8 @@ impl PacketSocket {
             rx,
             tx,
         };
-        packet::bind(socket.fd.as_fd(), ifindex, libc::ETH_P_ALL as u16)?;
+        let protocol = if receive { libc::ETH_P_ALL as u16 } else { 0 };
+        packet::bind(socket.fd.as_fd(), ifindex, protocol)?;
         Ok(socket)
     }
 

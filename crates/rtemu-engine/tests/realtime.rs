@@ -50,6 +50,7 @@ fn start(lab: &Lab, wait: WaitStrategy, a_to_b: &str, b_to_a: &str) -> EngineHan
         b,
         a_to_b: direction(a_to_b, 1),
         b_to_a: direction(b_to_a, 2),
+        senders: None,
     };
     engine::spawn(config, vec![link]).unwrap()
 }

@@ -118,6 +118,94 @@ fn loss_100_percent_drops_every_datagram_and_counts_it() {
     assert_eq!(c.received, 20 + c.resolution_passed, "{c:?}");
 }
 
+/// A link split over two threads: each direction received on its own end and sent through
+/// the other end's send-only socket, in a thread of its own, each with its own delay.
+#[test]
+fn a_link_split_over_two_threads_carries_each_way_with_its_own_delay() {
+    if !root_or_skip("a_link_split_over_two_threads_carries_each_way_with_its_own_delay") {
+        return;
+    }
+    let lab = Lab::new();
+    let ring = AfPacketConfig::default();
+    let (a, b) = lab.engine_ends(ring);
+    let senders = (
+        lab.open_sender(&lab.e, "ea", ring),
+        lab.open_sender(&lab.e, "eb", ring),
+    );
+    let link = LinkSpec {
+        name: "ab".into(),
+        a,
+        b,
+        a_to_b: direction("delay 10ms", 1),
+        b_to_a: direction("delay 3ms", 2),
+        senders: Some(senders),
+    };
+    let engine = engine::spawn(
+        engine::EngineConfig {
+            threads: 2,
+            ..config()
+        },
+        vec![link],
+    )
+    .unwrap();
+    let threads = engine.threads();
+    let served: Vec<&[String]> = threads.iter().map(|t| t.links.as_slice()).collect();
+    assert_eq!(served, [["ab (a-b)"], ["ab (b-a)"]]);
+    let a = lab.udp(&lab.a, A_ADDR, 7002);
+    let b = lab.udp(&lab.b, B_ADDR, 7002);
+    for s in [&a, &b] {
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    }
+    let mut buf = [0u8; 64];
+    for i in 0..8u8 {
+        let sent = Instant::now();
+        a.send_to(&[i; 40], (B_ADDR, 7002)).unwrap();
+        b.recv_from(&mut buf).expect("datagram A→B arrived");
+        let forward = Instant::now().nanos_since(sent);
+        let sent = Instant::now();
+        b.send_to(&[i; 40], (A_ADDR, 7002)).unwrap();
+        a.recv_from(&mut buf).expect("datagram B→A arrived");
+        let back = Instant::now().nanos_since(sent);
+        assert!(forward >= 10_000_000, "A→B took {forward} ns");
+        assert!(
+            (3_000_000..10_000_000).contains(&back),
+            "B→A took {back} ns"
+        );
+    }
+    let report = engine.stop().unwrap();
+    for d in &report.directions {
+        assert!(d.counters.conserved(), "{d:?}");
+        assert!(d.counters.delivered >= 8, "{d:?}");
+    }
+    assert_ne!(report.directions[0].thread, report.directions[1].thread);
+}
+
+/// A send-only socket sends like any other and receives nothing, whatever arrives.
+#[test]
+fn a_send_only_socket_sends_and_receives_nothing() {
+    if !root_or_skip("a_send_only_socket_sends_and_receives_nothing") {
+        return;
+    }
+    let lab = Lab::new();
+    let ring = AfPacketConfig::default();
+    let mut sender = lab.open_sender(&lab.a, "na", ring);
+    let (mut ea, _) = lab.engine_ends(ring);
+    let frames: Vec<Vec<u8>> = (0..5).map(|i| common::frame(i, false)).collect();
+    for f in &frames {
+        assert!(sender.stage(f));
+    }
+    sender.flush().unwrap();
+    assert_eq!(common::collect(&mut ea, frames.len()), frames);
+    // Frames towards na reach A's kernel; the send-only socket on na sees none of them.
+    let mut back = lab.open(&lab.e, "ea", ring);
+    for f in &frames {
+        assert!(back.stage(f));
+    }
+    back.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(sender.recv_batch(64, |_| {}), 0);
+}
+
 /// Overload: more frames than buffers. Every frame the generator sent is accounted for, by the
 /// kernel (a full receive ring) or by the engine (delivered, dropped by name, in flight).
 #[test]
@@ -137,6 +225,7 @@ fn every_frame_is_accounted_for_under_overload() {
         b,
         a_to_b: small_pool("delay 50ms"),
         b_to_a: small_pool("delay 0ms"),
+        senders: None,
     };
     let engine = engine::spawn(config(), vec![link]).unwrap();
     let mut tx = lab.open(&lab.a, "na", AfPacketConfig::default());

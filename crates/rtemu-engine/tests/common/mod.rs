@@ -127,6 +127,16 @@ impl Lab {
             .unwrap()
     }
 
+    /// A send-only socket on interface `dev` in namespace `ns`.
+    pub fn open_sender(&self, ns: &str, dev: &str, ring: AfPacketConfig) -> AfPacket {
+        let dev = dev.to_owned();
+        netns::run_in(&netns::named(ns), move || {
+            AfPacket::open_sender(&dev, &ring)
+        })
+        .unwrap()
+        .unwrap()
+    }
+
     /// A UDP socket bound to `addr:port` inside namespace `ns`.
     pub fn udp(&self, ns: &str, addr: Ipv4Addr, port: u16) -> UdpSocket {
         netns::run_in(&netns::named(ns), move || UdpSocket::bind((addr, port)))
@@ -251,6 +261,7 @@ pub fn start<Io: PacketIo + Send + 'static>(
         b,
         a_to_b: direction(a_to_b, 1),
         b_to_a: direction(b_to_a, 2),
+        senders: None,
     };
     engine::spawn(config(), vec![link]).unwrap()
 }
