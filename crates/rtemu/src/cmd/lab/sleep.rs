@@ -18,11 +18,12 @@ use super::{duration_in, prepare, OutputArgs, RtArgs};
   sudo rtemu lab sleep --workload paper --count 1000 --fifo 80 --cpu 1 --plot sleep.svg")]
 pub(super) struct SleepArgs {
     /// Wait methods to compare, comma-separated: select, nanosleep, sleep (clock-abs), timerfd,
-    /// epoll, slack, spin (busy), hybrid[:MARGIN].
+    /// epoll, slack, spin (busy), hybrid[:MARGIN], auto (the engine's: hybrid with the margin
+    /// of its measured wake-up latency).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "select,nanosleep,sleep,timerfd,epoll,slack,spin,hybrid"
+        default_value = "select,nanosleep,sleep,timerfd,epoll,slack,spin,hybrid,auto"
     )]
     methods: Vec<WaitStrategy>,
     /// Requested sleeps: paper (uniform 0–100 ms), micro (uniform 10us–2ms), fixed:DURATION,
