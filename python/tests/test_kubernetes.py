@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -128,9 +129,10 @@ def ip(*args: str) -> None:
 
 
 def in_node(netns: str, script: str) -> str:
-    """Runs Python ``script`` in namespace ``netns`` (the node's network); its output."""
+    """Runs Python ``script`` in namespace ``netns`` (the node's network) with this
+    interpreter, which has the package; its output."""
     out = subprocess.run(
-        ["ip", "netns", "exec", netns, "python3", "-c", script],
+        ["ip", "netns", "exec", netns, sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=60,

@@ -168,7 +168,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ImportError:
-        missing.append("the selenium package (python3 -m pip install './python[test]')")
+        missing.append("the selenium package (the test extra: ./test.sh installs it)")
     if missing:
         skip_or_fail(f"the browser tests need {', '.join(missing)} (install.sh installs them)")
     options = webdriver.ChromeOptions()
