@@ -55,8 +55,11 @@ const REAP_EVERY: Duration = Duration::from_secs(2);
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// The Unix socket (mode 0600).
+    /// The Unix socket (mode 0600, or 0660 with `group`).
     pub socket: PathBuf,
+    /// The group whose members may use the Unix socket too (mode 0660, group-owned); without
+    /// one only root may. The API runs programs as root in labs: membership is root's power.
+    pub group: Option<String>,
     /// Also listen on this TCP address, every request needing the token.
     pub listen: Option<SocketAddr>,
     /// Where the token is written (with `listen`).
@@ -70,6 +73,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             socket: PathBuf::from(DEFAULT_SOCKET),
+            group: None,
             listen: None,
             token_file: PathBuf::from(DEFAULT_TOKEN_FILE),
             token_from: None,
@@ -178,7 +182,7 @@ impl Server {
     /// file (or reads the one given), and starts serving on a runtime of its own. Needs root
     /// for the default paths.
     pub fn start(opts: &Options) -> Result<Server> {
-        let (unix, socket) = listen::bind_unix(&opts.socket)?;
+        let (unix, socket) = listen::bind_unix(&opts.socket, opts.group.as_deref())?;
         let mut files = vec![socket];
         let tcp = match (opts.listen, &opts.token_from) {
             (None, _) => None,
@@ -349,6 +353,9 @@ impl Server {
 fn listening(opts: &Options, tcp: Option<SocketAddr>) -> String {
     let socket = opts.socket.display();
     let mut text = format!("serving the rtemu API on {socket} (Ctrl-C stops)");
+    if let Some(group) = &opts.group {
+        text += &format!("\ngroup {group} may use {socket}");
+    }
     if let Some(addr) = tcp {
         if !addr.ip().is_loopback() {
             text += &format!(
@@ -370,6 +377,7 @@ mod tests {
     fn a_server_says_where_it_listens_and_warns_of_an_open_address() {
         let opts = Options {
             socket: "/run/rtemu/api.sock".into(),
+            group: None,
             listen: None,
             token_file: "/run/rtemu/api.token".into(),
             token_from: None,

@@ -93,12 +93,16 @@ impl Drop for Staging {
     }
 }
 
-/// Binds the Unix socket at `path` with mode 0600. An existing socket is replaced only when no
-/// server answers on it (one left by a server that died); anything else at `path` is refused.
-/// The socket is bound in a private directory and renamed into place, so it is never open to
-/// others, not even for a moment.
-pub fn bind_unix(path: &Path) -> Result<(std::os::unix::net::UnixListener, OwnFile)> {
+/// Binds the Unix socket at `path` with mode 0600, or 0660 owned by `group` when given. An
+/// existing socket is replaced only when no server answers on it (one left by a server that
+/// died); anything else at `path` is refused. The socket is bound in a private directory and
+/// renamed into place, so it is never open to others, not even for a moment.
+pub fn bind_unix(
+    path: &Path,
+    group: Option<&str>,
+) -> Result<(std::os::unix::net::UnixListener, OwnFile)> {
     let parent = check_parent(path)?;
+    let gid = group.map(group_id).transpose()?;
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("examining {}", path.display())),
@@ -120,7 +124,12 @@ pub fn bind_unix(path: &Path) -> Result<(std::os::unix::net::UnixListener, OwnFi
     let fresh = staging.0.join("sock");
     let listener = std::os::unix::net::UnixListener::bind(&fresh)
         .with_context(|| format!("binding {}", fresh.display()))?;
-    std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o600))
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(&fresh, None, Some(gid))
+            .with_context(|| format!("giving {} to group {gid}", fresh.display()))?;
+    }
+    let mode = if gid.is_some() { 0o660 } else { 0o600 };
+    std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("setting the mode of {}", fresh.display()))?;
     std::fs::rename(&fresh, path).with_context(|| format!("creating {}", path.display()))?;
     let own = OwnFile::at(path).with_context(|| format!("examining {}", path.display()))?;
@@ -128,6 +137,18 @@ pub fn bind_unix(path: &Path) -> Result<(std::os::unix::net::UnixListener, OwnFi
         .set_nonblocking(true)
         .context("making the socket non-blocking")?;
     Ok((listener, own))
+}
+
+/// The id of the group named `name`.
+fn group_id(name: &str) -> Result<u32> {
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(group)) => Ok(group.gid.as_raw()),
+        Ok(None) => bail!(
+            "there is no group named {name:?}: make it with `groupadd --system {name}` (the \
+             package does), or leave out --group"
+        ),
+        Err(e) => Err(e).with_context(|| format!("looking up group {name:?}")),
+    }
 }
 
 /// The API token: 32 bytes from the operating system's random generator, in hex.

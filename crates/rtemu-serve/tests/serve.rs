@@ -29,6 +29,7 @@ fn unique_lab(tag: &str) -> String {
 fn server(dir: &Path) -> Server {
     Server::start(&Options {
         socket: dir.join("api.sock"),
+        group: None,
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: dir.join("api.token"),
         token_from: None,
@@ -204,6 +205,7 @@ fn a_token_read_from_a_secret_is_the_one_asked_for_and_nothing_is_written() {
     std::os::unix::fs::symlink("..data/token", dir.0.join("token")).unwrap();
     let opts = |from: &str| Options {
         socket: dir.0.join("api.sock"),
+        group: None,
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: dir.0.join("api.token"),
         token_from: Some(dir.0.join(from)),
@@ -260,6 +262,7 @@ fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
     let sock = dir.0.join("api.sock");
     let opts = Options {
         socket: sock.clone(),
+        group: None,
         listen: None,
         token_file: dir.0.join("api.token"),
         token_from: None,
@@ -300,6 +303,48 @@ fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
     .err()
     .expect("an untrusted directory is refused");
     assert!(e.to_string().contains("writable by others"), "{e:#}");
+}
+
+#[test]
+fn a_group_may_use_the_socket_when_given_and_an_unknown_one_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TempDir::new("serve-group");
+    let opts = |group: &str| Options {
+        socket: dir.0.join("api.sock"),
+        group: Some(group.to_owned()),
+        listen: None,
+        token_file: dir.0.join("api.token"),
+        token_from: None,
+    };
+    let e = format!(
+        "{:#}",
+        Server::start(&opts("rtemu-no-such-group")).err().unwrap()
+    );
+    assert!(e.contains("groupadd --system rtemu-no-such-group"), "{e}");
+    assert!(!dir.0.join("api.sock").exists());
+
+    // Giving the socket to a group the server's user is not in needs root.
+    if !rtemu_testutil::root_or_skip("a_group_may_use_the_socket", "gives a socket to a group") {
+        return;
+    }
+    // `daemon` (gid 1) is in every Debian base system.
+    let s = Server::start(&opts("daemon")).unwrap();
+    let meta = std::fs::symlink_metadata(dir.0.join("api.sock")).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o660);
+    assert_eq!(meta.gid(), 1);
+    assert_eq!(meta.uid(), 0);
+    let t = Target::Unix(dir.0.join("api.sock"));
+    assert_eq!(get(&t, "/openapi.json", &[]).status, 200);
+    s.stop().unwrap();
+
+    // Without a group, root alone.
+    let mut root_only = opts("daemon");
+    root_only.group = None;
+    let s = Server::start(&root_only).unwrap();
+    let meta = std::fs::symlink_metadata(dir.0.join("api.sock")).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    assert_eq!(meta.gid(), 0);
+    s.stop().unwrap();
 }
 
 #[test]

@@ -11,6 +11,7 @@ use clap::Args;
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   sudo rtemu serve
+  sudo rtemu serve --group rtemu                    members of group rtemu may use the socket
   curl --unix-socket /run/rtemu/api.sock http://rtemu/v1/labs
   sudo rtemu serve --listen 127.0.0.1:8470
   curl -H \"Authorization: Bearer $(sudo cat /run/rtemu/api.token)\" http://127.0.0.1:8470/v1/labs
@@ -19,6 +20,11 @@ pub struct ServeArgs {
     /// The Unix socket to listen on (mode 0600: root only; no token needed).
     #[arg(long, value_name = "PATH", default_value = rtemu_serve::DEFAULT_SOCKET)]
     pub socket: PathBuf,
+    /// Let this group's members use the Unix socket too (mode 0660, owned by the group), as the
+    /// package's systemd unit does with group `rtemu`. The API runs programs as root inside
+    /// labs: membership gives root's power, as membership of `docker` does.
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
     /// Also listen on TCP at this address (127.0.0.1:PORT or [::1]:PORT; another address only
     /// when you mean it: anyone who can reach it and holds the token drives your labs). Every
     /// request over TCP needs `Authorization: Bearer <token>`.
@@ -52,6 +58,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     rtemu_control::root::need_root("rtemu serve")?;
     let opts = rtemu_serve::Options {
         socket: args.socket.clone(),
+        group: args.group.clone(),
         listen: args.listen,
         token_file: args.token_file.clone(),
         token_from: args.token_from.clone(),
