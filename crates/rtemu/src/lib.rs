@@ -1,0 +1,108 @@
+//! The `rtemu` command line: argument parsing and report printing over the rtemu libraries.
+//!
+//! Each subcommand lives in `cmd/<name>.rs` and exposes a clap `Args` struct and a `run`
+//! function; the work itself belongs to the library crates. `rtemu bench`, arguments and all,
+//! is the `rtemu-bench` crate's. The binary is [`main`]; the command line is a library so that
+//! `rtemu-dist` renders the man pages and shell completions from the same [`Cli`] definition.
+
+#![warn(missing_docs)]
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// rtemu: a real-time network emulator for Linux.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rtemu",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = "Examples:
+  sudo rtemu demo                                   the paper's lab, shaped, measured, removed
+  sudo rtemu up examples/shaped-path.toml           a lab from a topology file
+  sudo rtemu exec client -- ping -c 3 server        any program inside a node
+  sudo rtemu stats --fidelity                       what the engine did, how precisely
+  rtemu sim in.pcap --model \"delay 20ms loss 1%\" --out out.pcap
+  rtemu trace gen fgn --hurst 0.8 --mean 5ms --std 1ms --count 1000000 -o lrd.rpl
+  rtemu lab doctor                                  can this machine keep real time?
+  sudo rtemu serve                                  the HTTP/JSON API on /run/rtemu/api.sock
+  sudo rtemu view                                   the running lab, live, in a web browser"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Demo(cmd::demo::DemoArgs),
+    Sim(cmd::sim::SimArgs),
+    Bench(rtemu_bench::BenchArgs),
+    Trace(cmd::trace::TraceArgs),
+    Lab(cmd::lab::LabArgs),
+    Up(cmd::topo::UpArgs),
+    Down(cmd::topo::DownArgs),
+    Ls(cmd::topo::LsArgs),
+    Exec(cmd::topo::ExecArgs),
+    Shell(cmd::topo::ShellArgs),
+    Graph(cmd::topo::GraphArgs),
+    Capture(cmd::topo::CaptureArgs),
+    Stats(cmd::link::StatsArgs),
+    Link(cmd::link::LinkArgs),
+    Serve(cmd::serve::ServeArgs),
+    View(rtemu_serve::view::ViewArgs),
+    #[command(hide = true)]
+    Engine(cmd::engine::EngineArgs),
+}
+
+/// Parses the arguments, runs the subcommand, and says how it ended: 0, or 2 after an error
+/// printed on stderr.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
+        Command::Bench(args) => rtemu_bench::run(args),
+        Command::Trace(args) => cmd::trace::run(args),
+        Command::Lab(args) => cmd::lab::run(args),
+        Command::Up(args) => cmd::topo::run_up(args),
+        Command::Down(args) => cmd::topo::run_down(args),
+        Command::Ls(args) => cmd::topo::run_ls(args),
+        Command::Exec(args) => cmd::topo::run_exec(args),
+        Command::Shell(args) => cmd::topo::run_shell(args),
+        Command::Graph(args) => cmd::topo::run_graph(args),
+        Command::Capture(args) => cmd::topo::run_capture(args),
+        Command::Stats(args) => cmd::link::run_stats(args),
+        Command::Link(args) => cmd::link::run_link(args),
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::View(args) => rtemu_serve::view::run(args),
+        Command::Engine(args) => cmd::engine::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if rtemu_control::error::is_closed_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            // The API answers with the same text (rtemu_control::error::message).
+            eprintln!(
+                "rtemu: error: {}",
+                rtemu_control::error::message(err.as_ref())
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
