@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test of rtemu: the Rust workspace's, then the Python package's (its unit tests, the
-# labs it drives through `rtemu serve`, and the web view in headless Chromium). The Python tests
-# run in a virtual environment of their own (.venv), so that a distribution's Python, where
-# PEP 668 refuses `pip install` outside one, runs them as it is.
+# Runs every test of rtemu: the quick ones first (the Python package's ruff and mypy --strict),
+# then the Rust workspace's, then the Python
+# package's (its unit tests, the labs it drives through `rtemu serve`, and the web view in
+# headless Chromium). The Python tools run in a virtual environment of their own (.venv), so
+# that a distribution's Python, where PEP 668 refuses `pip install` outside one, runs them as it
+# is.
 #
 # PYTHON picks the interpreter the environment is made from: by default the distribution's own
 # (/usr/bin/python3), else the first python3 on PATH. RTEMU_VENV moves the environment.
@@ -26,6 +28,9 @@ fi
 # Editable: the environment runs the package's source as it is now; what it needs is installed
 # when missing.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --editable './python[test]'
+
+(cd python && "$venv/bin/python" -m ruff check src tests examples \
+    && "$venv/bin/python" -m ruff format --check src tests examples && "$venv/bin/python" -m mypy)
 
 cargo build --release --workspace
 cargo test --workspace --release

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 from conftest import require_root, unique_lab
-from kubernetes import client as k8s  # type: ignore[import-untyped]
+from kubernetes import client as k8s
 
 MANIFEST = Path(__file__).parents[2] / "deploy" / "kubernetes" / "rtemu-agent.yaml"
 
@@ -45,7 +45,12 @@ def unknown_fields(value: Any, kind: str, where: str = "") -> list[str]:
         if not isinstance(value, dict):
             return [f"{where}: a map expected"]
         return [e for k, v in value.items() for e in unknown_fields(v, m[1], f"{where}.{k}")]
-    scalars = {"str": str, "int": int, "bool": bool, "float": (int, float)}
+    scalars: dict[str, type | tuple[type, ...]] = {
+        "str": str,
+        "int": int,
+        "bool": bool,
+        "float": (int, float),
+    }
     if kind in scalars:
         ok = isinstance(value, scalars[kind]) and not (kind == "int" and isinstance(value, bool))
         return [] if ok else [f"{where}: {kind} expected, not {value!r}"]

@@ -112,6 +112,12 @@ def test_broken_direction_names_the_field(change: Any, message: str) -> None:
     assert "stats.directions[0]" in str(e.value)
 
 
+def test_kernel_drops_are_unknown_where_the_io_cannot_tell() -> None:
+    raw = golden("stats.json")
+    raw["directions"][0]["kernel_drops"] = None
+    assert rtemu.Stats.from_json(raw).links["uplink"].a_to_b.kernel_drops is None
+
+
 def test_a_link_missing_a_direction_is_refused() -> None:
     raw = golden("stats.json")
     del raw["directions"][1]

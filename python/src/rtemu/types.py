@@ -292,7 +292,7 @@ class Direction:
     dropped: dict[str, int]
     in_flight: int
     conserved: bool
-    kernel_drops: int
+    kernel_drops: int | None
     tx_busy: int
     trace_underruns: int
     buffers: int | None
@@ -324,7 +324,6 @@ class Direction:
             "delivered",
             "delivered_bytes",
             "in_flight",
-            "kernel_drops",
             "tx_busy",
             "trace_underruns",
         )
@@ -338,6 +337,7 @@ class Direction:
             netem=_opt_str(o, "netem", where),
             dropped=dict(dropped),
             conserved=_field(o, "conserved", bool, where),
+            kernel_drops=_opt_int(o, "kernel_drops", where),
             buffers=_opt_int(o, "buffers", where),
             fidelity=Fidelity.from_json(o.get("fidelity"), f"{where}.fidelity"),
             underlay=(
@@ -437,7 +437,7 @@ class FinalReport:
     """
 
     lab: str
-    notices: list[Any]
+    notices: list[str]
     cpu_ns: int | None
     wall_ns: int | None
     directions: list[Direction]
@@ -455,7 +455,7 @@ class FinalReport:
         return cls(
             **_directions(o, where),
             lab=lab,
-            notices=_list(o, "notices", where),
+            notices=_strs(o, "notices", where),
             cpu_ns=_int(o, "cpu_ns", where),
             wall_ns=_int(o, "wall_ns", where),
             threads=_threads(o, where),
