@@ -6,12 +6,13 @@
 # --format svg`), a font for the text of `rtemu lab … --plot FILE.png` (DejaVu), and Chromium
 # with its WebDriver (chromium, chromium-driver) for the web view's browser tests, and venv for
 # the distribution's Python (python3-venv: ./test.sh runs the Python tests in a virtual
-# environment). Rust comes from rustup when cargo is missing.
+# environment), and Node.js, whose test runner runs the web page's unit tests. Rust comes from
+# rustup when cargo is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need=()
-for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz fonts-dejavu-core chromium chromium-driver python3-venv; do
+for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz fonts-dejavu-core chromium chromium-driver python3-venv nodejs; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

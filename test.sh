@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test of rtemu: the quick ones first (the Python package's ruff and mypy --strict),
-# then the Rust workspace's, then the Python
+# Runs every test of rtemu: the quick ones first (the Python package's ruff and mypy --strict,
+# the web page's unit tests with node's test runner), then the Rust workspace's, then the Python
 # package's (its unit tests, the labs it drives through `rtemu serve`, and the web view in
 # headless Chromium). The Python tools run in a virtual environment of their own (.venv), so
 # that a distribution's Python, where PEP 668 refuses `pip install` outside one, runs them as it
@@ -31,6 +31,7 @@ fi
 
 (cd python && "$venv/bin/python" -m ruff check src tests examples \
     && "$venv/bin/python" -m ruff format --check src tests examples && "$venv/bin/python" -m mypy)
+node --test crates/rtemu-serve/web/test/
 
 cargo build --release --workspace
 cargo test --workspace --release

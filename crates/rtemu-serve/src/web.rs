@@ -1,5 +1,5 @@
 //! The web view (docs/web.md): a page that draws a running lab and its live link statistics,
-//! built on the public API only. Its three files (`web/`: plain HTML, CSS and JavaScript, no
+//! built on the public API only. Its files (`web/`: plain HTML, CSS and JavaScript modules, no
 //! framework, no build step) are compiled into the binary, so the view works on a lab host
 //! with no network. They hold no data, so they are served without the token; every API
 //! request the page makes carries it, like any client's.
@@ -22,18 +22,32 @@ struct File {
     body: &'static str,
 }
 
-/// The page's files. `/` is the page itself.
-const FILES: [File; 4] = [
+/// A JavaScript module of the page, `web/NAME` served as `/ui/NAME`.
+macro_rules! module {
+    ($name:literal) => {
+        File {
+            path: concat!("/ui/", $name),
+            content_type: "text/javascript; charset=utf-8",
+            body: include_str!(concat!("../web/", $name)),
+        }
+    };
+}
+
+/// The page's files. `/` is the page itself; `main.js` imports the other modules.
+const FILES: [File; 11] = [
     File {
         path: "/",
         content_type: "text/html; charset=utf-8",
         body: include_str!("../web/index.html"),
     },
-    File {
-        path: "/ui/app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../web/app.js"),
-    },
+    module!("main.js"),
+    module!("api.js"),
+    module!("dom.js"),
+    module!("format.js"),
+    module!("series.js"),
+    module!("topology.js"),
+    module!("table.js"),
+    module!("details.js"),
     File {
         path: "/ui/style.css",
         content_type: "text/css; charset=utf-8",
@@ -108,5 +122,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_module_a_module_imports_is_served() {
+        let modules = FILES.iter().filter(|f| f.path.ends_with(".js"));
+        let mut imports = 0;
+        for file in modules {
+            for part in file.body.split(" from './").skip(1) {
+                let target = format!("/ui/{}", &part[..part.find('\'').unwrap()]);
+                assert!(
+                    FILES.iter().any(|f| f.path == target),
+                    "{} imports {target}, which is not served",
+                    file.path
+                );
+                imports += 1;
+            }
+        }
+        // main.js alone imports six.
+        assert!(imports >= 6, "{imports} imports found");
     }
 }

@@ -107,10 +107,15 @@ fn the_page_is_served_without_the_token_and_the_api_still_needs_it() {
         (
             "/",
             "text/html; charset=utf-8",
-            "<script src=\"/ui/app.js\" defer>",
+            "<script type=\"module\" src=\"/ui/main.js\">",
         ),
         (
-            "/ui/app.js",
+            "/ui/main.js",
+            "text/javascript; charset=utf-8",
+            "from './api.js'",
+        ),
+        (
+            "/ui/api.js",
             "text/javascript; charset=utf-8",
             "Authorization",
         ),

@@ -1,0 +1,316 @@
+// rtemu's web view: a running lab's topology, its links' live statistics, and link changes,
+// over the public HTTP API (docs/api.md) and nothing else. ES modules, no build step: rtemu
+// serves these files as they are (docs/web.md). This module holds what the page shows and
+// its loops; topology.js draws, table.js and details.js show figures, api.js talks.
+//
+// Data flow: the lab list is polled (GET /v1/labs) and carries each lab's topology; the
+// engine's stats arrive as Server-Sent Events read with fetch(); ideal links' kernel counters
+// are polled (GET …/counters). Throughput is the change of the delivered byte and packet
+// counters over the last second (series.js).
+
+import { ApiError, Client, labPath, sseParser } from './api.js';
+import { renderDetails, refreshDetails, findSelected } from './details.js';
+import { $, h } from './dom.js';
+import { addSample } from './series.js';
+import { refreshTable, renderTable } from './table.js';
+import { refreshGraph, renderGraph } from './topology.js';
+
+/** Seconds between stats events (the page updates at least once a second). */
+const STREAM_INTERVAL = 0.5;
+const LABS_EVERY_MS = 2000;
+const COUNTERS_EVERY_MS = 1000;
+const RECONNECT_MS = 1000;
+
+const view = {
+  client: new Client(null),
+  /** The lab shown. */
+  lab: null,
+  /** The lab resource (nodes, links, lans, externals) while the lab is up. */
+  topo: null,
+  /** Its topology's signature, to see when a lab came back different. */
+  signature: null,
+  up: false,
+  /** What the details panel shows: {kind, name}. */
+  selected: null,
+  /** Per `link/dir`: {last, samples: [{t, bytes, packets, bps, pps, p99}], kernel}. */
+  series: new Map(),
+  /** The last kernel counters, by `node/segment`. */
+  counters: new Map(),
+  engine: null,
+  stream: null,
+  lastEvent: 0,
+};
+
+const graph = () => $('#graph');
+const tbody = () => $('#links-table tbody');
+const details = () => ({
+  title: $('#details-title'),
+  body: $('#details-body'),
+  topo: view.topo,
+  selected: view.selected,
+  series: view.series,
+  counters: view.counters,
+  client: view.client,
+  lab: view.lab,
+});
+
+// ---- the token and the lab from the address ------------------------------------------
+
+/** Takes `token` and `lab` from the fragment, keeps the token for this tab only, and leaves
+ * only `#lab=NAME` in the address bar (and in the history). */
+function readFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get('token');
+  if (token) sessionStorage.setItem('rtemu-token', token);
+  view.client.token = sessionStorage.getItem('rtemu-token');
+  if (params.get('lab')) view.lab = params.get('lab');
+  rewriteAddress();
+}
+
+function rewriteAddress() {
+  const hash = view.lab ? `#lab=${encodeURIComponent(view.lab)}` : '';
+  history.replaceState(null, '', location.pathname + location.search + hash);
+}
+
+function status(text, kind = 'info') {
+  const el = $('#status');
+  el.textContent = text;
+  el.dataset.kind = kind;
+}
+
+// ---- the lab list ----------------------------------------------------------------------
+
+function signatureOf(lab) {
+  return JSON.stringify([lab.nodes, lab.links, lab.lans, lab.externals]);
+}
+
+async function pollLabs() {
+  try {
+    const labs = await view.client.getJson('/v1/labs');
+    renderLabList(labs);
+    if (!view.lab && labs.length === 1) chooseLab(labs[0].name, labs);
+    const current = labs.find((l) => l.name === view.lab);
+    if (current && (!view.up || signatureOf(current) !== view.signature)) {
+      labUp(current);
+    } else if (current) {
+      view.topo = current;
+      if (!view.stream) connectStream();
+    } else if (view.up) {
+      labDown();
+    } else if (!view.lab) {
+      status(labs.length ? 'choose a lab' : 'no lab is running: waiting for one (rtemu up FILE)');
+    } else {
+      status(`lab ${view.lab} is not running: waiting for it to come up`, 'warn');
+    }
+  } catch (e) {
+    reportError(e);
+  }
+  setTimeout(pollLabs, LABS_EVERY_MS);
+}
+
+function reportError(e) {
+  if (e instanceof ApiError && e.status === 401) {
+    status(
+      'the API refused the token: open the address `rtemu view` (or `rtemu serve --listen`) printed',
+      'error',
+    );
+  } else {
+    status(`cannot reach rtemu: ${e.message}`, 'error');
+  }
+}
+
+function renderLabList(labs) {
+  const nav = $('#labs');
+  const names = labs.map((l) => l.name);
+  const missing = view.lab && !names.includes(view.lab);
+  nav.hidden = labs.length < 2 && !missing;
+  nav.replaceChildren(
+    h('span', { class: 'nav-label' }, 'labs:'),
+    ...labs.map((l) =>
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'lab-button',
+          'data-lab': l.name,
+          'aria-pressed': l.name === view.lab ? 'true' : 'false',
+          onclick: () => chooseLab(l.name, labs),
+        },
+        l.name,
+        l.status === 'up' ? '' : ` (${l.status})`,
+      ),
+    ),
+  );
+}
+
+function chooseLab(name, labs) {
+  if (name === view.lab && view.up) return;
+  stopStream();
+  view.lab = name;
+  view.up = false;
+  view.selected = null;
+  rewriteAddress();
+  renderLabList(labs);
+  const lab = labs.find((l) => l.name === name);
+  if (lab) labUp(lab);
+}
+
+/** The lab is (back) up: draw it, and follow its stats. */
+function labUp(lab) {
+  view.topo = lab;
+  view.signature = signatureOf(lab);
+  view.up = true;
+  view.series.clear();
+  view.counters.clear();
+  view.engine = null;
+  document.title = `rtemu: ${lab.name}`;
+  $('#lab-title').textContent = `lab ${lab.name}`;
+  document.body.classList.remove('lab-down');
+  renderGraph(graph(), lab, view.series, select);
+  refreshGraph(graph(), lab, view.series, view.selected);
+  renderTable(tbody(), lab, select);
+  if (view.selected && !findSelected(lab, view.selected)) view.selected = null;
+  renderDetails(details());
+  connectStream();
+  status(`lab ${lab.name}: connecting…`);
+}
+
+function labDown() {
+  view.up = false;
+  stopStream();
+  document.body.classList.add('lab-down');
+  $('#engine').textContent = '';
+  status(`lab ${view.lab} is down: waiting for it to come back`, 'warn');
+}
+
+function select(sel, fromKeyboard) {
+  view.selected = sel;
+  renderDetails(details());
+  refreshGraph(graph(), view.topo, view.series, view.selected);
+  if (fromKeyboard) $('#details-title').focus();
+}
+
+// ---- the stats stream ------------------------------------------------------------------
+
+function stopStream() {
+  if (view.stream) view.stream.abort();
+  view.stream = null;
+}
+
+/** Reads the stats stream until it ends, then reconnects while the lab is up. */
+async function connectStream() {
+  stopStream();
+  const control = new AbortController();
+  view.stream = control;
+  const lab = view.lab;
+  try {
+    const resp = await view.client.request(`${labPath(lab, 'stats', 'stream')}?interval=${STREAM_INTERVAL}`, {
+      signal: control.signal,
+      headers: { Accept: 'text/event-stream' },
+    });
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    const parser = sseParser((event, data) => {
+      if (event === 'stats' && view.lab === lab) onStats(JSON.parse(data));
+    });
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parser(value);
+    }
+  } catch (e) {
+    if (control.signal.aborted) return;
+    if (view.up) reportError(e);
+  }
+  if (view.stream !== control) return;
+  view.stream = null;
+  // The stream ended: the lab went down (the lab list will say so), or its engine stopped.
+  setTimeout(() => {
+    if (view.up && !view.stream && view.lab === lab) connectStream();
+  }, RECONNECT_MS);
+}
+
+function onStats(stats) {
+  // The engine's clock when it read the counters: rates do not wobble with delivery.
+  const t = stats.monotonic_ns ? stats.monotonic_ns / 1e9 : performance.now() / 1000;
+  view.lastEvent = performance.now() / 1000;
+  for (const d of stats.directions || []) {
+    const series = addSample(view.series, `${d.link}/${d.dir}`, t, d.delivered_bytes, d.delivered, {
+      p99: d.fidelity.released.p99_ns,
+    });
+    series.last = d;
+  }
+  if (stats.pid) {
+    const prev = view.engine;
+    let cpu = null;
+    if (prev && prev.pid === stats.pid && stats.process_cpu_ns !== null && t > prev.t) {
+      cpu = (stats.process_cpu_ns - prev.cpu) / 1e9 / (t - prev.t);
+    }
+    view.engine = { pid: stats.pid, cpu: stats.process_cpu_ns, t };
+    const share = cpu === null ? '' : ` · CPU ${(cpu * 100).toFixed(1)} %`;
+    $('#engine').textContent = `engine pid ${stats.pid} · ${stats.io}${share}`;
+  } else {
+    $('#engine').textContent = 'no impaired links: no engine';
+  }
+  status(`lab ${view.lab}: live`, 'ok');
+  refresh();
+}
+
+// ---- kernel counters of ideal links ----------------------------------------------------
+
+async function pollCounters() {
+  const nodeShown = view.selected && view.selected.kind === 'node';
+  if (view.up && view.topo && (nodeShown || view.topo.links.some((l) => !l.impaired))) {
+    try {
+      const list = await view.client.getJson(labPath(view.lab, 'counters'));
+      const t = performance.now() / 1000;
+      view.counters.clear();
+      for (const c of list) view.counters.set(`${c.node}/${c.segment}`, c);
+      for (const link of view.topo.links.filter((l) => !l.impaired)) {
+        for (const [dir, from, to] of [
+          ['a-b', link.a, link.b],
+          ['b-a', link.b, link.a],
+        ]) {
+          const tx = view.counters.get(`${from}/${link.name}`);
+          const rx = view.counters.get(`${to}/${link.name}`);
+          if (!tx || !rx) continue;
+          const series = addSample(view.series, `${link.name}/${dir}`, t, rx.rx_bytes, rx.rx_packets, {});
+          series.kernel = { tx, rx };
+        }
+      }
+      refresh();
+    } catch (e) {
+      // A lab going down between the list and this request: the list will tell.
+      if (!(e instanceof ApiError && e.status === 404)) reportError(e);
+    }
+  }
+  setTimeout(pollCounters, COUNTERS_EVERY_MS);
+}
+
+// ---- the loop --------------------------------------------------------------------------
+
+function refresh() {
+  refreshTable(tbody(), view.series);
+  if (view.topo) refreshGraph(graph(), view.topo, view.series, view.selected);
+  refreshDetails(details());
+}
+
+/** Says so when the stream has been quiet for a while. */
+function watchdog() {
+  if (view.up && view.lastEvent && performance.now() / 1000 - view.lastEvent > 3 * STREAM_INTERVAL + 2) {
+    status(`lab ${view.lab}: no stats for a while, reconnecting…`, 'warn');
+  }
+  setTimeout(watchdog, 1000);
+}
+
+document.addEventListener('keydown', (e) => {
+  if (e.key !== 'Escape' || !view.selected) return;
+  const sel = view.selected;
+  const attr = { link: 'data-link', node: 'data-node', lan: 'data-lan', ext: 'data-external' }[sel.kind];
+  const el = $(`#graph [${attr}="${CSS.escape(sel.name)}"]`);
+  if (el) el.focus();
+});
+
+readFragment();
+pollLabs();
+pollCounters();
+watchdog();

@@ -1,0 +1,28 @@
+// Numbers as the page writes them.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { fmtBits, fmtBytes, fmtCount, fmtNs, fmtNsTriple, fmtRate, truncate } from '../format.js';
+
+test('rates, counts and sizes take the unit that suits them', () => {
+  assert.equal(fmtBits(20e6), '20.00 Mbit/s');
+  assert.equal(fmtBits(1500), '1.5 kbit/s');
+  assert.equal(fmtBits(null), '—');
+  assert.equal(fmtRate(12345), '12.3 k');
+  assert.equal(fmtRate(2.25), '2.3');
+  assert.equal(fmtCount(9999), '9999');
+  assert.equal(fmtCount(12345678), '12.35 M');
+  assert.equal(fmtBytes(2048), '2.0 kB');
+});
+
+test('times: one unit for three figures, about three digits each', () => {
+  assert.equal(fmtNs(999), '999 ns');
+  assert.equal(fmtNs(1_500_000), '1.50 ms');
+  assert.equal(fmtNsTriple(13_000, 22_200, 981_000), '13.0 / 22.2 / 981 µs');
+  assert.equal(fmtNsTriple(5, 50, 500), '5 / 50 / 500 ns');
+});
+
+test('long text is cut with an ellipsis', () => {
+  assert.equal(truncate('rate 20mbit', 30), 'rate 20mbit');
+  assert.equal(truncate('abcdef', 4), 'abc…');
+});
