@@ -52,6 +52,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rtemu_clock::{rt, WaitStrategy};
+
+use crate::cputime::CpuTicks;
 use rtemu_control::engine::{self, EngineOptions, IoKind};
 use rtemu_control::message::{Direction, Stats};
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
@@ -746,50 +748,6 @@ fn route_to_sink(state: &State) -> Result<()> {
         "nud",
         "permanent",
     ])
-}
-
-/// Ticks (USER_HZ) all CPUs spent by state since boot: the first line of `/proc/stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CpuTicks {
-    /// user, nice, system, irq and softirq.
-    busy: u64,
-    /// softirq alone, wherever it ran (in a task's context or in ksoftirqd).
-    softirq: u64,
-    /// Every state but guest time, which `user` already holds.
-    total: u64,
-}
-
-impl CpuTicks {
-    /// Parses `/proc/stat`'s `cpu` line: user nice system idle iowait irq softirq steal ….
-    fn parse(stat: &str) -> Option<CpuTicks> {
-        let line = stat.lines().find_map(|l| l.strip_prefix("cpu "))?;
-        let t: Vec<u64> = line
-            .split_whitespace()
-            .take(8)
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .ok()?;
-        (t.len() == 8).then(|| CpuTicks {
-            busy: t[0] + t[1] + t[2] + t[5] + t[6],
-            softirq: t[6],
-            total: t.iter().sum(),
-        })
-    }
-
-    fn read() -> Result<CpuTicks> {
-        let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
-        CpuTicks::parse(&stat).context("/proc/stat has no `cpu` line of 8 numbers")
-    }
-
-    /// Softirq and busy time from `self` to `later`, each in % of one core, on `cpus` CPUs.
-    fn shares(self, later: CpuTicks, cpus: usize) -> (f64, f64) {
-        let total = later.total.saturating_sub(self.total).max(1) as f64;
-        let percent = |ticks: u64| ticks as f64 * cpus as f64 * 100.0 / total;
-        (
-            percent(later.softirq.saturating_sub(self.softirq)),
-            percent(later.busy.saturating_sub(self.busy)),
-        )
-    }
 }
 
 /// What one flood did, from A, at B, and on the CPUs.
@@ -1707,40 +1665,6 @@ mod tests {
         assert_eq!(rate_row_seconds(64_000, 3), 38);
         assert_eq!(rate_row_seconds(1_000_000, 3), 4);
         assert_eq!(rate_row_seconds(100_000_000, 3), 3);
-    }
-
-    #[test]
-    fn cpu_ticks_come_from_the_all_cpu_line() {
-        let stat = "cpu  100 5 50 800 10 2 20 3 7 0\ncpu0 1 1 1 1 1 1 1 1 0 0\nintr 1 2\n";
-        assert_eq!(
-            CpuTicks::parse(stat),
-            Some(CpuTicks {
-                busy: 100 + 5 + 50 + 2 + 20,
-                softirq: 20,
-                total: 100 + 5 + 50 + 800 + 10 + 2 + 20 + 3,
-            })
-        );
-        assert_eq!(CpuTicks::parse("cpu0 1 2 3 4 5 6 7 8\n"), None);
-        assert_eq!(CpuTicks::parse("cpu  1 2 3\n"), None);
-        assert_eq!(CpuTicks::parse("cpu  1 2 x 4 5 6 7 8\n"), None);
-    }
-
-    #[test]
-    fn cpu_shares_are_in_percent_of_one_core() {
-        let before = CpuTicks {
-            busy: 0,
-            softirq: 0,
-            total: 0,
-        };
-        // Two CPUs for one second at 100 ticks/s: 200 ticks, 150 busy, 50 of them softirq.
-        let after = CpuTicks {
-            busy: 150,
-            softirq: 50,
-            total: 200,
-        };
-        assert_eq!(before.shares(after, 2), (50.0, 150.0));
-        // No tick in between: no division by zero.
-        assert_eq!(after.shares(after, 2), (0.0, 0.0));
     }
 
     fn up_state(path: Path) -> State {

@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+mod cputime;
 mod engine;
 mod precision;
 mod sim;
@@ -66,6 +67,10 @@ pub struct BenchArgs {
     /// measured alternately with this one's, as it shipped.
     #[arg(long, value_name = "RTEMU")]
     pub before: Option<std::path::PathBuf>,
+
+    /// precision: `up --engine-io` for every engine measured (`af-packet`, `af-xdp`).
+    #[arg(long, value_name = "IO", value_parser = ["af-packet", "af-xdp"])]
+    pub engine_io: Option<String>,
 
     /// precision: only these parts (repeatable; default: all).
     #[arg(long = "precision-part", value_name = "PART", value_parser = ["probe", "idle", "links"])]
@@ -137,6 +142,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             parts: args.precision_parts.clone(),
             json: args.json,
             before: args.before.clone(),
+            io: args.engine_io.clone(),
         });
     }
     if args.what == "engine" {

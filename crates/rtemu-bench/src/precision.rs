@@ -38,6 +38,8 @@ use rtemu_clock::{rt, Instant};
 use rtemu_control::message::{Direction, Stats};
 use rtemu_engine::netns;
 use rtemu_testutil::probe;
+
+use crate::cputime::CpuTicks;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
@@ -57,6 +59,8 @@ pub struct Options {
     pub json: bool,
     /// An older `rtemu` binary whose engine runs alternated with this one's.
     pub before: Option<PathBuf>,
+    /// `up --engine-io` for every engine (default: each binary's own).
+    pub io: Option<String>,
 }
 
 impl Options {
@@ -108,7 +112,7 @@ impl Variant {
 
 /// The engines compared: `before` (an older `rtemu` binary, as it shipped) if given, then
 /// this binary's default.
-fn variants(before: Option<&Path>) -> Result<Vec<Variant>> {
+fn variants(before: Option<&Path>, io: Option<&str>) -> Result<Vec<Variant>> {
     let mut v = Vec::new();
     if let Some(bin) = before {
         v.push(Variant {
@@ -118,6 +122,13 @@ fn variants(before: Option<&Path>) -> Result<Vec<Variant>> {
         });
     }
     v.push(Variant::default_engine()?);
+    for variant in &mut v {
+        if let Some(io) = io {
+            variant
+                .flags
+                .extend(["--engine-io".to_owned(), io.to_owned()]);
+        }
+    }
     Ok(v)
 }
 
@@ -291,6 +302,9 @@ struct Run {
     policy: Vec<String>,
     stepped_down: u64,
     stalls: u64,
+    /// Softirq time (the kernel's packet work, in whatever thread ran it) on each CPU over the
+    /// run, % of that CPU.
+    softirq_percent: Vec<f64>,
 }
 
 /// Brings up `links` links of `delay`, starts `load`, probes at `pps` per link for
@@ -354,6 +368,8 @@ fn run_one(
         let done = Arc::clone(&done);
         std::thread::spawn(move || probe::receive(&receivers, delay_ns, &done))
     };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ticks_before = CpuTicks::read_each(cpus)?;
     let started = Instant::now();
     let sent = std::thread::scope(|s| {
         s.spawn(|| {
@@ -366,6 +382,11 @@ fn run_one(
         .expect("the probe's sender does not panic")
     });
     let wall_ns = Instant::now().nanos_since(started);
+    let softirq_percent = ticks_before
+        .iter()
+        .zip(CpuTicks::read_each(cpus)?)
+        .map(|(b, a)| b.shares(a, 1).0)
+        .collect();
     done.store(true, Ordering::Relaxed);
     let probe = receiver
         .join()
@@ -428,6 +449,7 @@ fn run_one(
         policy: after.threads.iter().map(|t| t.policy.clone()).collect(),
         stepped_down: after.threads.iter().map(|t| t.stepped_down).sum(),
         stalls: after.threads.iter().map(|t| t.stalls).sum(),
+        softirq_percent,
     })
 }
 
@@ -436,11 +458,11 @@ fn print_header(json: bool) {
         println!(
             "| engine | load | delay | pps | received | early | p50 µs | p99 µs | p99.9 µs | max µs \
              | ≤ 20 µs | ≤ 100 µs | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame \
-             | stepped down / stalls |"
+             | stepped down / stalls | softirq % per CPU |"
         );
         println!(
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: \
-             | ---: | ---: | ---: | ---: |"
+             | ---: | ---: | ---: | ---: | ---: |"
         );
     }
 }
@@ -452,7 +474,7 @@ fn print_row(run: &Run, json: bool) {
     }
     println!(
         "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.2} % | \
-         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} |",
+         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} | {} |",
         run.engine,
         run.load,
         run.delay,
@@ -472,6 +494,11 @@ fn print_row(run: &Run, json: bool) {
         run.cpu_us_per_frame,
         run.stepped_down,
         run.stalls,
+        run.softirq_percent
+            .iter()
+            .map(|p| format!("{p:.1}"))
+            .collect::<Vec<_>>()
+            .join(" / "),
     );
 }
 
@@ -480,7 +507,7 @@ pub fn run(opts: &Options) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("rtemu bench precision needs root (namespaces, the engine's sockets)");
     }
-    let variants = variants(opts.before.as_deref())?;
+    let variants = variants(opts.before.as_deref(), opts.io.as_deref())?;
     if opts.runs("probe") {
         println!("## Probe through one link, old default against new, alternated\n");
         print_header(opts.json);
