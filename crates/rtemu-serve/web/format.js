@@ -62,3 +62,16 @@ export function fmtEdge(ns) {
 export function truncate(text, n) {
   return text.length > n ? `${text.slice(0, n - 1)}…` : text;
 }
+
+/** One release thread of the engine, as the header line shows it: `thread 0 on CPU 1
+ * SCHED_FIFO:40 (ab, cd)`, with `asked SCHED_FIFO:40` where it did not get its class, and its
+ * step-downs and stalls when it had any. */
+export function fmtThread(t) {
+  const where = t.cpu === null || t.cpu === undefined ? ' (not pinned)' : ` on CPU ${t.cpu}`;
+  const asked = t.priority ? `SCHED_FIFO:${t.priority}` : null;
+  let text = `thread ${t.index}${where} ${t.policy}`;
+  if (asked && asked !== t.policy) text += ` (asked ${asked})`;
+  if (t.stepped_down > 0) text += `, stepped down ${fmtCount(t.stepped_down)}×`;
+  if (t.stalls > 0) text += `, ${fmtCount(t.stalls)} stalls (max ${fmtNs(t.max_stall_ns)})`;
+  return `${text} (${t.links.join(', ')})`;
+}

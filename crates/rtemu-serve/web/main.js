@@ -11,6 +11,7 @@
 import { ApiError, Client, labPath, sseParser } from './api.js';
 import { renderDetails, refreshDetails, findSelected } from './details.js';
 import { $, h } from './dom.js';
+import { fmtThread } from './format.js';
 import { addSample } from './series.js';
 import { refreshTable, renderTable } from './table.js';
 import { refreshGraph, renderGraph } from './topology.js';
@@ -247,7 +248,8 @@ function onStats(stats) {
     }
     view.engine = { pid: stats.pid, cpu: stats.process_cpu_ns, t };
     const share = cpu === null ? '' : ` · CPU ${(cpu * 100).toFixed(1)} %`;
-    $('#engine').textContent = `engine pid ${stats.pid} · ${stats.io}${share}`;
+    const threads = (stats.threads || []).map((t) => ` · ${fmtThread(t)}`).join('');
+    $('#engine').textContent = `engine pid ${stats.pid} · ${stats.io}${share}${threads}`;
   } else {
     $('#engine').textContent = 'no impaired links: no engine';
   }

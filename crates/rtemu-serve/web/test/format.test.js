@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { fmtBits, fmtBytes, fmtCount, fmtNs, fmtNsTriple, fmtRate, truncate } from '../format.js';
+import { fmtBits, fmtBytes, fmtCount, fmtNs, fmtNsTriple, fmtRate, fmtThread, truncate } from '../format.js';
 
 test('rates, counts and sizes take the unit that suits them', () => {
   assert.equal(fmtBits(20e6), '20.00 Mbit/s');
@@ -25,4 +25,18 @@ test('times: one unit for three figures, about three digits each', () => {
 test('long text is cut with an ellipsis', () => {
   assert.equal(truncate('rate 20mbit', 30), 'rate 20mbit');
   assert.equal(truncate('abcdef', 4), 'abc…');
+});
+
+test('a release thread says where it runs, in which class, and what it was not given', () => {
+  const t = {
+    index: 0, links: ['ab', 'cd (a-b)'], cpu: 1, priority: 40, policy: 'SCHED_FIFO:40',
+    stepped_down: 0, stalls: 0, max_stall_ns: 0, margin_ns: 12000, timer_slack_ns: 0, cpu_ns: 5,
+  };
+  assert.equal(fmtThread(t), 'thread 0 on CPU 1 SCHED_FIFO:40 (ab, cd (a-b))');
+  const refused = { ...t, cpu: null, policy: 'SCHED_OTHER', stepped_down: 3, stalls: 2, max_stall_ns: 1_500_000 };
+  assert.equal(
+    fmtThread(refused),
+    'thread 0 (not pinned) SCHED_OTHER (asked SCHED_FIFO:40), stepped down 3×, 2 stalls (max 1.50 ms) (ab, cd (a-b))',
+  );
+  assert.equal(fmtThread({ ...t, priority: null, policy: 'SCHED_OTHER' }), 'thread 0 on CPU 1 SCHED_OTHER (ab, cd (a-b))');
 });
