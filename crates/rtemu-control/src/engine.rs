@@ -62,8 +62,13 @@ const MAX_POOL: usize = 1 << 16;
 /// The delay buffers are sized for when a trace decides delays.
 const TRACE_SIZING_DELAY_NS: u64 = 100_000_000;
 
-/// How long `up` waits for a new engine to answer.
+/// How long `up` waits for a new engine to answer, beyond [`START_PER_LINK`] per impaired
+/// link.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one impaired link adds to the engine's start-up wait: its sockets, rings and buffers
+/// (about 65 ms each on a busy 2-core machine), with room.
+const START_PER_LINK: Duration = Duration::from_millis(250);
 
 /// How the engine process runs: the hidden `rtemu engine LAB` subcommand's options, which
 /// [`start`] writes on its command line.
@@ -386,6 +391,8 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn().context("starting the engine process")?;
     let started = Instant::now();
+    // The wait follows the work: a lab of many impaired links takes its engine longer.
+    let timeout = START_TIMEOUT + START_PER_LINK * impaired(state).len() as u32;
     loop {
         if alive(&state.lab) {
             // Not waited for: the engine outlives `up`, and init reaps it at the end.
@@ -396,13 +403,10 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
             bail!("the engine exited at start ({status}): {}", log.trim());
         }
-        if started.elapsed() > START_TIMEOUT {
+        if started.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            bail!(
-                "the engine did not answer within {} s",
-                START_TIMEOUT.as_secs()
-            );
+            bail!("the engine did not answer within {} s", timeout.as_secs());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
