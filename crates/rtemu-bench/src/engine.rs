@@ -1563,6 +1563,7 @@ mod tests {
             in_flight,
             kernel_drops: None,
             link: "ab".to_owned(),
+            marked: 0,
             netem: None,
             received,
             received_bytes: 0,

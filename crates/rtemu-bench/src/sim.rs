@@ -83,6 +83,7 @@ fn packet(i: u64) -> PacketMeta {
         flow: Default::default(),
         arrival_ns: i * INTERVAL_NS,
         seq: i,
+        ecn: Default::default(),
     }
 }
 

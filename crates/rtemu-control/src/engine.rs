@@ -573,13 +573,10 @@ impl InForce {
     }
 }
 
-/// The frames a rate queue of `cfg` may hold at once (none without a rate).
+/// The frames a rate queue of `cfg` may hold at once (none without a rate), counting frames
+/// of 64 bytes for its byte and time limits.
 fn queue_frames(cfg: &LinkConfig) -> usize {
-    if cfg.rate.is_some() {
-        cfg.limit as usize
-    } else {
-        0
-    }
+    usize::try_from(cfg.queue_packets(64)).unwrap_or(usize::MAX)
 }
 
 /// A new model of `cfg` for one direction, ready to swap in. A rate queue longer than the
@@ -593,7 +590,7 @@ fn swap(imp: &Impairment, cfg: &LinkConfig, link: &str, way: Way, pool: usize) -
              has {pool}, sized when the lab came up; give the link that limit in the topology \
              file (a `schedule` entry is enough) so `up` sizes its buffers for it",
             way.as_str(),
-            cfg.limit
+            queue_frames(cfg)
         );
     }
     Ok(Swap {
@@ -1074,6 +1071,7 @@ fn directions(
                 in_flight: c.in_flight,
                 kernel_drops: d.kernel_drops,
                 link: d.link.clone(),
+                marked: c.marked,
                 netem: in_force.get(&d.link, d.way),
                 received: c.received,
                 received_bytes: c.received_bytes,
@@ -1133,6 +1131,7 @@ schedule = [
                     flow,
                     arrival_ns: seq * 200_000,
                     seq,
+                    ecn: Default::default(),
                 })
             })
             .collect()

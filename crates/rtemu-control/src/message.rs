@@ -169,6 +169,10 @@ pub struct Direction {
     pub kernel_drops: Option<u64>,
     /// The link.
     pub link: String,
+    /// Copies queued with their ECN field set to CE instead of being dropped (by an AQM, or
+    /// netem's `ecn` loss).
+    #[serde(default)]
+    pub marked: u64,
     /// The netem parameters of the model this direction runs now (over its trace, if the link
     /// has one): the topology's, or those of the last `set` or scheduled change it was handed;
     /// `None` when a trace alone decides.
@@ -459,6 +463,9 @@ pub fn write_table(out: &mut impl Write, ds: &[Direction], fidelity: bool) -> io
                 .filter(|(_, n)| **n > 0)
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
+            if d.marked > 0 {
+                drops.push(format!("(marked CE {}: delivered)", d.marked));
+            }
             if d.trace_underruns > 0 {
                 drops.push(format!(
                     "(trace under-runs {}: passed undelayed)",
@@ -553,6 +560,7 @@ mod tests {
             in_flight: 0,
             kernel_drops: None,
             link: "l".into(),
+            marked: 0,
             netem: Some("delay 1ms".into()),
             received: 10,
             received_bytes: 1000,

@@ -102,6 +102,9 @@ pub struct Counters {
     /// Copies queued with bits the model flipped (`corrupt`, `ber`); outside the identity,
     /// like duplicates' originals: a corrupted copy is still delivered or dropped.
     pub corrupted: u64,
+    /// Copies queued with their ECN field set to CE by the model's queue or `ecn` loss
+    /// (instead of a drop); outside the identity, like `corrupted`.
+    pub marked: u64,
     /// Address-resolution frames (ARP, NDP) that passed with the base delay, not the model.
     pub resolution_passed: u64,
     /// Copies sent to the receiving side.
@@ -161,6 +164,7 @@ impl Counters {
             self.tx_busy,
             self.trace_underruns,
             self.corrupted,
+            self.marked,
         ];
         w[..HEAD].copy_from_slice(&head);
         w[HEAD..].copy_from_slice(&self.dropped);
@@ -183,12 +187,13 @@ impl Counters {
             tx_busy: w[9],
             trace_underruns: w[10],
             corrupted: w[11],
+            marked: w[12],
             dropped,
         }
     }
 }
 
-const HEAD: usize = 12;
+const HEAD: usize = 13;
 const WORDS: usize = HEAD + DROP_KINDS;
 
 /// [`Counters`] shared between the release thread (one writer) and any number of readers.
@@ -252,6 +257,7 @@ mod tests {
             tx_busy: 10,
             trace_underruns: 11,
             corrupted: 12,
+            marked: 13,
             ..Counters::default()
         };
         for (i, kind) in DropKind::ALL.into_iter().enumerate() {

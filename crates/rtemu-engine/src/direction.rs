@@ -10,8 +10,8 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
 use rtemu_model::timing::{Entry, TimingQueue};
-use rtemu_model::wire::{flow_key, is_address_resolution, link_type};
-use rtemu_model::{Corruption, Model, PacketMeta};
+use rtemu_model::wire::{ecn, flow_key, is_address_resolution, link_type, mark_ce};
+use rtemu_model::{Delivery, Model, PacketMeta};
 
 use crate::counters::{Counters, DropKind, Published};
 use crate::fidelity::{self, Consumer, Producer, Record};
@@ -204,13 +204,11 @@ impl Direction {
         if let Resolution::Pass { delay_ns } = self.resolution {
             if is_address_resolution(frame.data) {
                 self.counters.resolution_passed += 1;
-                self.enqueue(
-                    &frame,
-                    now_ns.saturating_add(delay_ns),
-                    seq,
-                    0,
-                    Corruption::NONE,
-                );
+                let pass = Delivery {
+                    at_ns: now_ns.saturating_add(delay_ns),
+                    ..Delivery::default()
+                };
+                self.enqueue(&frame, &pass, seq);
                 return;
             }
         }
@@ -223,6 +221,7 @@ impl Direction {
             flow: flow_key(link_type::ETHERNET, frame.data),
             arrival_ns: now_ns,
             seq: self.model_seq,
+            ecn: ecn(link_type::ETHERNET, frame.data),
         };
         self.model_seq += 1;
         let fate = self.model.decide(&meta);
@@ -235,14 +234,14 @@ impl Direction {
         let copies = fate.delivered.len() + fate.drops().count();
         self.counters.duplicates += copies.saturating_sub(1) as u64;
         for d in fate.delivered.as_slice() {
-            self.enqueue(&frame, d.at_ns, seq, d.copy, d.corruption);
+            self.enqueue(&frame, d, seq);
         }
         for reason in fate.drops() {
             self.counters.drop_one(DropKind::from_model(reason));
         }
     }
 
-    fn enqueue(&mut self, frame: &Frame<'_>, at_ns: u64, seq: u64, copy: u8, c: Corruption) {
+    fn enqueue(&mut self, frame: &Frame<'_>, d: &Delivery, seq: u64) {
         if frame.is_truncated() {
             self.counters.drop_one(DropKind::Oversize);
             return;
@@ -251,13 +250,18 @@ impl Direction {
             Err(Exhausted) => self.counters.drop_one(DropKind::PoolExhausted),
             Ok(None) => self.counters.drop_one(DropKind::Oversize),
             Ok(Some(slot)) => {
-                c.apply(self.pool.frame_mut(slot));
-                self.counters.corrupted += c.is_corrupted() as u64;
+                let buf = self.pool.frame_mut(slot);
+                // The queue marked the copy before the wire corrupted it.
+                if d.marked {
+                    self.counters.marked += mark_ce(link_type::ETHERNET, buf) as u64;
+                }
+                d.corruption.apply(buf);
+                self.counters.corrupted += d.corruption.is_corrupted() as u64;
                 self.arrival_lag_ns[slot as usize] = frame.seen_ns.saturating_sub(frame.arrival_ns);
                 self.queue.push(Entry {
-                    at_ns,
+                    at_ns: d.at_ns,
                     seq,
-                    copy,
+                    copy: d.copy,
                     slot,
                 });
                 self.counters.in_flight += 1;
@@ -464,26 +468,37 @@ mod tests {
     }
 
     /// The engine makes the decisions the model makes for the same seed: the frames delivered
-    /// are exactly those the model (the simulator's engine) delivers, duplicates included.
+    /// are exactly those the model (the simulator's engine) delivers, duplicates included, with
+    /// the CE marks of netem's `ecn` written into ECN-capable frames and their checksums.
     #[test]
     fn fates_match_the_model_for_the_same_seed() {
-        let netem = "loss 30% duplicate 10% corrupt 5%";
+        let netem = "loss 30% ecn duplicate 10% corrupt 5%";
         let (mut d, _, _) = direction(netem, 4096);
         let mut reference = model(netem, 7);
         let mut io = MemIo::new(4096);
         let mut expected = Vec::new();
-        let mut corrupted = 0;
+        let (mut corrupted, mut marked) = (0, 0);
         for i in 0..2000u32 {
-            let f = udp(i);
+            let mut f = udp(i);
+            // Every other frame ECT(0), with a valid header checksum.
+            f[15] = (i % 2 * 2) as u8;
+            let sum = rtemu_model::wire::internet_checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&sum.to_be_bytes());
             let meta = PacketMeta {
                 len: f.len() as u32,
                 flow: flow_key(link_type::ETHERNET, &f),
                 arrival_ns: i as u64 * 1_000,
                 seq: i as u64,
+                ecn: ecn(link_type::ETHERNET, &f),
             };
             let fate = reference.decide(&meta);
             for del in fate.delivered.as_slice() {
                 let mut copy = f.clone();
+                if del.marked {
+                    assert!(mark_ce(link_type::ETHERNET, &mut copy));
+                    assert_eq!(rtemu_model::wire::internet_checksum(&copy[14..34]), 0);
+                    marked += 1;
+                }
                 del.corruption.apply(&mut copy);
                 corrupted += del.corruption.is_corrupted() as u64;
                 expected.push(copy);
@@ -496,9 +511,9 @@ mod tests {
         assert!(c.conserved(), "{c:?}");
         assert!(c.dropped(DropKind::Loss) > 0 && c.duplicates > 0);
         assert_eq!(c.delivered, expected.len() as u64);
-        // Every copy the model corrupted was delivered here (the pool never ran out).
-        assert!(corrupted > 0);
-        assert_eq!(c.corrupted, corrupted);
+        // Every copy the model corrupted or marked was delivered here (the pool never ran out).
+        assert!(corrupted > 0 && marked > 0);
+        assert_eq!((c.corrupted, c.marked), (corrupted, marked));
     }
 
     #[test]

@@ -23,7 +23,8 @@ pub const MAX_RATE: u64 = 1_000_000_000_000_000;
 /// The largest byte limit of the rate queue (1024 TiB), the most [`Size`] reads.
 pub const MAX_LIMIT_BYTES: u64 = 1 << 50;
 /// What `limit` accepts, as errors say it.
-pub const LIMIT_RANGE: &str = "a whole number of packets from 1 to 4294967295";
+pub const LIMIT_RANGE: &str =
+    "a whole number of packets from 1 to 4294967295, or a time such as 500ms";
 
 /// A [`LinkConfig`] whose values cannot work together or are out of range, whichever parser
 /// (netem syntax, TOML, JSON) or program made it.
@@ -168,6 +169,10 @@ pub struct LinkConfig {
     /// Loss model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loss: Option<LossConfig>,
+    /// netem's `ecn`: the loss model marks ECN-capable packets "congestion experienced"
+    /// instead of dropping them (RFC 3168); Not-ECT packets are still dropped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ecn: bool,
     /// Duplication: one extra copy, which passes loss, corruption, rate and delay on its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duplicate: Option<ChanceConfig>,
@@ -191,6 +196,11 @@ pub struct LinkConfig {
     /// Byte limit of the rate queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<Size>,
+    /// Time limit of the rate queue (`limit 500ms`): the bytes the link sends in that time at
+    /// its rate. The netem line's `limit TIME` without a `limit PACKETS` also lifts the packet
+    /// limit (to [`u32::MAX`]), so the time alone bounds the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_time: Option<Time>,
     /// A seed for this link alone, overriding the experiment's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -206,6 +216,7 @@ impl Default for LinkConfig {
             tables: TableMode::Exact,
             ordered: false,
             loss: None,
+            ecn: false,
             duplicate: None,
             corrupt: None,
             ber: None,
@@ -214,6 +225,7 @@ impl Default for LinkConfig {
             rate: None,
             limit: DEFAULT_LIMIT,
             limit_bytes: None,
+            limit_time: None,
             seed: None,
         }
     }
@@ -282,6 +294,14 @@ impl LinkConfig {
             }
             None => {}
         }
+        if self.ecn && self.loss.is_none() {
+            return Err(fault(
+                "ecn",
+                0,
+                "",
+                "marks instead of the loss model's drops, so it needs a loss model (add `loss P`)",
+            ));
+        }
         for (keyword, chance) in [
             ("duplicate", &self.duplicate),
             ("corrupt", &self.corrupt),
@@ -343,6 +363,16 @@ impl LinkConfig {
         if self.limit == 0 {
             return Err(fault("limit", 1, 0, format!("must be {LIMIT_RANGE}")));
         }
+        if let Some(t) = self.limit_time {
+            if t.0 == 0 || t.0 > MAX_DELAY_NS {
+                return Err(fault(
+                    "limit",
+                    1,
+                    t,
+                    "a time limit must be above 0 and at most 2^53 ns (about 104 days)",
+                ));
+            }
+        }
         if let Some(b) = self.limit_bytes {
             if b.0 > MAX_LIMIT_BYTES {
                 return Err(fault(
@@ -356,12 +386,31 @@ impl LinkConfig {
         Ok(())
     }
 
+    /// The most packets of at least `min_len` bytes the rate queue can hold at once (0 without
+    /// a rate): its packet limit, or fewer when its byte or time limit holds fewer. An engine
+    /// sizes its frame buffers with it.
+    pub fn queue_packets(&self, min_len: u32) -> u64 {
+        let Some(rate) = &self.rate else {
+            return 0;
+        };
+        let limits = crate::rate::QueueLimits {
+            packets: self.limit,
+            bytes: self.limit_bytes,
+            time: self.limit_time,
+        };
+        let by_bytes = limits
+            .bytes_at(rate.rate)
+            .map_or(u64::MAX, |b| b / u64::from(min_len.max(1)) + 1);
+        u64::from(self.limit).min(by_bytes)
+    }
+
     /// Whether the configuration changes nothing (an ideal link).
     pub fn is_ideal(&self) -> bool {
         *self
             == LinkConfig {
                 limit: self.limit,
                 limit_bytes: self.limit_bytes,
+                limit_time: self.limit_time,
                 ..LinkConfig::default()
             }
     }
@@ -425,6 +474,9 @@ impl fmt::Display for LinkConfig {
             }) => parts.push(format!("loss gemodel {p} {r} {loss_bad} {loss_good}")),
             None => {}
         }
+        if self.ecn {
+            parts.push("ecn".into());
+        }
         if let Some(c) = &self.duplicate {
             parts.push(chance_words("duplicate", c));
         }
@@ -453,8 +505,16 @@ impl fmt::Display for LinkConfig {
             }
             parts.push(w);
         }
-        if self.limit != DEFAULT_LIMIT {
+        // `limit TIME` alone lifts the packet limit: then u32::MAX goes without saying.
+        let packets_said = match self.limit_time {
+            Some(_) => self.limit != u32::MAX,
+            None => self.limit != DEFAULT_LIMIT,
+        };
+        if packets_said {
             parts.push(format!("limit {}", self.limit));
+        }
+        if let Some(t) = self.limit_time {
+            parts.push(format!("limit {t}"));
         }
         if let Some(b) = self.limit_bytes {
             parts.push(format!("limit-bytes {b}"));

@@ -151,7 +151,7 @@ fn geometric_gap(u: f64, ln_1m_p: f64) -> u64 {
 }
 
 /// One delivered copy of a packet.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Delivery {
     /// When the copy leaves the link, absolute. Never before the packet's arrival.
     pub at_ns: Nanos,
@@ -161,6 +161,10 @@ pub struct Delivery {
     pub copy: u8,
     /// Whether the reorder stage sent this copy ahead of the delayed packets.
     pub reordered: bool,
+    /// Whether a queue (or netem's `ecn` loss) marked this ECN-capable copy "congestion
+    /// experienced" instead of dropping it: the engine rewrites its ECN field to CE
+    /// ([`crate::wire::mark_ce`]) before it applies the corruption.
+    pub marked: bool,
 }
 
 /// The most copies one packet can turn into (the original and its duplicates). netem makes at
@@ -181,6 +185,7 @@ impl Deliveries {
         corruption: Corruption::NONE,
         copy: 0,
         reordered: false,
+        marked: false,
     };
 
     /// No copies yet.

@@ -40,7 +40,7 @@ pub mod wire;
 pub use config::LinkConfig;
 pub use fate::{Corruption, Deliveries, Delivery, DropReason, Fate};
 pub use link::{LinkModel, TableSource};
-pub use packet::{FlowKey, Nanos, PacketMeta};
+pub use packet::{Ecn, FlowKey, Nanos, PacketMeta};
 pub use probability::Probability;
 pub use rng::Stream;
 

@@ -4,7 +4,8 @@
 //!
 //! 1. **duplicate** — decides whether one extra copy is made. The copy then passes stages 2–6
 //!    on its own (as in netem, where the copy re-enters the qdisc), but is never duplicated.
-//! 2. **loss** — random, 4-state Markov or Gilbert–Elliott; drops the copy.
+//! 2. **loss** — random, 4-state Markov or Gilbert–Elliott; drops the copy, or with `ecn` marks
+//!    an ECN-capable copy CE instead (netem's `ecn`).
 //! 3. **corrupt** — netem's single random bit flip, then independent flips at the bit error
 //!    rate (`ber`).
 //! 4. **reorder** — netem's rule: with `gap N`, packets are delayed normally until the `N`th,
@@ -107,6 +108,8 @@ pub struct LinkModel {
     stream: Stream,
     delay: Option<DelaySampler>,
     loss: Option<Loss>,
+    /// netem's `ecn`: losses of ECN-capable copies become CE marks.
+    ecn: bool,
     duplicate: Option<Chance>,
     corrupt: Option<Chance>,
     ln_1m_ber: Option<f64>,
@@ -173,6 +176,7 @@ impl LinkModel {
             stream: Stream::new(cfg.seed.unwrap_or(seed), label),
             delay,
             loss: cfg.loss.as_ref().map(Loss::new).transpose()?,
+            ecn: cfg.ecn,
             duplicate: chance("duplicate", &cfg.duplicate)?,
             corrupt: chance("corrupt", &cfg.corrupt)?,
             ln_1m_ber: cfg.ber.map(|b| (-b).ln_1p()),
@@ -183,6 +187,7 @@ impl LinkModel {
                     QueueLimits {
                         packets: cfg.limit,
                         bytes: cfg.limit_bytes,
+                        time: cfg.limit_time,
                     },
                 )
             }),
@@ -203,10 +208,14 @@ impl LinkModel {
         fate: &mut Fate,
     ) {
         let s = &mut self.stream;
+        let mut marked = false;
         if let (Some(loss), None) = (&mut self.loss, traced_delay) {
             if loss.lose(s) {
-                fate.record_drop(DropReason::Loss);
-                return;
+                if !(self.ecn && pkt.ecn.is_capable()) {
+                    fate.record_drop(DropReason::Loss);
+                    return;
+                }
+                marked = true;
             }
         }
         let bits = pkt.len.saturating_mul(8);
@@ -263,6 +272,7 @@ impl LinkModel {
             corruption,
             copy,
             reordered,
+            marked,
         });
     }
 }

@@ -210,6 +210,8 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
     }
     // Where each keyword's words were last given: word index of the keyword, and the end.
     let mut spans: Vec<(&'static str, usize, usize)> = Vec::new();
+    // Whether a `limit PACKETS` was given: `limit TIME` alone lifts the packet limit.
+    let mut packets_said = false;
     while let Some(word) = p.next() {
         let keyword = word.text;
         let at = p.pos - 1;
@@ -258,17 +260,30 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
                     cell_overhead: cell_overhead as i32,
                 });
             }
-            "limit" => cfg.limit = p.integer(keyword, LIMIT_RANGE)?,
+            "limit" => {
+                // A whole number is packets; a time needs its unit (tc's bare µs would read
+                // `limit 500` as a time).
+                let time = p.words.get(p.pos).map(|w| w.text).filter(|t| {
+                    t.parse::<i64>().is_err() && t.ends_with(|c: char| c.is_ascii_alphabetic())
+                });
+                if time.is_some_and(|t| Time::parse(t).is_ok()) {
+                    cfg.limit_time = Some(p.value(keyword, "a time", Time::parse)?);
+                } else {
+                    cfg.limit = p.integer(keyword, LIMIT_RANGE)?;
+                    packets_said = true;
+                }
+            }
             "limit-bytes" => cfg.limit_bytes = Some(p.value(keyword, "a size", Size::parse)?),
             "seed" => cfg.seed = Some(p.integer(keyword, "a whole number from 0 to 18446744073709551615")?),
-            "slot" | "ecn" => {
+            "ecn" => cfg.ecn = true,
+            "slot" => {
                 return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
             }
             _ => {
                 return Err(p.error(
                     keyword,
                     Some(&p.words[at]),
-                    "unknown keyword; expected one of delay, distribution, loss, duplicate, corrupt, ber, \
+                    "unknown keyword; expected one of delay, distribution, loss, ecn, duplicate, corrupt, ber, \
                      reorder, gap, rate, limit, limit-bytes, ordered, tables, seed",
                 ))
             }
@@ -285,10 +300,14 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "rate",
             "limit",
             "limit-bytes",
+            "ecn",
         ];
         if let Some(k) = known.iter().find(|k| **k == canonical) {
             spans.push((k, at, p.pos));
         }
+    }
+    if cfg.limit_time.is_some() && !packets_said {
+        cfg.limit = u32::MAX;
     }
     cfg.validate().map_err(|e| config_error(&p, &spans, e))?;
     Ok(cfg)

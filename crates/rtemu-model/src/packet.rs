@@ -36,6 +36,44 @@ impl Default for FlowKey {
     }
 }
 
+/// The ECN field of an IP header (RFC 3168, section 5): the two low bits of the IPv4 TOS byte
+/// or of the IPv6 traffic class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Ecn {
+    /// `00`: the sender does not take part in ECN (also every frame that is not IP).
+    #[default]
+    NotEct,
+    /// `01`: ECN-capable transport, codepoint 1; L4S traffic (RFC 9331).
+    Ect1,
+    /// `10`: ECN-capable transport, codepoint 0; classic ECN (RFC 3168).
+    Ect0,
+    /// `11`: congestion experienced: a queue on the way marked it.
+    Ce,
+}
+
+impl Ecn {
+    /// The codepoint of the two low bits of `bits`.
+    pub const fn from_bits(bits: u8) -> Ecn {
+        match bits & 3 {
+            0 => Ecn::NotEct,
+            1 => Ecn::Ect1,
+            2 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    /// The two bits.
+    pub const fn bits(self) -> u8 {
+        self as u8
+    }
+
+    /// Whether a queue may mark the packet instead of dropping it: ECT(0), ECT(1), or CE (a
+    /// packet already marked was ECN-capable, and stays CE; RFC 3168, section 5).
+    pub const fn is_capable(self) -> bool {
+        !matches!(self, Ecn::NotEct)
+    }
+}
+
 /// A packet as a model sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketMeta {
@@ -48,4 +86,6 @@ pub struct PacketMeta {
     pub arrival_ns: Nanos,
     /// Position of the packet in the link direction's input, from 0.
     pub seq: u64,
+    /// Its IP header's ECN field ([`Ecn::NotEct`] for frames that are not IP).
+    pub ecn: Ecn,
 }

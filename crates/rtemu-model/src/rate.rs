@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::packet::Nanos;
-use crate::units::{Rate, Size};
+use crate::units::{Rate, Size, Time};
 
 /// `rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]`, with netem's meanings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +61,23 @@ pub struct QueueLimits {
     /// Most bytes in the backlog, if bounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<Size>,
+    /// Most time the backlog may take to send: as many bytes as the link's rate sends in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+}
+
+impl QueueLimits {
+    /// The byte bound these limits give a link of `rate`: the byte limit, or the bytes the
+    /// link sends in the time limit, whichever is smaller.
+    pub fn bytes_at(&self, rate: Rate) -> Option<u64> {
+        let by_time = self
+            .time
+            .map(|t| (u128::from(rate.0) * u128::from(t.0) / 8_000_000_000) as u64);
+        match (self.bytes.map(|b| b.0), by_time) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl Default for QueueLimits {
@@ -68,6 +85,7 @@ impl Default for QueueLimits {
         QueueLimits {
             packets: DEFAULT_LIMIT,
             bytes: None,
+            time: None,
         }
     }
 }
@@ -77,6 +95,8 @@ impl Default for QueueLimits {
 pub struct RateQueue {
     cfg: RateConfig,
     limits: QueueLimits,
+    /// The byte bound of the limits at the configured rate.
+    max_bytes: Option<u64>,
     /// Finish time and length of every packet in the backlog, oldest first. Finish times
     /// increase, so the finished ones are always at the front.
     backlog: VecDeque<(Nanos, u32)>,
@@ -90,6 +110,7 @@ impl RateQueue {
         RateQueue {
             cfg,
             limits,
+            max_bytes: limits.bytes_at(cfg.rate),
             backlog: VecDeque::with_capacity(limits.packets.min(4096) as usize),
             backlog_bytes: 0,
             last_finish: 0,
@@ -108,9 +129,8 @@ impl RateQueue {
             self.backlog_bytes -= l as u64;
         }
         let over_bytes = self
-            .limits
-            .bytes
-            .is_some_and(|b| self.backlog_bytes + len as u64 > b.0);
+            .max_bytes
+            .is_some_and(|b| self.backlog_bytes + len as u64 > b);
         if self.backlog.len() >= self.limits.packets as usize || over_bytes {
             return None;
         }
@@ -171,7 +191,7 @@ mod tests {
             cfg(8_000_000),
             QueueLimits {
                 packets: 3,
-                bytes: None,
+                ..QueueLimits::default()
             },
         );
         // Four 1000-byte packets at t = 0: 1 ms each; the fourth finds 3 in the backlog.
@@ -191,6 +211,7 @@ mod tests {
         let limits = QueueLimits {
             packets: 100,
             bytes: Some(Size(2500)),
+            time: None,
         };
         let mut q = RateQueue::new(cfg(8_000_000), limits);
         assert!(q.offer(0, 1000).is_some());
@@ -198,5 +219,30 @@ mod tests {
         assert!(q.offer(0, 1000).is_none());
         assert!(q.offer(0, 500).is_some());
         assert_eq!(q.backlog_bytes(), 2500);
+    }
+
+    /// `limit 5ms` at 8 Mbit/s holds 5000 bytes: five 1000-byte packets queue, the sixth is
+    /// dropped; with a byte limit too, the smaller bound holds.
+    #[test]
+    fn time_limit_holds_what_the_rate_sends_in_that_time() {
+        let limits = QueueLimits {
+            packets: u32::MAX,
+            bytes: None,
+            time: Some(Time(5_000_000)),
+        };
+        assert_eq!(limits.bytes_at(Rate(8_000_000)), Some(5000));
+        assert_eq!(limits.bytes_at(Rate(80_000_000)), Some(50_000));
+        let mut q = RateQueue::new(cfg(8_000_000), limits);
+        for i in 0..5 {
+            assert_eq!(q.offer(0, 1000), Some((i + 1) * 1_000_000));
+        }
+        assert_eq!(q.offer(0, 1000), None);
+        // The first left after 1 ms: its room is free again, and the one queued waits 5 ms.
+        assert_eq!(q.offer(1_000_000, 1000), Some(6_000_000));
+        let both = QueueLimits {
+            bytes: Some(Size(3000)),
+            ..limits
+        };
+        assert_eq!(both.bytes_at(Rate(8_000_000)), Some(3000));
     }
 }

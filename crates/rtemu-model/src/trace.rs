@@ -143,6 +143,7 @@ pub fn untraced_stages(cfg: &LinkConfig) -> LinkConfig {
         rate: cfg.rate,
         limit: cfg.limit,
         limit_bytes: cfg.limit_bytes,
+        limit_time: cfg.limit_time,
         corrupt: cfg.corrupt,
         ber: cfg.ber,
         ordered: cfg.ordered,
@@ -221,6 +222,7 @@ mod tests {
             flow: Default::default(),
             arrival_ns: t,
             seq,
+            ecn: Default::default(),
         }
     }
 

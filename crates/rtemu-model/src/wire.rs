@@ -8,7 +8,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::FlowKey;
+use crate::{Ecn, FlowKey};
 
 /// pcap link types (`LINKTYPE_*`) the header views understand.
 pub mod link_type {
@@ -38,6 +38,8 @@ pub mod ethertype {
 pub const ETHERNET_HEADER: usize = 14;
 /// Bytes of an IPv4 header without options.
 pub const IPV4_HEADER: usize = 20;
+/// Bytes of an IPv6 header, extension headers not counted.
+pub const IPV6_HEADER: usize = 40;
 /// Bytes of a UDP header.
 pub const UDP_HEADER: usize = 8;
 /// Ethernet, IPv4 and UDP headers together: the smallest [`Udp4`] frame.
@@ -62,21 +64,74 @@ fn inner_ethertype(frame: &[u8]) -> Option<(u16, usize)> {
     Some((ethertype, at))
 }
 
-fn ip_of(ethertype: u16, payload: &[u8]) -> Option<&[u8]> {
-    matches!(ethertype, ethertype::IPV4 | ethertype::IPV6).then_some(payload)
+/// Where the IPv4 or IPv6 packet inside `frame` (link type `link`) starts, if it holds one.
+fn ip_offset(link: u32, frame: &[u8]) -> Option<usize> {
+    let (ethertype, at) = match link {
+        link_type::ETHERNET => {
+            let (ethertype, at) = inner_ethertype(frame)?;
+            (ethertype, at + 2)
+        }
+        link_type::LINUX_SLL => (be16(frame, 14)?, 16),
+        link_type::RAW => return Some(0),
+        _ => return None,
+    };
+    (matches!(ethertype, ethertype::IPV4 | ethertype::IPV6) && at <= frame.len()).then_some(at)
 }
 
 /// The IPv4 or IPv6 packet inside `frame`, captured with link type `link`, if it holds one.
 /// Ethernet frames may carry up to two VLAN tags (802.1Q, QinQ).
 pub fn ip_packet(link: u32, frame: &[u8]) -> Option<&[u8]> {
-    match link {
-        link_type::ETHERNET => {
-            let (ethertype, at) = inner_ethertype(frame)?;
-            ip_of(ethertype, frame.get(at + 2..)?)
+    frame.get(ip_offset(link, frame)?..)
+}
+
+/// The ECN field of the IP header in `frame` (link type `link`); [`Ecn::NotEct`] when it holds
+/// no IPv4 or IPv6 header.
+pub fn ecn(link: u32, frame: &[u8]) -> Ecn {
+    let Some(ip) = ip_packet(link, frame) else {
+        return Ecn::NotEct;
+    };
+    match (ip.first().map(|b| b >> 4), ip.get(1)) {
+        (Some(4), Some(tos)) if ip.len() >= IPV4_HEADER => Ecn::from_bits(*tos),
+        // The traffic class straddles bytes 0 and 1; its two low bits are bits 4–5 of byte 1.
+        (Some(6), Some(b)) if ip.len() >= IPV6_HEADER => Ecn::from_bits(b >> 4),
+        _ => Ecn::NotEct,
+    }
+}
+
+/// Marks the IP packet in `frame` (link type `link`) "congestion experienced", as a queue does
+/// instead of dropping it (RFC 3168, section 5): an ECT(0) or ECT(1) packet becomes CE, with the
+/// IPv4 header checksum updated incrementally (RFC 1624, equation 3), so the rest of the header
+/// is neither read nor trusted. Returns whether the packet is now CE: true for ECT and CE
+/// packets, false (and nothing changed) for Not-ECT packets and frames that hold no IP header.
+pub fn mark_ce(link: u32, frame: &mut [u8]) -> bool {
+    let Some(at) = ip_offset(link, frame) else {
+        return false;
+    };
+    let ip = &mut frame[at..];
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= IPV4_HEADER => {
+            let old = u16::from_be_bytes([ip[0], ip[1]]);
+            match Ecn::from_bits(ip[1]) {
+                Ecn::NotEct => return false,
+                Ecn::Ce => return true,
+                Ecn::Ect0 | Ecn::Ect1 => ip[1] |= Ecn::Ce.bits(),
+            }
+            let new = u16::from_be_bytes([ip[0], ip[1]]);
+            let check = u16::from_be_bytes([ip[10], ip[11]]);
+            // HC' = ~(~HC + ~m + m'), in one's-complement arithmetic.
+            let sum = u32::from(!check) + u32::from(!old) + u32::from(new);
+            ip[10..12].copy_from_slice(&(!fold(sum)).to_be_bytes());
+            true
         }
-        link_type::LINUX_SLL => be16(frame, 14).and_then(|t| ip_of(t, frame.get(16..)?)),
-        link_type::RAW => Some(frame),
-        _ => None,
+        Some(6) if ip.len() >= IPV6_HEADER => match Ecn::from_bits(ip[1] >> 4) {
+            Ecn::NotEct => false,
+            _ => {
+                // No checksum covers the IPv6 header.
+                ip[1] |= Ecn::Ce.bits() << 4;
+                true
+            }
+        },
+        _ => false,
     }
 }
 
@@ -369,6 +424,62 @@ mod tests {
         assert!(s.frame(Udp4::MAX_FRAME).is_ok());
     }
 
+    #[test]
+    fn reads_the_ecn_field_of_ipv4_and_ipv6() {
+        let mut f = spec().frame(60).unwrap();
+        assert_eq!(ecn(link_type::ETHERNET, &f), Ecn::NotEct);
+        for e in [Ecn::Ect1, Ecn::Ect0, Ecn::Ce] {
+            f[15] = 0xb8 | e.bits(); // DSCP EF beside the ECN bits
+            assert_eq!(ecn(link_type::ETHERNET, &f), e);
+            assert_eq!(ecn(link_type::RAW, &f[14..]), e);
+        }
+        let mut v6 = vec![0u8; 14 + 40];
+        v6[12..14].copy_from_slice(&ethertype::IPV6.to_be_bytes());
+        // Version 6, traffic class 0xb9 (DSCP EF, ECT(1)), flow label 0.
+        v6[14] = 0x6b;
+        v6[15] = 0x90;
+        assert_eq!(ecn(link_type::ETHERNET, &v6), Ecn::Ect1);
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        assert_eq!(ecn(link_type::ETHERNET, &arp), Ecn::NotEct);
+        assert_eq!(ecn(link_type::ETHERNET, &f[..20]), Ecn::NotEct);
+    }
+
+    #[test]
+    fn marking_ce_sets_only_the_ecn_bits_and_keeps_the_checksum_valid() {
+        // Wikipedia's header (checksum 0xb861 with TOS 0), with TOS 0x02: ECT(0). Its checksum
+        // over the new TOS is 0xb85f; after marking (TOS 0x03) it must be 0xb85e.
+        let mut header = [
+            0x45, 0x02, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x5f, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(internet_checksum(&header), 0);
+        assert!(mark_ce(link_type::RAW, &mut header));
+        assert_eq!((header[1], &header[10..12]), (0x03, &[0xb8, 0x5e][..]));
+        assert_eq!(internet_checksum(&header), 0);
+        // Marking again changes nothing: it is CE already.
+        let before = header;
+        assert!(mark_ce(link_type::RAW, &mut header));
+        assert_eq!(header, before);
+        // A Not-ECT packet is never marked, and a frame without IP is left alone.
+        let mut f = spec().frame(60).unwrap();
+        let before = f.clone();
+        assert!(!mark_ce(link_type::ETHERNET, &mut f));
+        assert_eq!(f, before);
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        arp[15] = 0x02;
+        assert!(!mark_ce(link_type::ETHERNET, &mut arp));
+        assert_eq!(arp[15], 0x02);
+        // IPv6: the traffic class's low bits, no checksum.
+        let mut v6 = vec![0u8; 40];
+        v6[0] = 0x6b;
+        v6[1] = 0xa5; // traffic class 0xba: ECT(0); flow label bits 0x5….
+        assert!(mark_ce(link_type::RAW, &mut v6));
+        assert_eq!((v6[0], v6[1]), (0x6b, 0xb5));
+        assert_eq!(ecn(link_type::RAW, &v6), Ecn::Ce);
+    }
+
     proptest! {
         /// Every built header verifies: summed with its checksum in place, a valid header gives
         /// all ones, whose complement is 0; likewise a UDP segment with its pseudo-header.
@@ -389,6 +500,48 @@ mod tests {
             f[40..42].copy_from_slice(&sum.to_be_bytes());
             let pseudo = sum_words(&f[26..34]) + 17 + (len - 34) as u32;
             prop_assert!(matches!(!fold(pseudo + sum_words(&f[34..])), 0 | 0xffff));
+        }
+
+        /// Marking a valid IPv4 header of any content keeps it valid: the incrementally updated
+        /// checksum equals one computed afresh, and only the ECN bits changed (to CE, if they
+        /// said ECT).
+        #[test]
+        fn marking_keeps_every_ipv4_header_valid(
+            mut header in proptest::collection::vec(any::<u8>(), IPV4_HEADER..IPV4_HEADER + 1),
+        ) {
+            header[0] = 0x45;
+            header[10..12].fill(0);
+            let sum = internet_checksum(&header);
+            header[10..12].copy_from_slice(&sum.to_be_bytes());
+            let before = header.clone();
+            let marked = mark_ce(link_type::RAW, &mut header);
+            prop_assert_eq!(marked, Ecn::from_bits(before[1]).is_capable());
+            prop_assert_eq!(internet_checksum(&header), 0);
+            let expected_tos = if marked { before[1] | 3 } else { before[1] };
+            prop_assert_eq!(header[1], expected_tos);
+            let mut fresh = header.clone();
+            fresh[10..12].fill(0);
+            let recomputed = internet_checksum(&fresh);
+            // One's complement has two zeros; a recomputed 0x0000 may show as 0xffff.
+            let got = u16::from_be_bytes([header[10], header[11]]);
+            prop_assert!(got == recomputed || (got ^ recomputed) == 0xffff && got.min(recomputed) == 0);
+            prop_assert_eq!(&header[..1], &before[..1]);
+            prop_assert_eq!(&header[2..10], &before[2..10]);
+            prop_assert_eq!(&header[12..], &before[12..]);
+        }
+
+        /// Any bytes, of any length, are read and marked without a panic.
+        #[test]
+        fn any_frame_is_read_and_marked_without_panic(
+            mut frame in proptest::collection::vec(any::<u8>(), 0..80),
+            link in prop_oneof![Just(link_type::ETHERNET), Just(link_type::RAW), Just(link_type::LINUX_SLL), Just(7u32)],
+        ) {
+            let e = ecn(link, &frame);
+            let marked = mark_ce(link, &mut frame);
+            prop_assert!(!marked || e.is_capable());
+            if marked {
+                prop_assert_eq!(ecn(link, &frame), Ecn::Ce);
+            }
         }
     }
 }

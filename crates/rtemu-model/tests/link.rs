@@ -8,7 +8,7 @@ use rtemu_model::link::NoTables;
 use rtemu_model::loss::LossConfig;
 use rtemu_model::rate::RateConfig;
 use rtemu_model::units::{Percent, Rate, Size, Time};
-use rtemu_model::{netem, DropReason, Fate, LinkModel, Model, PacketMeta};
+use rtemu_model::{netem, DropReason, Ecn, Fate, LinkModel, Model, PacketMeta};
 
 mod strategies;
 use strategies::{arb_config, arb_printable};
@@ -23,6 +23,7 @@ fn packet(seq: u64, arrival_ns: u64, len: u32) -> PacketMeta {
         flow: Default::default(),
         arrival_ns,
         seq,
+        ecn: Default::default(),
     }
 }
 
@@ -69,6 +70,76 @@ fn rate_limit_delivers_the_configured_rate_and_the_queue_stays_bounded() {
             finishes.push_back(d.at_ns);
         }
         assert!(finishes.len() <= 100);
+    }
+}
+
+/// netem's `ecn`: every copy the loss model picks is marked CE when ECN-capable (ECT(0),
+/// ECT(1) or already CE) and delivered, and dropped otherwise; the loss decisions themselves
+/// are those of the same link without `ecn`.
+#[test]
+fn ecn_marks_what_loss_would_drop_and_only_ecn_capable_copies() {
+    let codepoints = [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce];
+    let mut with = model("loss 20% ecn", 3);
+    let mut without = model("loss 20%", 3);
+    let (mut marked, mut dropped) = (0, 0);
+    for i in 0..20_000u64 {
+        let p = PacketMeta {
+            ecn: codepoints[i as usize % 4],
+            ..packet(i, i * 1000, 500)
+        };
+        let (a, b) = (with.decide(&p), without.decide(&p));
+        match (b.drop_reason(), p.ecn.is_capable()) {
+            (None, _) => assert_eq!(a, b),
+            (Some(DropReason::Loss), true) => {
+                let d = a.delivered.as_slice();
+                assert!(d.len() == 1 && d[0].marked && d[0].at_ns == p.arrival_ns);
+                marked += 1;
+            }
+            (Some(_), false) => {
+                assert_eq!(a.drop_reason(), Some(DropReason::Loss));
+                dropped += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // 20 % of 15 000 ECN-capable and of 5 000 Not-ECT packets; sd ≈ 49 and 28.
+    assert!((marked as f64 - 3000.0).abs() < 6.0 * 49.0, "{marked}");
+    assert!((dropped as f64 - 1000.0).abs() < 6.0 * 28.3, "{dropped}");
+}
+
+/// `limit 500ms` is a buffer of 500 ms at the link's rate, whatever the rate: under overload
+/// the queueing delay climbs to 500 ms and no further (within one packet), and at 100 Mbit/s
+/// the queue holds the 6250 packets those 500 ms take, past netem's default of 1000 packets.
+#[test]
+fn a_time_limit_bounds_the_queueing_delay_at_any_rate() {
+    for (rate, bits_per_s) in [("10mbit", 10e6), ("100mbit", 100e6)] {
+        let mut m = model(&format!("rate {rate} limit 500ms"), 1);
+        let tx_ns = (1000.0 * 8.0 * 1e9 / bits_per_s) as u64;
+        // Twice the rate, for 2 s: the queue fills after about 1 s.
+        let fates = run(&mut m, (2e9 / (tx_ns / 2) as f64) as u64, tx_ns / 2, 1000);
+        let delays: Vec<u64> = fates
+            .iter()
+            .flat_map(|(p, f)| {
+                f.delivered
+                    .as_slice()
+                    .iter()
+                    .map(|d| d.at_ns - p.arrival_ns)
+            })
+            .collect();
+        let worst = *delays.iter().max().unwrap();
+        assert!(
+            worst <= 500_000_000 + tx_ns && worst >= 500_000_000 - tx_ns,
+            "{rate}: worst queueing {worst} ns"
+        );
+        assert!(fates
+            .iter()
+            .any(|(_, f)| f.drop_reason() == Some(DropReason::QueueFull)));
+        let most = m.counters().max_backlog_packets;
+        let expected = (bits_per_s * 0.5 / 8000.0) as u64;
+        assert!(
+            most.abs_diff(expected) <= 1,
+            "{rate}: {most} packets queued"
+        );
     }
 }
 

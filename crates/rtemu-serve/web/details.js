@@ -103,6 +103,7 @@ function directionCard(link, d, series) {
         fig('drops', 'drops', 'by reason', true),
         fig('duplicates', 'dups'),
         fig('corrupted', 'corrupted'),
+        fig('marked CE', 'marked', 'ECN-capable copies a queue marked congestion experienced instead of dropping'),
         fig('error p50', 'p50', 'release error: when the frame left − when the model said it should'),
         fig('error p99', 'p99'),
         fig('error max', 'max'),

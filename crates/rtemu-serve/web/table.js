@@ -44,6 +44,7 @@ export function renderTable(tbody, topo, onSelect) {
           ),
           h('td', { class: 'num', 'data-field': 'queue' }, '—'),
           h('td', { class: 'num', 'data-field': 'dropsum' }, '—'),
+          h('td', { class: 'num', 'data-field': 'marked' }, '—'),
           h('td', { class: 'num', 'data-field': 'dupcor' }, '—'),
           h('td', { class: 'num', 'data-field': 'error' }, link.impaired ? '—' : 'kernel counters'),
           h('td', { class: 'num', 'data-field': 'lateearly' }, '—'),
@@ -84,6 +85,7 @@ export function fill(root, series) {
     setText(root, 'dropsum', fmtCount(dropped));
     setText(root, 'dups', fmtCount(d.duplicates));
     setText(root, 'corrupted', fmtCount(d.corrupted));
+    setText(root, 'marked', fmtCount(d.marked ?? 0));
     setText(root, 'dupcor', `${fmtCount(d.duplicates)} / ${fmtCount(d.corrupted)}`);
     setText(root, 'error', measured ? fmtNsTriple(r.p50_ns, r.p99_ns, r.max_ns) : '—');
     setText(root, 'p50', measured ? fmtNs(r.p50_ns) : '—');

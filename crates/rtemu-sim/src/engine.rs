@@ -14,7 +14,7 @@
 use std::io::{self, Write};
 
 use rtemu_model::timing::{Entry, TimingQueue};
-use rtemu_model::wire::flow_key;
+use rtemu_model::wire::{ecn, flow_key, mark_ce};
 use rtemu_model::{Corruption, Exhaustion, Model, PacketMeta};
 
 use crate::fatelog::FateLog;
@@ -115,6 +115,7 @@ struct InFlight {
     data: Vec<u8>,
     orig_len: u32,
     corruption: Corruption,
+    marked: bool,
 }
 
 /// How often the progress callback runs, in input frames.
@@ -161,13 +162,16 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
             frame.ts_ns
         };
         clock = arrival;
-        held -= release(&mut line, &mut slots, &mut free, sink, &mut tally, arrival)?;
+        held -= release(
+            &mut line, &mut slots, &mut free, sink, &mut tally, link, arrival,
+        )?;
 
         let pkt = PacketMeta {
             len: frame.orig_len,
             flow: flow_key(link, frame.data),
             arrival_ns: arrival,
             seq,
+            ecn: ecn(link, frame.data),
         };
         let fate = model.decide(&pkt);
         match model.exhausted() {
@@ -223,6 +227,7 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
                         data: Vec::new(),
                         orig_len: 0,
                         corruption: Corruption::NONE,
+                        marked: false,
                     });
                     slots.len() - 1
                 }
@@ -233,6 +238,7 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
             }
             s.orig_len = frame.orig_len;
             s.corruption = d.corruption;
+            s.marked = d.marked;
             line.push(Entry {
                 at_ns: d.at_ns,
                 seq,
@@ -243,6 +249,7 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
             tally.delays.saturating_record(delay);
             tally.delay_sum += delay as u128;
             tally.corrupted += d.corruption.is_corrupted() as u64;
+            tally.marked += d.marked as u64;
             tally.reordered += d.reordered as u64;
             if let Some(log) = log.as_deref_mut() {
                 log.delivered(&pkt, d).map_err(SimError::Log)?;
@@ -264,7 +271,15 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
             progress(source.progress());
         }
     }
-    release(&mut line, &mut slots, &mut free, sink, &mut tally, u64::MAX)?;
+    release(
+        &mut line,
+        &mut slots,
+        &mut free,
+        sink,
+        &mut tally,
+        link,
+        u64::MAX,
+    )?;
     progress(source.progress());
     Ok(tally.finish(model.counters(), model.trace_counters()))
 }
@@ -276,6 +291,7 @@ fn release(
     free: &mut Vec<usize>,
     sink: &mut dyn FrameSink,
     tally: &mut Tally,
+    link: u32,
     now: u64,
 ) -> Result<u64, SimError> {
     let mut freed = 0;
@@ -284,6 +300,10 @@ fn release(
     }) = line.pop_due(now)
     {
         let s = &mut slots[slot];
+        // As the engine does: the queue marks, then the wire corrupts.
+        if s.marked {
+            mark_ce(link, &mut s.data);
+        }
         s.corruption.apply(&mut s.data);
         sink.deliver(at, &s.data, s.orig_len)
             .map_err(SimError::Output)?;

@@ -2,9 +2,10 @@
 //!
 //! Columns: `seq` (input position), `arrival_ns`, `copy` (0 original, 1 duplicate), `fate`
 //! (`delivered` or `dropped`), `delivery_ns` (empty/null when dropped), `reason` (the drop
-//! reason, or `reordered` for a delivered copy the reorder stage sent ahead), and `flipped_bits`
-//! (bit positions, `;`-separated in CSV). Lines are written in decision order, which is input
-//! order.
+//! reason, or `reordered` for a delivered copy the reorder stage sent ahead), `flipped_bits`
+//! (bit positions, `;`-separated in CSV) and `marked` (whether a queue or netem's `ecn` marked
+//! the copy CE instead of dropping it: `1` or empty in CSV). Lines are written in decision
+//! order, which is input order.
 
 use std::io::{self, Write};
 
@@ -43,7 +44,7 @@ impl<W: Write> FateLog<W> {
         if format == LogFormat::Csv {
             writeln!(
                 out,
-                "seq,arrival_ns,copy,fate,delivery_ns,reason,flipped_bits"
+                "seq,arrival_ns,copy,fate,delivery_ns,reason,flipped_bits,marked"
             )?;
         }
         Ok(FateLog { out, format })
@@ -62,7 +63,7 @@ impl<W: Write> FateLog<W> {
                 for (i, bit) in d.corruption.bits().enumerate() {
                     write!(self.out, "{}{bit}", if i == 0 { "" } else { ";" })?;
                 }
-                writeln!(self.out)
+                writeln!(self.out, ",{}", if d.marked { "1" } else { "" })
             }
             LogFormat::JsonLines => {
                 write!(
@@ -77,7 +78,7 @@ impl<W: Write> FateLog<W> {
                 for (i, bit) in d.corruption.bits().enumerate() {
                     write!(self.out, "{}{bit}", if i == 0 { "" } else { "," })?;
                 }
-                writeln!(self.out, "]}}")
+                writeln!(self.out, r#"],"marked":{}}}"#, d.marked)
             }
         }
     }
@@ -87,12 +88,12 @@ impl<W: Write> FateLog<W> {
         match self.format {
             LogFormat::Csv => writeln!(
                 self.out,
-                "{},{},{copy},dropped,,{reason},",
+                "{},{},{copy},dropped,,{reason},,",
                 pkt.seq, pkt.arrival_ns
             ),
             LogFormat::JsonLines => writeln!(
                 self.out,
-                r#"{{"seq":{},"arrival_ns":{},"copy":{copy},"fate":"dropped","delivery_ns":null,"reason":"{reason}","flipped_bits":[]}}"#,
+                r#"{{"seq":{},"arrival_ns":{},"copy":{copy},"fate":"dropped","delivery_ns":null,"reason":"{reason}","flipped_bits":[],"marked":false}}"#,
                 pkt.seq, pkt.arrival_ns
             ),
         }

@@ -55,6 +55,7 @@ impl<M: Model> ModelRecords<M> {
                 flow: Default::default(),
                 arrival_ns,
                 seq: self.packets,
+                ecn: Default::default(),
             });
             self.packets += 1;
             let copies = fate.delivered.as_slice();

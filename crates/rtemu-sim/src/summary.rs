@@ -46,6 +46,8 @@ pub struct Summary {
     pub dropped: BTreeMap<&'static str, u64>,
     /// Delivered copies with at least one flipped bit.
     pub corrupted: u64,
+    /// Delivered copies marked "congestion experienced" (ECN) instead of dropped.
+    pub marked: u64,
     /// Delivered copies the reorder stage sent ahead.
     pub reordered: u64,
     /// Input frames whose timestamp went backwards; they were taken to arrive at the previous
@@ -84,6 +86,7 @@ pub struct Tally {
     pub(crate) duplicated: u64,
     pub(crate) dropped: [u64; DropReason::ALL.len()],
     pub(crate) corrupted: u64,
+    pub(crate) marked: u64,
     pub(crate) reordered: u64,
     pub(crate) regressions: u64,
     pub(crate) stopped_early: bool,
@@ -105,6 +108,7 @@ impl Default for Tally {
             duplicated: 0,
             dropped: [0; DropReason::ALL.len()],
             corrupted: 0,
+            marked: 0,
             reordered: 0,
             regressions: 0,
             stopped_early: false,
@@ -175,6 +179,7 @@ impl Tally {
                 .map(|(r, n)| (r.as_str(), n))
                 .collect(),
             corrupted: self.corrupted,
+            marked: self.marked,
             reordered: self.reordered,
             input_time_regressions: self.regressions,
             delay,
@@ -262,6 +267,13 @@ impl fmt::Display for Summary {
             "corrupted",
             self.corrupted,
             pct(self.corrupted, self.delivered)
+        )?;
+        writeln!(
+            f,
+            "{:<22}{:>14}   {}",
+            "marked (ECN CE)",
+            self.marked,
+            pct(self.marked, self.delivered)
         )?;
         writeln!(
             f,

@@ -308,6 +308,7 @@ mod tests {
             flow: Default::default(),
             arrival_ns: t,
             seq,
+            ecn: Default::default(),
         }
     }
 

@@ -160,8 +160,8 @@ fn corrupted_copies_differ_from_their_input_in_exactly_the_logged_bits() {
     let mut corrupted = 0;
     for (line, ((_, out), input)) in log.lines().skip(1).zip(sink.0.iter().zip(&frames)) {
         let logged: Vec<u32> = line
-            .rsplit(',')
-            .next()
+            .split(',')
+            .nth(6)
             .unwrap()
             .split(';')
             .filter(|s| !s.is_empty())

@@ -867,7 +867,7 @@ fn a_model_file_is_held_to_the_netem_rules_and_never_echoed() {
         (
             "limit.toml",
             "limit = 0\n",
-            "limit 0: must be a whole number of packets from 1 to 4294967295",
+            "limit 0: must be a whole number of packets from 1 to 4294967295, or a time such as 500ms",
         ),
         (
             "reorder.toml",

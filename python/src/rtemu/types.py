@@ -267,6 +267,8 @@ class Direction:
         to_node: the node frames go to (``to`` in the JSON).
         dropped: drops by kind (``loss``, ``queue-full``, ``link-down``, ...).
         corrupted: copies queued with bits the model flipped (``corrupt``, ``ber``).
+        marked: copies queued with their ECN field set to CE instead of being dropped (by an
+            AQM such as ``codel``, or netem's ``ecn`` loss).
         cut: whether the direction is cut (``link down``).
         netem: the netem text of the model the direction runs now (``None``: a trace alone
             decides).
@@ -284,6 +286,7 @@ class Direction:
     received_bytes: int
     duplicates: int
     corrupted: int
+    marked: int
     cut: bool
     netem: str | None
     resolution_passed: int
@@ -320,6 +323,7 @@ class Direction:
             "received_bytes",
             "duplicates",
             "corrupted",
+            "marked",
             "resolution_passed",
             "delivered",
             "delivered_bytes",

@@ -145,6 +145,8 @@ pub fn arb_config() -> impl Strategy<Value = LinkConfig> {
                     DistName::Paretonormal,
                 ][dist]
                     .clone();
+                // netem's `ecn` needs a loss model; the limit's parity chooses it.
+                let ecn = loss.is_some() && limit % 2 == 0;
                 LinkConfig {
                     delay: Time(d.max(1)),
                     jitter: Time(j),
@@ -159,7 +161,9 @@ pub fn arb_config() -> impl Strategy<Value = LinkConfig> {
                     rate,
                     limit,
                     limit_bytes: (limit % 3 == 0).then_some(Size(limit as u64 * 700)),
+                    limit_time: (limit % 5 == 0).then_some(Time(limit as u64 * 100_000)),
                     ordered,
+                    ecn,
                     ..LinkConfig::default()
                 }
             },
