@@ -73,13 +73,26 @@ pub fn netem(data: &[u8]) {
     let Ok(mut model) = LinkModel::new(&cfg, &NoTables, 1, 1) else {
         return;
     };
+    let departures = |model: &mut LinkModel, now: u64| {
+        while let Some(dep) = model.depart_by(now) {
+            if let rtemu_model::Outcome::Delivered(d) = dep.outcome {
+                assert!(
+                    d.at_ns >= dep.arrival_ns,
+                    "{text:?}: packet {} delivered early",
+                    dep.seq
+                );
+            }
+        }
+    };
     for seq in 0..MODEL_PACKETS {
         let pkt = PacketMeta {
             len: 64 + (seq as u32 * 97) % 1450,
             flow: FlowKey::default(),
             arrival_ns: seq * 100_000,
             seq,
+            ecn: rtemu_model::Ecn::from_bits(seq as u8),
         };
+        departures(&mut model, pkt.arrival_ns);
         let fate = model.decide(&pkt);
         for d in fate.delivered.as_slice() {
             assert!(
@@ -90,6 +103,7 @@ pub fn netem(data: &[u8]) {
             );
         }
     }
+    departures(&mut model, u64::MAX);
 }
 
 /// What a capture reader gave: the frames (time, bytes, original length, offset after it) and

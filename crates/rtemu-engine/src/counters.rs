@@ -23,6 +23,8 @@ pub enum DropKind {
     Trace,
     /// The model's trace had no record ready.
     TraceUnderrun,
+    /// The model's queue discipline (CoDel, PIE, DualPI2) dropped it to signal congestion.
+    Aqm,
     /// Every preallocated frame buffer was in use.
     PoolExhausted,
     /// The frame was longer than a buffer, or the I/O layer received only part of it.
@@ -37,11 +39,12 @@ pub enum DropKind {
 
 impl DropKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [DropKind; 9] = [
+    pub const ALL: [DropKind; 10] = [
         DropKind::Loss,
         DropKind::QueueFull,
         DropKind::Trace,
         DropKind::TraceUnderrun,
+        DropKind::Aqm,
         DropKind::PoolExhausted,
         DropKind::Oversize,
         DropKind::SendFailed,
@@ -56,6 +59,7 @@ impl DropKind {
             DropKind::QueueFull => DropReason::QueueFull.as_str(),
             DropKind::Trace => DropReason::Trace.as_str(),
             DropKind::TraceUnderrun => DropReason::TraceUnderrun.as_str(),
+            DropKind::Aqm => DropReason::Aqm.as_str(),
             DropKind::PoolExhausted => "pool-exhausted",
             DropKind::Oversize => "oversize",
             DropKind::SendFailed => "send-failed",
@@ -71,6 +75,7 @@ impl DropKind {
             DropReason::QueueFull => DropKind::QueueFull,
             DropReason::Trace => DropKind::Trace,
             DropReason::TraceUnderrun => DropKind::TraceUnderrun,
+            DropReason::Aqm => DropKind::Aqm,
             // A reason added to the model later is still a model decision; until the engine
             // names it, it is counted with the trace's drops rather than lost from the sum.
             _ => DropKind::Trace,
@@ -266,9 +271,9 @@ mod tests {
             }
         }
         assert_eq!(Counters::from_words(&c.to_words()), c);
-        assert_eq!(c.dropped(DropKind::ModelExhausted), 8);
-        assert_eq!(c.dropped(DropKind::LinkDown), 9);
-        assert_eq!(c.dropped_total(), (1..=9).sum::<u64>());
+        assert_eq!(c.dropped(DropKind::ModelExhausted), 9);
+        assert_eq!(c.dropped(DropKind::LinkDown), 10);
+        assert_eq!(c.dropped_total(), (1..=10).sum::<u64>());
     }
 
     /// A reader racing a writer never sees a torn snapshot: the writer keeps the identity true

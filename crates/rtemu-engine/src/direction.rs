@@ -4,14 +4,20 @@
 //! layer's stamp) and `Direction::release` the time to release up to and a clock to read
 //! around the send, so tests drive a direction with invented times and the release loop with
 //! `CLOCK_MONOTONIC`. Nothing here allocates after `Direction::new`.
+//!
+//! A model with a queue discipline holds copies and decides them when they leave its queue
+//! ([`Model::depart`]): the direction keeps their frames in the pool meanwhile, takes the
+//! decisions due before each frame it hands the model and before each release, and counts a
+//! held copy in flight until it is delivered or dropped.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
 use rtemu_model::timing::{Entry, TimingQueue};
 use rtemu_model::wire::{ecn, flow_key, is_address_resolution, link_type, mark_ce};
-use rtemu_model::{Delivery, Model, PacketMeta};
+use rtemu_model::{Delivery, Model, Outcome, PacketMeta};
 
 use crate::counters::{Counters, DropKind, Published};
 use crate::fidelity::{self, Consumer, Producer, Record};
@@ -136,6 +142,9 @@ pub(crate) struct Direction {
     arrival_lag_ns: Box<[u64]>,
     /// The copies of the current flush: (intended time, slot, length).
     batch: Vec<(u64, u32, usize)>,
+    /// Copies the model's queue holds (a queue discipline decides at dequeue), by the model's
+    /// sequence number and copy: their pool slot and input position.
+    held: HashMap<(u64, u8), (u32, u64)>,
     steering: Steering,
 }
 
@@ -164,6 +173,8 @@ impl Direction {
             fidelity: producer,
             arrival_lag_ns: vec![0; cfg.pool_frames].into_boxed_slice(),
             batch: Vec::with_capacity(RELEASE_BATCH),
+            // Every held copy has a buffer: never more than the pool's.
+            held: HashMap::with_capacity(cfg.pool_frames),
             steering,
         };
         (d, published, consumer)
@@ -174,6 +185,9 @@ impl Direction {
     /// (a rate queue starts empty, a trace from its start).
     pub(crate) fn steer(&mut self) {
         if let Ok(swap) = self.steering.swaps.try_recv() {
+            // The old model lets every copy it holds go first, as if nothing more arrived: its
+            // decisions, at their own times.
+            self.settle(u64::MAX);
             let old = std::mem::replace(&mut self.model, swap.model);
             self.resolution = swap.resolution;
             self.model_exhausted = false;
@@ -208,7 +222,9 @@ impl Direction {
                     at_ns: now_ns.saturating_add(delay_ns),
                     ..Delivery::default()
                 };
-                self.enqueue(&frame, &pass, seq);
+                if let Some(slot) = self.store(&frame) {
+                    self.schedule(slot, &pass, seq);
+                }
                 return;
             }
         }
@@ -216,6 +232,8 @@ impl Direction {
             self.counters.drop_one(DropKind::ModelExhausted);
             return;
         }
+        // The model's queue lets go of what leaves before this frame arrives.
+        self.settle(now_ns);
         let meta = PacketMeta {
             len: frame.wire_len,
             flow: flow_key(link_type::ETHERNET, frame.data),
@@ -231,47 +249,85 @@ impl Direction {
             self.counters.drop_one(DropKind::ModelExhausted);
             return;
         }
-        let copies = fate.delivered.len() + fate.drops().count();
-        self.counters.duplicates += copies.saturating_sub(1) as u64;
+        self.counters.duplicates += fate.copies().saturating_sub(1) as u64;
         for d in fate.delivered.as_slice() {
-            self.enqueue(&frame, d, seq);
+            if let Some(slot) = self.store(&frame) {
+                self.schedule(slot, d, seq);
+            }
         }
         for reason in fate.drops() {
             self.counters.drop_one(DropKind::from_model(reason));
         }
+        for copy in fate.held() {
+            if let Some(slot) = self.store(&frame) {
+                self.held.insert((meta.seq, copy), (slot, seq));
+            }
+        }
     }
 
-    fn enqueue(&mut self, frame: &Frame<'_>, d: &Delivery, seq: u64) {
+    /// Copies `frame` into a buffer: its slot, counted in flight, or `None` (counted as a drop)
+    /// when no buffer is free or the frame does not fit.
+    fn store(&mut self, frame: &Frame<'_>) -> Option<u32> {
         if frame.is_truncated() {
             self.counters.drop_one(DropKind::Oversize);
-            return;
+            return None;
         }
         match self.pool.fill(|buf| frame.copy_to(buf)) {
             Err(Exhausted) => self.counters.drop_one(DropKind::PoolExhausted),
             Ok(None) => self.counters.drop_one(DropKind::Oversize),
             Ok(Some(slot)) => {
-                let buf = self.pool.frame_mut(slot);
-                // The queue marked the copy before the wire corrupted it.
-                if d.marked {
-                    self.counters.marked += mark_ce(link_type::ETHERNET, buf) as u64;
-                }
-                d.corruption.apply(buf);
-                self.counters.corrupted += d.corruption.is_corrupted() as u64;
                 self.arrival_lag_ns[slot as usize] = frame.seen_ns.saturating_sub(frame.arrival_ns);
-                self.queue.push(Entry {
-                    at_ns: d.at_ns,
-                    seq,
-                    copy: d.copy,
-                    slot,
-                });
                 self.counters.in_flight += 1;
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    /// Queues the copy in `slot` for release as `d` says.
+    fn schedule(&mut self, slot: u32, d: &Delivery, seq: u64) {
+        let buf = self.pool.frame_mut(slot);
+        // The queue marked the copy before the wire corrupted it.
+        if d.marked {
+            self.counters.marked += mark_ce(link_type::ETHERNET, buf) as u64;
+        }
+        d.corruption.apply(buf);
+        self.counters.corrupted += d.corruption.is_corrupted() as u64;
+        self.queue.push(Entry {
+            at_ns: d.at_ns,
+            seq,
+            copy: d.copy,
+            slot,
+        });
+    }
+
+    /// Takes the model's decisions about the copies it holds, up to `now_ns`.
+    fn settle(&mut self, now_ns: u64) {
+        while let Some(dep) = self.model.depart_by(now_ns) {
+            self.changed = true;
+            // A copy without a buffer was counted as dropped when it arrived.
+            let Some((slot, seq)) = self.held.remove(&(dep.seq, dep.copy)) else {
+                continue;
+            };
+            match dep.outcome {
+                Outcome::Delivered(d) => self.schedule(slot, &d, seq),
+                Outcome::Dropped(reason) => {
+                    self.pool.release(slot);
+                    self.counters.in_flight -= 1;
+                    self.counters.drop_one(DropKind::from_model(reason));
+                }
             }
         }
     }
 
-    /// The release time of the next copy, if any is queued.
+    /// When the direction next has something to do: release a copy, or take the model's
+    /// decision about one its queue holds.
     pub(crate) fn next_release(&self) -> Option<u64> {
-        self.queue.peek().map(|e| e.at_ns)
+        let release = self.queue.peek().map(|e| e.at_ns);
+        match (release, self.model.next_departure()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Sends, in release order, up to [`RELEASE_BATCH`] copies due at or before `now_ns`
@@ -283,6 +339,7 @@ impl Direction {
         io: &mut I,
         mut clock: impl FnMut() -> u64,
     ) -> usize {
+        self.settle(now_ns);
         self.batch.clear();
         while self.batch.len() < RELEASE_BATCH {
             let Some(next) = self.queue.peek() else {
@@ -353,7 +410,7 @@ mod tests {
     use super::*;
     use crate::io::mem::MemIo;
     use rtemu_model::link::NoTables;
-    use rtemu_model::LinkModel;
+    use rtemu_model::{LinkModel, Outcome};
 
     fn model(netem: &str, seed: u64) -> Box<dyn Model + Send> {
         let cfg = rtemu_model::netem::parse(netem).unwrap();
@@ -514,6 +571,77 @@ mod tests {
         // Every copy the model corrupted or marked was delivered here (the pool never ran out).
         assert!(corrupted > 0 && marked > 0);
         assert_eq!((c.corrupted, c.marked), (corrupted, marked));
+    }
+
+    /// With a queue discipline the model decides a copy when it leaves the queue. The engine
+    /// takes those decisions at the model's times whenever its loop happens to run (here: a
+    /// release before some frames, none before others), so it delivers exactly what the model
+    /// driven in time order (the simulator's way) delivers, CE marks included, drops and
+    /// marks counted.
+    #[test]
+    fn a_managed_queue_decides_as_the_model_does_whenever_the_loop_runs() {
+        // 1000 µs of 1 Mbit/s per 125-byte frame: frames every 900 µs overload it, so CoDel
+        // (ECN on) marks the ECN-capable ones and drops the others.
+        let netem = "rate 1mbit codel target 5ms interval 50ms ecn delay 2ms";
+        let (mut d, _, _) = direction(netem, 4096);
+        let mut reference = model(netem, 7);
+        let mut io = MemIo::new(4096);
+        // (release time, seq, copy, frame) as the model decides.
+        let mut expected: Vec<(u64, u64, u8, Vec<u8>)> = Vec::new();
+        let mut frames = Vec::new();
+        let out = |frame: &[u8], del: &Delivery, seq: u64| {
+            let mut copy = frame.to_vec();
+            if del.marked {
+                assert!(mark_ce(link_type::ETHERNET, &mut copy));
+            }
+            (del.at_ns, seq, del.copy, copy)
+        };
+        let settle =
+            |m: &mut Box<dyn Model + Send>, now: u64, frames: &[Vec<u8>], expected: &mut Vec<_>| {
+                while let Some(dep) = m.depart_by(now) {
+                    if let Outcome::Delivered(del) = dep.outcome {
+                        expected.push(out(&frames[dep.seq as usize], &del, dep.seq));
+                    }
+                }
+            };
+        for i in 0..3000u64 {
+            let mut f = udp(i as u32);
+            f.resize(125, 0);
+            f[15] = (i % 3 == 0) as u8 * 2; // a third ECT(0)
+            let sum = rtemu_model::wire::internet_checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&sum.to_be_bytes());
+            let t = i * 900_000;
+            frames.push(f.clone());
+            settle(&mut reference, t, &frames, &mut expected);
+            let meta = PacketMeta {
+                len: f.len() as u32,
+                flow: flow_key(link_type::ETHERNET, &f),
+                arrival_ns: t,
+                seq: i,
+                ecn: ecn(link_type::ETHERNET, &f),
+            };
+            let fate = reference.decide(&meta);
+            assert_eq!(fate.held().count(), fate.copies() - fate.drops().count());
+            if i % 7 < 3 {
+                d.release(t, &mut io, || 0);
+            }
+            d.receive(at(t, &f));
+        }
+        settle(&mut reference, u64::MAX, &frames, &mut expected);
+        while d.next_release().is_some() {
+            d.release(u64::MAX, &mut io, || 0);
+        }
+        expected.sort_by_key(|e| (e.0, e.1, e.2));
+        let expected: Vec<Vec<u8>> = expected.into_iter().map(|e| e.3).collect();
+        assert_eq!(io.sent.len(), expected.len());
+        assert_eq!(io.sent, expected);
+        let c = d.counters();
+        assert!(c.conserved(), "{c:?}");
+        assert!(c.marked > 0 && c.dropped(DropKind::Aqm) > 0, "{c:?}");
+        assert_eq!(c.dropped(DropKind::QueueFull), 0);
+        // No ECN-capable frame was dropped by the queue: every one arrived.
+        let ect_out = io.sent.iter().filter(|f| f[15] & 3 != 0).count();
+        assert_eq!(ect_out, 1000);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::aqm::codel::CodelConfig;
 use crate::chance::ChanceConfig;
 use crate::dist::MAX_DELAY_NS;
 use crate::loss::{Loss, LossConfig};
@@ -201,6 +202,9 @@ pub struct LinkConfig {
     /// limit (to [`u32::MAX`]), so the time alone bounds the queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_time: Option<Time>,
+    /// CoDel (RFC 8289) managing the rate queue instead of drop-tail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codel: Option<CodelConfig>,
     /// A seed for this link alone, overriding the experiment's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -226,6 +230,7 @@ impl Default for LinkConfig {
             limit: DEFAULT_LIMIT,
             limit_bytes: None,
             limit_time: None,
+            codel: None,
             seed: None,
         }
     }
@@ -373,6 +378,7 @@ impl LinkConfig {
                 ));
             }
         }
+        self.validate_discipline()?;
         if let Some(b) = self.limit_bytes {
             if b.0 > MAX_LIMIT_BYTES {
                 return Err(fault(
@@ -393,6 +399,9 @@ impl LinkConfig {
         let Some(rate) = &self.rate else {
             return 0;
         };
+        if let Some(c) = &self.codel {
+            return u64::from(c.limit);
+        }
         let limits = crate::rate::QueueLimits {
             packets: self.limit,
             bytes: self.limit_bytes,
@@ -402,6 +411,73 @@ impl LinkConfig {
             .bytes_at(rate.rate)
             .map_or(u64::MAX, |b| b / u64::from(min_len.max(1)) + 1);
         u64::from(self.limit).min(by_bytes)
+    }
+
+    /// Checks the queue discipline: it manages the rate queue, so it needs a rate, and it
+    /// brings its own limit.
+    fn validate_discipline(&self) -> Result<(), ConfigError> {
+        let Some((keyword, limit, times)) = self.codel.as_ref().map(|c| {
+            (
+                "codel",
+                c.limit,
+                [
+                    ("target", Some(c.target)),
+                    ("interval", Some(c.interval)),
+                    ("ce_threshold", c.ce_threshold),
+                ],
+            )
+        }) else {
+            return Ok(());
+        };
+        if self.rate.is_none() {
+            return Err(fault(
+                keyword,
+                0,
+                "",
+                "manages the queue of a rate-limited link: add `rate RATE`",
+            ));
+        }
+        if self.limit_bytes.is_some() || self.limit_time.is_some() || self.limit != DEFAULT_LIMIT {
+            return Err(fault(
+                keyword,
+                0,
+                "",
+                format!(
+                    "replaces the drop-tail queue that `limit` and `limit-bytes` bound: give the \
+                     discipline its own limit (`{keyword} limit PACKETS`)"
+                ),
+            ));
+        }
+        if limit == 0 {
+            return Err(fault(
+                keyword,
+                0,
+                "",
+                format!(
+                    "limit must be {}",
+                    LIMIT_RANGE.split(',').next().unwrap_or(LIMIT_RANGE)
+                ),
+            ));
+        }
+        for (name, t) in times {
+            if let Some(t) = t {
+                if t.0 == 0 || t.0 > MAX_DELAY_NS {
+                    return Err(fault(
+                        keyword,
+                        0,
+                        "",
+                        format!("{name} {t} must be above 0 and at most 2^53 ns (about 104 days)"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a queue discipline (`codel`, …) manages the rate queue: the model then decides
+    /// a copy's fate when it leaves the queue ([`crate::Model::depart`]).
+    pub fn has_discipline(&self) -> bool {
+        self.codel.is_some()
     }
 
     /// Whether the configuration changes nothing (an ideal link).
@@ -423,6 +499,28 @@ pub fn int_range(what: &str, range: &std::ops::RangeInclusive<i64>) -> String {
         range.start(),
         range.end()
     )
+}
+
+/// `codel` and the options that differ from tc's defaults.
+fn codel_words(c: &CodelConfig) -> String {
+    let d = CodelConfig::default();
+    let mut w = String::from("codel");
+    if c.limit != d.limit {
+        w += &format!(" limit {}", c.limit);
+    }
+    if c.target != d.target {
+        w += &format!(" target {}", c.target);
+    }
+    if c.interval != d.interval {
+        w += &format!(" interval {}", c.interval);
+    }
+    if c.ecn {
+        w += " ecn";
+    }
+    if let Some(t) = c.ce_threshold {
+        w += &format!(" ce_threshold {t}");
+    }
+    w
 }
 
 fn chance_words(keyword: &str, c: &ChanceConfig) -> String {
@@ -518,6 +616,9 @@ impl fmt::Display for LinkConfig {
         }
         if let Some(b) = self.limit_bytes {
             parts.push(format!("limit-bytes {b}"));
+        }
+        if let Some(c) = &self.codel {
+            parts.push(codel_words(c));
         }
         if let Some(seed) = self.seed {
             parts.push(format!("seed {seed}"));

@@ -16,15 +16,19 @@ pub enum DropReason {
     Trace,
     /// The trace reader had no record ready and the under-run policy is `drop`.
     TraceUnderrun,
+    /// A queue discipline (CoDel, PIE, DualPI2) dropped it to signal congestion, though its
+    /// queue had room.
+    Aqm,
 }
 
 impl DropReason {
     /// Every reason, in the order reports list them.
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; 5] = [
         DropReason::Loss,
         DropReason::QueueFull,
         DropReason::Trace,
         DropReason::TraceUnderrun,
+        DropReason::Aqm,
     ];
 
     /// The name used in logs, reports and JSON.
@@ -34,6 +38,7 @@ impl DropReason {
             DropReason::QueueFull => "queue-full",
             DropReason::Trace => "trace",
             DropReason::TraceUnderrun => "trace-underrun",
+            DropReason::Aqm => "aqm",
         }
     }
 }
@@ -234,12 +239,18 @@ impl Default for Deliveries {
 /// A packet whose original is lost may still have a delivered duplicate (each copy passes the
 /// loss stage on its own, as in netem, where the duplicate re-enters the qdisc); then the fate
 /// is `Delivered` with that copy only, and the lost copies are listed in `lost`.
+///
+/// A link with a queue discipline decides a copy's fate when the copy leaves the queue, not
+/// when it arrives: such a copy is *held* ([`Fate::held`]), and the model gives its fate later
+/// as a [`crate::Departure`] (see [`crate::Model::depart`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fate {
     /// The copies that leave the link.
     pub delivered: Deliveries,
     /// Why each copy that does not leave the link was dropped (the first `lost_len` entries).
     lost: [Option<DropReason>; MAX_COPIES],
+    /// The copies the model's queue holds, one bit per copy number.
+    held: u8,
 }
 
 impl Fate {
@@ -248,6 +259,7 @@ impl Fate {
         Fate {
             delivered: Deliveries::new(),
             lost: [None; MAX_COPIES],
+            held: 0,
         }
     }
 
@@ -265,14 +277,29 @@ impl Fate {
         }
     }
 
+    /// Records that the model's queue holds copy `copy`, to decide its fate when it leaves.
+    pub fn hold(&mut self, copy: u8) {
+        self.held |= 1 << (copy as usize % MAX_COPIES);
+    }
+
+    /// The copy numbers the model's queue holds.
+    pub fn held(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..MAX_COPIES as u8).filter(|c| self.held & (1 << c) != 0)
+    }
+
+    /// Every copy decided or held: delivered, dropped and held.
+    pub fn copies(&self) -> usize {
+        self.delivered.len() + self.drops().count() + self.held.count_ones() as usize
+    }
+
     /// Why copies were dropped, one entry per dropped copy.
     pub fn drops(&self) -> impl Iterator<Item = DropReason> + '_ {
         self.lost.iter().map_while(|r| *r)
     }
 
-    /// The reason the packet is gone, if no copy at all is delivered.
+    /// The reason the packet is gone, if no copy at all is delivered or held.
     pub fn drop_reason(&self) -> Option<DropReason> {
-        if self.delivered.is_empty() {
+        if self.delivered.is_empty() && self.held == 0 {
             self.drops().next()
         } else {
             None

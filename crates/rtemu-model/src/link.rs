@@ -11,7 +11,9 @@
 //! 4. **reorder** — netem's rule: with `gap N`, packets are delayed normally until the `N`th,
 //!    which is sent without the delay (stage 6) with the reorder probability.
 //! 5. **rate** — serialization at the link rate behind a finite drop-tail queue
-//!    ([`crate::rate`]); drops the copy when the queue is full.
+//!    ([`crate::rate`]); drops the copy when the queue is full. With a queue discipline
+//!    ([`crate::aqm`]: `codel`) the copy waits in the discipline's queue instead, and its fate
+//!    (stages 5–7) is decided when it leaves ([`Model::depart`]).
 //! 6. **delay** — base delay plus jitter from the configured distribution and correlation
 //!    ([`crate::dist`]), added to the time serialization finished.
 //! 7. **order** — with `ordered`, a copy never leaves before the copy decided before it.
@@ -24,6 +26,7 @@
 //! Every random draw comes from the direction's own [`Stream`], in the order of the stages
 //! above, so the same seed gives the same fates in the simulator and in the real-time engine.
 
+use crate::aqm::{Bottleneck, Left, Queued};
 use crate::chance::{BadCorrelation, Chance};
 use crate::config::{DistName, LinkConfig, TableMode};
 use crate::dist::{DelayConfig, DelayError, DelaySampler, DistTable, Distribution};
@@ -32,7 +35,7 @@ use crate::loss::{Loss, LossError};
 use crate::packet::{Nanos, PacketMeta};
 use crate::rate::{QueueLimits, RateQueue};
 use crate::rng::Stream;
-use crate::Model;
+use crate::{Departure, Model, Outcome};
 
 /// Finds distribution tables by name, for [`DistName::Table`] and for [`TableMode::Netem`].
 ///
@@ -115,6 +118,9 @@ pub struct LinkModel {
     ln_1m_ber: Option<f64>,
     reorder: Option<Reorder>,
     rate: Option<RateQueue>,
+    /// The rate stage when a discipline manages its queue: copies wait there, and leave
+    /// through [`Model::depart`].
+    bottleneck: Option<Bottleneck>,
     ordered: bool,
     last_departure: Nanos,
     counters: LinkCounters,
@@ -181,7 +187,11 @@ impl LinkModel {
             corrupt: chance("corrupt", &cfg.corrupt)?,
             ln_1m_ber: cfg.ber.map(|b| (-b).ln_1p()),
             reorder,
-            rate: cfg.rate.map(|r| {
+            bottleneck: match (&cfg.rate, &cfg.codel) {
+                (Some(r), Some(c)) => Some(Bottleneck::codel(*r, c)),
+                _ => None,
+            },
+            rate: cfg.rate.filter(|_| cfg.codel.is_none()).map(|r| {
                 RateQueue::new(
                     r,
                     QueueLimits {
@@ -243,6 +253,31 @@ impl LinkModel {
             }
             None => false,
         };
+        if let Some(b) = &mut self.bottleneck {
+            let queued = Queued {
+                seq: pkt.seq,
+                arrival_ns: pkt.arrival_ns,
+                enqueued_ns: pkt.arrival_ns,
+                len: pkt.len,
+                copy,
+                ecn: pkt.ecn,
+                reordered,
+                marked,
+                corruption,
+                traced_delay,
+            };
+            match b.enqueue(pkt.arrival_ns, queued) {
+                Ok(()) => {
+                    fate.hold(copy);
+                    let (packets, bytes) = b.backlog();
+                    let c = &mut self.counters;
+                    c.max_backlog_packets = c.max_backlog_packets.max(packets);
+                    c.max_backlog_bytes = c.max_backlog_bytes.max(bytes);
+                }
+                Err(reason) => fate.record_drop(reason),
+            }
+            return;
+        }
         let departure = match &mut self.rate {
             Some(q) => match q.offer(pkt.arrival_ns, pkt.len) {
                 Some(finish) => {
@@ -258,15 +293,7 @@ impl LinkModel {
             },
             None => pkt.arrival_ns,
         };
-        let mut at = match (&mut self.delay, reordered, traced_delay) {
-            (_, _, Some(delay)) => departure.saturating_add(delay),
-            (Some(d), false, None) => departure.saturating_add(d.sample(s)),
-            _ => departure,
-        };
-        if self.ordered && !reordered {
-            at = at.max(self.last_departure);
-            self.last_departure = at;
-        }
+        let at = self.propagate(departure, reordered, traced_delay);
         fate.delivered.push(Delivery {
             at_ns: at,
             corruption,
@@ -277,7 +304,69 @@ impl LinkModel {
     }
 }
 
+impl LinkModel {
+    /// Stages 6 and 7 for a copy whose serialization finished at `departure`: the delay (the
+    /// trace's, or drawn; none for a reordered copy), then the order.
+    fn propagate(&mut self, departure: Nanos, reordered: bool, traced_delay: Option<u64>) -> Nanos {
+        let mut at = match (&mut self.delay, reordered, traced_delay) {
+            (_, _, Some(delay)) => departure.saturating_add(delay),
+            (Some(d), false, None) => departure.saturating_add(d.sample(&mut self.stream)),
+            _ => departure,
+        };
+        if self.ordered && !reordered {
+            at = at.max(self.last_departure);
+            self.last_departure = at;
+        }
+        at
+    }
+
+    /// The next copy leaving the managed queue, with its fate.
+    pub(crate) fn depart_queued(&mut self) -> Option<Departure> {
+        let left = self.bottleneck.as_mut()?.depart()?;
+        Some(match left {
+            Left::Sent {
+                packet,
+                mark,
+                finish,
+            } => {
+                let at = self.propagate(finish, packet.reordered, packet.traced_delay);
+                Departure {
+                    seq: packet.seq,
+                    arrival_ns: packet.arrival_ns,
+                    copy: packet.copy,
+                    outcome: Outcome::Delivered(Delivery {
+                        at_ns: at,
+                        corruption: packet.corruption,
+                        copy: packet.copy,
+                        reordered: packet.reordered,
+                        marked: packet.marked || mark,
+                    }),
+                }
+            }
+            Left::Dropped { packet, reason } => Departure {
+                seq: packet.seq,
+                arrival_ns: packet.arrival_ns,
+                copy: packet.copy,
+                outcome: Outcome::Dropped(reason),
+            },
+        })
+    }
+
+    /// When the managed queue next lets a copy go.
+    pub(crate) fn next_queued(&self) -> Option<Nanos> {
+        self.bottleneck.as_ref().and_then(Bottleneck::next)
+    }
+}
+
 impl Model for LinkModel {
+    fn next_departure(&self) -> Option<Nanos> {
+        self.next_queued()
+    }
+
+    fn depart(&mut self) -> Option<Departure> {
+        self.depart_queued()
+    }
+
     fn decide(&mut self, pkt: &PacketMeta) -> Fate {
         let mut fate = Fate::new();
         let duplicated = match &mut self.duplicate {

@@ -16,6 +16,7 @@
 //! word, its column and the valid range, e.g. `loss 120% (column 6): must be between 0% and
 //! 100%`.
 
+use crate::aqm::codel::CodelConfig;
 use crate::chance::ChanceConfig;
 use crate::config::{
     int_range, ConfigError, DistName, LinkConfig, TableMode, CELL_SIZE_RANGE, LIMIT_RANGE,
@@ -276,6 +277,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "limit-bytes" => cfg.limit_bytes = Some(p.value(keyword, "a size", Size::parse)?),
             "seed" => cfg.seed = Some(p.integer(keyword, "a whole number from 0 to 18446744073709551615")?),
             "ecn" => cfg.ecn = true,
+            "codel" => cfg.codel = Some(parse_codel(&mut p)?),
             "slot" => {
                 return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
             }
@@ -284,7 +286,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
                     keyword,
                     Some(&p.words[at]),
                     "unknown keyword; expected one of delay, distribution, loss, ecn, duplicate, corrupt, ber, \
-                     reorder, gap, rate, limit, limit-bytes, ordered, tables, seed",
+                     reorder, gap, rate, limit, limit-bytes, codel, ordered, tables, seed",
                 ))
             }
         }
@@ -301,6 +303,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "limit",
             "limit-bytes",
             "ecn",
+            "codel",
         ];
         if let Some(k) = known.iter().find(|k| **k == canonical) {
             spans.push((k, at, p.pos));
@@ -339,6 +342,42 @@ fn config_error(
         &p.words[at]
     };
     p.error(p.words[at].text, Some(word), e.message)
+}
+
+/// `codel`'s options, tc's words: they belong to it while they are its own, and the netem
+/// line goes on after them (`… codel target 10ms ecn delay 5ms`).
+fn parse_codel(p: &mut Parser<'_>) -> Result<CodelConfig, NetemError> {
+    let mut c = CodelConfig::default();
+    while let Some(word) = p.words.get(p.pos).map(|w| w.text) {
+        match word {
+            "limit" => {
+                p.pos += 1;
+                c.limit = p.integer("codel limit", LIMIT_RANGE.split(',').next().unwrap_or(""))?;
+            }
+            "target" => {
+                p.pos += 1;
+                c.target = p.value("codel target", "a time", Time::parse)?;
+            }
+            "interval" => {
+                p.pos += 1;
+                c.interval = p.value("codel interval", "a time", Time::parse)?;
+            }
+            "ce_threshold" => {
+                p.pos += 1;
+                c.ce_threshold = Some(p.value("codel ce_threshold", "a time", Time::parse)?);
+            }
+            "ecn" => {
+                p.pos += 1;
+                c.ecn = true;
+            }
+            "noecn" => {
+                p.pos += 1;
+                c.ecn = false;
+            }
+            _ => break,
+        }
+    }
+    Ok(c)
 }
 
 fn parse_loss(p: &mut Parser<'_>, keyword: &str) -> Result<LossConfig, NetemError> {

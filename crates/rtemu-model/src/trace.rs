@@ -144,6 +144,7 @@ pub fn untraced_stages(cfg: &LinkConfig) -> LinkConfig {
         limit: cfg.limit,
         limit_bytes: cfg.limit_bytes,
         limit_time: cfg.limit_time,
+        codel: cfg.codel,
         corrupt: cfg.corrupt,
         ber: cfg.ber,
         ordered: cfg.ordered,
@@ -184,6 +185,14 @@ impl<F: TraceFeed> Model for TraceModel<F> {
                 fate
             }
         }
+    }
+
+    fn next_departure(&self) -> Option<crate::Nanos> {
+        self.link.next_queued()
+    }
+
+    fn depart(&mut self) -> Option<crate::Departure> {
+        self.link.depart_queued()
     }
 
     fn counters(&self) -> LinkCounters {

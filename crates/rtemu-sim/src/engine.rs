@@ -6,16 +6,22 @@
 //! current arrival can be written before the next decision, so the output is in delivery order
 //! and the queue holds only the copies in flight. Memory therefore depends on rate × delay, never on the input's length.
 //!
+//! A model with a queue discipline holds copies and decides them when they leave its queue: the
+//! run takes those decisions ([`Model::depart`]) before each arrival it hands the model, in
+//! time order, so its fates are those the real-time engine makes for the same arrivals; such
+//! copies are logged when decided, so the fate log is in decision order.
+//!
 //! Frame bytes of copies in flight live in recycled buffers: after warm-up the loop does not
 //! allocate. A sink that writes nothing ([`Discard`]) gets no bytes, so none are kept. Copies in
 //! flight are bounded ([`Limits`]): a model whose rate × delay would hold more stops the run with
 //! an error saying so, rather than exhausting memory.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use rtemu_model::timing::{Entry, TimingQueue};
 use rtemu_model::wire::{ecn, flow_key, mark_ce};
-use rtemu_model::{Corruption, Exhaustion, Model, PacketMeta};
+use rtemu_model::{Corruption, Delivery, Exhaustion, Model, Outcome, PacketMeta};
 
 use crate::fatelog::FateLog;
 use crate::source::{FrameSource, Progress, SourceError};
@@ -109,13 +115,126 @@ pub enum SimError {
     },
 }
 
-/// One delivered copy waiting for its time.
+/// One copy waiting for its time, or in the model's queue.
 #[derive(Debug)]
 struct InFlight {
     data: Vec<u8>,
     orig_len: u32,
     corruption: Corruption,
     marked: bool,
+}
+
+/// The copies a run holds: frame buffers (recycled), the timing queue of delivered copies, and
+/// the copies the model's queue holds (by the model's sequence number and copy).
+#[derive(Debug, Default)]
+struct Copies {
+    slots: Vec<InFlight>,
+    free: Vec<usize>,
+    line: TimingQueue<usize>,
+    queued: HashMap<(u64, u8), usize>,
+    /// Bytes kept for all of them.
+    bytes: u64,
+}
+
+impl Copies {
+    /// A buffer holding `data` (nothing when the sink wants no bytes).
+    fn store(&mut self, data: &[u8], orig_len: u32, keep_bytes: bool) -> usize {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i].data.clear();
+                i
+            }
+            None => {
+                self.slots.push(InFlight {
+                    data: Vec::new(),
+                    orig_len: 0,
+                    corruption: Corruption::NONE,
+                    marked: false,
+                });
+                self.slots.len() - 1
+            }
+        };
+        let s = &mut self.slots[slot];
+        if keep_bytes {
+            s.data.extend_from_slice(data);
+            self.bytes += data.len() as u64;
+        }
+        s.orig_len = orig_len;
+        slot
+    }
+
+    /// Queues the copy in `slot` for delivery as `d` says.
+    fn schedule(&mut self, slot: usize, d: &Delivery, seq: u64) {
+        let s = &mut self.slots[slot];
+        s.corruption = d.corruption;
+        s.marked = d.marked;
+        self.line.push(Entry {
+            at_ns: d.at_ns,
+            seq,
+            copy: d.copy,
+            slot,
+        });
+    }
+
+    /// Frees `slot`.
+    fn forget(&mut self, slot: usize) {
+        self.bytes -= self.slots[slot].data.len() as u64;
+        self.free.push(slot);
+    }
+
+    /// Copies held: in the timing queue and in the model's queue.
+    fn len(&self) -> usize {
+        self.line.len() + self.queued.len()
+    }
+}
+
+/// Records a delivered copy of the packet `(seq, arrival)`.
+fn tally_delivery(tally: &mut Tally, arrival: u64, d: &Delivery) {
+    let delay = d.at_ns - arrival;
+    tally.delays.saturating_record(delay);
+    tally.delay_sum += delay as u128;
+    tally.corrupted += d.corruption.is_corrupted() as u64;
+    tally.marked += d.marked as u64;
+    tally.reordered += d.reordered as u64;
+}
+
+/// Takes the model's decisions about the copies its queue holds, up to `now`.
+fn settle<M: Model + ?Sized, W: Write>(
+    model: &mut M,
+    copies: &mut Copies,
+    tally: &mut Tally,
+    log: &mut Option<&mut FateLog<W>>,
+    now: u64,
+) -> Result<(), SimError> {
+    while let Some(dep) = model.depart_by(now) {
+        let Some(slot) = copies.queued.remove(&(dep.seq, dep.copy)) else {
+            continue;
+        };
+        let pkt = PacketMeta {
+            len: copies.slots[slot].orig_len,
+            flow: Default::default(),
+            arrival_ns: dep.arrival_ns,
+            seq: dep.seq,
+            ecn: Default::default(),
+        };
+        match dep.outcome {
+            Outcome::Delivered(d) => {
+                copies.schedule(slot, &d, dep.seq);
+                tally_delivery(tally, dep.arrival_ns, &d);
+                if let Some(log) = log.as_deref_mut() {
+                    log.delivered(&pkt, &d).map_err(SimError::Log)?;
+                }
+            }
+            Outcome::Dropped(reason) => {
+                copies.forget(slot);
+                tally.drop(reason);
+                if let Some(log) = log.as_deref_mut() {
+                    log.dropped(&pkt, dep.copy, reason).map_err(SimError::Log)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How often the progress callback runs, in input frames.
@@ -144,13 +263,9 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
     limits: Limits,
 ) -> Result<Summary, SimError> {
     let keep_bytes = sink.wants_bytes();
-    // Bytes of the copies in flight.
-    let mut held = 0u64;
     let link = source.link_type();
     let mut tally = Tally::default();
-    let mut line = TimingQueue::default();
-    let mut slots: Vec<InFlight> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
+    let mut copies = Copies::default();
     let mut clock = 0u64;
     let mut seq = 0u64;
 
@@ -162,9 +277,9 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
             frame.ts_ns
         };
         clock = arrival;
-        held -= release(
-            &mut line, &mut slots, &mut free, sink, &mut tally, link, arrival,
-        )?;
+        // Decisions the model's queue makes before this arrival, then what is due.
+        settle(model, &mut copies, &mut tally, &mut log, arrival)?;
+        release(&mut copies, sink, &mut tally, link, arrival)?;
 
         let pkt = PacketMeta {
             len: frame.orig_len,
@@ -192,20 +307,22 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
         tally.bytes_in += frame.orig_len as u64;
         tally.first_arrival.get_or_insert(arrival);
         tally.last_arrival = arrival;
-        let copies = fate.delivered.len() + fate.drops().count();
-        tally.duplicated += (copies > 1) as u64;
+        let decided = fate.copies();
+        tally.duplicated += (decided > 1) as u64;
 
         let kept = if keep_bytes {
             frame.data.len() as u64
         } else {
             0
         };
-        let delivered = fate.delivered.as_slice().len();
-        if line.len() + delivered > limits.copies || held + kept * delivered as u64 > limits.bytes {
+        let stored = fate.delivered.len() + fate.held().count();
+        if copies.len() + stored > limits.copies
+            || copies.bytes + kept * stored as u64 > limits.bytes
+        {
             return Err(SimError::InFlight {
                 seq,
-                copies: line.len() + delivered,
-                bytes: held + kept * delivered as u64,
+                copies: copies.len() + stored,
+                bytes: copies.bytes + kept * stored as u64,
                 max_copies: limits.copies,
                 max_bytes: limits.bytes,
                 hint: if keep_bytes {
@@ -215,49 +332,22 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
                 },
             });
         }
-        held += kept * delivered as u64;
         for d in fate.delivered.as_slice() {
-            let slot = match free.pop() {
-                Some(i) => {
-                    slots[i].data.clear();
-                    i
-                }
-                None => {
-                    slots.push(InFlight {
-                        data: Vec::new(),
-                        orig_len: 0,
-                        corruption: Corruption::NONE,
-                        marked: false,
-                    });
-                    slots.len() - 1
-                }
-            };
-            let s = &mut slots[slot];
-            if keep_bytes {
-                s.data.extend_from_slice(frame.data);
-            }
-            s.orig_len = frame.orig_len;
-            s.corruption = d.corruption;
-            s.marked = d.marked;
-            line.push(Entry {
-                at_ns: d.at_ns,
-                seq,
-                copy: d.copy,
-                slot,
-            });
-            let delay = d.at_ns - arrival;
-            tally.delays.saturating_record(delay);
-            tally.delay_sum += delay as u128;
-            tally.corrupted += d.corruption.is_corrupted() as u64;
-            tally.marked += d.marked as u64;
-            tally.reordered += d.reordered as u64;
+            let slot = copies.store(frame.data, frame.orig_len, keep_bytes);
+            copies.schedule(slot, d, seq);
+            tally_delivery(&mut tally, arrival, d);
             if let Some(log) = log.as_deref_mut() {
                 log.delivered(&pkt, d).map_err(SimError::Log)?;
             }
         }
-        // Dropped copies take the copy numbers the delivered ones do not use.
-        let mut missing =
-            (0..copies as u8).filter(|c| !fate.delivered.as_slice().iter().any(|d| d.copy == *c));
+        for copy in fate.held() {
+            let slot = copies.store(frame.data, frame.orig_len, keep_bytes);
+            copies.queued.insert((seq, copy), slot);
+        }
+        // Dropped copies take the copy numbers the delivered and held ones do not use.
+        let mut missing = (0..decided as u8).filter(|c| {
+            !fate.delivered.as_slice().iter().any(|d| d.copy == *c) && !fate.held().any(|h| h == *c)
+        });
         for reason in fate.drops() {
             tally.drop(reason);
             if let Some(log) = log.as_deref_mut() {
@@ -265,41 +355,31 @@ pub fn run_with<M: Model + ?Sized, W: Write>(
                     .map_err(SimError::Log)?;
             }
         }
-        tally.max_in_flight = tally.max_in_flight.max(line.len() as u64);
+        tally.max_in_flight = tally.max_in_flight.max(copies.len() as u64);
         seq += 1;
         if seq % PROGRESS_EVERY == 0 {
             progress(source.progress());
         }
     }
-    release(
-        &mut line,
-        &mut slots,
-        &mut free,
-        sink,
-        &mut tally,
-        link,
-        u64::MAX,
-    )?;
+    settle(model, &mut copies, &mut tally, &mut log, u64::MAX)?;
+    release(&mut copies, sink, &mut tally, link, u64::MAX)?;
     progress(source.progress());
     Ok(tally.finish(model.counters(), model.trace_counters()))
 }
 
-/// Writes every copy due at or before `now`; returns the bytes it no longer keeps.
+/// Writes every copy due at or before `now`.
 fn release(
-    line: &mut TimingQueue<usize>,
-    slots: &mut [InFlight],
-    free: &mut Vec<usize>,
+    copies: &mut Copies,
     sink: &mut dyn FrameSink,
     tally: &mut Tally,
     link: u32,
     now: u64,
-) -> Result<u64, SimError> {
-    let mut freed = 0;
+) -> Result<(), SimError> {
     while let Some(Entry {
         at_ns: at, slot, ..
-    }) = line.pop_due(now)
+    }) = copies.line.pop_due(now)
     {
-        let s = &mut slots[slot];
+        let s = &mut copies.slots[slot];
         // As the engine does: the queue marks, then the wire corrupts.
         if s.marked {
             mark_ce(link, &mut s.data);
@@ -310,8 +390,7 @@ fn release(
         tally.delivered += 1;
         tally.bytes_delivered += s.orig_len as u64;
         tally.last_delivery = tally.last_delivery.max(at);
-        freed += s.data.len() as u64;
-        free.push(slot);
+        copies.forget(slot);
     }
-    Ok(freed)
+    Ok(())
 }

@@ -5,7 +5,8 @@
 //! reason, or `reordered` for a delivered copy the reorder stage sent ahead), `flipped_bits`
 //! (bit positions, `;`-separated in CSV) and `marked` (whether a queue or netem's `ecn` marked
 //! the copy CE instead of dropping it: `1` or empty in CSV). Lines are written in decision
-//! order, which is input order.
+//! order: input order, except that a copy a queue discipline holds is logged when it leaves
+//! the queue.
 
 use std::io::{self, Write};
 

@@ -5,7 +5,7 @@
 //! delivery-opportunity trace starts when the traffic does, whatever the capture's clock says.
 
 use rtemu_model::trace::{FeedCounters, TraceFeed, Verdict};
-use rtemu_model::{DropReason, Exhaustion, Fate, FlowKey, Model, PacketMeta};
+use rtemu_model::{Departure, DropReason, Exhaustion, Fate, FlowKey, Model, PacketMeta};
 use rtemu_trace::flow::{FiveTuple, FlowTable};
 use rtemu_trace::mahimahi::OpportunityStream;
 use rtemu_trace::prefetch::{Prefetcher, UnderrunPolicy};
@@ -255,6 +255,17 @@ impl PerFlow {
     }
 }
 
+impl PerFlow {
+    /// Every model: the flows' and the default.
+    fn models(&self) -> impl Iterator<Item = &(dyn Model + Send)> + '_ {
+        self.flows
+            .entries()
+            .iter()
+            .map(|(_, m)| m.as_ref())
+            .chain([self.default.as_ref()])
+    }
+}
+
 impl Model for PerFlow {
     fn decide(&mut self, pkt: &PacketMeta) -> Fate {
         let t = five_tuple(&pkt.flow);
@@ -262,6 +273,21 @@ impl Model for PerFlow {
             Some((_, m)) => m.decide(pkt),
             None => self.default.decide(pkt),
         }
+    }
+
+    fn next_departure(&self) -> Option<u64> {
+        self.models().filter_map(|m| m.next_departure()).min()
+    }
+
+    fn depart(&mut self) -> Option<Departure> {
+        let t = self.next_departure()?;
+        if self.default.next_departure() == Some(t) {
+            return self.default.depart();
+        }
+        self.flows
+            .values_mut()
+            .find(|m| m.next_departure() == Some(t))?
+            .depart()
     }
 
     fn counters(&self) -> rtemu_model::link::LinkCounters {

@@ -222,6 +222,11 @@ impl<T> FlowTable<T> {
     pub fn entries(&self) -> &[(FlowPattern, T)] {
         &self.entries
     }
+
+    /// The values, in order, to be changed.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.entries.iter_mut().map(|(_, v)| v)
+    }
 }
 
 /// A flow pattern that cannot be parsed.

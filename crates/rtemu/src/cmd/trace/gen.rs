@@ -313,6 +313,13 @@ fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
     use rtemu_model::{netem, LinkModel};
     anyhow::ensure!(a.pps > 0, "--pps must be at least 1");
     let cfg = netem::parse(&a.model).with_context(|| format!("--model {:?}", a.model))?;
+    anyhow::ensure!(
+        !cfg.has_discipline(),
+        "--model {:?}: a queue discipline decides when a packet leaves its queue, after later \
+         packets arrived, which a trace of one record per packet at its arrival cannot hold; \
+         record its decisions with `rtemu sim --log` instead",
+        a.model
+    );
     let tables = rtemu_sim::tables::FileTables::from_env();
     let model = LinkModel::new(&cfg, &tables, a.out.seed, 0).context("the model")?;
     let records = ModelRecords::new(model, a.size, 1_000_000_000 / a.pps, a.out.count);

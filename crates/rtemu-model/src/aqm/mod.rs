@@ -1,0 +1,236 @@
+//! Queue disciplines at the bottleneck: the rate stage's queue when it is managed (CoDel, …)
+//! rather than drop-tail.
+//!
+//! A managed queue decides at *dequeue*: CoDel judges a packet by how long it waited, and a
+//! scheduler picks which queue sends next from what is queued when the link frees, which
+//! depends on packets that arrive after this one. So unlike the drop-tail rate queue
+//! ([`crate::rate`]), which computes every departure at arrival, a [`Bottleneck`] keeps the
+//! packets (their metadata; the engines keep the frames) and is asked to send the next one
+//! when its link frees: [`Bottleneck::next`] says when that is, [`Bottleneck::depart`] makes
+//! the decision. The link itself is still computed, not measured: the next dequeue is when the
+//! packet sent last has been serialized at the configured rate, so no feedback from I/O is
+//! needed, and an engine that calls `depart` at those times, before offering any packet that
+//! arrived later, gets the same decisions in virtual and in real time.
+//!
+//! The link asks for a packet when it becomes free; when the queue is empty then, the
+//! discipline is told so at that instant (CoDel leaves its dropping state), unless a packet
+//! arrived before.
+
+pub mod codel;
+mod store;
+
+use crate::fate::{Corruption, DropReason};
+use crate::packet::{Ecn, Nanos};
+use crate::rate::RateConfig;
+
+use codel::{CodelConfig, CodelState, Decision, Head};
+use store::{Fifo, Store};
+
+/// A copy waiting in a discipline's queue, with what the stages after the queue need to finish
+/// its fate.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Queued {
+    pub(crate) seq: u64,
+    pub(crate) arrival_ns: Nanos,
+    /// When it entered the queue: its arrival, or the bottleneck's clock if that was later.
+    pub(crate) enqueued_ns: Nanos,
+    pub(crate) len: u32,
+    pub(crate) copy: u8,
+    pub(crate) ecn: Ecn,
+    pub(crate) reordered: bool,
+    /// Marked CE before the queue (netem's `ecn` loss) or by the queue at enqueue.
+    pub(crate) marked: bool,
+    pub(crate) corruption: Corruption,
+    /// The delay a trace decided, for a trace-driven link.
+    pub(crate) traced_delay: Option<u64>,
+}
+
+/// How a copy left the bottleneck.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Left {
+    /// Serialized from `at` until `finish`; `mark` if the discipline marked it CE.
+    Sent {
+        packet: Queued,
+        mark: bool,
+        finish: Nanos,
+    },
+    /// Dropped at dequeue.
+    Dropped { packet: Queued, reason: DropReason },
+}
+
+/// One queue under CoDel (RFC 8289): tc's `codel`.
+#[derive(Debug, Clone)]
+pub(crate) struct Codel {
+    limit: u32,
+    state: CodelState,
+    store: Store<Queued>,
+    queue: Fifo,
+}
+
+impl Codel {
+    fn new(cfg: &CodelConfig) -> Self {
+        Codel {
+            limit: cfg.limit,
+            state: CodelState::new(cfg),
+            // The limit, and room for the packet that finds it reached.
+            store: Store::new(cfg.limit as usize),
+            queue: Fifo::default(),
+        }
+    }
+
+    fn enqueue(&mut self, q: Queued) -> Result<(), DropReason> {
+        if self.queue.len >= self.limit {
+            return Err(DropReason::QueueFull);
+        }
+        self.queue
+            .push(&mut self.store, q, q.len)
+            .map(|_| ())
+            .map_err(|_| DropReason::QueueFull)
+    }
+
+    fn dequeue(&mut self, now: Nanos) -> Option<(Queued, Decision)> {
+        let Some(q) = self.queue.pop(&mut self.store, |q| q.len) else {
+            self.state.found_empty();
+            return None;
+        };
+        let head = Head {
+            sojourn_ns: now.saturating_sub(q.enqueued_ns),
+            len: q.len,
+            ecn_capable: q.ecn.is_capable(),
+        };
+        let d = self
+            .state
+            .decide(now, &head, self.queue.bytes, self.queue.is_empty());
+        Some((q, d))
+    }
+}
+
+/// A queue discipline.
+#[derive(Debug, Clone)]
+pub(crate) enum Discipline {
+    /// CoDel.
+    Codel(Codel),
+}
+
+impl Discipline {
+    fn enqueue(&mut self, q: Queued) -> Result<(), DropReason> {
+        match self {
+            Discipline::Codel(c) => c.enqueue(q),
+        }
+    }
+
+    /// The next packet to leave at `now`, and what becomes of it; `None` (and the discipline
+    /// told its queues were found empty) when it holds none.
+    fn dequeue(&mut self, now: Nanos) -> Option<(Queued, Decision)> {
+        match self {
+            Discipline::Codel(c) => c.dequeue(now),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.backlog().0 == 0
+    }
+
+    /// Packets and bytes queued.
+    fn backlog(&self) -> (u64, u64) {
+        match self {
+            Discipline::Codel(c) => (u64::from(c.queue.len), c.queue.bytes),
+        }
+    }
+}
+
+/// A link of a given rate behind a managed queue.
+#[derive(Debug, Clone)]
+pub(crate) struct Bottleneck {
+    rate: RateConfig,
+    discipline: Discipline,
+    /// When the link has finished serializing the packet it sent last.
+    link_free_ns: Nanos,
+    /// When the next packet leaves the queue, while the queue holds one.
+    next_ns: Option<Nanos>,
+    /// When the link will ask for a packet and find the queue empty, unless one arrives first.
+    idle_at: Option<Nanos>,
+    /// The time of the last event: arrivals earlier than it are taken to arrive at it.
+    clock: Nanos,
+}
+
+impl Bottleneck {
+    /// A link of `rate` behind a CoDel queue.
+    pub(crate) fn codel(rate: RateConfig, cfg: &CodelConfig) -> Self {
+        Self::with(rate, Discipline::Codel(Codel::new(cfg)))
+    }
+
+    fn with(rate: RateConfig, discipline: Discipline) -> Self {
+        Bottleneck {
+            rate,
+            discipline,
+            link_free_ns: 0,
+            next_ns: None,
+            idle_at: None,
+            clock: 0,
+        }
+    }
+
+    /// Offers a copy that arrived at `now` (the later of `now` and the last event): queued, or
+    /// dropped at once for the reason returned.
+    pub(crate) fn enqueue(&mut self, now: Nanos, mut q: Queued) -> Result<(), DropReason> {
+        let now = now.max(self.clock);
+        self.clock = now;
+        if let Some(t) = self.idle_at.take() {
+            if now >= t && self.discipline.is_empty() {
+                self.discipline.dequeue(t);
+            }
+        }
+        q.enqueued_ns = now;
+        self.discipline.enqueue(q)?;
+        if self.next_ns.is_none() {
+            self.next_ns = Some(self.link_free_ns.max(now));
+        }
+        Ok(())
+    }
+
+    /// When the next copy leaves the queue, if one is queued.
+    pub(crate) fn next(&self) -> Option<Nanos> {
+        self.next_ns
+    }
+
+    /// The copy that leaves the queue at [`Bottleneck::next`], and how.
+    pub(crate) fn depart(&mut self) -> Option<Left> {
+        let now = self.next_ns?;
+        self.clock = self.clock.max(now);
+        let Some((packet, decision)) = self.discipline.dequeue(now) else {
+            self.next_ns = None;
+            return None;
+        };
+        let more = !self.discipline.is_empty();
+        Some(match decision {
+            Decision::Send { mark } => {
+                self.link_free_ns = now.saturating_add(self.rate.transmit_ns(packet.len));
+                if more {
+                    self.next_ns = Some(self.link_free_ns);
+                } else {
+                    self.next_ns = None;
+                    self.idle_at = Some(self.link_free_ns);
+                }
+                Left::Sent {
+                    packet,
+                    mark,
+                    finish: self.link_free_ns,
+                }
+            }
+            Decision::Drop => {
+                // A dropped packet takes no time on the link: the next one leaves now.
+                self.next_ns = more.then_some(now);
+                Left::Dropped {
+                    packet,
+                    reason: DropReason::Aqm,
+                }
+            }
+        })
+    }
+
+    /// Packets and bytes queued.
+    pub(crate) fn backlog(&self) -> (u64, u64) {
+        self.discipline.backlog()
+    }
+}
