@@ -582,7 +582,15 @@ mod tests {
     fn a_managed_queue_decides_as_the_model_does_whenever_the_loop_runs() {
         // 1000 µs of 1 Mbit/s per 125-byte frame: frames every 900 µs overload it, so CoDel
         // (ECN on) marks the ECN-capable ones and drops the others.
-        let netem = "rate 1mbit codel target 5ms interval 50ms ecn delay 2ms";
+        for netem in [
+            "rate 1mbit codel target 5ms interval 50ms ecn delay 2ms",
+            "rate 1mbit fq_codel target 5ms interval 50ms quantum 300 limit 200 delay 2ms",
+        ] {
+            managed_queue_matches_the_model(netem);
+        }
+    }
+
+    fn managed_queue_matches_the_model(netem: &str) {
         let (mut d, _, _) = direction(netem, 4096);
         let mut reference = model(netem, 7);
         let mut io = MemIo::new(4096);
@@ -608,6 +616,7 @@ mod tests {
             let mut f = udp(i as u32);
             f.resize(125, 0);
             f[15] = (i % 3 == 0) as u8 * 2; // a third ECT(0)
+            f[34..36].copy_from_slice(&(1000 + (i % 5) as u16).to_be_bytes()); // five flows
             let sum = rtemu_model::wire::internet_checksum(&f[14..34]);
             f[24..26].copy_from_slice(&sum.to_be_bytes());
             let t = i * 900_000;
@@ -637,11 +646,14 @@ mod tests {
         assert_eq!(io.sent, expected);
         let c = d.counters();
         assert!(c.conserved(), "{c:?}");
-        assert!(c.marked > 0 && c.dropped(DropKind::Aqm) > 0, "{c:?}");
-        assert_eq!(c.dropped(DropKind::QueueFull), 0);
+        assert!(
+            c.marked > 0 && c.dropped(DropKind::Aqm) > 0,
+            "{netem}: {c:?}"
+        );
+        assert_eq!(c.dropped(DropKind::QueueFull), 0, "{netem}");
         // No ECN-capable frame was dropped by the queue: every one arrived.
         let ect_out = io.sent.iter().filter(|f| f[15] & 3 != 0).count();
-        assert_eq!(ect_out, 1000);
+        assert_eq!(ect_out, 1000, "{netem}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::aqm::codel::CodelConfig;
+use crate::aqm::fq_codel::FqCodelConfig;
 use crate::chance::ChanceConfig;
 use crate::dist::MAX_DELAY_NS;
 use crate::loss::{Loss, LossConfig};
@@ -205,6 +206,9 @@ pub struct LinkConfig {
     /// CoDel (RFC 8289) managing the rate queue instead of drop-tail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub codel: Option<CodelConfig>,
+    /// FQ-CoDel (RFC 8290) managing the rate queue instead of drop-tail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fq_codel: Option<FqCodelConfig>,
     /// A seed for this link alone, overriding the experiment's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -231,6 +235,7 @@ impl Default for LinkConfig {
             limit_bytes: None,
             limit_time: None,
             codel: None,
+            fq_codel: None,
             seed: None,
         }
     }
@@ -402,6 +407,9 @@ impl LinkConfig {
         if let Some(c) = &self.codel {
             return u64::from(c.limit);
         }
+        if let Some(c) = &self.fq_codel {
+            return u64::from(c.limit);
+        }
         let limits = crate::rate::QueueLimits {
             packets: self.limit,
             bytes: self.limit_bytes,
@@ -416,7 +424,15 @@ impl LinkConfig {
     /// Checks the queue discipline: it manages the rate queue, so it needs a rate, and it
     /// brings its own limit.
     fn validate_discipline(&self) -> Result<(), ConfigError> {
-        let Some((keyword, limit, times)) = self.codel.as_ref().map(|c| {
+        if self.codel.is_some() && self.fq_codel.is_some() {
+            return Err(fault(
+                "fq_codel",
+                0,
+                "",
+                "a link has one queue discipline: give codel or fq_codel, not both",
+            ));
+        }
+        let codel = self.codel.as_ref().map(|c| {
             (
                 "codel",
                 c.limit,
@@ -426,9 +442,60 @@ impl LinkConfig {
                     ("ce_threshold", c.ce_threshold),
                 ],
             )
-        }) else {
+        });
+        let fq = self.fq_codel.as_ref().map(|c| {
+            (
+                "fq_codel",
+                c.limit,
+                [
+                    ("target", Some(c.target)),
+                    ("interval", Some(c.interval)),
+                    ("ce_threshold", c.ce_threshold),
+                ],
+            )
+        });
+        let Some((keyword, limit, times)) = codel.or(fq) else {
             return Ok(());
         };
+        if let Some(f) = &self.fq_codel {
+            for (name, v, range) in [
+                ("flows", f.flows, 1..=65536),
+                ("quantum", f.quantum, 1..=1 << 20),
+                ("drop_batch", f.drop_batch, 1..=1 << 16),
+            ] {
+                if !range.contains(&v) {
+                    return Err(fault(
+                        keyword,
+                        0,
+                        "",
+                        format!(
+                            "{name} {v} must be from {} to {}",
+                            range.start(),
+                            range.end()
+                        ),
+                    ));
+                }
+            }
+            if f.memory_limit.0 == 0 || f.memory_limit.0 > MAX_LIMIT_BYTES {
+                return Err(fault(
+                    keyword,
+                    0,
+                    "",
+                    format!(
+                        "memory_limit must be between 1b and {}",
+                        Size(MAX_LIMIT_BYTES)
+                    ),
+                ));
+            }
+            if f.limit > 1 << 24 {
+                return Err(fault(
+                    keyword,
+                    0,
+                    "",
+                    "limit must be at most 16777216 packets",
+                ));
+            }
+        }
         if self.rate.is_none() {
             return Err(fault(
                 keyword,
@@ -477,7 +544,7 @@ impl LinkConfig {
     /// Whether a queue discipline (`codel`, …) manages the rate queue: the model then decides
     /// a copy's fate when it leaves the queue ([`crate::Model::depart`]).
     pub fn has_discipline(&self) -> bool {
-        self.codel.is_some()
+        self.codel.is_some() || self.fq_codel.is_some()
     }
 
     /// Whether the configuration changes nothing (an ideal link).
@@ -519,6 +586,40 @@ fn codel_words(c: &CodelConfig) -> String {
     }
     if let Some(t) = c.ce_threshold {
         w += &format!(" ce_threshold {t}");
+    }
+    w
+}
+
+/// `fq_codel` and the options that differ from tc's defaults.
+fn fq_codel_words(c: &FqCodelConfig) -> String {
+    let d = FqCodelConfig::default();
+    let mut w = String::from("fq_codel");
+    if c.limit != d.limit {
+        w += &format!(" limit {}", c.limit);
+    }
+    if c.flows != d.flows {
+        w += &format!(" flows {}", c.flows);
+    }
+    if c.target != d.target {
+        w += &format!(" target {}", c.target);
+    }
+    if c.interval != d.interval {
+        w += &format!(" interval {}", c.interval);
+    }
+    if c.quantum != d.quantum {
+        w += &format!(" quantum {}", c.quantum);
+    }
+    if c.memory_limit != d.memory_limit {
+        w += &format!(" memory_limit {}", c.memory_limit);
+    }
+    if !c.ecn {
+        w += " noecn";
+    }
+    if let Some(t) = c.ce_threshold {
+        w += &format!(" ce_threshold {t}");
+    }
+    if c.drop_batch != d.drop_batch {
+        w += &format!(" drop_batch {}", c.drop_batch);
     }
     w
 }
@@ -619,6 +720,9 @@ impl fmt::Display for LinkConfig {
         }
         if let Some(c) = &self.codel {
             parts.push(codel_words(c));
+        }
+        if let Some(c) = &self.fq_codel {
+            parts.push(fq_codel_words(c));
         }
         if let Some(seed) = self.seed {
             parts.push(format!("seed {seed}"));

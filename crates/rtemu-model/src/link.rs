@@ -45,6 +45,9 @@ pub trait TableSource {
     fn table(&self, name: &str) -> Result<DistTable, String>;
 }
 
+/// The label mixed into a link's stream label for the seed of FQ-CoDel's flow hash.
+const FLOW_HASH_LABEL: u64 = 0x4651_4841_5348; // "FQHASH"
+
 /// A [`TableSource`] that has no tables: enough for every configuration that names none.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoTables;
@@ -187,11 +190,17 @@ impl LinkModel {
             corrupt: chance("corrupt", &cfg.corrupt)?,
             ln_1m_ber: cfg.ber.map(|b| (-b).ln_1p()),
             reorder,
-            bottleneck: match (&cfg.rate, &cfg.codel) {
-                (Some(r), Some(c)) => Some(Bottleneck::codel(*r, c)),
+            bottleneck: match (&cfg.rate, &cfg.codel, &cfg.fq_codel) {
+                (Some(r), Some(c), _) => Some(Bottleneck::codel(*r, c)),
+                (Some(r), None, Some(f)) => {
+                    // Its own stream, so hashing takes no draw from the link's.
+                    let hash_seed =
+                        Stream::new(cfg.seed.unwrap_or(seed), label ^ FLOW_HASH_LABEL).next_u64();
+                    Some(Bottleneck::fq_codel(*r, f, hash_seed))
+                }
                 _ => None,
             },
-            rate: cfg.rate.filter(|_| cfg.codel.is_none()).map(|r| {
+            rate: cfg.rate.filter(|_| !cfg.has_discipline()).map(|r| {
                 RateQueue::new(
                     r,
                     QueueLimits {
@@ -258,6 +267,7 @@ impl LinkModel {
                 seq: pkt.seq,
                 arrival_ns: pkt.arrival_ns,
                 enqueued_ns: pkt.arrival_ns,
+                queue: b.classify(&pkt.flow),
                 len: pkt.len,
                 copy,
                 ecn: pkt.ecn,

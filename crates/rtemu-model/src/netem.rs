@@ -17,6 +17,7 @@
 //! 100%`.
 
 use crate::aqm::codel::CodelConfig;
+use crate::aqm::fq_codel::FqCodelConfig;
 use crate::chance::ChanceConfig;
 use crate::config::{
     int_range, ConfigError, DistName, LinkConfig, TableMode, CELL_SIZE_RANGE, LIMIT_RANGE,
@@ -278,6 +279,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "seed" => cfg.seed = Some(p.integer(keyword, "a whole number from 0 to 18446744073709551615")?),
             "ecn" => cfg.ecn = true,
             "codel" => cfg.codel = Some(parse_codel(&mut p)?),
+            "fq_codel" => cfg.fq_codel = Some(parse_fq_codel(&mut p)?),
             "slot" => {
                 return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
             }
@@ -286,7 +288,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
                     keyword,
                     Some(&p.words[at]),
                     "unknown keyword; expected one of delay, distribution, loss, ecn, duplicate, corrupt, ber, \
-                     reorder, gap, rate, limit, limit-bytes, codel, ordered, tables, seed",
+                     reorder, gap, rate, limit, limit-bytes, codel, fq_codel, ordered, tables, seed",
                 ))
             }
         }
@@ -304,6 +306,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "limit-bytes",
             "ecn",
             "codel",
+            "fq_codel",
         ];
         if let Some(k) = known.iter().find(|k| **k == canonical) {
             spans.push((k, at, p.pos));
@@ -375,6 +378,36 @@ fn parse_codel(p: &mut Parser<'_>) -> Result<CodelConfig, NetemError> {
                 c.ecn = false;
             }
             _ => break,
+        }
+    }
+    Ok(c)
+}
+
+/// `fq_codel`'s options, as [`parse_codel`] reads `codel`'s.
+fn parse_fq_codel(p: &mut Parser<'_>) -> Result<FqCodelConfig, NetemError> {
+    let mut c = FqCodelConfig::default();
+    let number = "a whole number from 1 to 4294967295";
+    while let Some(word) = p.words.get(p.pos).map(|w| w.text) {
+        p.pos += 1;
+        match word {
+            "limit" => c.limit = p.integer("fq_codel limit", number)?,
+            "flows" => c.flows = p.integer("fq_codel flows", number)?,
+            "quantum" => c.quantum = p.integer("fq_codel quantum", number)?,
+            "drop_batch" => c.drop_batch = p.integer("fq_codel drop_batch", number)?,
+            "memory_limit" => {
+                c.memory_limit = p.value("fq_codel memory_limit", "a size", Size::parse)?
+            }
+            "target" => c.target = p.value("fq_codel target", "a time", Time::parse)?,
+            "interval" => c.interval = p.value("fq_codel interval", "a time", Time::parse)?,
+            "ce_threshold" => {
+                c.ce_threshold = Some(p.value("fq_codel ce_threshold", "a time", Time::parse)?)
+            }
+            "ecn" => c.ecn = true,
+            "noecn" => c.ecn = false,
+            _ => {
+                p.pos -= 1;
+                break;
+            }
         }
     }
     Ok(c)

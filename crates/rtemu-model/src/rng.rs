@@ -85,6 +85,22 @@ impl Stream {
 
 /// SplitMix64's finaliser: spreads the bits of a seed so that nearby seeds give unrelated
 /// streams.
+/// A seeded hash of a flow's 5-tuple: which FQ-CoDel queue a flow lands in depends on the
+/// seed, as in Linux (whose hash is perturbed at random), but reproducibly.
+pub(crate) fn hash_flow(flow: &crate::FlowKey, seed: u64) -> u64 {
+    let addr = |a: std::net::IpAddr| match a {
+        std::net::IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        std::net::IpAddr::V6(v6) => u128::from(v6),
+    };
+    let ports =
+        u64::from(flow.src_port) << 24 | u64::from(flow.dst_port) << 8 | u64::from(flow.protocol);
+    [addr(flow.src), addr(flow.dst)]
+        .into_iter()
+        .flat_map(|a| [a as u64, (a >> 64) as u64])
+        .chain([ports])
+        .fold(splitmix64(seed), |h, w| splitmix64(h ^ w))
+}
+
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

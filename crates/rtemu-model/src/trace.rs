@@ -145,6 +145,7 @@ pub fn untraced_stages(cfg: &LinkConfig) -> LinkConfig {
         limit_bytes: cfg.limit_bytes,
         limit_time: cfg.limit_time,
         codel: cfg.codel,
+        fq_codel: cfg.fq_codel,
         corrupt: cfg.corrupt,
         ber: cfg.ber,
         ordered: cfg.ordered,

@@ -1,5 +1,5 @@
-//! Queue disciplines at the bottleneck: the rate stage's queue when it is managed (CoDel, …)
-//! rather than drop-tail.
+//! Queue disciplines at the bottleneck: the rate stage's queue when it is managed (CoDel,
+//! FQ-CoDel) rather than drop-tail.
 //!
 //! A managed queue decides at *dequeue*: CoDel judges a packet by how long it waited, and a
 //! scheduler picks which queue sends next from what is queued when the link frees, which
@@ -17,13 +17,16 @@
 //! arrived before.
 
 pub mod codel;
+pub mod fq_codel;
 mod store;
 
 use crate::fate::{Corruption, DropReason};
 use crate::packet::{Ecn, Nanos};
 use crate::rate::RateConfig;
 
+use crate::packet::FlowKey;
 use codel::{CodelConfig, CodelState, Decision, Head};
+use fq_codel::{FqCodel, FqCodelConfig};
 use store::{Fifo, Store};
 
 /// A copy waiting in a discipline's queue, with what the stages after the queue need to finish
@@ -34,6 +37,8 @@ pub(crate) struct Queued {
     pub(crate) arrival_ns: Nanos,
     /// When it entered the queue: its arrival, or the bottleneck's clock if that was later.
     pub(crate) enqueued_ns: Nanos,
+    /// The scheduler's queue for its flow (FQ-CoDel's).
+    pub(crate) queue: u32,
     pub(crate) len: u32,
     pub(crate) copy: u8,
     pub(crate) ecn: Ecn,
@@ -110,12 +115,18 @@ impl Codel {
 pub(crate) enum Discipline {
     /// CoDel.
     Codel(Codel),
+    /// FQ-CoDel.
+    FqCodel(FqCodel),
 }
 
 impl Discipline {
     fn enqueue(&mut self, q: Queued) -> Result<(), DropReason> {
         match self {
             Discipline::Codel(c) => c.enqueue(q),
+            Discipline::FqCodel(f) => {
+                f.enqueue(q, q.queue);
+                Ok(())
+            }
         }
     }
 
@@ -124,6 +135,7 @@ impl Discipline {
     fn dequeue(&mut self, now: Nanos) -> Option<(Queued, Decision)> {
         match self {
             Discipline::Codel(c) => c.dequeue(now),
+            Discipline::FqCodel(f) => f.dequeue(now),
         }
     }
 
@@ -135,6 +147,7 @@ impl Discipline {
     fn backlog(&self) -> (u64, u64) {
         match self {
             Discipline::Codel(c) => (u64::from(c.queue.len), c.queue.bytes),
+            Discipline::FqCodel(f) => f.backlog(),
         }
     }
 }
@@ -160,6 +173,19 @@ impl Bottleneck {
         Self::with(rate, Discipline::Codel(Codel::new(cfg)))
     }
 
+    /// A link of `rate` behind FQ-CoDel, hashing flows with `hash_seed`.
+    pub(crate) fn fq_codel(rate: RateConfig, cfg: &FqCodelConfig, hash_seed: u64) -> Self {
+        Self::with(rate, Discipline::FqCodel(FqCodel::new(cfg, hash_seed)))
+    }
+
+    /// The scheduler's queue for `flow` (0 for a discipline with one queue).
+    pub(crate) fn classify(&self, flow: &FlowKey) -> u32 {
+        match &self.discipline {
+            Discipline::FqCodel(f) => f.classify(flow),
+            Discipline::Codel(_) => 0,
+        }
+    }
+
     fn with(rate: RateConfig, discipline: Discipline) -> Self {
         Bottleneck {
             rate,
@@ -183,19 +209,31 @@ impl Bottleneck {
         }
         q.enqueued_ns = now;
         self.discipline.enqueue(q)?;
-        if self.next_ns.is_none() {
+        if self.next_ns.is_none() && !self.discipline.is_empty() {
             self.next_ns = Some(self.link_free_ns.max(now));
         }
         Ok(())
     }
 
-    /// When the next copy leaves the queue, if one is queued.
+    /// When the next copy leaves the queue (or a copy dropped on overflow is reported), if
+    /// one is queued.
     pub(crate) fn next(&self) -> Option<Nanos> {
-        self.next_ns
+        match &self.discipline {
+            Discipline::FqCodel(f) if f.has_dropped() => Some(self.clock),
+            _ => self.next_ns,
+        }
     }
 
     /// The copy that leaves the queue at [`Bottleneck::next`], and how.
     pub(crate) fn depart(&mut self) -> Option<Left> {
+        if let Discipline::FqCodel(f) = &mut self.discipline {
+            if let Some(packet) = f.take_dropped() {
+                return Some(Left::Dropped {
+                    packet,
+                    reason: DropReason::QueueFull,
+                });
+            }
+        }
         let now = self.next_ns?;
         self.clock = self.clock.max(now);
         let Some((packet, decision)) = self.discipline.dequeue(now) else {
