@@ -171,7 +171,6 @@ pub struct Direction {
     pub link: String,
     /// Copies queued with their ECN field set to CE instead of being dropped (by an AQM, or
     /// netem's `ecn` loss).
-    #[serde(default)]
     pub marked: u64,
     /// The netem parameters of the model this direction runs now (over its trace, if the link
     /// has one): the topology's, or those of the last `set` or scheduled change it was handed;

@@ -234,7 +234,7 @@ mod tests {
             "fidelity": {"arrival_lag": p, "count": delivered, "early": 0, "late": 0,
                          "late_after_ns": 100_000, "lost": 0, "released": p,
                          "released_histogram": {"counts": [], "edges_ns": []}, "started": p},
-            "from": "x", "in_flight": 0, "kernel_drops": null, "link": link, "netem": null,
+            "from": "x", "in_flight": 0, "kernel_drops": null, "link": link, "marked": 0, "netem": null,
             "received": delivered, "received_bytes": delivered * 100, "resolution_passed": 0,
             "to": "y", "trace_underruns": 0, "tx_busy": 0
         }))
