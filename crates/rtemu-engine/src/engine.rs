@@ -388,18 +388,19 @@ struct Share<Io> {
     ways: Vec<Unit>,
     /// What it serves, as reports name it: a link, or one direction of a split link.
     names: Vec<String>,
-    wake: Option<WakeSet>,
+    wake: WakeSet,
+    /// Whether every receiving port has a descriptor in `wake`.
+    watches_all: bool,
 }
 
 impl<Io: PacketIo> Share<Io> {
     /// Adds `io` as a port; watches it for frames when it receives. Returns its index.
     fn port(&mut self, io: Io, receives: bool) -> Result<usize, EngineError> {
         if receives {
-            match (io.poll_fd(), self.wake.as_mut()) {
-                (Some(fd), Some(w)) => w.watch(fd).map_err(EngineError::Watch)?,
-                // An interface without a descriptor cannot be slept on: the thread polls.
-                (None, _) => self.wake = None,
-                (Some(_), None) => {}
+            match io.poll_fd() {
+                Some(fd) => self.wake.watch(fd).map_err(EngineError::Watch)?,
+                // An interface without a descriptor cannot be slept on: the thread polls it.
+                None => self.watches_all = false,
             }
         }
         self.ports.push(io);
@@ -428,7 +429,8 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
             ports: Vec::new(),
             ways: Vec::new(),
             names: Vec::new(),
-            wake: Some(WakeSet::new().map_err(EngineError::Watch)?),
+            wake: WakeSet::new().map_err(EngineError::Watch)?,
+            watches_all: true,
         });
     }
     let mut taps = Vec::new();
@@ -546,7 +548,12 @@ pub fn spawn<Io: PacketIo + Send + 'static>(
     };
     let mut threads = Vec::with_capacity(n_threads);
     for (index, share) in shares.into_iter().enumerate() {
-        let pacer = Pacer::new(config.wait, config.poll_interval_ns, share.wake)?;
+        let pacer = Pacer::new(
+            config.wait,
+            config.poll_interval_ns,
+            share.wake,
+            share.watches_all,
+        )?;
         let rt_cfg = ThreadRt {
             cpu: (!config.rt.cpus.is_empty()).then(|| config.rt.cpus[index % config.rt.cpus.len()]),
             fifo_priority: config.rt.fifo_priority,

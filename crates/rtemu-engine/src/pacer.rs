@@ -36,26 +36,26 @@ pub(crate) const SPIN_APPROACH_NS: u64 = 2_000;
 #[derive(Debug)]
 pub(crate) struct Pacer {
     strategy: WaitStrategy,
-    /// The thread's receive sockets and bell; `None` when an I/O layer has no descriptor.
-    wake: Option<WakeSet>,
-    /// The bell of `wake`, or of a set that watches nothing (so stop still wakes the thread).
-    bell: Bell,
-    /// The sleeping strategies' waiter, and every strategy's fallback without descriptors.
+    /// The thread's receive sockets (those that have a descriptor) and its bell.
+    wake: WakeSet,
+    /// Whether `wake` watches every receiving interface; if not, sleeps end each poll interval
+    /// so the others are polled.
+    watches_all: bool,
+    /// The sleeping strategies' waiter.
     sleeper: Waiter,
     spinner: Waiter,
     latency: WakeLatency,
     poll_interval_ns: u64,
-    /// Fallback set (bell only) used when `wake` is `None`.
-    bell_only: Option<WakeSet>,
 }
 
 impl Pacer {
-    /// A pacer for `strategy`; `wake` is the set of the thread's receive sockets, `None` when
-    /// one of its interfaces cannot be slept on.
+    /// A pacer for `strategy` over `wake`, the set of the thread's receive sockets;
+    /// `watches_all` says whether every receiving interface is in it.
     pub(crate) fn new(
         strategy: WaitStrategy,
         poll_interval_ns: u64,
-        wake: Option<WakeSet>,
+        wake: WakeSet,
+        watches_all: bool,
     ) -> Result<Pacer, WaitError> {
         let sleeper = match strategy {
             WaitStrategy::Spin | WaitStrategy::Hybrid { .. } | WaitStrategy::Auto => {
@@ -63,29 +63,20 @@ impl Pacer {
             }
             other => Waiter::new(other)?,
         };
-        let setup = |source| WaitError::Setup { strategy, source };
-        let (bell, bell_only) = match &wake {
-            Some(w) => (w.bell(), None),
-            None => {
-                let w = WakeSet::new().map_err(setup)?;
-                (w.bell(), Some(w))
-            }
-        };
         Ok(Pacer {
             strategy,
             wake,
-            bell,
+            watches_all,
             sleeper,
             spinner: Waiter::new(WaitStrategy::Spin)?,
             latency: WakeLatency::new(),
             poll_interval_ns,
-            bell_only,
         })
     }
 
     /// The bell that wakes this thread from any sleep.
     pub(crate) fn bell(&self) -> Bell {
-        self.bell.clone()
+        self.wake.bell()
     }
 
     /// The margin before a release at which the thread stops sleeping, ns (0 for `spin` and
@@ -161,18 +152,16 @@ impl Pacer {
         budget: &mut RtBudget,
     ) -> Result<(Woke, Instant), WaitError> {
         budget.sleep(now.as_nanos());
-        let woke = match &mut self.wake {
-            Some(w) => w.sleep_until(deadline)?,
-            None => {
-                // Nothing to sleep on but the bell: poll the I/O each poll interval.
-                let poll_end = now + self.poll_interval_ns;
-                let until = deadline.map_or(poll_end, |d| d.min(poll_end));
-                let w = self.bell_only.as_mut().expect("made when `wake` is None");
-                match w.sleep_until(Some(until))? {
-                    Woke::Deadline if deadline.is_some_and(|d| until >= d) => Woke::Deadline,
-                    Woke::Deadline => Woke::Ready,
-                    other => other,
-                }
+        let woke = if self.watches_all {
+            self.wake.sleep_until(deadline)?
+        } else {
+            // Some interface cannot be slept on: wake each poll interval to poll it.
+            let poll_end = now + self.poll_interval_ns;
+            let until = deadline.map_or(poll_end, |d| d.min(poll_end));
+            match self.wake.sleep_until(Some(until))? {
+                Woke::Deadline if deadline.is_some_and(|d| until >= d) => Woke::Deadline,
+                Woke::Deadline => Woke::Ready,
+                other => other,
             }
         };
         let at = Instant::now();
@@ -195,7 +184,13 @@ mod tests {
     #[test]
     fn auto_sleeps_until_its_margin_before_the_release_and_learns_its_wake_up_latency() {
         // A poll interval longer than the test: each sleep runs to its deadline.
-        let mut pacer = Pacer::new(WaitStrategy::Auto, 10_000_000_000, None).unwrap();
+        let mut pacer = Pacer::new(
+            WaitStrategy::Auto,
+            10_000_000_000,
+            WakeSet::new().unwrap(),
+            false,
+        )
+        .unwrap();
         let mut b = budget();
         let first = pacer.margin_ns();
         for _ in 0..64 {
@@ -220,7 +215,8 @@ mod tests {
                 margin_ns: 1_000_000,
             },
             200_000,
-            None,
+            WakeSet::new().unwrap(),
+            false,
         )
         .unwrap();
         let mut b = budget();
@@ -234,7 +230,7 @@ mod tests {
         let (mut tx, rx) = UnixStream::pair().unwrap();
         let mut set = WakeSet::new().unwrap();
         set.watch(rx.as_fd()).unwrap();
-        let mut pacer = Pacer::new(WaitStrategy::Auto, 50_000, Some(set)).unwrap();
+        let mut pacer = Pacer::new(WaitStrategy::Auto, 50_000, set, true).unwrap();
         let mut b = budget();
         let writer = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(30));
@@ -250,7 +246,7 @@ mod tests {
         let (_tx2, rx2) = UnixStream::pair().unwrap();
         let mut set = WakeSet::new().unwrap();
         set.watch(rx2.as_fd()).unwrap();
-        let mut pacer = Pacer::new(WaitStrategy::Sleep, 50_000, Some(set)).unwrap();
+        let mut pacer = Pacer::new(WaitStrategy::Sleep, 50_000, set, true).unwrap();
         let bell = pacer.bell();
         let ringer = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(30));
@@ -264,7 +260,8 @@ mod tests {
 
     #[test]
     fn sleeping_strategies_wake_for_the_next_release_or_the_poll_interval() {
-        let mut pacer = Pacer::new(WaitStrategy::Sleep, 300_000, None).unwrap();
+        let mut pacer =
+            Pacer::new(WaitStrategy::Sleep, 300_000, WakeSet::new().unwrap(), false).unwrap();
         let mut b = budget();
         let now = Instant::now();
         pacer.pace(now, Some(now + 100_000), &mut b).unwrap();
@@ -279,7 +276,8 @@ mod tests {
 
     #[test]
     fn spin_hands_the_last_microseconds_to_the_spin_waiter() {
-        let mut pacer = Pacer::new(WaitStrategy::Spin, 50_000, None).unwrap();
+        let mut pacer =
+            Pacer::new(WaitStrategy::Spin, 50_000, WakeSet::new().unwrap(), false).unwrap();
         let mut b = budget();
         let now = Instant::now();
         let due = now + 1_500;
@@ -290,7 +288,8 @@ mod tests {
 
     #[test]
     fn sleeps_are_not_charged_to_the_real_time_budget() {
-        let mut pacer = Pacer::new(WaitStrategy::Auto, 50_000, None).unwrap();
+        let mut pacer =
+            Pacer::new(WaitStrategy::Auto, 50_000, WakeSet::new().unwrap(), false).unwrap();
         let start = Instant::now().as_nanos();
         let mut b = RtBudget::new(1_000_000_000, 10_000_000, start);
         // 50 ms of waiting for releases far away: almost all asleep.
