@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
+use rtemu_testutil::TempDir;
 use rtemu_trace::format::Content;
 use rtemu_trace::reader::read_all;
 use rtemu_trace::{Action, ErrorKind, Format, Header, RecordReader, RecordWriter, TimeUnit};
@@ -276,42 +277,37 @@ proptest! {
     }
 }
 
-/// A file under the system's temporary directory, removed when dropped.
+/// A file in this test's own directory (removed with the directory).
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(name: &str, bytes: &[u8]) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("rtemu-trace-sniff-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    fn new(dir: &TempDir, name: &str, bytes: &[u8]) -> Scratch {
+        let path = dir.0.join(name);
         std::fs::write(&path, bytes).unwrap();
         Scratch(path)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-        // Fails, harmlessly, while another test still has a file there.
-        let _ = std::fs::remove_dir(self.0.parent().expect("a file in a directory"));
     }
 }
 
 #[test]
 fn every_kind_is_detected_in_a_file_without_a_telling_name() {
     use rtemu_trace::{mahimahi, series};
+    let dir = TempDir::new("trace-sniff");
 
     let mahimahi: String = (1..=100).map(|t| format!("{t}\n")).collect();
-    let f = Scratch::new("mm", mahimahi.as_bytes());
+    let f = Scratch::new(&dir, "mm", mahimahi.as_bytes());
     assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Mahimahi);
     let read = |f: &Scratch| std::fs::File::open(&f.0).unwrap();
     assert_eq!(mahimahi::read_all(read(&f)).unwrap().len(), 100);
 
-    let f = Scratch::new("p.txt", b"# probe\n0 10\n0.5 20ms 0\n1s 5 lost\n");
+    let f = Scratch::new(&dir, "p.txt", b"# probe\n0 10\n0.5 20ms 0\n1s 5 lost\n");
     assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Series);
     assert_eq!(series::read_all(read(&f)).unwrap().len(), 3);
 
-    let f = Scratch::new("actions", b"pass 1234us\ndrop\ndup 100us\npass 200us\n");
+    let f = Scratch::new(
+        &dir,
+        "actions",
+        b"pass 1234us\ndrop\ndup 100us\npass 200us\n",
+    );
     assert_eq!(
         Content::sniff_file(&f.0).unwrap(),
         Content::Actions(Format::Text)
@@ -320,20 +316,20 @@ fn every_kind_is_detected_in_a_file_without_a_telling_name() {
     assert_eq!(records.len(), 4);
 
     let raw = std::fs::read(golden("sample.rpl")).unwrap();
-    let f = Scratch::new("words", &raw);
+    let f = Scratch::new(&dir, "words", &raw);
     assert_eq!(
         Content::sniff_file(&f.0).unwrap(),
         Content::Actions(Format::Raw)
     );
     let framed = std::fs::read(golden("sample.rplx")).unwrap();
-    let f = Scratch::new("framed.txt", &framed);
+    let f = Scratch::new(&dir, "framed.txt", &framed);
     assert_eq!(
         Content::sniff_file(&f.0).unwrap(),
         Content::Actions(Format::Framed)
     );
 
     // Text of no kind is an error naming the file and the line, never raw words.
-    let f = Scratch::new("notes", b"# what\nhello world\n");
+    let f = Scratch::new(&dir, "notes", b"# what\nhello world\n");
     let e = Content::sniff_file(&f.0).unwrap_err().to_string();
     assert!(
         e.contains("notes: line 2, column 1: this line fits no trace kind"),
@@ -355,7 +351,8 @@ fn a_long_file_is_judged_by_its_head() {
         .map(|i| format!("{i}.25 {}\n", i % 97))
         .collect();
     assert!(series.len() > rtemu_trace::format::SNIFF_LEN);
-    let f = Scratch::new("long-series", series.as_bytes());
+    let dir = TempDir::new("trace-long-head");
+    let f = Scratch::new(&dir, "long-series", series.as_bytes());
     assert_eq!(Content::sniff_file(&f.0).unwrap(), Content::Series);
 }
 
