@@ -9,6 +9,7 @@
 //!   [`view`], `rtemu view`: the view of a lab on localhost TCP, in one command;
 //! * [`client`]: a minimal blocking client, for tests and tools;
 //! * [`cluster`]: the coordinator of a multi-host lab, which drives every host's agent;
+//! * [`metrics`]: `GET /metrics`, the labs' and engines' counters for Prometheus;
 //! * [`error`]: errors as `{"error": TEXT}` with the command line's text and a status;
 //! * [`openapi_json`]: the OpenAPI 3.1 document, derived from the handlers and types, also
 //!   checked in as docs/openapi.json.
@@ -27,6 +28,7 @@ pub mod ctl;
 pub mod error;
 pub mod exec;
 pub mod listen;
+pub mod metrics;
 pub mod routes;
 pub mod view;
 pub mod web;
@@ -107,6 +109,7 @@ impl Default for Options {
         routes::schedule,
         routes::stats,
         routes::stats_stream,
+        routes::metrics,
         routes::counters,
         routes::capture,
         routes::exec,

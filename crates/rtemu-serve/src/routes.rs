@@ -46,6 +46,7 @@ impl App {
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
         .route("/v1/labs", get(list_labs).post(up))
         .route("/v1/labs/{lab}", get(get_lab).delete(down))
         .route("/v1/labs/{lab}/nodes", get(list_nodes))
@@ -288,6 +289,18 @@ pub async fn stats(
 ) -> Result<Json<ctl::StatsReply>, ApiError> {
     let state = lab_state(params(p)?).await?;
     blocking(move || ctl::stats(&state)).await.map(Json)
+}
+
+/// Every lab's and engine's counters as Prometheus metrics (docs/metrics.md), read as
+/// `GET /v1/labs/{lab}/stats` reads them.
+#[utoipa::path(get, path = "/metrics", tag = "stats",
+    responses((status = 200, description = "Prometheus's text exposition format 0.0.4", content_type = "text/plain; version=0.0.4; charset=utf-8"),
+        (status = 500, body = ErrorBody)))]
+pub async fn metrics() -> Result<Response, ApiError> {
+    let labs = blocking(crate::metrics::gather).await?;
+    let text = crate::metrics::encode(&labs);
+    let content_type = crate::metrics::exposition::CONTENT_TYPE;
+    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
 }
 
 /// The kernel's packet counters of every interface of the lab's nodes: the counters of ideal
