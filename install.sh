@@ -6,19 +6,25 @@
 # --format svg`), a font for the text of `rtemu lab … --plot FILE.png` (DejaVu), and Chromium
 # with its WebDriver (chromium, chromium-driver) for the web view's browser tests, and venv for
 # the distribution's Python (python3-venv: ./test.sh runs the Python tests in a virtual
-# environment), and Node.js, whose test runner runs the web page's unit tests. Rust comes from
+# environment), and Node.js, whose test runner runs the web page's unit tests, and Prometheus
+# (the metrics test scrapes a lab with a Prometheus of its own, on loopback). Rust comes from
 # rustup when cargo is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need=()
-for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz fonts-dejavu-core chromium chromium-driver python3-venv nodejs; do
+for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz fonts-dejavu-core chromium chromium-driver python3-venv nodejs prometheus; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
+  # Debian's package starts and enables a Prometheus on every address (:9090): the one this
+  # script brought is stopped and disabled, so installing opens no port.
+  if [[ " ${need[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus.service
+  fi
 fi
 
 # Rust: rtemu needs 1.85 or newer, more than Debian's own package offers, so it comes from

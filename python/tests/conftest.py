@@ -1,16 +1,20 @@
-"""Shared test helpers: golden files, unique lab names, and the rule that skips a test that
-cannot run here (not root, no browser) but fails it in CI."""
+"""Shared test helpers: golden files, unique lab names, the rule that skips a test that
+cannot run here (not root, no browser) but fails it in CI, and processes in nodes and beside
+the tests."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-from collections.abc import Iterator
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -18,6 +22,7 @@ import rtemu
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _names = count()
+T = TypeVar("T")
 
 
 def golden(name: str) -> Any:
@@ -77,3 +82,75 @@ def client() -> Iterator[rtemu.Client]:
     require_root()
     with rtemu.Client() as c:
         yield c
+
+
+def wait_for(
+    check: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    retry: tuple[type[Exception], ...] = (),
+) -> T:
+    """The first true value of ``check()`` polled until ``timeout`` seconds; fails with ``what``.
+    A ``retry`` exception raised by ``check`` counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except retry:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"after {timeout} s: {what}")
+        time.sleep(0.05)
+
+
+def address(lab: rtemu.Lab, node: str, segment: str) -> str:
+    """The IPv4 address of ``node``'s interface on ``segment``."""
+    (iface,) = [
+        i for n in lab.nodes if n.name == node for i in n.interfaces if i.segment == segment
+    ]
+    return iface.addresses[0].split("/")[0]
+
+
+@contextmanager
+def in_node(
+    lab: rtemu.Lab, node: str, argv: list[str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` running in ``node`` (output to ``log``), killed on the way out."""
+    (netns,) = [n.netns for n in lab.nodes if n.name == node]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", netns, *argv], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def printing(argv: list[str], log: Path, pattern: str, timeout: float) -> Iterator[re.Match[str]]:
+    """``argv`` started (output to ``log``) and running once it printed ``pattern``: the match;
+    a failure when it ends first or prints nothing of the kind in ``timeout`` seconds. It gets
+    SIGINT on the way out, and SIGKILL 10 s later."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+    deadline = time.monotonic() + timeout
+    try:
+        while (found := re.search(pattern, log.read_text())) is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                how = "ended" if proc.poll() is not None else f"ran {timeout} s"
+                pytest.fail(
+                    f"`{' '.join(argv)}` {how} without printing {pattern!r}: {log.read_text()}"
+                )
+            time.sleep(0.05)
+        yield found
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

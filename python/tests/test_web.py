@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +19,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from conftest import lab_up, require_root, rtt_ms, skip_or_fail, unique_lab
+from conftest import (
+    address,
+    in_node,
+    lab_up,
+    printing,
+    require_root,
+    rtt_ms,
+    skip_or_fail,
+    unique_lab,
+)
+from conftest import wait_for as poll
 
 import rtemu
 from rtemu.server import rtemu_binary
@@ -63,47 +71,11 @@ T = TypeVar("T")
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """The first true value of ``check()`` polled until ``timeout`` seconds; fails with ``what``.
-    An element the page replaced while ``check`` read it (the page re-renders as it polls)
-    counts as not yet."""
+    """:func:`conftest.wait_for`, where an element the page replaced while ``check`` read it
+    (the page re-renders as it polls) counts as not yet."""
     from selenium.common.exceptions import StaleElementReferenceException
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except StaleElementReferenceException:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"after {timeout} s: {what}")
-        time.sleep(0.05)
-
-
-def address(lab: rtemu.Lab, node: str, segment: str) -> str:
-    """The IPv4 address of ``node``'s interface on ``segment``."""
-    (iface,) = [
-        i for n in lab.nodes if n.name == node for i in n.interfaces if i.segment == segment
-    ]
-    return iface.addresses[0].split("/")[0]
-
-
-@contextmanager
-def in_node(
-    lab: rtemu.Lab, node: str, argv: list[str], log: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """``argv`` running in ``node`` (output to ``log``), killed on the way out."""
-    (netns,) = [n.netns for n in lab.nodes if n.name == node]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", netns, *argv], stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+    return poll(check, timeout, what, retry=(StaleElementReferenceException,))
 
 
 @contextmanager
@@ -140,23 +112,8 @@ def view_url(web_lab: rtemu.Lab, tmp_path_factory: pytest.TempPathFactory) -> It
     """`rtemu view LAB` on an ephemeral localhost port: the address it printed."""
     log = tmp_path_factory.mktemp("view") / "view.log"
     argv = [rtemu_binary(), "view", web_lab.name, "--listen", "127.0.0.1:0"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-    try:
-        line = wait_for(
-            lambda: re.search(r"web view at (\S+)", log.read_text()) or proc.poll() is not None,
-            10,
-            "rtemu view printed no address",
-        )
-        assert isinstance(line, re.Match), f"rtemu view ended: {log.read_text()}"
+    with printing(argv, log, r"web view at (\S+)", 10) as line:
         yield line.group(1)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
