@@ -118,6 +118,9 @@ families! {
         "Extra copies made by duplication.";
     LINK_CORRUPTED: "rtemu_link_corrupted_frames_total", Counter,
         "Copies queued with bits the model flipped (corrupt, ber).";
+    LINK_MARKED: "rtemu_link_marked_frames_total", Counter,
+        "Copies queued with their ECN field set to CE instead of being dropped (by an AQM, or \
+         netem's ecn loss).";
     LINK_KERNEL_DROPS: "rtemu_link_kernel_dropped_frames_total", Counter,
         "Frames the kernel dropped before the engine read them (where the I/O tells).";
     LINK_RESOLUTION_PASSED: "rtemu_link_resolution_passed_frames_total", Counter,
@@ -284,6 +287,7 @@ fn add_direction(sheet: &mut Sheet, base: &Labels, d: &Direction) {
     let rest = [
         (&LINK_DUPLICATED, Some(d.duplicates)),
         (&LINK_CORRUPTED, Some(d.corrupted)),
+        (&LINK_MARKED, Some(d.marked)),
         (&LINK_KERNEL_DROPS, d.kernel_drops),
         (&LINK_RESOLUTION_PASSED, Some(d.resolution_passed)),
         (&LINK_TRACE_UNDERRUNS, Some(d.trace_underruns)),
@@ -365,7 +369,7 @@ mod tests {
                     },
                     "started": {"max_ns": 0, "p50_ns": 0, "p999_ns": 0, "p99_ns": 0},
                 },
-                "from": "n0", "in_flight": 5, "kernel_drops": 6, "link": "wan",
+                "from": "n0", "in_flight": 5, "kernel_drops": 6, "link": "wan", "marked": 10,
                 "netem": "delay 5ms loss 1%", "received": 12, "received_bytes": 17304,
                 "resolution_passed": 7, "thread": 0, "to": "n1", "trace_underruns": 8,
                 "tx_busy": 9,
