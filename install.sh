@@ -21,9 +21,14 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
   # Debian's package starts and enables a Prometheus on every address (:9090): the one this
-  # script brought is stopped and disabled, so installing opens no port.
-  if [[ " ${need[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
-    $SUDO systemctl disable --now prometheus.service
+  # script brought is stopped and disabled (systemd or SysV init), so installing opens no port.
+  if [[ " ${need[*]} " == *" prometheus "* ]]; then
+    if [ -d /run/systemd/system ]; then
+      $SUDO systemctl disable --now prometheus.service
+    elif [ -x /etc/init.d/prometheus ]; then
+      $SUDO /etc/init.d/prometheus stop || true
+      $SUDO update-rc.d prometheus disable || true
+    fi
   fi
 fi
 
