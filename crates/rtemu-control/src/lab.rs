@@ -389,7 +389,8 @@ pub fn write_listing(out: &mut impl Write, states: &[State]) -> io::Result<()> {
         writeln!(out, "no labs")?;
     }
     for s in states {
-        let status = match health(s) {
+        let health = health(s);
+        let status = match health {
             Health::Incomplete => "incomplete (run `rtemu down`)",
             Health::Degraded => {
                 "DEGRADED: its engine is not running, impaired links carry nothing (run `rtemu down`)"
@@ -401,6 +402,16 @@ pub fn write_listing(out: &mut impl Write, states: &[State]) -> io::Result<()> {
             (d, running)
         });
         write_lab(out, s, status, |si| Underlay::of(s, si), detached)?;
+        // What its engine's release threads got (CPU, class, step-downs, stalls), as `up`
+        // said it; an engine that stops answering meanwhile just has no lines.
+        if matches!(health, Health::Up) && !engine::impaired(s).is_empty() {
+            for t in engine::stats(&s.lab)
+                .map(|st| st.threads)
+                .unwrap_or_default()
+            {
+                writeln!(out, "  {t}")?;
+            }
+        }
     }
     Ok(())
 }

@@ -272,6 +272,18 @@ fn a_dead_engine_leaves_its_links_dead_and_down_still_removes_everything() {
         ),
     );
     assert!(lab.ping_min_ms("a", "b", 1).is_some());
+    // While it runs, `ls` says what its release thread got and which link it serves.
+    let ls = text(&rtemu(&["ls", &lab.name]));
+    assert!(ls.contains(" (up) "), "{ls}");
+    let threads: Vec<&str> = ls
+        .lines()
+        .filter(|l| l.contains("release thread"))
+        .collect();
+    assert_eq!(threads.len(), 1, "{ls}");
+    assert!(
+        threads[0].contains("SCHED_") && threads[0].ends_with(": ab"),
+        "{ls}"
+    );
     let pid = lab.engine_pid().expect("the engine runs");
     let kill = Command::new("kill")
         .args(["-KILL", &pid.to_string()])
@@ -284,6 +296,7 @@ fn a_dead_engine_leaves_its_links_dead_and_down_still_removes_everything() {
     assert!(lab.ping_min_ms("a", "c", 1).is_some(), "ideal link a-c");
     let ls = rtemu(&["ls", &lab.name]);
     assert!(text(&ls).contains("DEGRADED"), "{}", text(&ls));
+    assert!(!text(&ls).contains("release thread"), "{}", text(&ls));
     let stats = rtemu(&["stats", &lab.name]);
     assert!(!stats.status.success());
     assert!(text(&stats).contains("does not answer"), "{}", text(&stats));
