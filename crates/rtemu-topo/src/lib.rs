@@ -13,7 +13,8 @@
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
 //!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`);
 //! * [`capture`] and [`pcapng`]: packets of several node interfaces into one file;
-//! * [`cgroup`]: per-node CPU limits.
+//! * [`cgroup`]: per-node CPU limits;
+//! * [`container`]: a node's container image and how it runs, as the file says.
 //!
 //! [`spec`], [`topology`], [`placement`], [`part`] and [`routing`] are pure: no root, no I/O beyond reading the file;
 //! so are [`graph`]'s DOT and Mermaid forms (its SVG runs Graphviz's `dot`).
@@ -22,6 +23,7 @@
 
 pub mod capture;
 pub mod cgroup;
+pub mod container;
 pub mod error;
 pub mod graph;
 pub mod lab;

@@ -85,6 +85,51 @@ pub struct NodeSpec {
     pub cpu: Option<Spanned<f64>>,
     /// The `[hosts]` entry the node runs on (default: placed by rtemu).
     pub host: Option<Spanned<String>>,
+    /// The container image the node runs in its namespace (absent: a bare namespace); the
+    /// keys below apply to image nodes only (see [`crate::container`]).
+    pub image: Option<Spanned<String>>,
+    /// When the image is pulled: `"never"`, `"if-not-present"` (default) or `"always"`.
+    pub pull: Option<Spanned<String>>,
+    /// The image's entrypoint replaced: an array of arguments, or a string split as a shell
+    /// splits words.
+    pub entrypoint: Option<Spanned<toml::Value>>,
+    /// The image's command replaced: an array of arguments, or a string split as a shell does.
+    pub cmd: Option<Spanned<toml::Value>>,
+    /// Host paths mounted into the container, `"HOST:CONTAINER"` or `"HOST:CONTAINER:ro"`,
+    /// host paths relative to the topology file.
+    #[serde(default)]
+    pub binds: Vec<Spanned<String>>,
+    /// Capabilities added to the runtime's defaults (`"NET_ADMIN"`, `"CAP_NET_RAW"`).
+    #[serde(default)]
+    pub caps: Vec<Spanned<String>>,
+    /// The container's memory limit (`"256mb"`, `"1g"`).
+    pub memory: Option<Spanned<String>>,
+    /// How the container tells that it is healthy.
+    pub healthcheck: Option<Spanned<HealthcheckSpec>>,
+    /// Nodes whose containers must be running (`"db"`) or healthy (`"db:healthy"`) before
+    /// this one starts.
+    #[serde(default)]
+    pub wait_for: Vec<Spanned<String>>,
+    /// The container's restart policy: `"no"` (default), `"on-failure"`, `"on-failure:N"`,
+    /// `"always"` or `"unless-stopped"`.
+    pub restart: Option<Spanned<String>>,
+}
+
+/// A node's `healthcheck`: containerlab's (and Compose's) fields.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthcheckSpec {
+    /// `["CMD", "prog", "arg"…]`, `["CMD-SHELL", "command line"]`, or a string (a shell
+    /// command line).
+    pub test: Spanned<toml::Value>,
+    /// Time between checks while `up` waits (`"1s"`).
+    pub interval: Option<Spanned<String>>,
+    /// How long one check may take.
+    pub timeout: Option<Spanned<String>>,
+    /// Failures in this time after the start do not count.
+    pub start_period: Option<Spanned<String>>,
+    /// Failures in a row that make the container unhealthy.
+    pub retries: Option<Spanned<i64>>,
 }
 
 /// `[[links]]`: a point-to-point link.

@@ -16,6 +16,7 @@ use rtemu_model::netem::NetemError;
 use rtemu_model::LinkConfig;
 use toml::Spanned;
 
+use crate::container::Container;
 use crate::error::{LoadError, SpecError};
 use crate::spec::{FileSpec, NodeSpec};
 
@@ -130,6 +131,9 @@ pub struct Node {
     /// In a multi-host lab, the host it runs on: the file's choice or rtemu's placement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The container it runs in its namespace; `None` for a bare namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
 }
 
 /// What a segment is made of.
@@ -502,6 +506,7 @@ impl Topology {
         if let Some(check) = check {
             validator.check_links(check, dir)?;
         }
+        validator.resolve_binds(&mut topo, dir, check.is_some())?;
         for seg in &mut topo.segments {
             if let SegmentKind::Link {
                 impairment:
@@ -538,6 +543,7 @@ impl Topology {
             used: Vec::new(),
             cursor: [0, 0],
             impaired: Vec::new(),
+            binds: Vec::new(),
         };
         let topo = validator.run(spec)?;
         Ok((topo, validator))
@@ -571,6 +577,8 @@ struct Validator<'a> {
     cursor: [usize; 2],
     /// Every impaired link, with where its values are, for [`LinkCheck`] once the rest passed.
     impaired: Vec<ImpairedLink>,
+    /// Where each node's binds are: (node index, bind index, span), for [`Validator::resolve_binds`].
+    binds: Vec<(usize, usize, Range<usize>)>,
 }
 
 /// An impaired link as the file gives it, and where its values are in the file.
@@ -671,6 +679,32 @@ impl<'a> Validator<'a> {
 
     fn line(&self, span: &Range<usize>) -> usize {
         crate::error::line_column(self.source, span.start).0
+    }
+
+    /// Makes every bind's host path absolute, relative to the topology file's directory `dir`
+    /// as a user reads it; with `exist`, one that names nothing fails here, at its value,
+    /// rather than when its container starts.
+    fn resolve_binds(
+        &self,
+        topo: &mut Topology,
+        dir: &std::path::Path,
+        exist: bool,
+    ) -> Result<(), SpecError> {
+        for (ni, bi, span) in &self.binds {
+            let Some(c) = &mut topo.nodes[*ni].container else {
+                continue;
+            };
+            let bind = &mut c.binds[*bi];
+            bind.host = resolve_trace(dir, &bind.host);
+            if exist {
+                if let Err(e) = std::fs::symlink_metadata(&bind.host) {
+                    return Err(
+                        self.err(span.clone(), format!("bind: host path {}: {e}", bind.host))
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Builds both directions of every impaired link, and each scheduled change, with
@@ -782,7 +816,21 @@ impl<'a> Validator<'a> {
                 .as_ref()
                 .map(|h| self.host_of(h, &machines, &format!("node `{}`", name.get_ref())))
                 .transpose()?;
+            for (bi, b) in node.binds.iter().enumerate() {
+                self.binds.push((nodes.len(), bi, b.span()));
+            }
             nodes.push(built);
+        }
+        let specs: Vec<(&str, &NodeSpec)> = spec
+            .nodes
+            .iter()
+            .map(|(n, s)| (n.get_ref().as_str(), s))
+            .collect();
+        let mut containers: Vec<Option<Container>> =
+            nodes.iter_mut().map(|n| n.container.take()).collect();
+        crate::container::check_wait_for(&specs, &mut containers, &|span, m| self.err(span, m))?;
+        for (n, c) in nodes.iter_mut().zip(containers) {
+            n.container = c;
         }
         if nodes.is_empty() {
             return Err(self.err(
@@ -1278,6 +1326,7 @@ impl<'a> Validator<'a> {
                 ))
             }
         };
+        let container = crate::container::from_spec(&name, spec, &|span, m| self.err(span, m))?;
         Ok(Node {
             name,
             loopback,
@@ -1286,6 +1335,7 @@ impl<'a> Validator<'a> {
             env,
             cpu,
             host: None,
+            container,
         })
     }
 

@@ -333,3 +333,138 @@ ipv4 = "10.0.1.0/30"
     assert_eq!(topo.facing_interfaces("a", "c"), None);
     assert_eq!(topo.facing_interfaces("a", "nobody"), None);
 }
+
+/// An image node's keys turn into its container as written: containerlab's names, argument
+/// strings split as a shell splits them, capabilities normalised, memory in bytes, health
+/// check times in ns, binds resolved against the file's directory, `wait_for` in start order.
+#[test]
+fn container_keys_turn_into_the_nodes_container() {
+    use rtemu_topo::container::{Condition, HealthTest, Pull, Restart};
+    let dir = std::env::temp_dir().join(format!("rtemu-ctr-spec-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("site")).unwrap();
+    let src = r#"lab = "c"
+[nodes.web]
+image = "localhost/web:1"
+pull = "never"
+entrypoint = "/bin/sh -c 'httpd -f -p 80'"
+env = { GREETING = "hi" }
+binds = ["site:/www:ro", "site:/rw"]
+caps = ["net_admin", "CAP_NET_RAW", "NET_ADMIN"]
+memory = "64m"
+cpu = 0.5
+healthcheck = { test = ["CMD", "wget", "-q", "-O-", "http://localhost/"], interval = "200ms", retries = 5, start_period = "1s" }
+restart = "on-failure:2"
+[nodes.client]
+image = "localhost/client:1"
+cmd = ["sleep", "infinity"]
+wait_for = ["web:healthy", "db"]
+[nodes.db]
+image = "localhost/db:1"
+healthcheck = { test = "test -e /ready" }
+[nodes.bare]
+[[links]]
+endpoints = ["web", "client"]
+"#;
+    let path = dir.join("lab.toml");
+    std::fs::write(&path, src).unwrap();
+    let loaded = Topology::load(&path);
+    let topo = Topology::parse("lab.toml", src).unwrap();
+    let missing = Topology::parse_checked(
+        "lab.toml",
+        src,
+        Path::new("/nonexistent"),
+        &Recorder(Default::default()),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let node = |t: &Topology, n: &str| t.nodes[t.node_index(n).unwrap()].clone();
+
+    let web = node(&topo, "web").container.unwrap();
+    assert_eq!(web.image, "localhost/web:1");
+    assert_eq!(web.pull, Pull::Never);
+    let words: Vec<&str> = web
+        .entrypoint
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(words, ["/bin/sh", "-c", "httpd -f -p 80"]);
+    assert_eq!(web.cmd, None);
+    assert_eq!(web.caps, ["CAP_NET_ADMIN", "CAP_NET_RAW"]);
+    assert_eq!(web.memory, Some(64 << 20));
+    assert_eq!(web.restart, Restart::OnFailure { max: Some(2) });
+    let h = web.healthcheck.unwrap();
+    assert_eq!(
+        h.test,
+        HealthTest::Cmd(vec![
+            "wget".into(),
+            "-q".into(),
+            "-O-".into(),
+            "http://localhost/".into()
+        ])
+    );
+    assert_eq!(
+        (h.interval_ns, h.timeout_ns, h.start_period_ns, h.retries),
+        (200_000_000, 5_000_000_000, 1_000_000_000, 5)
+    );
+    assert_eq!(node(&topo, "web").cpu, Some(0.5));
+    assert_eq!(
+        node(&topo, "web").env,
+        [("GREETING".to_owned(), "hi".to_owned())]
+    );
+    // Parsed from text alone, bind paths stay as written (as trace paths do).
+    assert_eq!(web.binds[0].host, "site");
+    assert_eq!(
+        (web.binds[0].container.as_str(), web.binds[0].read_only),
+        ("/www", true)
+    );
+    assert_eq!(
+        (web.binds[1].container.as_str(), web.binds[1].read_only),
+        ("/rw", false)
+    );
+
+    let client = node(&topo, "client").container.unwrap();
+    assert_eq!(client.pull, Pull::IfNotPresent);
+    assert_eq!(
+        client.cmd.as_deref(),
+        Some(&["sleep".to_owned(), "infinity".to_owned()][..])
+    );
+    let waits: Vec<(&str, Condition)> = client
+        .wait_for
+        .iter()
+        .map(|w| (w.node.as_str(), w.condition))
+        .collect();
+    assert_eq!(
+        waits,
+        [("web", Condition::Healthy), ("db", Condition::Running)]
+    );
+    assert_eq!(
+        node(&topo, "db")
+            .container
+            .unwrap()
+            .healthcheck
+            .unwrap()
+            .test,
+        HealthTest::Shell("test -e /ready".into())
+    );
+    assert_eq!(node(&topo, "bare").container, None);
+
+    // Start order: db and web first (node order: bare, client, db, web), then client.
+    let containers: Vec<_> = topo.nodes.iter().map(|n| n.container.clone()).collect();
+    let order =
+        rtemu_topo::container::start_order(topo.nodes.iter().map(|n| n.name.as_str()), &containers)
+            .unwrap();
+    assert_eq!(order, [vec![2, 3], vec![1]]);
+
+    // Loaded from its file, binds are relative to the file's directory.
+    let loaded = loaded.unwrap();
+    let web = node(&loaded, "web").container.unwrap();
+    assert_eq!(Path::new(&web.binds[0].host), dir.join("site"));
+    // Checked, a host path that does not exist fails at its value.
+    let e = missing.unwrap_err();
+    assert_eq!((e.line, e.column), (7, 10), "{e}");
+    assert!(
+        e.message.starts_with("bind: host path /nonexistent/site: "),
+        "{e}"
+    );
+}
