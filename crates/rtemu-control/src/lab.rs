@@ -34,6 +34,8 @@ pub struct Up {
     /// The engine's release threads as they started (class, CPU, links); empty without an
     /// engine, or when it did not say.
     pub engine_threads: Vec<crate::message::EngineThread>,
+    /// Its containers (on this host).
+    pub containers: usize,
     /// How long bringing it up took.
     pub elapsed: Duration,
 }
@@ -51,6 +53,9 @@ impl std::fmt::Display for Up {
             for t in &self.engine_threads {
                 writeln!(f, "  {t}")?;
             }
+        }
+        if self.containers > 0 {
+            writeln!(f, "{} containers started", self.containers)?;
         }
         write!(
             f,
@@ -94,7 +99,8 @@ pub fn up_part(
 }
 
 /// Starts the engine of the lab (or part) `state` that just came up, when it runs impaired
-/// links, taking it down again if the engine does not start.
+/// links, then its containers (so their entrypoints find their links carrying frames), taking
+/// it down again if either does not start.
 fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<Up> {
     let impaired = engine::impaired(&state).len();
     let mut engine_wait = None;
@@ -112,11 +118,19 @@ fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<U
             .map(|s| s.threads)
             .unwrap_or_default();
     }
+    let containers = match rtemu_topo::launch::start_all(&state) {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = down(&state.lab);
+            return Err(anyhow::Error::from(e).context(format!("lab {}", state.lab)));
+        }
+    };
     Ok(Up {
         state,
         engine_wait,
         impaired,
         engine_threads,
+        containers,
         elapsed: started.elapsed(),
     })
 }
@@ -518,6 +532,7 @@ mod tests {
                     }]
                 })
                 .unwrap_or_default(),
+            containers: 0,
             elapsed: Duration::from_micros(12_400),
         }
     }

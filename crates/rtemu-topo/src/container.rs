@@ -92,7 +92,8 @@ pub struct Healthcheck {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HealthTest {
-    /// A program and its arguments, run directly (`CMD`).
+    /// A program and its arguments (`CMD`); podman 4.3 runs them through the image's
+    /// `/bin/sh`, quoted.
     Cmd(Vec<String>),
     /// A command line run by the image's `/bin/sh -c` (`CMD-SHELL`).
     Shell(String),
@@ -444,6 +445,16 @@ fn healthcheck(spec: &Spanned<HealthcheckSpec>, err: ErrAt<'_>) -> Result<Health
         }
         _ => return Err(bad()),
     };
+    let words = match &test {
+        HealthTest::Cmd(argv) => argv.clone(),
+        HealthTest::Shell(line) => vec![line.clone()],
+    };
+    if words.iter().any(|w| w.contains('\0')) {
+        return Err(err(
+            h.test.span(),
+            "healthcheck `test` holds a NUL character, which no argument can".into(),
+        ));
+    }
     let time = |t: &Option<Spanned<String>>,
                 key: &str,
                 default: u64,

@@ -118,6 +118,12 @@ pub enum LabError {
         /// Why it failed.
         source: io::Error,
     },
+    /// A node without a container and without start-up commands has no output to show.
+    #[error("node `{0}` has no container and no `run` commands, so no output: `rtemu exec --detach` commands log to /run/rtemu/<lab>/<node>.<n>.log")]
+    NoLogs(String),
+    /// The lab's containers could not be brought up or down.
+    #[error(transparent)]
+    Containers(#[from] crate::launch::LaunchError),
     /// A netlink request failed.
     #[error("{what}: {source}")]
     Netlink {
@@ -408,7 +414,8 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
         .nodes
         .iter()
         .map(|&n| &topo.nodes[n])
-        .filter(|n| n.cpu.is_some())
+        // A container's limit is its runtime's (`--cpus`).
+        .filter(|n| n.cpu.is_some() && n.container.is_none())
         .collect();
     let cpu = match limited.first() {
         None => None,
@@ -457,6 +464,10 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
     // fail on it, and the clean-up after that failure would remove it.
     if let Some(ns) = namespaces.iter().find(|ns| sys::netns_exists(ns)) {
         return Err(LabError::ForeignNamespace(ns.clone()));
+    }
+    // Every image is on this host before anything is made: a missing one fails here.
+    if let Some(rt) = crate::launch::runtime_for(topo, &share.nodes)? {
+        crate::launch::resolve_images(topo, &share.nodes, &rt)?;
     }
     let mut state = State {
         lab: lab.clone(),
@@ -521,8 +532,11 @@ fn raise_open_files() {
 pub fn down(lab: &str) -> Result<bool, LabError> {
     let lab = LabName::new(lab)?;
     crate::state::reap_unplaced(&lab);
-    let Some(state) = State::load(&lab)? else {
-        return Ok(false);
+    let state = State::load(&lab)?;
+    // Containers first, found by their labels: also those of a lab whose state file is lost.
+    let containers = remove_containers(&lab, state.as_ref());
+    let Some(state) = state else {
+        return Ok(containers? > 0);
     };
     give_back(&state.handovers)?;
     // Best effort: whatever of them is still in the lab's namespaces ends with the rest below.
@@ -563,10 +577,31 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
         cgroup::remove(cg).map_err(io_err(format!("removing the cgroup {}", cg.display())))?;
     }
     state.remove_dir()?;
+    // Reported once the rest is gone: a second `down` finds what is left by its labels.
+    containers?;
     if !left.is_empty() {
         return Err(LabError::LeftAlone { lab, left });
     }
     Ok(true)
+}
+
+/// Removes the containers labelled with lab `lab`; how many there were. A lab whose state
+/// names image nodes needs the runtime; without a state file (lost, or never written), the
+/// runtime is asked when it is installed. A lab with no image nodes costs nothing.
+fn remove_containers(lab: &LabName, state: Option<&State>) -> Result<usize, LabError> {
+    let rt = match state {
+        Some(s) => {
+            let here: Vec<usize> = s
+                .nodes
+                .iter()
+                .filter_map(|(n, _)| s.topology.node_index(n))
+                .collect();
+            crate::launch::runtime_for(&s.topology, &here)?
+        }
+        None => crate::runtime::podman::Podman::find(),
+    };
+    let Some(rt) = rt else { return Ok(0) };
+    crate::launch::remove(lab, &rt).map_err(|e| crate::launch::LaunchError::from(e).into())
 }
 
 /// SIGKILLs every process in the namespace of identity `id` (named `ns`, for messages).
@@ -603,8 +638,15 @@ fn end_detached(state: &State) {
 /// error into `/run/rtemu/<lab>/<node>.<n>.log` (`n` = 1, 2, … per node). It is recorded in the
 /// lab's state directory ([`crate::state::detached`]) and ended by [`down`]. The caller does
 /// not wait for it: once the caller exits, init reaps it.
-pub fn exec_detached(state: &State, node: &str, argv: &[String]) -> Result<Detached, LabError> {
-    let mut cmd = node_command(state, node, argv)?;
+/// With `bare`, it runs in the node's namespace even when the node has a container
+/// ([`exec_command`]).
+pub fn exec_detached(
+    state: &State,
+    node: &str,
+    argv: &[String],
+    bare: bool,
+) -> Result<Detached, LabError> {
+    let mut cmd = exec_command(state, node, argv, bare, false)?;
     let dir = lab_dir(&state.lab);
     // The first free number: creating the file claims it, also against a concurrent exec.
     let mut n = 1;
@@ -727,6 +769,58 @@ pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Comman
             .map_err(io_err(format!("joining {}", cg.display())))?;
     }
     sys::enter_netns_on_exec(&mut cmd, ns).map_err(io_err(format!("entering {ns}")))?;
+    Ok(cmd)
+}
+
+/// A command that runs `argv` in node `node` of the lab in `state` as `rtemu exec` does: in
+/// the node's container when it has one (its file system and environment; `interactive`
+/// keeps standard input open, with a terminal when there is one), else, or with `bare`, in
+/// its namespace ([`node_command`]).
+pub fn exec_command(
+    state: &State,
+    node: &str,
+    argv: &[String],
+    bare: bool,
+    interactive: bool,
+) -> Result<Command, LabError> {
+    if bare || !crate::launch::has_container(state, node) {
+        return node_command(state, node, argv);
+    }
+    let here = [state.topology.node_index(node).expect("a node of the lab")];
+    let rt = crate::launch::runtime_for(&state.topology, &here)?.expect("an image node");
+    let name = crate::launch::container_name(&state.lab, node);
+    Ok(crate::runtime::Runtime::exec(&rt, &name, argv, interactive))
+}
+
+/// A command that prints node `node`'s output, as `rtemu logs` does: its container's (its
+/// entrypoint's and command's), else that of its start-up commands
+/// (`/run/rtemu/<lab>/<node>.log`); the last `tail` lines when given, then what follows when
+/// `follow`.
+pub fn logs_command(
+    state: &State,
+    node: &str,
+    follow: bool,
+    tail: Option<u32>,
+) -> Result<Command, LabError> {
+    // The node's name is checked against the lab's before it becomes a path.
+    node_command(state, node, &[])?;
+    if crate::launch::has_container(state, node) {
+        let here = [state.topology.node_index(node).expect("a node of the lab")];
+        let rt = crate::launch::runtime_for(&state.topology, &here)?.expect("an image node");
+        let name = crate::launch::container_name(&state.lab, node);
+        return Ok(crate::runtime::Runtime::logs(&rt, &name, follow, tail));
+    }
+    let log = lab_dir(&state.lab).join(format!("{node}.log"));
+    if !log.exists() {
+        return Err(LabError::NoLogs(node.to_owned()));
+    }
+    let mut cmd = Command::new("tail");
+    cmd.arg("-n")
+        .arg(tail.map_or("+1".to_owned(), |n| n.to_string()));
+    if follow {
+        cmd.arg("--follow=name");
+    }
+    cmd.arg("--").arg(log);
     Ok(cmd)
 }
 
@@ -1310,10 +1404,11 @@ fn write_hosts(topo: &Topology, local: &[usize]) -> Result<(), LabError> {
 /// `/run/rtemu/<lab>/<node>.log`, with `RTEMU_LAB`, `RTEMU_NODE` and `RTEMU_DIR` (the lab's
 /// state directory, removed at `down`) set. `down` ends them with their namespace.
 fn start_commands(topo: &Topology, local: &[usize], state: &State) -> Result<(), LabError> {
+    // An image node's start-up commands run in its container, once it started.
     for node in local
         .iter()
         .map(|&ni| &topo.nodes[ni])
-        .filter(|n| !n.run.is_empty())
+        .filter(|n| !n.run.is_empty() && n.container.is_none())
     {
         let log_path = lab_dir(&state.lab).join(format!("{}.log", node.name));
         let log = std::fs::File::create(&log_path)

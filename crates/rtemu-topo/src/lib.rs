@@ -27,10 +27,12 @@ pub mod container;
 pub mod error;
 pub mod graph;
 pub mod lab;
+pub mod launch;
 pub mod part;
 pub mod pcapng;
 pub mod placement;
 pub mod routing;
+pub mod runtime;
 pub mod spec;
 pub mod state;
 #[allow(unsafe_code)]

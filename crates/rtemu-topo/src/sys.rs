@@ -136,6 +136,22 @@ pub fn in_netns<T: Send + 'static>(
 /// Makes `cmd` run inside the named namespace, with the namespace's own `/sys` and
 /// `/etc/netns/NAME/hosts` (when present) in place of `/etc/hosts`, as `ip netns exec` does.
 ///
+/// Makes the child of `cmd` receive SIGKILL when the thread that started it ends (with this
+/// process, killed or not), so a helper program (the container runtime) never goes on
+/// making things after the `up` that asked for them is gone.
+pub fn die_with_parent_on_exec(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and makes one system call
+    // (prctl) with constant arguments; it allocates nothing, so it is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Makes the child of `cmd` join the cgroup whose `cgroup.procs` is `procs` between `fork` and
 /// `exec`, so it and everything it starts are limited from their first instruction.
 pub fn join_cgroup_on_exec(cmd: &mut Command, procs: &Path) -> io::Result<()> {

@@ -780,11 +780,12 @@ fn a_detached_command_runs_in_its_node_with_a_log_and_ends_at_down() {
     lab::up(&topo, "chain.toml").unwrap();
     let state = lab::resolve_lab(Some(&name)).unwrap();
     let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let sleeper = lab::exec_detached(&state, "n1", &argv(&["sleep", "1000"])).unwrap();
+    let sleeper = lab::exec_detached(&state, "n1", &argv(&["sleep", "1000"]), false).unwrap();
     let talker = lab::exec_detached(
         &state,
         "n1",
         &argv(&["sh", "-c", "echo out; echo err >&2; exec sleep 1000"]),
+        false,
     )
     .unwrap();
     assert_eq!(sleeper.log, state_dir(&name).join("n1.1.log"));
@@ -821,7 +822,7 @@ fn a_detached_command_runs_in_its_node_with_a_log_and_ends_at_down() {
 
     // An unknown node is refused before anything starts.
     assert!(matches!(
-        lab::exec_detached(&state, "nope", &argv(&["true"])),
+        lab::exec_detached(&state, "nope", &argv(&["true"]), false),
         Err(lab::LabError::NoSuchNode { .. })
     ));
 

@@ -103,6 +103,10 @@ pub struct ExecArgs {
     /// `rtemu down` ends it.
     #[arg(short = 'd', long)]
     pub detach: bool,
+    /// In a node with a container: run in the node's network namespace, outside the container
+    /// (with the host's file system), as in a node without one.
+    #[arg(long)]
+    pub netns: bool,
     /// The node.
     pub node: String,
     /// The command and its arguments (after `--`).
@@ -119,6 +123,29 @@ pub struct ShellArgs {
     /// The lab (may be left out when exactly one runs).
     #[arg(long)]
     pub lab: Option<LabName>,
+    /// In a node with a container: a shell in the node's network namespace, outside the
+    /// container.
+    #[arg(long)]
+    pub netns: bool,
+    /// The node.
+    pub node: String,
+}
+
+/// Print a node's output: its container's, or its start-up commands'.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  sudo rtemu logs web
+  sudo rtemu logs --lab shop db --follow --tail 20")]
+pub struct LogsArgs {
+    /// The lab (may be left out when exactly one runs).
+    #[arg(long)]
+    pub lab: Option<LabName>,
+    /// Keep printing what follows until Ctrl-C.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Only the last N lines.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<u32>,
     /// The node.
     pub node: String,
 }
@@ -269,12 +296,12 @@ fn exit_with(mut cmd: Command, what: &str) -> Result<()> {
 pub fn run_exec(args: &ExecArgs) -> Result<()> {
     let state = lab::resolve_lab(args.lab.as_deref())?;
     if args.detach {
-        let d = lab::exec_detached(&state, &args.node, &args.command)?;
+        let d = lab::exec_detached(&state, &args.node, &args.command, args.netns)?;
         println!("{}", d.pid);
         eprintln!("{}", d.started(&state.lab));
         return Ok(());
     }
-    let cmd = lab::node_command(&state, &args.node, &args.command)?;
+    let cmd = lab::exec_command(&state, &args.node, &args.command, args.netns, true)?;
     exit_with(
         cmd,
         &format!("`{}` in node {}", args.command.join(" "), args.node),
@@ -284,11 +311,24 @@ pub fn run_exec(args: &ExecArgs) -> Result<()> {
 /// `rtemu shell`.
 pub fn run_shell(args: &ShellArgs) -> Result<()> {
     let state = lab::resolve_lab(args.lab.as_deref())?;
-    let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".to_owned());
-    let mut cmd = lab::node_command(&state, &args.node, std::slice::from_ref(&shell))?;
+    let in_container = !args.netns && rtemu_topo::launch::has_container(&state, &args.node);
+    // An image has its own shells: the host's $SHELL may not be among them.
+    let shell = match std::env::var("SHELL") {
+        Ok(s) if !in_container => s,
+        _ => "/bin/sh".to_owned(),
+    };
+    let argv = std::slice::from_ref(&shell);
+    let mut cmd = lab::exec_command(&state, &args.node, argv, args.netns, true)?;
     // The prompt shows where the shell runs (shells that read PS1 from the environment).
     cmd.env("PS1", format!("[{}:{}] \\w # ", state.lab, args.node));
     exit_with(cmd, &format!("a shell in node {}", args.node))
+}
+
+/// `rtemu logs`.
+pub fn run_logs(args: &LogsArgs) -> Result<()> {
+    let state = lab::resolve_lab(args.lab.as_deref())?;
+    let cmd = lab::logs_command(&state, &args.node, args.follow, args.tail)?;
+    exit_with(cmd, &format!("the logs of node {}", args.node))
 }
 
 /// `rtemu graph`.
