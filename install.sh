@@ -6,14 +6,16 @@
 # --format svg`), a font for the text of `rtemu lab … --plot FILE.png` (DejaVu), and Chromium
 # with its WebDriver (chromium, chromium-driver) for the web view's browser tests, and venv for
 # the distribution's Python (python3-venv: ./test.sh runs the Python tests in a virtual
-# environment), and Node.js, whose test runner runs the web page's unit tests, and Prometheus
-# (the metrics test scrapes a lab with a Prometheus of its own, on loopback). Rust comes from
-# rustup when cargo is missing.
+# environment), Node.js, whose test runner runs the web page's unit tests, Prometheus (the
+# metrics test scrapes a lab with a Prometheus of its own, on loopback), and for nodes that run
+# container images: rootful podman with runc (works on cgroup v1, hybrid and v2; rtemu passes
+# its options per command and changes no podman configuration) and busybox-static, which the
+# container tests build their images from. Rust comes from rustup when cargo is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need=()
-for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz fonts-dejavu-core chromium chromium-driver python3-venv nodejs prometheus; do
+for pkg in iproute2 build-essential pkg-config iputils-ping traceroute iperf3 bird2 graphviz fonts-dejavu-core chromium chromium-driver python3-venv nodejs prometheus podman runc busybox-static; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -601,7 +601,8 @@ fn remove_containers(lab: &LabName, state: Option<&State>) -> Result<usize, LabE
         None => crate::runtime::podman::Podman::find(),
     };
     let Some(rt) = rt else { return Ok(0) };
-    crate::launch::remove(lab, &rt).map_err(|e| crate::launch::LaunchError::from(e).into())
+    let names = state.map(crate::launch::names).unwrap_or_default();
+    crate::launch::remove(lab, &names, &rt).map_err(|e| crate::launch::LaunchError::from(e).into())
 }
 
 /// SIGKILLs every process in the namespace of identity `id` (named `ns`, for messages).

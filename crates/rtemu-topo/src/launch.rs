@@ -280,13 +280,33 @@ fn wait_healthy(state: &State, ni: usize, rt: &dyn Runtime) -> Result<(), String
     }
 }
 
-/// Removes every container labelled with lab `lab` (stopped at once); returns how many there
-/// were. Containers without the label are never touched, whatever their name.
-pub fn remove(lab: &str, rt: &dyn Runtime) -> Result<usize, RuntimeError> {
-    let listed = rt.list(lab)?;
-    let ids: Vec<String> = listed.into_iter().map(|l| l.id).collect();
+/// Removes every container labelled with lab `lab` (stopped at once), and the image-storage
+/// leftovers of a create that was killed half-way named as one of `names` (the containers the
+/// lab's state file says it makes; such a leftover has no labels, only the name, and runs
+/// nothing); returns how many there were. No other container is ever touched.
+pub fn remove(lab: &str, names: &[String], rt: &dyn Runtime) -> Result<usize, RuntimeError> {
+    let mut ids: Vec<String> = rt.list(lab)?.into_iter().map(|l| l.id).collect();
+    if !names.is_empty() {
+        let orphans = rt.orphans()?;
+        ids.extend(
+            orphans
+                .into_iter()
+                .filter(|o| names.contains(&o.name))
+                .map(|o| o.id),
+        );
+    }
     rt.remove(&ids)?;
     Ok(ids.len())
+}
+
+/// The names of the containers of lab `state` on this host.
+pub fn names(state: &State) -> Vec<String> {
+    state
+        .nodes
+        .iter()
+        .filter(|(n, _)| has_container(state, n))
+        .map(|(n, _)| container_name(&state.lab, n))
+        .collect()
 }
 
 /// Node name → its image and how its container stands, for the image nodes of lab `state`
@@ -380,6 +400,9 @@ mod tests {
             unreachable!("resolving images checks nothing")
         }
         fn list(&self, _: &str) -> Result<Vec<Listed>, RuntimeError> {
+            Ok(Vec::new())
+        }
+        fn orphans(&self) -> Result<Vec<Listed>, RuntimeError> {
             Ok(Vec::new())
         }
         fn remove(&self, _: &[String]) -> Result<(), RuntimeError> {

@@ -156,6 +156,9 @@ pub trait Runtime: Sync {
     fn check_health(&self, name: &str) -> Result<bool, RuntimeError>;
     /// Every container labelled with lab `lab`, in any state.
     fn list(&self, lab: &str) -> Result<Vec<Listed>, RuntimeError>;
+    /// The containers a create that was killed half-way left in image storage: no labels, no
+    /// process, only a name (which keeps the next `up` from using it).
+    fn orphans(&self) -> Result<Vec<Listed>, RuntimeError>;
     /// Stops (at once) and removes the containers of `ids`.
     fn remove(&self, ids: &[String]) -> Result<(), RuntimeError>;
     /// The command that runs `argv` in container `name` with its file system and environment;

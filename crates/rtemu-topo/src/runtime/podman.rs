@@ -200,6 +200,13 @@ impl Runtime for Podman {
         parse_ps(&out.stdout, lab).map_err(|why| RuntimeError::Output { command, why })
     }
 
+    fn orphans(&self) -> Result<Vec<Listed>, RuntimeError> {
+        let args = ["ps", "--all", "--external", "--format", "json"];
+        let out = self.output(&args)?;
+        let command = format!("podman {}", args.join(" "));
+        parse_orphans(&out.stdout).map_err(|why| RuntimeError::Output { command, why })
+    }
+
     fn remove(&self, ids: &[String]) -> Result<(), RuntimeError> {
         if ids.is_empty() {
             return Ok(());
@@ -333,6 +340,25 @@ fn parse_ps(json: &[u8], lab: &str) -> Result<Vec<Listed>, String> {
                 image: e.image,
                 status,
             })
+        })
+        .collect())
+}
+
+/// The storage-only containers in `podman ps --all --external --format json` output: state
+/// `storage`, not known to podman's own database, so without labels.
+fn parse_orphans(json: &[u8]) -> Result<Vec<Listed>, String> {
+    let entries: Vec<PsEntry> = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| e.state == "storage" && e.labels.as_ref().is_none_or(|l| l.is_empty()))
+        .map(|e| Listed {
+            id: e.id,
+            name: e.names.into_iter().next().unwrap_or_default(),
+            node: None,
+            image: e.image,
+            status: Status::Other {
+                runtime_state: e.state,
+            },
         })
         .collect())
 }
@@ -486,5 +512,16 @@ mod tests {
             "exited with code 3"
         );
         assert!(parse_ps(b"not json", "l1").is_err());
+        // Only storage-only, unlabelled entries are a killed create's leftovers.
+        let orphans = parse_orphans(json).unwrap();
+        assert!(orphans.is_empty());
+        let json = br#"[{"Id":"f6","Names":["rtemu-l1-n3"],"Labels":null,"Image":"i","State":"storage","Status":"Storage","ExitCode":0},
+          {"Id":"g7","Names":["rtemu-l1-n4"],"Labels":{"x":"y"},"Image":"i","State":"storage","Status":"Storage","ExitCode":0}]"#;
+        let orphans = parse_orphans(json).unwrap();
+        assert_eq!(orphans.len(), 1);
+        assert_eq!(
+            (orphans[0].id.as_str(), orphans[0].name.as_str()),
+            ("f6", "rtemu-l1-n3")
+        );
     }
 }

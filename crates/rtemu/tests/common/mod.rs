@@ -52,7 +52,9 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("rtemu-engine-lab-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
         for (file, content) in files {
-            std::fs::write(dir.join(file), content).unwrap();
+            let path = dir.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
         }
         let file = dir.join("lab.toml");
         std::fs::write(&file, toml.replace("LAB", &name)).unwrap();
