@@ -184,6 +184,40 @@ def test_exec_sends_argv_and_checks() -> None:
         node.exec("ping server")
 
 
+def test_image_nodes_say_their_container_and_give_their_logs() -> None:
+    node = dict(golden("nodes.json")[0], name="web")
+    node["container"] = {"image": "localhost/web:1", "state": "exited", "exit_code": 3}
+    logs = {
+        "status": 0,
+        "signal": None,
+        "stdout": "listening\n",
+        "stderr": "",
+        "timed_out": False,
+        "duration": 0.1,
+    }
+    c, seen = fake(
+        routes(
+            {
+                ("GET", "/v1/labs/pygolden/nodes"): [node, golden("nodes.json")[1]],
+                ("GET", "/v1/labs/pygolden/nodes/web/logs"): logs,
+                ("POST", "/v1/labs/pygolden/nodes/web/exec"): dict(logs, stdout="a\n"),
+            }
+        )
+    )
+    lab = rtemu.Lab.from_json(LAB, c)
+    web = lab.node("web")
+    assert web.container == rtemu.Container("localhost/web:1", "exited", 3)
+    assert lab.node(golden("nodes.json")[1]["name"]).container is None
+    assert web.logs(tail=20).stdout == "listening\n"
+    assert seen[-1].url.query == b"tail=20"
+    assert web.exec(["cat", "/etc/image-name"], netns=True).stdout == "a\n"
+    assert json.loads(seen[-1].content) == {
+        "argv": ["cat", "/etc/image-name"],
+        "timeout": 60.0,
+        "netns": True,
+    }
+
+
 def sse_chunks(events: list[tuple[str, Any]], cut: int) -> Iterator[bytes]:
     data = b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
     for i in range(0, len(data), cut):

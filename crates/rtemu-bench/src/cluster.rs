@@ -119,6 +119,7 @@ impl Agent {
         let req = ExecRequest {
             argv: argv.iter().map(|&a| a.to_owned()).collect(),
             timeout: Some(timeout.as_secs_f64()),
+            netns: false,
         };
         let path = format!("/v1/labs/{lab}/nodes/{node}/exec");
         let r = request(

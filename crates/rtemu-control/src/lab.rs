@@ -415,7 +415,18 @@ pub fn write_listing(out: &mut impl Write, states: &[State]) -> io::Result<()> {
             let running = d.running();
             (d, running)
         });
-        write_lab(out, s, status, |si| Underlay::of(s, si), detached)?;
+        let containers = rtemu_topo::launch::lab_statuses(s)
+            .into_iter()
+            .map(|(node, (_, status))| (node, status.to_string()))
+            .collect();
+        write_lab(
+            out,
+            s,
+            status,
+            |si| Underlay::of(s, si),
+            detached,
+            &containers,
+        )?;
         // What its engine's release threads got (CPU, class, step-downs, stalls), as `up`
         // said it; an engine that stops answering meanwhile just has no lines.
         if matches!(health, Health::Up) && !engine::impaired(s).is_empty() {
@@ -433,13 +444,15 @@ pub fn write_listing(out: &mut impl Write, states: &[State]) -> io::Result<()> {
 /// Writes lab `s` as `rtemu ls` shows it, its status said as `status`: its nodes (with their
 /// host, in a multi-host lab) with their interfaces and addresses, the underlay that each
 /// segment between hosts crosses (`underlay` of the segment's index), then `detached`, the
-/// processes started detached in it with whether each still runs.
+/// processes started detached in it with whether each still runs. An image node shows its
+/// image and how its container stands (`containers`: node → state, as the runtime said it).
 pub fn write_lab(
     out: &mut impl Write,
     s: &State,
     status: &str,
     underlay: impl Fn(usize) -> Option<Underlay>,
     detached: impl IntoIterator<Item = (Detached, bool)>,
+    containers: &std::collections::BTreeMap<String, String>,
 ) -> io::Result<()> {
     writeln!(out, "lab {} ({}) from {}", s.lab, status, s.file)?;
     let t = &s.topology;
@@ -452,6 +465,10 @@ pub fn write_lab(
             .as_ref()
             .map_or(String::new(), |h| format!(" on {h}"));
         writeln!(out, "  node {node}{on}  (netns {ns})")?;
+        if let Some(c) = &t.nodes[ni].container {
+            let state = containers.get(node).map_or("unknown", String::as_str);
+            writeln!(out, "    image {}  {state}", c.image)?;
+        }
         for net in &t.nodes[ni].loopback {
             writeln!(out, "    lo  {net}")?;
         }

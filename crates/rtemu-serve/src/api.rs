@@ -53,6 +53,39 @@ pub struct Node {
     /// In a multi-host lab, the host it runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The container it runs, when it has an image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<NodeContainer>,
+}
+
+/// A node's container and how it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct NodeContainer {
+    /// Its image.
+    pub image: String,
+    /// `created`, `running`, `healthy`, `unhealthy`, `exited`, `missing`, or the runtime's own
+    /// word.
+    pub state: String,
+    /// Its exit status, once it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+impl NodeContainer {
+    /// A container of `image` in `status`.
+    pub fn new(image: String, status: &rtemu_topo::runtime::Status) -> NodeContainer {
+        use rtemu_topo::runtime::Status;
+        let (state, exit_code) = match status {
+            Status::Exited { exit_code } => ("exited".to_owned(), Some(*exit_code)),
+            Status::Other { runtime_state } => (runtime_state.clone(), None),
+            other => (other.to_string(), None),
+        };
+        NodeContainer {
+            image,
+            state,
+            exit_code,
+        }
+    }
 }
 
 /// One interface of a node.
@@ -291,9 +324,14 @@ pub struct ScheduleRequest {
 pub struct ExecRequest {
     /// The program and its arguments (no shell; 1 to 256 elements).
     pub argv: Vec<String>,
-    /// Seconds it may run, in (0, 3600] (default 60); then its process group is killed.
+    /// Seconds it may run, in (0, 3600] (default 60); then its process group is killed (in a
+    /// container, the runtime's exec client: what it started in the container ends at `down`).
     #[serde(default)]
     pub timeout: Option<f64>,
+    /// In a node with a container: run in the node's network namespace, outside the container
+    /// (default: inside it, with its file system and environment).
+    #[serde(default)]
+    pub netns: bool,
 }
 
 /// What a command run in a node did.
@@ -341,11 +379,15 @@ pub fn lab_view(state: &State, status: LabStatus) -> Lab {
 /// The nodes of a lab with their interfaces (of one host's part: that host's nodes).
 pub fn nodes(state: &State) -> Vec<Node> {
     let topo = &state.topology;
+    let containers = rtemu_topo::launch::lab_statuses(state);
     state
         .nodes
         .iter()
         .filter_map(|(name, netns)| Some((topo.node_index(name)?, name, netns)))
         .map(|(ni, name, netns)| Node {
+            container: containers
+                .get(name)
+                .map(|(image, status)| NodeContainer::new(image.clone(), status)),
             name: name.clone(),
             host: topo.nodes[ni].host.clone(),
             netns: netns.clone(),

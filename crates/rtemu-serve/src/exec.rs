@@ -151,7 +151,37 @@ fn collect(mut from: impl Read + Send + 'static, done: mpsc::Sender<(bool, Vec<u
 /// what it left running in its group is killed too, so its output ends with it. Blocks.
 pub fn run(state: &State, node: &str, req: &ExecRequest) -> Result<ExecReply, ApiError> {
     let timeout = check(req)?;
-    let mut cmd = rtemu_topo::lab::node_command(state, node, &req.argv)?;
+    let cmd = rtemu_topo::lab::exec_command(state, node, &req.argv, req.netns, false)?;
+    run_command(cmd, node, &req.argv, timeout)
+}
+
+/// How long reading a node's logs may take.
+const LOGS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most lines of a node's logs returned.
+pub const MAX_LOG_LINES: u32 = 100_000;
+
+/// Node `node`'s output (see [`rtemu_topo::lab::logs_command`]): its last `tail` lines (at
+/// most [`MAX_LOG_LINES`], which is also the default), in `stdout` and `stderr` as the node
+/// wrote them.
+pub fn logs(state: &State, node: &str, tail: Option<u32>) -> Result<ExecReply, ApiError> {
+    let tail = tail.unwrap_or(MAX_LOG_LINES);
+    if !(1..=MAX_LOG_LINES).contains(&tail) {
+        return Err(ApiError::bad_request(format!(
+            "tail {tail} is out of range: give 1 to {MAX_LOG_LINES} lines"
+        )));
+    }
+    let cmd = rtemu_topo::lab::logs_command(state, node, false, Some(tail))?;
+    run_command(cmd, node, &["logs".to_owned()], LOGS_TIMEOUT)
+}
+
+/// Runs `cmd` (`argv` in node `node`, for messages) as [`run`] does.
+fn run_command(
+    mut cmd: std::process::Command,
+    node: &str,
+    argv: &[String],
+    timeout: Duration,
+) -> Result<ExecReply, ApiError> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -167,13 +197,13 @@ pub fn run(state: &State, node: &str, req: &ExecRequest) -> Result<ExecReply, Ap
         };
         ApiError::new(
             status,
-            format!("running `{}` in node `{node}`: {e}", req.argv.join(" ")),
+            format!("running `{}` in node `{node}`: {e}", argv.join(" ")),
         )
     })?;
     let group = Pid::from_raw(i32::try_from(child.id()).expect("pids fit in i32"));
     waited.insert(group.as_raw());
     drop(waited);
-    let reply = wait(child, group, started, timeout, &req.argv);
+    let reply = wait(child, group, started, timeout, argv);
     WAITED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -253,6 +283,7 @@ mod tests {
         ExecRequest {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             timeout,
+            netns: false,
         }
     }
 

@@ -113,6 +113,7 @@ impl Default for Options {
         routes::counters,
         routes::capture,
         routes::exec,
+        routes::logs,
         routes::vnis,
         routes::up_part,
     ),

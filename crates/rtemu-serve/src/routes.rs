@@ -61,6 +61,7 @@ pub fn router(app: App) -> Router {
         .route("/v1/labs/{lab}/counters", get(counters))
         .route("/v1/labs/{lab}/capture", get(capture))
         .route("/v1/labs/{lab}/nodes/{node}/exec", post(exec))
+        .route("/v1/labs/{lab}/nodes/{node}/logs", get(logs))
         .route("/v1/vnis", get(vnis))
         .route("/v1/parts", post(up_part))
         .fallback(|| async {
@@ -483,6 +484,39 @@ pub async fn exec(
     exec::check(&req)?;
     let state = lab_state(lab).await?;
     blocking(move || exec::run(&state, &node, &req))
+        .await
+        .map(Json)
+}
+
+/// A node's output: its container's, or its start-up commands' (the last `tail` lines).
+#[utoipa::path(get, path = "/v1/labs/{lab}/nodes/{node}/logs", tag = "exec",
+    params(("lab" = String, Path, description = "The lab's name"), ("node" = String, Path, description = "A node of the lab"),
+        ("tail" = Option<u32>, Query, description = "Only the last lines, 1 to 100000 (default 100000)")),
+    responses((status = 200, body = ExecReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn logs(
+    p: Result<Path<(String, String)>, PathRejection>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<ExecReply>, ApiError> {
+    let (lab, node) = params(p)?;
+    let mut tail = None;
+    for (k, v) in query_pairs(q) {
+        match (k.as_str(), v.parse::<u32>()) {
+            ("tail", Ok(n)) => tail = Some(n),
+            ("tail", Err(_)) => {
+                return Err(ApiError::bad_request(format!(
+                    "tail {v:?} is not a number of lines: give 1 to {}",
+                    exec::MAX_LOG_LINES
+                )))
+            }
+            (other, _) => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown query parameter `{other}`: logs takes `tail`"
+                )))
+            }
+        }
+    }
+    let state = lab_state(lab).await?;
+    blocking(move || exec::logs(&state, &node, tail))
         .await
         .map(Json)
 }

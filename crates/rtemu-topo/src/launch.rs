@@ -334,6 +334,33 @@ pub fn statuses(
     Ok(out)
 }
 
+/// [`statuses`] with the installed runtime, for showing: empty for a lab without image nodes
+/// here; a runtime that is missing or fails shows as the word `unknown` and why.
+pub fn lab_statuses(state: &State) -> BTreeMap<String, (String, Status)> {
+    let here: Vec<usize> = state
+        .nodes
+        .iter()
+        .filter_map(|(n, _)| state.topology.node_index(n))
+        .collect();
+    let failed = |why: String| {
+        here.iter()
+            .filter_map(|&n| {
+                let node = &state.topology.nodes[n];
+                let c = node.container.as_ref()?;
+                let status = Status::Other {
+                    runtime_state: format!("unknown ({why})"),
+                };
+                Some((node.name.clone(), (c.image.clone(), status)))
+            })
+            .collect()
+    };
+    match runtime_for(&state.topology, &here) {
+        Ok(None) => BTreeMap::new(),
+        Ok(Some(rt)) => statuses(state, &rt).unwrap_or_else(|e| failed(e.to_string())),
+        Err(e) => failed(e.to_string()),
+    }
+}
+
 /// Whether node `node` of lab `state` runs a container (on this host).
 pub fn has_container(state: &State, node: &str) -> bool {
     state.nodes.iter().any(|(n, _)| n == node)

@@ -171,6 +171,10 @@ env = { GREETING = "hello from the topology" }
 run = ["echo \"$GREETING\" > /tmp/ran"]
 caps = ["NET_ADMIN", "NET_RAW"]
 wait_for = ["server:healthy"]
+[nodes.once]
+image = "IMAGE_A"
+pull = "never"
+cmd = ["sh", "-c", "exit 3"]
 [nodes.bare]
 [[links]]
 endpoints = ["client", "server"]
@@ -359,7 +363,28 @@ fn image_nodes_run_in_their_wired_namespaces_and_leave_nothing() {
     let out = rtemu(&["logs", "--lab", &name, "server"]);
     assert!(out.status.success(), "{}", text(&out));
 
-    assert_eq!(containers_of(&name).len(), 2);
+    // `ls` shows each image node's image and how its container stands.
+    let ls = rtemu(&["ls", &name]);
+    let listing = text(&ls);
+    for line in [
+        format!("    image {}  healthy", images.b),
+        format!("    image {}  running", images.a),
+        format!("    image {}  exited with code 3", images.a),
+    ] {
+        assert!(
+            listing.lines().any(|l| l == line),
+            "no `{line}` in:\n{listing}"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&rtemu(&["ls", &name, "--json"]).stdout).unwrap();
+    assert_eq!(
+        json[0]["containers"]["once"],
+        serde_json::json!({"state": "exited", "exit_code": 3})
+    );
+    assert_eq!(json[0]["containers"]["server"]["state"], "healthy");
+
+    assert_eq!(containers_of(&name).len(), 3);
     drop(lab);
     assert!(
         leftovers(&name).is_empty(),

@@ -35,6 +35,7 @@ from .errors import (
 )
 from .lab import Change, Lab, Lan, Link, Node
 from .types import (
+    Container,
     Detached,
     Direction,
     DownResult,
@@ -87,6 +88,7 @@ __all__ = [
     "Fidelity",
     "FinalReport",
     "Histogram",
+    "Container",
     "Interface",
     "InterfaceCounters",
     "InvalidTopology",

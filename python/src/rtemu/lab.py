@@ -14,6 +14,7 @@ from urllib.parse import quote
 from .errors import CommandFailed, NotFound, ProtocolError
 from .sse import SSEParser
 from .types import (
+    Container,
     Detached,
     DownResult,
     ExecResult,
@@ -51,8 +52,9 @@ def _path(lab: str, *rest: str) -> str:
 
 @dataclass(frozen=True)
 class Node:
-    """A node of a lab: its network namespace, loopback addresses and interfaces, and in a lab
-    across several machines the host it runs on (``None`` on one machine)."""
+    """A node of a lab: its network namespace, loopback addresses and interfaces, in a lab
+    across several machines the host it runs on (``None`` on one machine), and the container it
+    runs when it has an image (``None`` for a bare namespace)."""
 
     lab: str
     name: str
@@ -61,6 +63,7 @@ class Node:
     interfaces: list[Interface]
     _client: Client = field(repr=False, compare=False)
     host: str | None = None
+    container: Container | None = None
 
     @classmethod
     def from_json(cls, value: Any, client: Client, lab: str, where: str) -> Node:
@@ -75,6 +78,11 @@ class Node:
             _client=client,
             # Only a multi-host lab's nodes say it.
             host=_opt_str(o, "host", where) if "host" in o else None,
+            container=(
+                Container.from_json(o["container"], f"{where}.container")
+                if o.get("container") is not None
+                else None
+            ),
         )
 
     def exec(
@@ -82,14 +90,18 @@ class Node:
         argv: Sequence[str | os.PathLike[str]],
         timeout: float = 60.0,
         check: bool = False,
+        netns: bool = False,
     ) -> ExecResult:
-        """Runs ``argv`` in this node and waits for it to end.
+        """Runs ``argv`` in this node and waits for it to end: in its container when it has
+        one (its file system and environment), else in its network namespace.
 
         Args:
             argv: the program and its arguments, as a list (never a shell string: to use a
                 shell, run ``["sh", "-c", "..."]``).
             timeout: seconds after which its process group is killed, in (0, 3600].
             check: raise :class:`~rtemu.CommandFailed` unless it exits with status 0.
+            netns: in a node with a container, run in its network namespace outside the
+                container.
         """
         if isinstance(argv, (str, bytes)):
             raise TypeError(
@@ -102,7 +114,8 @@ class Node:
         reply = self._client.request(
             "POST",
             _path(self.lab, "nodes", self.name, "exec"),
-            json={"argv": args, "timeout": timeout},
+            # Sent only when asked, so a server without containers understands the rest.
+            json={"argv": args, "timeout": timeout, **({"netns": True} if netns else {})},
             timeout=timeout + EXEC_MARGIN,
         )
         result = ExecResult.from_json(reply, self.name, args)
@@ -114,6 +127,15 @@ class Node:
                 result,
             )
         return result
+
+    def logs(self, tail: int | None = None) -> ExecResult:
+        """This node's output: its container's, or its start-up commands' (the last ``tail``
+        lines when given), in ``stdout`` and ``stderr`` of the result."""
+        path = _path(self.lab, "nodes", self.name, "logs")
+        if tail is not None:
+            path += f"?tail={int(tail)}"
+        reply = self._client.request("GET", path)
+        return ExecResult.from_json(reply, self.name, ["logs"])
 
 
 @dataclass(frozen=True)

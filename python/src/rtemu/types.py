@@ -561,6 +561,27 @@ class Interface:
 
 
 @dataclass(frozen=True)
+class Container:
+    """The container a node runs: its image, and ``state`` (``created``, ``running``,
+    ``healthy``, ``unhealthy``, ``exited``, ``missing``, or the runtime's own word) with
+    ``exit_code`` once it exited."""
+
+    image: str
+    state: str
+    exit_code: int | None = None
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> Container:
+        """Parses the API's ``NodeContainer``."""
+        o = _obj(value, where)
+        return cls(
+            _str(o, "image", where),
+            _str(o, "state", where),
+            _opt_int(o, "exit_code", where) if "exit_code" in o else None,
+        )
+
+
+@dataclass(frozen=True)
 class External:
     """A host interface handed to a node (``[[externals]]``): ``mode`` is ``"move"`` or
     ``"macvlan"``; ``name`` is the segment the node's interface on it names."""

@@ -71,6 +71,8 @@ impl SpreadLab {
         let mut hosts = Vec::new();
         let mut detached = Vec::new();
         let mut links = Vec::new();
+        // Each node's container as the host it runs on sees it.
+        let mut containers = std::collections::BTreeMap::new();
         for (host, agent, answer) in answers {
             let (status, problem) = match answer {
                 Err(why) => (PartStatus::Unreachable, Some(why)),
@@ -83,6 +85,11 @@ impl SpreadLab {
                 ),
                 Ok(Some(part)) => {
                     detached.extend(part.detached);
+                    containers.extend(
+                        part.nodes
+                            .into_iter()
+                            .filter_map(|n| Some((n.name, n.container?))),
+                    );
                     links.extend(part.links);
                     match part.status {
                         LabStatus::Up => (PartStatus::Up, None),
@@ -119,6 +126,9 @@ impl SpreadLab {
         };
         let mut lab = api::lab_view(&whole, status);
         lab.detached = detached;
+        for node in &mut lab.nodes {
+            node.container = containers.remove(&node.name);
+        }
         // A link between hosts crosses the underlay as its part on either end measured it.
         for link in &mut lab.links {
             link.underlay = links
@@ -176,7 +186,20 @@ impl SpreadLab {
                 .find(|l| l.name == segments[si].name)?;
             link.underlay.clone()
         };
-        rtemu_control::lab::write_lab(out, &self.whole, &status, underlay, detached)
+        let containers = self
+            .lab
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let c = n.container.as_ref()?;
+                let state = match c.exit_code {
+                    Some(code) => format!("exited with code {code}"),
+                    None => c.state.clone(),
+                };
+                Some((n.name.clone(), state))
+            })
+            .collect();
+        rtemu_control::lab::write_lab(out, &self.whole, &status, underlay, detached, &containers)
     }
 }
 
@@ -242,13 +265,27 @@ impl Listing {
 /// before), a lab across hosts as a [`SpreadLab`] (it has `hosts`).
 impl Serialize for Listing {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// A lab here: its state, and how each of its containers stands.
+        #[derive(serde::Serialize)]
+        struct Local<'a> {
+            #[serde(flatten)]
+            state: &'a State,
+            #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+            containers: std::collections::BTreeMap<String, rtemu_topo::runtime::Status>,
+        }
         #[derive(serde::Serialize)]
         #[serde(untagged)]
         enum Entry<'a> {
-            Local(&'a State),
+            Local(Local<'a>),
             Spread(&'a SpreadLab),
         }
-        let local = self.local.iter().map(Entry::Local);
+        let local = self.local.iter().map(|state| {
+            let containers = rtemu_topo::launch::lab_statuses(state)
+                .into_iter()
+                .map(|(node, (_, status))| (node, status))
+                .collect();
+            Entry::Local(Local { state, containers })
+        });
         s.collect_seq(local.chain(self.spread.iter().map(Entry::Spread)))
     }
 }
