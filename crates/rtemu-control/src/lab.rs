@@ -34,8 +34,8 @@ pub struct Up {
     /// The engine's release threads as they started (class, CPU, links); empty without an
     /// engine, or when it did not say.
     pub engine_threads: Vec<crate::message::EngineThread>,
-    /// Its containers (on this host).
-    pub containers: usize,
+    /// Its containers (on this host), and what starting them took.
+    pub containers: rtemu_topo::launch::Launched,
     /// How long bringing it up took.
     pub elapsed: Duration,
 }
@@ -54,8 +54,8 @@ impl std::fmt::Display for Up {
                 writeln!(f, "  {t}")?;
             }
         }
-        if self.containers > 0 {
-            writeln!(f, "{} containers started", self.containers)?;
+        if self.containers.containers > 0 {
+            writeln!(f, "{}", self.containers)?;
         }
         write!(
             f,
@@ -119,7 +119,7 @@ fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<U
             .unwrap_or_default();
     }
     let containers = match rtemu_topo::launch::start_all(&state) {
-        Ok(n) => n,
+        Ok(launched) => launched,
         Err(e) => {
             let _ = down(&state.lab);
             return Err(anyhow::Error::from(e).context(format!("lab {}", state.lab)));
@@ -549,7 +549,7 @@ mod tests {
                     }]
                 })
                 .unwrap_or_default(),
-            containers: 0,
+            containers: Default::default(),
             elapsed: Duration::from_micros(12_400),
         }
     }

@@ -42,7 +42,19 @@ pub fn dot(topo: &Topology) -> String {
             None => "  ",
         };
         for n in nodes {
-            let _ = writeln!(out, "{indent}\"{}\";", n.name);
+            // An image node shows its image under its name (a reference holds no quote).
+            match &n.container {
+                Some(c) => {
+                    let _ = writeln!(
+                        out,
+                        "{indent}\"{}\" [label=\"{}\\n{}\"];",
+                        n.name, n.name, c.image
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "{indent}\"{}\";", n.name);
+                }
+            }
         }
         if host.is_some() {
             out.push_str("  }\n");
@@ -113,7 +125,11 @@ pub fn mermaid(topo: &Topology) -> String {
             );
         }
         for n in nodes {
-            let _ = writeln!(out, "  n_{}[\"{}\"]", ident(&n.name), n.name);
+            let image = n
+                .container
+                .as_ref()
+                .map_or(String::new(), |c| format!("<br/>{}", c.image));
+            let _ = writeln!(out, "  n_{}[\"{}{image}\"]", ident(&n.name), n.name);
         }
         if host.is_some() {
             out.push_str("  end\n");
@@ -306,6 +322,22 @@ ipv4 = "10.0.1.0/24"
             err.to_string()
                 .contains("install the Debian package graphviz"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn image_nodes_show_their_image() {
+        let src = "lab = \"g\"\n[nodes.a]\nimage = \"localhost/web:1\"\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n";
+        let topo = Topology::parse("g.toml", src).unwrap();
+        let dot = dot(&topo);
+        assert!(
+            dot.contains("  \"a\" [label=\"a\\nlocalhost/web:1\"];\n  \"b\";\n"),
+            "{dot}"
+        );
+        let mermaid = mermaid(&topo);
+        assert!(
+            mermaid.contains("  n_a[\"a<br/>localhost/web:1\"]\n  n_b[\"b\"]\n"),
+            "{mermaid}"
         );
     }
 

@@ -121,7 +121,8 @@ pub fn resolve_images(
 /// health check of each of its containers that has one passes. Starts their `run` lines in
 /// them, output in `/run/rtemu/<lab>/<node>.log`. Returns once every container is up and
 /// healthy; on error the caller takes the lab down.
-pub fn start(state: &State, rt: &dyn Runtime) -> Result<(), LaunchError> {
+pub fn start(state: &State, rt: &dyn Runtime) -> Result<Launched, LaunchError> {
+    let mut launched = Launched::default();
     let topo = &state.topology;
     let containers: Vec<Option<Container>> = topo
         .nodes
@@ -135,7 +136,10 @@ pub fn start(state: &State, rt: &dyn Runtime) -> Result<(), LaunchError> {
         crate::container::start_order(topo.nodes.iter().map(|n| n.name.as_str()), &containers)
             .expect("wait_for cycles are refused when the file is read");
     for wave in waves {
+        let at = Instant::now();
         let started = parallel(&wave, |&ni| start_one(state, ni, rt));
+        launched.starting += at.elapsed();
+        launched.containers += wave.len();
         let failed = failures(topo, &wave, started, ": ");
         if !failed.is_empty() {
             return Err(LaunchError::Start(failed));
@@ -148,13 +152,38 @@ pub fn start(state: &State, rt: &dyn Runtime) -> Result<(), LaunchError> {
                     .is_some_and(|c| c.healthcheck.is_some())
             })
             .collect();
+        let at = Instant::now();
         let health = parallel(&checked, |&ni| wait_healthy(state, ni, rt));
+        launched.health += at.elapsed();
         let unhealthy = failures(topo, &checked, health, " ");
         if !unhealthy.is_empty() {
             return Err(LaunchError::Unhealthy(unhealthy));
         }
     }
-    Ok(())
+    Ok(launched)
+}
+
+/// What starting a lab's containers took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Launched {
+    /// How many were started.
+    pub containers: usize,
+    /// Wall time spent starting them (waves of [`PARALLEL`] at a time).
+    pub starting: Duration,
+    /// Wall time spent waiting for their health checks to pass.
+    pub health: Duration,
+}
+
+impl std::fmt::Display for Launched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} containers started ({:.0} ms starting, {:.0} ms waiting for health checks)",
+            self.containers,
+            self.starting.as_secs_f64() * 1e3,
+            self.health.as_secs_f64() * 1e3
+        )
+    }
 }
 
 /// What failed of the nodes `nodes` (indices), by `results` in their order: each as its node's
@@ -172,22 +201,18 @@ fn failures<T, E: std::fmt::Display>(
         .collect()
 }
 
-/// Starts the containers of lab `state` on this host ([`start`]) with the installed runtime;
-/// returns how many there are (none: nothing is asked of the runtime).
-pub fn start_all(state: &State) -> Result<usize, LaunchError> {
+/// Starts the containers of lab `state` on this host ([`start`]) with the installed runtime
+/// (none: nothing is asked of the runtime).
+pub fn start_all(state: &State) -> Result<Launched, LaunchError> {
     let here: Vec<usize> = state
         .nodes
         .iter()
         .filter_map(|(n, _)| state.topology.node_index(n))
         .collect();
     let Some(rt) = runtime_for(&state.topology, &here)? else {
-        return Ok(0);
+        return Ok(Launched::default());
     };
-    start(state, &rt)?;
-    Ok(here
-        .iter()
-        .filter(|&&n| state.topology.nodes[n].container.is_some())
-        .count())
+    start(state, &rt)
 }
 
 /// Starts node `ni`'s container and its `run` lines.
