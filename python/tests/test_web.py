@@ -47,6 +47,7 @@ neighbours = "static"
 [nodes.router]
 [nodes.server]
 [nodes.monitor]
+run = ["echo monitor ready"]
 
 [[links]]
 name = "access"
@@ -349,6 +350,23 @@ def test_cut_restore_and_capture_from_the_details(
     file = tmp_path / name
     wait_for(lambda: file.exists() and file.stat().st_size > 0, 5, "nothing downloaded")
     assert file.read_bytes()[:4] == b"\x0a\x0d\x0d\x0a", "not a pcapng file"
+
+
+def test_a_node_s_details_show_its_output_on_request(page: Any, web_lab: rtemu.Lab) -> None:
+    page.find_element("css selector", '#graph [data-node="monitor"]').click()
+    assert page.find_element("id", "details-title").text == "Node monitor"
+    # A bare namespace: no container line.
+    assert by_css(page, '#details-body [data-field="container"]') == []
+
+    def shown() -> str:
+        (logs,) = by_css(page, '#details-body [data-field="logs"]')
+        return str(logs.text)
+
+    assert shown() == ""
+    page.find_element("css selector", '#details-body [data-action="logs"]').click()
+    wait_for(lambda: "monitor ready" in shown() or None, 5, "the node's output is not shown")
+    assert shown() == "monitor ready"
+    assert severe_console_messages(page) == []
 
 
 def test_a_screenshot_is_saved(page: Any, web_lab: rtemu.Lab, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@
 
 import { labPath } from './api.js';
 import { h, s, setText } from './dom.js';
-import { fmtBytes, fmtCount, fmtEdge, fmtNs } from './format.js';
+import { fmtBytes, fmtContainer, fmtCount, fmtEdge, fmtNs } from './format.js';
 import { directionsOf, isCut, modelOf } from './series.js';
 import { fill } from './table.js';
 
@@ -52,11 +52,16 @@ export function renderDetails(ctx) {
   refreshDetails(ctx);
 }
 
-function nodeDetails(node, { title, body }) {
+function nodeDetails(node, ctx) {
+  const { title, body } = ctx;
   title.textContent = `Node ${node.name}`;
+  const container = node.container
+    ? [h('dt', {}, 'container'), h('dd', { 'data-field': 'container' }, fmtContainer(node.container))]
+    : [];
   body.replaceChildren(
     h('dl', { class: 'facts' },
       h('dt', {}, 'namespace'), h('dd', {}, h('code', {}, node.netns)),
+      ...container,
       h('dt', {}, 'loopback'), h('dd', {}, node.loopback.join(', ') || 'none')),
     h('table', { class: 'ifaces' },
       h('thead', {}, h('tr', {},
@@ -69,7 +74,27 @@ function nodeDetails(node, { title, body }) {
           h('td', { class: 'small' }, i.addresses.map((a) => h('div', {}, a))),
           h('td', { class: 'num' }, h('div', { 'data-field': 'packets' }, '—'), h('div', { class: 'muted', 'data-field': 'ifdrops' }, '—')))))),
     h('p', { class: 'muted small' }, 'The kernel\u2019s counters, every second.'),
+    logsBox(node, ctx),
   );
+}
+
+/** The last lines of a node's output (its container's, or its start-up commands'), fetched
+ * when asked for and shown as text. */
+function logsBox(node, { client, lab }) {
+  const out = h('pre', { class: 'logs small', 'data-field': 'logs' });
+  const button = h('button', { type: 'button', 'data-action': 'logs' }, 'Show its output (last 200 lines)');
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    try {
+      const reply = await client.getJson(`${labPath(lab, 'nodes', node.name, 'logs')}?tail=200`);
+      out.textContent = `${reply.stdout}${reply.stderr}` || '(no output)';
+    } catch (e) {
+      out.textContent = e.message;
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return h('div', {}, button, out);
 }
 
 function linkDetails(link, ctx) {

@@ -75,3 +75,10 @@ export function fmtThread(t) {
   if (t.stalls > 0) text += `, ${fmtCount(t.stalls)} stalls (max ${fmtNs(t.max_stall_ns)})`;
   return `${text} (${t.links.join(', ')})`;
 }
+
+/** A node's container as its details show it: `rtemu-web:1 · running`, with its exit status
+ * once it exited. */
+export function fmtContainer(c) {
+  const exited = c.exit_code !== null && c.exit_code !== undefined;
+  return `${c.image} · ${c.state}${exited ? ` (exit ${c.exit_code})` : ''}`;
+}

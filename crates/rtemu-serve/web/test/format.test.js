@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { fmtBits, fmtBytes, fmtCount, fmtNs, fmtNsTriple, fmtRate, fmtThread, truncate } from '../format.js';
+import { fmtBits, fmtBytes, fmtContainer, fmtCount, fmtNs, fmtNsTriple, fmtRate, fmtThread, truncate } from '../format.js';
 
 test('rates, counts and sizes take the unit that suits them', () => {
   assert.equal(fmtBits(20e6), '20.00 Mbit/s');
@@ -39,4 +39,11 @@ test('a release thread says where it runs, in which class, and what it was not g
     'thread 0 (not pinned) SCHED_OTHER (asked SCHED_FIFO:40), stepped down 3×, 2 stalls (max 1.50 ms) (ab, cd (a-b))',
   );
   assert.equal(fmtThread({ ...t, priority: null, policy: 'SCHED_OTHER' }), 'thread 0 on CPU 1 SCHED_OTHER (ab, cd (a-b))');
+});
+
+test('a container shows its image and state, and its exit status only once it exited', () => {
+  assert.equal(fmtContainer({ image: 'rtemu-web:1', state: 'running', exit_code: null }), 'rtemu-web:1 · running');
+  assert.equal(fmtContainer({ image: 'rtemu-web:1', state: 'healthy' }), 'rtemu-web:1 · healthy');
+  assert.equal(fmtContainer({ image: 'busybox', state: 'exited', exit_code: 0 }), 'busybox · exited (exit 0)');
+  assert.equal(fmtContainer({ image: 'busybox', state: 'exited', exit_code: 137 }), 'busybox · exited (exit 137)');
 });
