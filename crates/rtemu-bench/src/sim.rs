@@ -20,7 +20,7 @@ use crate::BenchArgs;
 /// second (500 Mbit/s, 1.6× overloaded) stays full and drops tail, which exercises the queue's
 /// drop path and its backlog bookkeeping. A discipline's decision is the packet's `decide`
 /// and its `depart`, both timed.
-const CASES: [(&str, &str); 8] = [
+const CASES: [(&str, &str); 10] = [
     ("delay only", "delay 10ms"),
     ("delay + jitter + loss", "delay 10ms 2ms loss 1%"),
     ("delay + loss (correlated)", "delay 10ms 2ms 25% distribution normal loss 1% 25%"),
@@ -35,6 +35,8 @@ const CASES: [(&str, &str); 8] = [
     ("codel, overloaded", "rate 500mbit codel delay 10ms"),
     ("fq_codel, 16 flows, overloaded", "rate 500mbit fq_codel delay 10ms"),
     ("fq_codel, 16 flows, never full", "rate 10gbit fq_codel delay 10ms"),
+    ("pie, overloaded", "rate 500mbit pie limit 10000 delay 10ms"),
+    ("pie docsis, overloaded", "rate 500mbit pie docsis limit 10000 delay 10ms"),
 ];
 
 /// The case the whole-simulator measurement runs: the full set with a queue that never fills.
@@ -57,6 +59,9 @@ struct Case {
     /// Of the packets, the fraction that lost a copy to a full rate queue (from one untimed
     /// run over the same packets, with the same seed as the timed ones).
     queue_full_fraction: f64,
+    /// Of the packets, the fraction that lost a copy to the queue discipline (`aqm`), in the
+    /// same run.
+    aqm_fraction: f64,
     /// The rate queue's largest backlog in that run, packets.
     max_backlog_packets: u64,
 }
@@ -113,9 +118,9 @@ fn decide_rate(args: &str, n: u64) -> anyhow::Result<f64> {
 }
 
 /// What the rate queue did over `n` of the benchmark's packets, outside the timed runs: the
-/// offered load over the rate (none without `rate`), the fraction of packets that lost a copy
-/// to a full queue, and the largest backlog in packets.
-fn queue_behaviour(args: &str, n: u64) -> anyhow::Result<(Option<f64>, f64, u64)> {
+/// offered load over the rate (none without `rate`), the fractions of packets that lost a copy
+/// to a full queue and to the discipline, and the largest backlog in packets.
+fn queue_behaviour(args: &str, n: u64) -> anyhow::Result<(Option<f64>, [f64; 2], u64)> {
     let config = netem::parse(args)?;
     let offered_bps = f64::from(PACKET_BYTES) * 8.0 * 1e9 / INTERVAL_NS as f64;
     let load = config
@@ -123,26 +128,30 @@ fn queue_behaviour(args: &str, n: u64) -> anyhow::Result<(Option<f64>, f64, u64)
         .as_ref()
         .map(|r| offered_bps / r.rate.0.max(1) as f64);
     let mut model = LinkModel::new(&config, &NoTables, 1, 0)?;
-    let mut full = 0u64;
-    let departed_full = |d: Departure| {
-        u64::from(d.outcome == Outcome::Dropped(DropReason::QueueFull) && d.copy == 0)
+    // Packets that lost a copy to a full queue, and to the discipline.
+    let mut lost = [0u64; 2];
+    let reasons = [DropReason::QueueFull, DropReason::Aqm];
+    let count = |lost: &mut [u64; 2], d: Departure| {
+        for (n, r) in lost.iter_mut().zip(reasons) {
+            *n += u64::from(d.outcome == Outcome::Dropped(r) && d.copy == 0);
+        }
     };
     for i in 0..n {
         let p = packet(i);
         while let Some(d) = model.depart_by(p.arrival_ns) {
-            full += departed_full(d);
+            count(&mut lost, d);
         }
         let fate = model.decide(&p);
-        if fate.drops().any(|r| r == DropReason::QueueFull) {
-            full += 1;
+        for (n, r) in lost.iter_mut().zip(reasons) {
+            *n += u64::from(fate.drops().any(|d| d == r));
         }
     }
     while let Some(d) = model.depart_by(u64::MAX) {
-        full += departed_full(d);
+        count(&mut lost, d);
     }
     Ok((
         load,
-        full as f64 / n as f64,
+        lost.map(|l| l as f64 / n as f64),
         model.counters().max_backlog_packets,
     ))
 }
@@ -190,7 +199,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             rates.iter().copied().fold(f64::MAX, f64::min),
             rates.iter().copied().fold(0.0, f64::max),
         );
-        let (offered_load, queue_full_fraction, max_backlog_packets) =
+        let (offered_load, [queue_full_fraction, aqm_fraction], max_backlog_packets) =
             queue_behaviour(model, args.packets).with_context(|| format!("case {name}"))?;
         cases.push(Case {
             name,
@@ -201,6 +210,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             offered_load,
             overloaded: offered_load.is_some_and(|l| l > 1.0),
             queue_full_fraction,
+            aqm_fraction,
             max_backlog_packets,
         });
     }
@@ -239,14 +249,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let queue = match c.offered_load {
             None => "none".to_owned(),
             Some(load) => format!(
-                "{}: load {load:.2}, peak {} pkts, {:.2} % queue-full drops",
+                "{}: load {load:.2}, peak {} pkts, {:.2} % queue-full, {:.2} % aqm drops",
                 if c.overloaded {
                     "OVERLOADED"
                 } else {
                     "never full"
                 },
                 c.max_backlog_packets,
-                100.0 * c.queue_full_fraction
+                100.0 * c.queue_full_fraction,
+                100.0 * c.aqm_fraction
             ),
         };
         writeln!(
@@ -283,23 +294,37 @@ mod tests {
 
     #[test]
     fn only_the_overloaded_queue_fills_and_drops_tail() {
-        let (load, full, backlog) = queue_behaviour(CASES[3].1, 20_000).unwrap();
+        let (load, [full, aqm], backlog) = queue_behaviour(CASES[3].1, 20_000).unwrap();
         // 800 Mbit/s offered to 10 Gbit/s.
         assert!((load.unwrap() - 0.08).abs() < 1e-9, "{load:?}");
-        assert_eq!(full, 0.0);
+        assert_eq!((full, aqm), (0.0, 0.0));
         assert!(backlog < 1000, "{backlog}");
-        let (load, full, backlog) = queue_behaviour(CASES[4].1, 20_000).unwrap();
+        let (load, [full, aqm], backlog) = queue_behaviour(CASES[4].1, 20_000).unwrap();
         assert!((load.unwrap() - 1.6).abs() < 1e-9, "{load:?}");
         // Once full, 1 - 1/1.6 of the packets find no room.
-        assert!(full > 0.25 && full < 0.4, "{full}");
+        assert!(full > 0.25 && full < 0.4 && aqm == 0.0, "{full}");
         assert!(backlog > 900 && backlog <= 1000, "{backlog}");
-        assert_eq!(queue_behaviour(CASES[0].1, 100).unwrap(), (None, 0.0, 0));
+        assert_eq!(
+            queue_behaviour(CASES[0].1, 100).unwrap(),
+            (None, [0.0; 2], 0)
+        );
         // FQ-CoDel against 16 unresponsive flows 1.6× over the rate: CoDel's drop rate grows
         // too slowly to hold them, so the 10 240-packet limit is reached and drops from the
         // fattest queues (together with CoDel's, about 1 − 1/1.6 of the packets).
-        let (load, full, backlog) = queue_behaviour(CASES[6].1, 200_000).unwrap();
+        let (load, [full, aqm], backlog) = queue_behaviour(CASES[6].1, 200_000).unwrap();
         assert!((load.unwrap() - 1.6).abs() < 1e-9, "{load:?}");
-        assert!(full > 0.2 && full < 0.4, "{full}");
+        assert!(full > 0.2 && full < 0.4 && aqm > 0.0, "{full} {aqm}");
+        assert!(backlog <= 10_240, "{backlog}");
+        // PIE holds the same overload mostly by its own drops (the tail drops while its
+        // probability grows in the first of these 2 s).
+        for case in &CASES[8..] {
+            let (_, [full, aqm], _) = queue_behaviour(case.1, 200_000).unwrap();
+            assert!(
+                aqm > 0.25 && full < aqm / 2.0 && full + aqm < 0.4,
+                "{}: {full} {aqm}",
+                case.0
+            );
+        }
         assert!(backlog <= 10_240, "{backlog}");
     }
 }

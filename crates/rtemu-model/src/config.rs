@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::aqm::codel::CodelConfig;
 use crate::aqm::fq_codel::FqCodelConfig;
+use crate::aqm::pie::PieConfig;
 use crate::chance::ChanceConfig;
 use crate::dist::MAX_DELAY_NS;
 use crate::loss::{Loss, LossConfig};
@@ -209,6 +210,9 @@ pub struct LinkConfig {
     /// FQ-CoDel (RFC 8290) managing the rate queue instead of drop-tail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fq_codel: Option<FqCodelConfig>,
+    /// PIE (RFC 8033) or DOCSIS-PIE (RFC 8034) managing the rate queue instead of drop-tail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pie: Option<PieConfig>,
     /// A seed for this link alone, overriding the experiment's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -236,6 +240,7 @@ impl Default for LinkConfig {
             limit_time: None,
             codel: None,
             fq_codel: None,
+            pie: None,
             seed: None,
         }
     }
@@ -410,6 +415,9 @@ impl LinkConfig {
         if let Some(c) = &self.fq_codel {
             return u64::from(c.limit);
         }
+        if let Some(c) = &self.pie {
+            return u64::from(c.limit);
+        }
         let limits = crate::rate::QueueLimits {
             packets: self.limit,
             bytes: self.limit_bytes,
@@ -424,12 +432,22 @@ impl LinkConfig {
     /// Checks the queue discipline: it manages the rate queue, so it needs a rate, and it
     /// brings its own limit.
     fn validate_discipline(&self) -> Result<(), ConfigError> {
-        if self.codel.is_some() && self.fq_codel.is_some() {
+        let given = [
+            ("codel", self.codel.is_some()),
+            ("fq_codel", self.fq_codel.is_some()),
+            ("pie", self.pie.is_some()),
+        ];
+        let mut named = given.iter().filter(|(_, set)| *set).map(|(k, _)| *k);
+        let first = named.next();
+        if let Some(second) = named.next() {
             return Err(fault(
-                "fq_codel",
+                second,
                 0,
                 "",
-                "a link has one queue discipline: give codel or fq_codel, not both",
+                format!(
+                    "a link has one queue discipline: give {} or {second}, not both",
+                    first.unwrap_or_default()
+                ),
             ));
         }
         let codel = self.codel.as_ref().map(|c| {
@@ -454,9 +472,52 @@ impl LinkConfig {
                 ],
             )
         });
-        let Some((keyword, limit, times)) = codel.or(fq) else {
+        let pie = self.pie.as_ref().map(|c| {
+            (
+                "pie",
+                c.limit,
+                [
+                    ("target", Some(c.target())),
+                    ("tupdate", Some(c.tupdate())),
+                    ("max_burst", c.max_burst.filter(|t| t.0 != 0)),
+                ],
+            )
+        });
+        let Some((keyword, limit, times)) = codel.or(fq).or(pie) else {
             return Ok(());
         };
+        if let Some(p) = &self.pie {
+            // tc's range for the gains it is given (DOCSIS-PIE's default β, 40, is above it).
+            let gains = [("alpha", p.alpha), ("beta", p.beta)];
+            let too_large = gains
+                .iter()
+                .find_map(|(name, v)| v.filter(|v| *v > 32).map(|v| (name, v)));
+            if let Some((name, v)) = too_large {
+                return Err(fault(
+                    keyword,
+                    0,
+                    "",
+                    format!("{name} {v} must be from 0 to 32 (sixteenths of a hertz, as in tc)"),
+                ));
+            }
+            if p.docsis && (p.dq_rate_estimator || p.bytemode) {
+                return Err(fault(
+                    keyword,
+                    0,
+                    "",
+                    "DOCSIS-PIE predicts the delay from the rate and always scales by packet \
+                     size: leave out dq_rate_estimator and bytemode",
+                ));
+            }
+        }
+        if limit > 1 << 24 && (self.fq_codel.is_some() || self.pie.is_some()) {
+            return Err(fault(
+                keyword,
+                0,
+                "",
+                "limit must be at most 16777216 packets",
+            ));
+        }
         if let Some(f) = &self.fq_codel {
             for (name, v, range) in [
                 ("flows", f.flows, 1..=65536),
@@ -485,14 +546,6 @@ impl LinkConfig {
                         "memory_limit must be between 1b and {}",
                         Size(MAX_LIMIT_BYTES)
                     ),
-                ));
-            }
-            if f.limit > 1 << 24 {
-                return Err(fault(
-                    keyword,
-                    0,
-                    "",
-                    "limit must be at most 16777216 packets",
                 ));
             }
         }
@@ -544,7 +597,7 @@ impl LinkConfig {
     /// Whether a queue discipline (`codel`, …) manages the rate queue: the model then decides
     /// a copy's fate when it leaves the queue ([`crate::Model::depart`]).
     pub fn has_discipline(&self) -> bool {
-        self.codel.is_some() || self.fq_codel.is_some()
+        self.codel.is_some() || self.fq_codel.is_some() || self.pie.is_some()
     }
 
     /// Whether the configuration changes nothing (an ideal link).
@@ -620,6 +673,40 @@ fn fq_codel_words(c: &FqCodelConfig) -> String {
     }
     if c.drop_batch != d.drop_batch {
         w += &format!(" drop_batch {}", c.drop_batch);
+    }
+    w
+}
+
+/// `pie` (or `pie docsis`) and the options that differ from the variant's defaults.
+fn pie_words(c: &PieConfig) -> String {
+    let d = PieConfig::default();
+    let mut w = String::from(if c.docsis { "pie docsis" } else { "pie" });
+    if c.limit != d.limit {
+        w += &format!(" limit {}", c.limit);
+    }
+    if let Some(t) = c.target {
+        w += &format!(" target {t}");
+    }
+    if let Some(t) = c.tupdate {
+        w += &format!(" tupdate {t}");
+    }
+    if let Some(a) = c.alpha {
+        w += &format!(" alpha {a}");
+    }
+    if let Some(b) = c.beta {
+        w += &format!(" beta {b}");
+    }
+    if let Some(t) = c.max_burst {
+        w += &format!(" max_burst {t}");
+    }
+    if c.ecn {
+        w += " ecn";
+    }
+    if c.bytemode {
+        w += " bytemode";
+    }
+    if c.dq_rate_estimator {
+        w += " dq_rate_estimator";
     }
     w
 }
@@ -723,6 +810,9 @@ impl fmt::Display for LinkConfig {
         }
         if let Some(c) = &self.fq_codel {
             parts.push(fq_codel_words(c));
+        }
+        if let Some(c) = &self.pie {
+            parts.push(pie_words(c));
         }
         if let Some(seed) = self.seed {
             parts.push(format!("seed {seed}"));

@@ -47,6 +47,8 @@ pub trait TableSource {
 
 /// The label mixed into a link's stream label for the seed of FQ-CoDel's flow hash.
 const FLOW_HASH_LABEL: u64 = 0x4651_4841_5348; // "FQHASH"
+/// The label mixed into a link's stream label for a queue discipline's own draws (PIE's).
+const AQM_LABEL: u64 = 0x4151_4d44_5257; // "AQMDRW"
 
 /// A [`TableSource`] that has no tables: enough for every configuration that names none.
 #[derive(Debug, Clone, Copy, Default)]
@@ -198,6 +200,11 @@ impl LinkModel {
                         Stream::new(cfg.seed.unwrap_or(seed), label ^ FLOW_HASH_LABEL).next_u64();
                     Some(Bottleneck::fq_codel(*r, f, hash_seed))
                 }
+                // Its own stream too, so its draws move none of the link's.
+                (Some(r), None, None) => cfg.pie.as_ref().map(|p| {
+                    let stream = Stream::new(cfg.seed.unwrap_or(seed), label ^ AQM_LABEL);
+                    Bottleneck::pie(*r, p, stream)
+                }),
                 _ => None,
             },
             rate: cfg.rate.filter(|_| !cfg.has_discipline()).map(|r| {

@@ -18,6 +18,7 @@
 
 use crate::aqm::codel::CodelConfig;
 use crate::aqm::fq_codel::FqCodelConfig;
+use crate::aqm::pie::PieConfig;
 use crate::chance::ChanceConfig;
 use crate::config::{
     int_range, ConfigError, DistName, LinkConfig, TableMode, CELL_SIZE_RANGE, LIMIT_RANGE,
@@ -280,6 +281,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "ecn" => cfg.ecn = true,
             "codel" => cfg.codel = Some(parse_codel(&mut p)?),
             "fq_codel" => cfg.fq_codel = Some(parse_fq_codel(&mut p)?),
+            "pie" => cfg.pie = Some(parse_pie(&mut p)?),
             "slot" => {
                 return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
             }
@@ -288,7 +290,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
                     keyword,
                     Some(&p.words[at]),
                     "unknown keyword; expected one of delay, distribution, loss, ecn, duplicate, corrupt, ber, \
-                     reorder, gap, rate, limit, limit-bytes, codel, fq_codel, ordered, tables, seed",
+                     reorder, gap, rate, limit, limit-bytes, codel, fq_codel, pie, ordered, tables, seed",
                 ))
             }
         }
@@ -307,6 +309,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "ecn",
             "codel",
             "fq_codel",
+            "pie",
         ];
         if let Some(k) = known.iter().find(|k| **k == canonical) {
             spans.push((k, at, p.pos));
@@ -404,6 +407,35 @@ fn parse_fq_codel(p: &mut Parser<'_>) -> Result<FqCodelConfig, NetemError> {
             }
             "ecn" => c.ecn = true,
             "noecn" => c.ecn = false,
+            _ => {
+                p.pos -= 1;
+                break;
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// `pie`'s options (and `docsis`), as [`parse_codel`] reads `codel`'s.
+fn parse_pie(p: &mut Parser<'_>) -> Result<PieConfig, NetemError> {
+    let mut c = PieConfig::default();
+    let gain = "a whole number from 0 to 32 (sixteenths of a hertz)";
+    while let Some(word) = p.words.get(p.pos).map(|w| w.text) {
+        p.pos += 1;
+        match word {
+            "docsis" => c.docsis = true,
+            "limit" => c.limit = p.integer("pie limit", "a whole number from 1 to 16777216")?,
+            "target" => c.target = Some(p.value("pie target", "a time", Time::parse)?),
+            "tupdate" => c.tupdate = Some(p.value("pie tupdate", "a time", Time::parse)?),
+            "max_burst" => c.max_burst = Some(p.value("pie max_burst", "a time", Time::parse)?),
+            "alpha" => c.alpha = Some(p.integer("pie alpha", gain)?),
+            "beta" => c.beta = Some(p.integer("pie beta", gain)?),
+            "ecn" => c.ecn = true,
+            "noecn" => c.ecn = false,
+            "bytemode" => c.bytemode = true,
+            "nobytemode" => c.bytemode = false,
+            "dq_rate_estimator" => c.dq_rate_estimator = true,
+            "no_dq_rate_estimator" => c.dq_rate_estimator = false,
             _ => {
                 p.pos -= 1;
                 break;

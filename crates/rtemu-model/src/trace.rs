@@ -146,6 +146,7 @@ pub fn untraced_stages(cfg: &LinkConfig) -> LinkConfig {
         limit_time: cfg.limit_time,
         codel: cfg.codel,
         fq_codel: cfg.fq_codel,
+        pie: cfg.pie,
         corrupt: cfg.corrupt,
         ber: cfg.ber,
         ordered: cfg.ordered,

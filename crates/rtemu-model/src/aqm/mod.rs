@@ -1,5 +1,5 @@
 //! Queue disciplines at the bottleneck: the rate stage's queue when it is managed (CoDel,
-//! FQ-CoDel) rather than drop-tail.
+//! FQ-CoDel, PIE) rather than drop-tail.
 //!
 //! A managed queue decides at *dequeue*: CoDel judges a packet by how long it waited, and a
 //! scheduler picks which queue sends next from what is queued when the link frees, which
@@ -18,15 +18,18 @@
 
 pub mod codel;
 pub mod fq_codel;
+pub mod pie;
 mod store;
 
 use crate::fate::{Corruption, DropReason};
 use crate::packet::{Ecn, Nanos};
 use crate::rate::RateConfig;
+use crate::rng::Stream;
 
 use crate::packet::FlowKey;
 use codel::{CodelConfig, CodelState, Decision, Head};
 use fq_codel::{FqCodel, FqCodelConfig};
+use pie::{Pie, PieConfig};
 use store::{Fifo, Store};
 
 /// A copy waiting in a discipline's queue, with what the stages after the queue need to finish
@@ -117,16 +120,20 @@ pub(crate) enum Discipline {
     Codel(Codel),
     /// FQ-CoDel.
     FqCodel(FqCodel),
+    /// PIE or DOCSIS-PIE.
+    Pie(Pie),
 }
 
 impl Discipline {
-    fn enqueue(&mut self, q: Queued) -> Result<(), DropReason> {
+    /// Offers `q`, arriving at `now`.
+    fn enqueue(&mut self, now: Nanos, q: Queued) -> Result<(), DropReason> {
         match self {
             Discipline::Codel(c) => c.enqueue(q),
             Discipline::FqCodel(f) => {
                 f.enqueue(q, q.queue);
                 Ok(())
             }
+            Discipline::Pie(p) => p.enqueue(now, q),
         }
     }
 
@@ -136,6 +143,7 @@ impl Discipline {
         match self {
             Discipline::Codel(c) => c.dequeue(now),
             Discipline::FqCodel(f) => f.dequeue(now),
+            Discipline::Pie(p) => p.dequeue(now),
         }
     }
 
@@ -148,6 +156,7 @@ impl Discipline {
         match self {
             Discipline::Codel(c) => (u64::from(c.queue.len), c.queue.bytes),
             Discipline::FqCodel(f) => f.backlog(),
+            Discipline::Pie(p) => p.backlog(),
         }
     }
 }
@@ -178,11 +187,16 @@ impl Bottleneck {
         Self::with(rate, Discipline::FqCodel(FqCodel::new(cfg, hash_seed)))
     }
 
+    /// A link of `rate` behind PIE (or DOCSIS-PIE), drawing from `stream`.
+    pub(crate) fn pie(rate: RateConfig, cfg: &PieConfig, stream: Stream) -> Self {
+        Self::with(rate, Discipline::Pie(Pie::new(cfg, rate, stream)))
+    }
+
     /// The scheduler's queue for `flow` (0 for a discipline with one queue).
     pub(crate) fn classify(&self, flow: &FlowKey) -> u32 {
         match &self.discipline {
             Discipline::FqCodel(f) => f.classify(flow),
-            Discipline::Codel(_) => 0,
+            _ => 0,
         }
     }
 
@@ -208,7 +222,7 @@ impl Bottleneck {
             }
         }
         q.enqueued_ns = now;
-        self.discipline.enqueue(q)?;
+        self.discipline.enqueue(now, q)?;
         if self.next_ns.is_none() && !self.discipline.is_empty() {
             self.next_ns = Some(self.link_free_ns.max(now));
         }
