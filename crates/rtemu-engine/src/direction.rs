@@ -583,7 +583,8 @@ mod tests {
         // 1000 µs of 1 Mbit/s per 125-byte frame: frames every 900 µs overload it, so CoDel
         // (ECN on) marks the ECN-capable ones and drops the others. PIE decides at enqueue
         // from what the dequeues measured, so the order of the two matters to it too; it drops
-        // ECN-capable frames as well once its probability reaches 10 %.
+        // ECN-capable frames as well once its probability reaches 10 %. DualPI2 takes the
+        // ECT(1) frames into its L queue and marks, never drops, ECN-capable ones.
         for (netem, ect_kept) in [
             (
                 "rate 1mbit codel target 5ms interval 50ms ecn delay 2ms",
@@ -599,6 +600,7 @@ mod tests {
             ),
             ("rate 1mbit pie docsis target 5ms ecn delay 2ms", false),
             ("rate 1mbit pie dq_rate_estimator ecn delay 2ms", false),
+            ("rate 1mbit dualpi2 delay 2ms", true),
         ] {
             managed_queue_matches_the_model(netem, ect_kept);
         }
@@ -629,7 +631,8 @@ mod tests {
         for i in 0..3000u64 {
             let mut f = udp(i as u32);
             f.resize(125, 0);
-            f[15] = (i % 3 == 0) as u8 * 2; // a third ECT(0)
+            // A third ECN-capable: ECT(0) and ECT(1) (DualPI2's L queue) in turn.
+            f[15] = if i % 3 == 0 { 2 - (i % 2) as u8 } else { 0 };
             f[34..36].copy_from_slice(&(1000 + (i % 5) as u16).to_be_bytes()); // five flows
             let sum = rtemu_model::wire::internet_checksum(&f[14..34]);
             f[24..26].copy_from_slice(&sum.to_be_bytes());

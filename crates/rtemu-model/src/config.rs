@@ -9,6 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::aqm::codel::CodelConfig;
+use crate::aqm::dualpi2::DualPi2Config;
 use crate::aqm::fq_codel::FqCodelConfig;
 use crate::aqm::pie::PieConfig;
 use crate::chance::ChanceConfig;
@@ -213,6 +214,9 @@ pub struct LinkConfig {
     /// PIE (RFC 8033) or DOCSIS-PIE (RFC 8034) managing the rate queue instead of drop-tail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pie: Option<PieConfig>,
+    /// DualPI2 (RFC 9332), the L4S dual queue, managing the rate queue instead of drop-tail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dualpi2: Option<DualPi2Config>,
     /// A seed for this link alone, overriding the experiment's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -241,6 +245,7 @@ impl Default for LinkConfig {
             codel: None,
             fq_codel: None,
             pie: None,
+            dualpi2: None,
             seed: None,
         }
     }
@@ -418,6 +423,9 @@ impl LinkConfig {
         if let Some(c) = &self.pie {
             return u64::from(c.limit);
         }
+        if let Some(c) = &self.dualpi2 {
+            return u64::from(c.limit);
+        }
         let limits = crate::rate::QueueLimits {
             packets: self.limit,
             bytes: self.limit_bytes,
@@ -436,6 +444,7 @@ impl LinkConfig {
             ("codel", self.codel.is_some()),
             ("fq_codel", self.fq_codel.is_some()),
             ("pie", self.pie.is_some()),
+            ("dualpi2", self.dualpi2.is_some()),
         ];
         let mut named = given.iter().filter(|(_, set)| *set).map(|(k, _)| *k);
         let first = named.next();
@@ -483,7 +492,18 @@ impl LinkConfig {
                 ],
             )
         });
-        let Some((keyword, limit, times)) = codel.or(fq).or(pie) else {
+        let dual = self.dualpi2.as_ref().map(|c| {
+            (
+                "dualpi2",
+                c.limit,
+                [
+                    ("target", Some(c.target)),
+                    ("tupdate", Some(c.tupdate)),
+                    ("step_thresh", Some(c.step_thresh)),
+                ],
+            )
+        });
+        let Some((keyword, limit, times)) = codel.or(fq).or(pie).or(dual) else {
             return Ok(());
         };
         if let Some(p) = &self.pie {
@@ -510,7 +530,38 @@ impl LinkConfig {
                 ));
             }
         }
-        if limit > 1 << 24 && (self.fq_codel.is_some() || self.pie.is_some()) {
+        if let Some(d) = &self.dualpi2 {
+            for (name, v) in [("alpha", d.alpha), ("beta", d.beta)] {
+                if !(0.0..=100.0).contains(&v) {
+                    return Err(fault(
+                        keyword,
+                        0,
+                        "",
+                        format!("{name} {v} must be from 0 to 100 (hertz)"),
+                    ));
+                }
+            }
+            if !(1..=255).contains(&d.coupling_factor) {
+                return Err(fault(
+                    keyword,
+                    0,
+                    "",
+                    format!(
+                        "coupling_factor {} must be a whole number from 1 to 255",
+                        d.coupling_factor
+                    ),
+                ));
+            }
+            if !(0.0..=1.0).contains(&d.c_protection.0) {
+                return Err(fault(
+                    keyword,
+                    0,
+                    "",
+                    "c_protection must be from 0% to 100%",
+                ));
+            }
+        }
+        if limit > 1 << 24 && self.codel.is_none() {
             return Err(fault(
                 keyword,
                 0,
@@ -597,7 +648,10 @@ impl LinkConfig {
     /// Whether a queue discipline (`codel`, …) manages the rate queue: the model then decides
     /// a copy's fate when it leaves the queue ([`crate::Model::depart`]).
     pub fn has_discipline(&self) -> bool {
-        self.codel.is_some() || self.fq_codel.is_some() || self.pie.is_some()
+        self.codel.is_some()
+            || self.fq_codel.is_some()
+            || self.pie.is_some()
+            || self.dualpi2.is_some()
     }
 
     /// Whether the configuration changes nothing (an ideal link).
@@ -711,6 +765,39 @@ fn pie_words(c: &PieConfig) -> String {
     w
 }
 
+/// `dualpi2` and the options that differ from tc's defaults.
+fn dualpi2_words(c: &DualPi2Config) -> String {
+    let d = DualPi2Config::default();
+    let mut w = String::from("dualpi2");
+    if c.limit != d.limit {
+        w += &format!(" limit {}", c.limit);
+    }
+    for (name, v, default) in [
+        ("target", c.target, d.target),
+        ("tupdate", c.tupdate, d.tupdate),
+        ("step_thresh", c.step_thresh, d.step_thresh),
+    ] {
+        if v != default {
+            w += &format!(" {name} {v}");
+        }
+    }
+    for (name, v, default) in [("alpha", c.alpha, d.alpha), ("beta", c.beta, d.beta)] {
+        if v != default {
+            w += &format!(" {name} {v}");
+        }
+    }
+    if c.coupling_factor != d.coupling_factor {
+        w += &format!(" coupling_factor {}", c.coupling_factor);
+    }
+    if c.min_qlen_step != d.min_qlen_step {
+        w += &format!(" min_qlen_step {}", c.min_qlen_step);
+    }
+    if c.c_protection != d.c_protection {
+        w += &format!(" c_protection {}", c.c_protection);
+    }
+    w
+}
+
 fn chance_words(keyword: &str, c: &ChanceConfig) -> String {
     if c.correlation.0 != 0.0 {
         format!("{keyword} {} {}", c.probability, c.correlation)
@@ -813,6 +900,9 @@ impl fmt::Display for LinkConfig {
         }
         if let Some(c) = &self.pie {
             parts.push(pie_words(c));
+        }
+        if let Some(c) = &self.dualpi2 {
+            parts.push(dualpi2_words(c));
         }
         if let Some(seed) = self.seed {
             parts.push(format!("seed {seed}"));

@@ -47,7 +47,8 @@ pub trait TableSource {
 
 /// The label mixed into a link's stream label for the seed of FQ-CoDel's flow hash.
 const FLOW_HASH_LABEL: u64 = 0x4651_4841_5348; // "FQHASH"
-/// The label mixed into a link's stream label for a queue discipline's own draws (PIE's).
+/// The label mixed into a link's stream label for a queue discipline's own draws (PIE's,
+/// DualPI2's).
 const AQM_LABEL: u64 = 0x4151_4d44_5257; // "AQMDRW"
 
 /// A [`TableSource`] that has no tables: enough for every configuration that names none.
@@ -201,10 +202,14 @@ impl LinkModel {
                     Some(Bottleneck::fq_codel(*r, f, hash_seed))
                 }
                 // Its own stream too, so its draws move none of the link's.
-                (Some(r), None, None) => cfg.pie.as_ref().map(|p| {
+                (Some(r), None, None) => {
                     let stream = Stream::new(cfg.seed.unwrap_or(seed), label ^ AQM_LABEL);
-                    Bottleneck::pie(*r, p, stream)
-                }),
+                    match (&cfg.pie, &cfg.dualpi2) {
+                        (Some(p), _) => Some(Bottleneck::pie(*r, p, stream)),
+                        (None, Some(d)) => Some(Bottleneck::dualpi2(*r, d, stream)),
+                        (None, None) => None,
+                    }
+                }
                 _ => None,
             },
             rate: cfg.rate.filter(|_| !cfg.has_discipline()).map(|r| {

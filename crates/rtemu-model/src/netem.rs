@@ -17,6 +17,7 @@
 //! 100%`.
 
 use crate::aqm::codel::CodelConfig;
+use crate::aqm::dualpi2::DualPi2Config;
 use crate::aqm::fq_codel::FqCodelConfig;
 use crate::aqm::pie::PieConfig;
 use crate::chance::ChanceConfig;
@@ -282,6 +283,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "codel" => cfg.codel = Some(parse_codel(&mut p)?),
             "fq_codel" => cfg.fq_codel = Some(parse_fq_codel(&mut p)?),
             "pie" => cfg.pie = Some(parse_pie(&mut p)?),
+            "dualpi2" => cfg.dualpi2 = Some(parse_dualpi2(&mut p)?),
             "slot" => {
                 return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
             }
@@ -290,7 +292,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
                     keyword,
                     Some(&p.words[at]),
                     "unknown keyword; expected one of delay, distribution, loss, ecn, duplicate, corrupt, ber, \
-                     reorder, gap, rate, limit, limit-bytes, codel, fq_codel, pie, ordered, tables, seed",
+                     reorder, gap, rate, limit, limit-bytes, codel, fq_codel, pie, dualpi2, ordered, tables, seed",
                 ))
             }
         }
@@ -310,6 +312,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "codel",
             "fq_codel",
             "pie",
+            "dualpi2",
         ];
         if let Some(k) = known.iter().find(|k| **k == canonical) {
             spans.push((k, at, p.pos));
@@ -436,6 +439,48 @@ fn parse_pie(p: &mut Parser<'_>) -> Result<PieConfig, NetemError> {
             "nobytemode" => c.bytemode = false,
             "dq_rate_estimator" => c.dq_rate_estimator = true,
             "no_dq_rate_estimator" => c.dq_rate_estimator = false,
+            _ => {
+                p.pos -= 1;
+                break;
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// `dualpi2`'s options, as [`parse_codel`] reads `codel`'s.
+fn parse_dualpi2(p: &mut Parser<'_>) -> Result<DualPi2Config, NetemError> {
+    let mut c = DualPi2Config::default();
+    let hertz = |s: &str| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or(UnitError::Malformed {
+                what: "a number of hertz",
+                example: "0.16",
+            })
+    };
+    while let Some(word) = p.words.get(p.pos).map(|w| w.text) {
+        p.pos += 1;
+        match word {
+            "limit" => c.limit = p.integer("dualpi2 limit", "a whole number from 1 to 16777216")?,
+            "target" => c.target = p.value("dualpi2 target", "a time", Time::parse)?,
+            "tupdate" => c.tupdate = p.value("dualpi2 tupdate", "a time", Time::parse)?,
+            "alpha" => c.alpha = p.value("dualpi2 alpha", "a number", hertz)?,
+            "beta" => c.beta = p.value("dualpi2 beta", "a number", hertz)?,
+            "coupling_factor" => {
+                c.coupling_factor =
+                    p.integer("dualpi2 coupling_factor", "a whole number from 1 to 255")?
+            }
+            "step_thresh" => {
+                c.step_thresh = p.value("dualpi2 step_thresh", "a time", Time::parse)?
+            }
+            "min_qlen_step" => {
+                c.min_qlen_step = p.integer("dualpi2 min_qlen_step", "a whole number of packets")?
+            }
+            "c_protection" => {
+                c.c_protection = p.value("dualpi2 c_protection", "a percentage", Percent::parse)?
+            }
             _ => {
                 p.pos -= 1;
                 break;

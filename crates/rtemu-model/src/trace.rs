@@ -147,6 +147,7 @@ pub fn untraced_stages(cfg: &LinkConfig) -> LinkConfig {
         codel: cfg.codel,
         fq_codel: cfg.fq_codel,
         pie: cfg.pie,
+        dualpi2: cfg.dualpi2,
         corrupt: cfg.corrupt,
         ber: cfg.ber,
         ordered: cfg.ordered,

@@ -1,5 +1,5 @@
 //! Queue disciplines at the bottleneck: the rate stage's queue when it is managed (CoDel,
-//! FQ-CoDel, PIE) rather than drop-tail.
+//! FQ-CoDel, PIE, DualPI2) rather than drop-tail.
 //!
 //! A managed queue decides at *dequeue*: CoDel judges a packet by how long it waited, and a
 //! scheduler picks which queue sends next from what is queued when the link frees, which
@@ -17,6 +17,7 @@
 //! arrived before.
 
 pub mod codel;
+pub mod dualpi2;
 pub mod fq_codel;
 pub mod pie;
 mod store;
@@ -28,9 +29,50 @@ use crate::rng::Stream;
 
 use crate::packet::FlowKey;
 use codel::{CodelConfig, CodelState, Decision, Head};
+use dualpi2::{DualPi2, DualPi2Config};
 use fq_codel::{FqCodel, FqCodelConfig};
 use pie::{Pie, PieConfig};
 use store::{Fifo, Store};
+
+/// A controller's update timer (PIE's, DualPI2's): it starts with the first packet, so the
+/// decisions depend only on the packets and their times, not on the clock's origin. The
+/// updates due are taken lazily, in order, before each event: nothing changes between events,
+/// so each sees the state it would have seen on time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticker {
+    period: Nanos,
+    /// When the next update is due; `None` before the first packet.
+    next: Option<Nanos>,
+}
+
+impl Ticker {
+    /// A timer of `period`, not started.
+    pub(crate) fn new(period: Nanos) -> Self {
+        Ticker { period, next: None }
+    }
+
+    /// Starts the timer at `now` unless it runs.
+    pub(crate) fn start(&mut self, now: Nanos) {
+        if self.next.is_none() {
+            self.next = Some(now.saturating_add(self.period));
+        }
+    }
+
+    /// The next update if it is due by `now`, taken.
+    pub(crate) fn take(&mut self, now: Nanos) -> Option<Nanos> {
+        let at = self.next.filter(|t| *t <= now)?;
+        self.next = Some(at.saturating_add(self.period));
+        Some(at)
+    }
+
+    /// Skips every update due by `now`: the caller knows they would change nothing.
+    pub(crate) fn skip(&mut self, now: Nanos) {
+        if let Some(at) = self.next.filter(|t| *t <= now) {
+            let skipped = (now - at) / self.period + 1;
+            self.next = Some(at.saturating_add(skipped.saturating_mul(self.period)));
+        }
+    }
+}
 
 /// A copy waiting in a discipline's queue, with what the stages after the queue need to finish
 /// its fate.
@@ -122,6 +164,8 @@ pub(crate) enum Discipline {
     FqCodel(FqCodel),
     /// PIE or DOCSIS-PIE.
     Pie(Pie),
+    /// DualPI2.
+    DualPi2(DualPi2),
 }
 
 impl Discipline {
@@ -134,6 +178,7 @@ impl Discipline {
                 Ok(())
             }
             Discipline::Pie(p) => p.enqueue(now, q),
+            Discipline::DualPi2(d) => d.enqueue(now, q).map_err(|()| DropReason::QueueFull),
         }
     }
 
@@ -144,6 +189,7 @@ impl Discipline {
             Discipline::Codel(c) => c.dequeue(now),
             Discipline::FqCodel(f) => f.dequeue(now),
             Discipline::Pie(p) => p.dequeue(now),
+            Discipline::DualPi2(d) => d.dequeue(now),
         }
     }
 
@@ -157,6 +203,7 @@ impl Discipline {
             Discipline::Codel(c) => (u64::from(c.queue.len), c.queue.bytes),
             Discipline::FqCodel(f) => f.backlog(),
             Discipline::Pie(p) => p.backlog(),
+            Discipline::DualPi2(d) => d.backlog(),
         }
     }
 }
@@ -190,6 +237,11 @@ impl Bottleneck {
     /// A link of `rate` behind PIE (or DOCSIS-PIE), drawing from `stream`.
     pub(crate) fn pie(rate: RateConfig, cfg: &PieConfig, stream: Stream) -> Self {
         Self::with(rate, Discipline::Pie(Pie::new(cfg, rate, stream)))
+    }
+
+    /// A link of `rate` behind DualPI2, drawing from `stream`.
+    pub(crate) fn dualpi2(rate: RateConfig, cfg: &DualPi2Config, stream: Stream) -> Self {
+        Self::with(rate, Discipline::DualPi2(DualPi2::new(cfg, stream)))
     }
 
     /// The scheduler's queue for `flow` (0 for a discipline with one queue).

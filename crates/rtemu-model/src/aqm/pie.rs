@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 
 use super::codel::Decision;
 use super::store::{Fifo, Store};
-use super::Queued;
+use super::{Queued, Ticker};
 use crate::fate::DropReason;
 use crate::packet::Nanos;
 use crate::rate::RateConfig;
@@ -200,8 +200,7 @@ pub(crate) struct Pie {
     qdelay: Nanos,
     qdelay_old: Nanos,
     burst_allowance: Nanos,
-    /// When the next update is due; `None` before the first packet.
-    next_update: Option<Nanos>,
+    ticker: Ticker,
     /// The time the queued packets take to send at the configured rate.
     drain_ns: Nanos,
     dq: DqRate,
@@ -237,7 +236,7 @@ impl Pie {
             qdelay: 0,
             qdelay_old: 0,
             burst_allowance: max_burst,
-            next_update: None,
+            ticker: Ticker::new(cfg.tupdate().0),
             drain_ns: 0,
             dq: DqRate::default(),
         }
@@ -251,9 +250,7 @@ impl Pie {
     /// Offers `q` at `now`: queued (perhaps marked), or dropped for the reason returned.
     pub(crate) fn enqueue(&mut self, now: Nanos, mut q: Queued) -> Result<(), DropReason> {
         self.advance(now);
-        if self.next_update.is_none() {
-            self.next_update = Some(now.saturating_add(self.tupdate));
-        }
+        self.ticker.start(now);
         if self.queue.len >= self.limit {
             self.accu_prob = 0.0;
             return Err(DropReason::QueueFull);
@@ -360,20 +357,14 @@ impl Pie {
 
     /// Takes the updates due by `now`, in order.
     fn advance(&mut self, now: Nanos) {
-        let Some(mut next) = self.next_update else {
-            return;
-        };
-        while next <= now {
+        while self.ticker.take(now).is_some() {
             if self.at_rest() {
-                // Nothing changes any more until a packet comes: skip to the last update due.
-                let skipped = (now - next) / self.tupdate;
-                next = next.saturating_add((skipped + 1).saturating_mul(self.tupdate));
+                // Nothing changes any more until a packet comes.
+                self.ticker.skip(now);
                 break;
             }
             self.update();
-            next = next.saturating_add(self.tupdate);
         }
-        self.next_update = Some(next);
     }
 
     /// Whether an update would change nothing: an empty queue whose probability and

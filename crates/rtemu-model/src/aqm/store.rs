@@ -98,6 +98,11 @@ impl Fifo {
         (self.head != NONE).then_some(self.head)
     }
 
+    /// The first value, if any.
+    pub(crate) fn peek<'a, T>(&self, store: &'a Store<T>) -> Option<&'a T> {
+        self.front().map(|slot| &store.items[slot as usize])
+    }
+
     /// Appends `value` of `bytes` bytes; `Err(value)` when the store is full.
     pub(crate) fn push<T: Copy + Default>(
         &mut self,
