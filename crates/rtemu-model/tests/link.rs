@@ -404,6 +404,20 @@ fn a_structured_config_reads_like_the_netem_line() {
         from_toml,
         netem::parse("delay 20ms 5ms distribution normal loss 1% 25% rate 10mbit").unwrap()
     );
+    // The disciplines' tables: left-out fields take tc's defaults.
+    for (toml_text, line) in [
+        (
+            "rate = { rate = \"10mbit\" }\npie = { docsis = true, target = \"20ms\", ecn = true }",
+            "rate 10mbit pie docsis target 20ms ecn",
+        ),
+        (
+            "rate = { rate = \"10mbit\" }\ndualpi2 = { alpha = 0.1, coupling_factor = 3, c_protection = \"30%\" }",
+            "rate 10mbit dualpi2 alpha 0.1 coupling_factor 3 c_protection 30",
+        ),
+    ] {
+        let from_toml: LinkConfig = toml::from_str(toml_text).unwrap();
+        assert_eq!(from_toml, netem::parse(line).unwrap(), "{line}");
+    }
     let err = toml::from_str::<LinkConfig>("delay = \"20 parsecs\"").unwrap_err();
     assert!(err.to_string().contains("expected a time"), "{err}");
 }

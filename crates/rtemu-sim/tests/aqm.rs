@@ -243,22 +243,25 @@ proptest! {
         prop_assert!(tail_median > 700_000_000, "drop-tail {tail_median} ns");
     }
 
-    /// ECN-capable traffic (ECT(0) or ECT(1)) over CoDel with `ecn` loses no frame to the AQM:
-    /// where it would drop, it marks CE, and the frames arrive marked.
+    /// ECN-capable traffic (ECT(0) or ECT(1)) over CoDel with `ecn`, or over DualPI2 (ECT(1)
+    /// to its L queue, which only marks; ECT(0) to its classic queue, which marks where it
+    /// would drop), loses no frame to the AQM: the frames arrive marked CE instead.
     #[test]
-    fn ecn_capable_traffic_loses_no_frame_to_codel(
+    fn ecn_capable_traffic_loses_no_frame_to_codel_or_dualpi2(
         seed in any::<u64>(),
         load in 0.9f64..1.5,
         ecn in 1u8..3,
     ) {
         let traffic = format!("poisson {}pps 1000B 10s", (1250.0 * load) as u64);
-        let (s, out) = run("rate 10mbit codel ecn", &traffic, ecn, seed);
-        prop_assert_eq!(s.dropped["aqm"], 0);
-        prop_assert_eq!(s.packets_in, s.delivered + s.dropped["queue-full"]);
-        let ce = out.iter().filter(|(.., e)| *e == 3).count() as u64;
-        prop_assert_eq!(ce, s.marked);
-        if load > 1.1 {
-            prop_assert!(s.marked > 0);
+        for model in ["rate 10mbit codel ecn", "rate 10mbit dualpi2"] {
+            let (s, out) = run(model, &traffic, ecn, seed);
+            prop_assert_eq!(s.dropped["aqm"], 0);
+            prop_assert_eq!(s.packets_in, s.delivered + s.dropped["queue-full"]);
+            let ce = out.iter().filter(|(.., e)| *e == 3).count() as u64;
+            prop_assert_eq!(ce, s.marked);
+            if load > 1.1 {
+                prop_assert!(s.marked > 0, "{}", model);
+            }
         }
     }
 
