@@ -220,8 +220,9 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
-    /// Unresponsive Poisson traffic 5–30 % over the link's rate: drop-tail holds its whole
-    /// 1000-packet buffer (800 ms at 10 Mbit/s); CoDel (target 2 ms, interval 20 ms) keeps the
+    /// Unresponsive Poisson traffic 5–30 % over the link's rate: drop-tail fills its
+    /// 1000-packet buffer (800 ms at 10 Mbit/s; at 5 % over it takes some 16 s, so the median
+    /// of the last half is only above 400 ms: 656 ms at 6 % for one seed); CoDel (target 2 ms, interval 20 ms) keeps the
     /// queueing delay of the last half of the run near its target: its median between 1 and
     /// 20 ms (Poisson arrivals near saturation queue for several ms by themselves, and CoDel
     /// acts only after an interval above target; against a larger unresponsive overload its
@@ -240,7 +241,7 @@ proptest! {
         prop_assert!((1_000_000..20_000_000).contains(&m), "median sojourn {m} ns at load {load}");
         let (_, tail) = run("rate 10mbit", &traffic, 0, seed);
         let tail_median = late_median_wait(&tail, 0);
-        prop_assert!(tail_median > 700_000_000, "drop-tail {tail_median} ns");
+        prop_assert!(tail_median > 400_000_000, "drop-tail {tail_median} ns");
     }
 
     /// ECN-capable traffic (ECT(0) or ECT(1)) over CoDel with `ecn`, or over DualPI2 (ECT(1)
