@@ -15,11 +15,12 @@
 //! `/etc/netns` directories and the state directory; it works on a half-built lab and is
 //! idempotent. A failed `up` runs `down` before returning its error.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Command, Stdio};
+use std::rc::Rc;
 
 use futures_util::TryStreamExt;
 use ipnet::IpNet;
@@ -423,7 +424,6 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
             Some(cgroup::Controller::find().ok_or_else(|| LabError::CpuLimit(node.name.clone()))?)
         }
     };
-    raise_open_files();
     let lab = LabName::new(&topo.lab)?;
     if lab_dir(&lab).exists() {
         return Err(LabError::Exists(topo.lab.clone()));
@@ -510,18 +510,6 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
     }
 }
 
-/// Raises this process's open-file limit to its hard limit: building a lab holds a namespace
-/// file and a netlink socket per node, so 1000 nodes need more than the common soft limit of
-/// 1024. Best effort: a lab that still needs more fails with the kernel's "too many open files".
-fn raise_open_files() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-        }
-    }
-}
-
 /// Removes lab `lab`: its processes, namespaces, `/etc/netns` entries, cgroups and state.
 /// Returns whether there was anything to remove.
 ///
@@ -543,6 +531,9 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     end_detached(&state);
     let mark = ownership_mark(&lab);
     let mut left = Vec::new();
+    // Examined, then removed all together: each step is one pass, however many nodes.
+    let mut ours = Vec::new();
+    let mut ids = BTreeSet::new();
     for ns in &state.namespaces {
         match find_netns(ns).map_err(io_err(format!("examining namespace {ns}")))? {
             Found::Nothing => {}
@@ -551,11 +542,9 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
             }
             Found::Marked(m) if m.as_deref() == Some(mark.as_str()) => {
                 let id = sys::netns_id(ns).map_err(io_err(format!("examining namespace {ns}")))?;
-                // Processes keep a namespace alive after its mount is gone: end them first,
-                // and once more after, for one that entered in between (a starting engine).
-                kill_in_netns(id, ns)?;
-                sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?;
-                kill_in_netns(id, ns)?;
+                ids.extend(id);
+                ours.push(ns);
+                continue;
             }
             Found::Marked(m) => {
                 left.push(format!(
@@ -565,13 +554,17 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
                 continue;
             }
         }
-        let etc = std::path::Path::new("/etc/netns").join(ns);
-        match std::fs::remove_dir_all(&etc) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(io_err(format!("removing {}", etc.display()))(e))
-            }
-            _ => {}
-        }
+        remove_etc_netns(ns)?;
+    }
+    // Processes keep a namespace alive after its mount is gone: end them first, and once more
+    // after, for one that entered in between (a starting engine).
+    kill_in_netns(&ids, &lab)?;
+    for ns in &ours {
+        sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?;
+    }
+    kill_in_netns(&ids, &lab)?;
+    for ns in ours {
+        remove_etc_netns(ns)?;
     }
     for (_, cg) in &state.cgroups {
         cgroup::remove(cg).map_err(io_err(format!("removing the cgroup {}", cg.display())))?;
@@ -605,18 +598,29 @@ fn remove_containers(lab: &LabName, state: Option<&State>) -> Result<usize, LabE
     crate::launch::remove(lab, &names, &rt).map_err(|e| crate::launch::LaunchError::from(e).into())
 }
 
-/// SIGKILLs every process in the namespace of identity `id` (named `ns`, for messages).
-fn kill_in_netns(id: Option<(u64, u64)>, ns: &str) -> Result<(), LabError> {
-    let Some(id) = id else {
-        return Ok(());
-    };
-    for pid in sys::pids_in_netns(id).map_err(io_err(format!("listing processes in {ns}")))? {
+/// SIGKILLs every process in the namespaces of identities `ids` (of lab `lab`, for messages).
+fn kill_in_netns(ids: &BTreeSet<(u64, u64)>, lab: &LabName) -> Result<(), LabError> {
+    let pids = sys::pids_in_any_netns(ids).map_err(io_err(format!(
+        "listing processes in lab {lab}'s namespaces"
+    )))?;
+    for pid in pids {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         );
     }
     Ok(())
+}
+
+/// Removes `/etc/netns/<ns>` (the hosts file of a node); missing is not an error.
+fn remove_etc_netns(ns: &str) -> Result<(), LabError> {
+    let etc = std::path::Path::new("/etc/netns").join(ns);
+    match std::fs::remove_dir_all(&etc) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(io_err(format!("removing {}", etc.display()))(e))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Ends the process groups of the lab's detached processes (`exec --detach`) whose leader
@@ -902,9 +906,10 @@ fn set_sysctls(ns: &str, sysctls: Vec<(String, String)>) -> Result<(), LabError>
         return Ok(());
     }
     sys::in_netns(ns, move || {
+        let proc = sys::ProcSys::here();
         for (key, value) in &sysctls {
-            let path = format!("/proc/sys/{}", key.replace('.', "/"));
-            std::fs::write(&path, value)
+            proc.open(key)
+                .and_then(|mut f| io::Write::write_all(&mut f, value.as_bytes()))
                 .map_err(|e| io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")))?;
         }
         Ok(())
@@ -912,8 +917,9 @@ fn set_sysctls(ns: &str, sysctls: Vec<(String, String)>) -> Result<(), LabError>
     .map_err(io_err(format!("setting sysctls in {ns}")))
 }
 
-/// A netlink connection whose socket lives in namespace `ns`.
-fn connect(ns: &str) -> Result<Handle, LabError> {
+/// A netlink connection whose socket lives in namespace `ns`, and the future that carries its
+/// messages (to be polled on the current runtime; the socket closes when it is dropped).
+fn connect_in(ns: &str) -> Result<(impl std::future::Future<Output = ()>, Handle), LabError> {
     // The socket must be made on the thread in the namespace, and registered with this
     // runtime's reactor, so that thread enters the runtime too.
     let runtime = tokio::runtime::Handle::current();
@@ -922,8 +928,31 @@ fn connect(ns: &str) -> Result<Handle, LabError> {
         rtnetlink::new_connection()
     })
     .map_err(io_err(format!("opening netlink in {ns}")))?;
+    Ok((conn, handle))
+}
+
+/// A netlink connection whose socket lives in namespace `ns`, open as long as the runtime.
+fn connect(ns: &str) -> Result<Handle, LabError> {
+    let (conn, handle) = connect_in(ns)?;
     tokio::spawn(conn);
     Ok(handle)
+}
+
+/// Runs `f` with a netlink connection into namespace `ns`, whose socket is closed as soon as
+/// `f` is done: a lab of any size holds one such socket at a time.
+async fn with_netlink<T, F>(ns: &str, f: impl FnOnce(Handle) -> F) -> Result<T, LabError>
+where
+    F: std::future::Future<Output = Result<T, LabError>>,
+{
+    let (conn, handle) = connect_in(ns)?;
+    let work = std::pin::pin!(f(handle));
+    match futures_util::future::select(work, std::pin::pin!(conn)).await {
+        futures_util::future::Either::Left((done, _)) => done,
+        futures_util::future::Either::Right(((), _)) => Err(LabError::Io {
+            what: format!("talking to netlink in {ns}"),
+            source: io::Error::other("the connection closed"),
+        }),
+    }
 }
 
 fn open_netns(ns: &str) -> Result<OwnedFd, LabError> {
@@ -942,10 +971,10 @@ struct End<'a> {
 
 impl<'a> End<'a> {
     /// A node's end of a segment: the file's interface name and MAC, in the node's namespace.
-    fn node(m: &'a Attachment, node_fds: &'a NodeFds, mtu: Option<u32>) -> End<'a> {
+    fn node(m: &'a Attachment, netns: &'a OwnedFd, mtu: Option<u32>) -> End<'a> {
         End {
             name: &m.ifname,
-            netns: &node_fds[&m.node],
+            netns,
             mac: Some(m.mac),
             mtu,
         }
@@ -1024,8 +1053,43 @@ async fn mark_up(
     handle.link().set(msg.build()).execute().await
 }
 
-/// The namespaces of a share's nodes, by node index.
-type NodeFds = BTreeMap<usize, OwnedFd>;
+/// How many node namespaces [`Namespaces`] keeps open: enough that the links of a chain, a
+/// star or a grid in file order mostly find their nodes open.
+const OPEN_NAMESPACES: usize = 16;
+
+/// Descriptors of the nodes' namespaces, opened when a link needs them and kept for the next
+/// few links, the least recently used closed first: at most [`OPEN_NAMESPACES`], plus those
+/// the caller still holds, whatever the lab's size.
+struct Namespaces<'a> {
+    /// Each node's namespace by node index; `None` for nodes of other hosts.
+    names: &'a [Option<&'a str>],
+    /// The open ones, the most recently used last.
+    open: VecDeque<(usize, Rc<OwnedFd>)>,
+}
+
+impl<'a> Namespaces<'a> {
+    fn new(names: &'a [Option<&'a str>]) -> Namespaces<'a> {
+        Namespaces {
+            names,
+            open: VecDeque::with_capacity(OPEN_NAMESPACES),
+        }
+    }
+
+    /// Node `node`'s namespace, opened unless it still is.
+    fn get(&mut self, node: usize) -> Result<Rc<OwnedFd>, LabError> {
+        let fd = match self.open.iter().position(|(n, _)| *n == node) {
+            Some(i) => self.open.remove(i).expect("a position in the queue").1,
+            None => {
+                if self.open.len() == OPEN_NAMESPACES {
+                    self.open.pop_front();
+                }
+                Rc::new(open_netns(self.names[node].expect("a node of the share"))?)
+            }
+        };
+        self.open.push_back((node, Rc::clone(&fd)));
+        Ok(fd)
+    }
+}
 
 /// Creates tunnel `t` of a part directly in its namespace `netns` from the host's netlink
 /// socket, so its UDP socket is the host's: it starts at `stitch`'s underlay and address, and
@@ -1095,6 +1159,13 @@ async fn flood_to(handle: &Handle, index: u32, remote: IpAddr) -> Result<(), rtn
     Ok(())
 }
 
+/// Makes the links, LANs and tunnels of `share`, then sets up every node: interfaces up,
+/// addresses, routes and neighbours.
+///
+/// Descriptors stay bounded whatever the lab's size: a node's namespace is opened when one of
+/// its links is made and closed soon after ([`Namespaces`]), and a node gets a netlink
+/// connection only while it is set up ([`with_netlink`]). Only the host's connection and the
+/// lab namespace's stay open throughout.
 async fn build_links(
     topo: &Topology,
     share: &Share,
@@ -1106,18 +1177,17 @@ async fn build_links(
     let (conn, host_handle, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
     tokio::spawn(conn);
     let host = &host_handle;
-    let mut node_fds = NodeFds::new();
-    let mut handles = BTreeMap::new();
+    let mut names = vec![None; topo.nodes.len()];
     for (&ni, (_, ns)) in share.nodes.iter().zip(&state.nodes) {
-        node_fds.insert(ni, open_netns(ns)?);
-        handles.insert(ni, connect(ns)?);
+        names[ni] = Some(ns.as_str());
     }
+    let local = |m: &&Attachment| names[m.node].is_some();
+    let mut nodes = Namespaces::new(&names);
     let lab_ns = state.namespaces.iter().find(|ns| **ns == lab_netns(lab));
     let lab_side = match lab_ns {
         Some(ns) => Some((open_netns(ns)?, connect(ns)?)),
         None => None,
     };
-    let local = |m: &&Attachment| node_fds.contains_key(&m.node);
 
     // Links, LAN ports and tunnels.
     let mut bridges = Vec::new();
@@ -1150,7 +1220,8 @@ async fn build_links(
                         if !local(&m) {
                             continue;
                         }
-                        let node = End::node(m, &node_fds, seg.mtu);
+                        let node_fd = nodes.get(m.node)?;
+                        let node = End::node(m, &node_fd, seg.mtu);
                         veth(host, node, End::lab(&end, fd, seg.mtu))
                             .await
                             .map_err(nl_err(format!(
@@ -1167,13 +1238,11 @@ async fn build_links(
                         unreachable!("a link's tunnel away from its engine is a node's interface")
                     };
                     let m = &seg.members[member];
-                    make_tunnel(&node_fds[&m.node], Some(m.mac)).await?;
+                    make_tunnel(&*nodes.get(m.node)?, Some(m.mac)).await?;
                 } else {
                     let (a, b) = (&seg.members[0], &seg.members[1]);
-                    let ends = (
-                        End::node(a, &node_fds, seg.mtu),
-                        End::node(b, &node_fds, seg.mtu),
-                    );
+                    let (a_fd, b_fd) = (nodes.get(a.node)?, nodes.get(b.node)?);
+                    let ends = (End::node(a, &a_fd, seg.mtu), End::node(b, &b_fd, seg.mtu));
                     veth(host, ends.0, ends.1)
                         .await
                         .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
@@ -1197,7 +1266,8 @@ async fn build_links(
                 let mut ports = Vec::new();
                 for (mi, m) in seg.members.iter().enumerate().filter(|(_, m)| local(m)) {
                     let port = format!("s{si}p{mi}");
-                    let node = End::node(m, &node_fds, seg.mtu);
+                    let node_fd = nodes.get(m.node)?;
+                    let node = End::node(m, &node_fd, seg.mtu);
                     veth(host, node, End::lab(&port, fd, seg.mtu))
                         .await
                         .map_err(nl_err(format!(
@@ -1215,14 +1285,15 @@ async fn build_links(
             SegmentKind::External { host: name, mode } => {
                 let m = &seg.members[0];
                 let index = host_index(host, name).await?;
+                let node_fd = nodes.get(m.node)?;
                 let msg = match mode {
                     ExternalMode::Move => LinkUnspec::new_with_index(index)
-                        .setns_by_fd(node_fds[&m.node].as_raw_fd())
+                        .setns_by_fd(node_fd.as_raw_fd())
                         .name(m.ifname.clone())
                         .build(),
                     ExternalMode::Macvlan => {
                         LinkMacVlan::new(&m.ifname, index, MacVlanMode::Bridge)
-                            .setns_by_fd(node_fds[&m.node].as_raw_fd())
+                            .setns_by_fd(node_fd.as_raw_fd())
                             .address(m.mac.0.to_vec())
                             .build()
                     }
@@ -1238,6 +1309,7 @@ async fn build_links(
             }
         }
     }
+    drop(nodes);
 
     // Bridges and their ports up, in the lab namespace.
     if let Some((_, handle)) = &lab_side {
@@ -1277,11 +1349,52 @@ async fn build_links(
         }
     }
 
-    // Per node: interfaces up, addresses, routes, neighbours.
+    // Per node, over a connection of its own: interfaces up, addresses, routes, neighbours.
+    let mut members: Vec<Vec<&Attachment>> = vec![Vec::new(); topo.nodes.len()];
+    let mut moved = vec![Vec::new(); topo.nodes.len()];
+    for seg in &topo.segments {
+        // A moved host interface is not rtemu's: it gets no mark.
+        let is_moved = matches!(
+            seg.kind,
+            SegmentKind::External {
+                mode: ExternalMode::Move,
+                ..
+            }
+        );
+        for m in &seg.members {
+            members[m.node].push(m);
+            moved[m.node].push(is_moved);
+        }
+    }
     for &ni in &share.nodes {
-        let node = &topo.nodes[ni];
-        let handle = &handles[&ni];
-        let what = |x: &str| format!("{x} in node `{}`", node.name);
+        let ns = names[ni].expect("a node of the share");
+        let node = NodeSetUp {
+            node: &topo.nodes[ni],
+            members: &members[ni],
+            moved: &moved[ni],
+            plan: &plans[ni],
+            mark: &mark,
+        };
+        with_netlink(ns, |handle| async move { node.run(&handle).await }).await?;
+    }
+    Ok(())
+}
+
+/// What one node gets once its links exist.
+struct NodeSetUp<'a> {
+    node: &'a crate::topology::Node,
+    /// Its attachments, in file order.
+    members: &'a [&'a Attachment],
+    /// For each attachment, whether it is a host interface moved in (which gets no mark).
+    moved: &'a [bool],
+    plan: &'a NodePlan,
+    mark: &'a str,
+}
+
+impl NodeSetUp<'_> {
+    /// Interfaces up, addresses, routes and neighbours, through `handle` (in the node).
+    async fn run(&self, handle: &Handle) -> Result<(), LabError> {
+        let what = |x: &str| format!("{x} in node `{}`", self.node.name);
         let idx = link_indices(handle)
             .await
             .map_err(nl_err(what("listing interfaces")))?;
@@ -1292,7 +1405,7 @@ async fn build_links(
             .execute()
             .await
             .map_err(nl_err(what("bringing lo up")))?;
-        for net in &node.loopback {
+        for net in &self.node.loopback {
             handle
                 .address()
                 .add(lo, net.addr(), net.prefix_len())
@@ -1300,32 +1413,22 @@ async fn build_links(
                 .await
                 .map_err(nl_err(what(&format!("adding {net} to lo"))))?;
         }
-        for seg in &topo.segments {
-            // A moved host interface is not rtemu's: it gets no mark.
-            let moved = matches!(
-                seg.kind,
-                SegmentKind::External {
-                    mode: ExternalMode::Move,
-                    ..
-                }
-            );
-            for m in seg.members.iter().filter(|m| m.node == ni) {
-                let i = idx[&m.ifname];
-                mark_up(handle, i, (!moved).then_some(mark.as_str()), None)
+        for (m, &moved) in self.members.iter().zip(self.moved) {
+            let i = idx[&m.ifname];
+            mark_up(handle, i, (!moved).then_some(self.mark), None)
+                .await
+                .map_err(nl_err(what(&format!("setting up {}", m.ifname))))?;
+            let addrs = [m.ipv4.map(IpNet::V4), m.ipv6.map(IpNet::V6)];
+            for net in addrs.into_iter().flatten() {
+                handle
+                    .address()
+                    .add(i, net.addr(), net.prefix_len())
+                    .execute()
                     .await
-                    .map_err(nl_err(what(&format!("setting up {}", m.ifname))))?;
-                let addrs = [m.ipv4.map(IpNet::V4), m.ipv6.map(IpNet::V6)];
-                for net in addrs.into_iter().flatten() {
-                    handle
-                        .address()
-                        .add(i, net.addr(), net.prefix_len())
-                        .execute()
-                        .await
-                        .map_err(nl_err(what(&format!("adding {net} to {}", m.ifname))))?;
-                }
+                    .map_err(nl_err(what(&format!("adding {net} to {}", m.ifname))))?;
             }
         }
-        for r in &plans[ni].routes {
+        for r in &self.plan.routes {
             let dev = idx[&r.dev];
             let msg = match (r.dest, r.via) {
                 (IpNet::V4(d), IpAddr::V4(g)) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
@@ -1350,7 +1453,7 @@ async fn build_links(
                     r.dest, r.via
                 ))))?;
         }
-        for n in &plans[ni].neighbours {
+        for n in &self.plan.neighbours {
             handle
                 .neighbours()
                 .add(idx[&n.dev], n.addr)
@@ -1360,43 +1463,55 @@ async fn build_links(
                 .await
                 .map_err(nl_err(what(&format!("adding neighbour {}", n.addr))))?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `/etc/netns/<ns>/hosts` for the nodes `local` (indices): every node's name with its first
-/// addresses, those on other hosts included.
+/// addresses, those on other hosts included. One file, hard-linked into every node's
+/// directory: a copy per node would write every name once per node, which grows with the
+/// square of the lab (2 GB for 10,000 nodes). So the nodes share it, edits too.
 fn write_hosts(topo: &Topology, local: &[usize]) -> Result<(), LabError> {
+    let loopback = |n: &crate::topology::Node, v4: bool| {
+        n.loopback
+            .iter()
+            .find(|a| matches!(a, IpNet::V4(_)) == v4)
+            .map(|a| a.addr())
+    };
+    let mut first: Vec<[Option<IpAddr>; 2]> = topo
+        .nodes
+        .iter()
+        .map(|n| [loopback(n, true), loopback(n, false)])
+        .collect();
+    for m in topo.segments.iter().flat_map(|s| &s.members) {
+        let [v4, v6] = &mut first[m.node];
+        *v4 = v4.or(m.ipv4.map(|n| IpAddr::V4(n.addr())));
+        *v6 = v6.or(m.ipv6.map(|n| IpAddr::V6(n.addr())));
+    }
     let mut hosts = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost\n");
-    for (ni, node) in topo.nodes.iter().enumerate() {
-        let mut v4 = node
-            .loopback
-            .iter()
-            .find(|n| matches!(n, IpNet::V4(_)))
-            .map(|n| n.addr());
-        let mut v6 = node
-            .loopback
-            .iter()
-            .find(|n| matches!(n, IpNet::V6(_)))
-            .map(|n| n.addr());
-        for m in topo
-            .segments
-            .iter()
-            .flat_map(|s| &s.members)
-            .filter(|m| m.node == ni)
-        {
-            v4 = v4.or(m.ipv4.map(|n| IpAddr::V4(n.addr())));
-            v6 = v6.or(m.ipv6.map(|n| IpAddr::V6(n.addr())));
-        }
-        for addr in [v4, v6].into_iter().flatten() {
+    for (node, addrs) in topo.nodes.iter().zip(&first) {
+        for addr in addrs.iter().flatten() {
             hosts.push_str(&format!("{addr}\t{}\n", node.name));
         }
     }
+    let mut written: Option<std::path::PathBuf> = None;
     for node in local.iter().map(|&ni| &topo.nodes[ni]) {
         let dir = std::path::Path::new("/etc/netns").join(node_netns(&topo.lab, &node.name));
+        let path = dir.join("hosts");
         std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(dir.join("hosts"), &hosts))
-            .map_err(io_err(format!("writing {}/hosts", dir.display())))?;
+            .and_then(|()| match &written {
+                None => std::fs::write(&path, &hosts),
+                Some(first) => {
+                    // A file left by a crash is replaced.
+                    match std::fs::remove_file(&path) {
+                        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
+                    std::fs::hard_link(first, &path)
+                }
+            })
+            .map_err(io_err(format!("writing {}", path.display())))?;
+        written.get_or_insert(path);
     }
     Ok(())
 }

@@ -56,6 +56,10 @@ pub struct NodePlan {
 /// with two or more interfaces forwards, so a routing daemon only has to install routes.
 pub fn plan(topo: &Topology) -> Vec<NodePlan> {
     let mut plans = vec![NodePlan::default(); topo.nodes.len()];
+    let mut interfaces = vec![0usize; topo.nodes.len()];
+    for m in topo.segments.iter().flat_map(|s| &s.members) {
+        interfaces[m.node] += 1;
+    }
     match topo.routing {
         Routing::Static => {
             for v4 in [true, false] {
@@ -63,14 +67,8 @@ pub fn plan(topo: &Topology) -> Vec<NodePlan> {
             }
         }
         Routing::None => {
-            for (i, plan) in plans.iter_mut().enumerate() {
-                let interfaces = topo
-                    .segments
-                    .iter()
-                    .flat_map(|s| &s.members)
-                    .filter(|m| m.node == i)
-                    .count();
-                plan.forwarding = interfaces >= 2;
+            for (plan, &n) in plans.iter_mut().zip(&interfaces) {
+                plan.forwarding = n >= 2;
             }
         }
     }
@@ -78,13 +76,7 @@ pub fn plan(topo: &Topology) -> Vec<NodePlan> {
     for seg in &topo.segments {
         if let SegmentKind::External { .. } = seg.kind {
             let node = seg.members[0].node;
-            let others = topo
-                .segments
-                .iter()
-                .flat_map(|s| &s.members)
-                .filter(|m| m.node == node)
-                .count();
-            if others >= 2 {
+            if interfaces[node] >= 2 {
                 plans[node].forwarding = true;
             }
         }

@@ -9,6 +9,7 @@
 //! started ([`Detached`], one JSON object a line, appended as each starts), so `rtemu ls` can
 //! show them and `down` ends them, also one that left its node's namespace.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -405,7 +406,7 @@ impl State {
         if self.lab != *lab {
             return Err(format!("it names lab `{}`", self.lab));
         }
-        let mut allowed = vec![crate::lab::lab_netns(lab)];
+        let mut allowed = BTreeSet::from([crate::lab::lab_netns(lab)]);
         for (node, ns) in &self.nodes {
             if !valid_name(node, MAX_NODE_NAME) {
                 return Err(format!("invalid node name {node:?}"));
@@ -416,9 +417,9 @@ impl State {
                     "node `{node}` has namespace {ns:?}, not {expected}"
                 ));
             }
-            allowed.push(expected);
+            allowed.insert(expected);
         }
-        if let Some(ns) = self.namespaces.iter().find(|ns| !allowed.contains(ns)) {
+        if let Some(ns) = self.namespaces.iter().find(|ns| !allowed.contains(*ns)) {
             return Err(format!("namespace {ns:?} is not one of the lab's"));
         }
         let controller = crate::cgroup::Controller::find();

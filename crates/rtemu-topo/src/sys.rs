@@ -6,10 +6,11 @@
 //! does, so removing the mount and ending the processes removes the namespace and every
 //! interface, bridge, route and neighbour entry in it.
 
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -99,7 +100,16 @@ pub fn netns_pids(name: &str) -> io::Result<Vec<i32>> {
 /// The processes in the network namespace of identity `id` (see [`netns_id`]), also once its
 /// name is gone.
 pub fn pids_in_netns(id: (u64, u64)) -> io::Result<Vec<i32>> {
+    pids_in_any_netns(&BTreeSet::from([id]))
+}
+
+/// The processes whose network namespace is one of identities `ids` (see [`netns_id`]): one
+/// pass over `/proc`, however many namespaces.
+pub fn pids_in_any_netns(ids: &BTreeSet<(u64, u64)>) -> io::Result<Vec<i32>> {
     let mut pids = Vec::new();
+    if ids.is_empty() {
+        return Ok(pids);
+    }
     for entry in std::fs::read_dir("/proc")? {
         let entry = entry?;
         let Some(pid) = entry
@@ -111,7 +121,7 @@ pub fn pids_in_netns(id: (u64, u64)) -> io::Result<Vec<i32>> {
         };
         // A process may exit while we look: skip what cannot be read.
         if let Ok(m) = std::fs::metadata(entry.path().join("ns/net")) {
-            if (m.dev(), m.ino()) == id {
+            if ids.contains(&(m.dev(), m.ino())) {
                 pids.push(pid);
             }
         }
@@ -131,6 +141,61 @@ pub fn in_netns<T: Send + 'static>(
         netns::RunError::Enter(e) => e,
         netns::RunError::Panicked => io::Error::other("namespace thread panicked"),
     })?
+}
+
+/// `/proc/sys` of the calling thread's network namespace, through a proc instance of its own
+/// when the kernel gives one.
+///
+/// Every namespace that has looked up `/proc/sys/net` leaves a dentry of that name on the
+/// shared `/proc` for as long as it lives, and the kernel compares each lookup of the name
+/// with all of them (`proc_sys_compare`): through `/proc`, a sysctl of a lab's node costs time
+/// in proportion to the namespaces on the machine, and bringing up a lab grows with the square
+/// of its nodes. A new proc instance (`fsopen`/`fsmount`, detached: no one else sees it) holds
+/// only the dentries of the namespace it is used in, and is gone with its descriptor. Where
+/// the kernel refuses one, `/proc` serves.
+pub struct ProcSys {
+    /// The root of the private proc instance; `None`: use `/proc`.
+    root: Option<OwnedFd>,
+}
+
+impl ProcSys {
+    /// A private proc instance, or `/proc` when the kernel refuses one. Files opened through
+    /// it belong to the network namespace of the thread that opens them.
+    pub fn here() -> ProcSys {
+        ProcSys {
+            root: private_proc().ok(),
+        }
+    }
+
+    /// Opens sysctl `key` (`net.ipv4.ip_forward`) for writing, never through a symbolic
+    /// link. The namespace is that of the calling thread.
+    pub fn open(&self, key: &str) -> io::Result<File> {
+        let path = format!("sys/{}", key.replace('.', "/"));
+        match &self.root {
+            Some(root) => {
+                use rustix::fs::{Mode, OFlags};
+                let flags = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+                Ok(rustix::fs::openat(root, path.as_str(), flags, Mode::empty())?.into())
+            }
+            None => {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(Path::new("/proc").join(path))
+            }
+        }
+    }
+}
+
+/// A new proc instance, mounted nowhere: its descriptor is its root.
+fn private_proc() -> io::Result<OwnedFd> {
+    use rustix::mount::MountAttrFlags as Attr;
+    use rustix::mount::{fsconfig_create, fsmount, fsopen, FsMountFlags, FsOpenFlags};
+    let fs = fsopen("proc", FsOpenFlags::FSOPEN_CLOEXEC)?;
+    fsconfig_create(&fs)?;
+    let attrs = Attr::MOUNT_ATTR_NOSUID | Attr::MOUNT_ATTR_NODEV | Attr::MOUNT_ATTR_NOEXEC;
+    Ok(fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)?)
 }
 
 /// Makes `cmd` run inside the named namespace, with the namespace's own `/sys` and
