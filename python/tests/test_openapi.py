@@ -54,6 +54,7 @@ MATCHES = [
     Match(rtypes.External, "External"),
     Match(rtypes.InterfaceCounters, "InterfaceCounters"),
     Match(rtypes.Detached, "Detached"),
+    Match(rtypes.Container, "NodeContainer"),
     # `lab`: the lab the object belongs to; `_client`: the connection its methods use.
     Match(Node, "Node", local=frozenset({"lab", "_client"})),
     Match(Link, "Link", local=frozenset({"lab", "_client"})),
