@@ -455,7 +455,10 @@ fn load(opts: &Options, out: &mut impl Write) -> Result<()> {
     // The trace-driven row: fractional Gaussian noise (Hurst 0.8) around 1 ms, streamed from
     // a file of a million records.
     let dir = std::env::temp_dir().join(format!("rtemu-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    // New and private: in a shared /tmp a directory someone else made first could hold links.
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
     let result = load_rows(opts, &dir.join("lrd.rpl"), out);
     let _ = std::fs::remove_dir_all(&dir);
     result

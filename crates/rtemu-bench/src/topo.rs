@@ -545,9 +545,9 @@ pub fn run(opts: &Options) -> Result<()> {
     need_programs(&["ip", "sh", "seq"], "iproute2, coreutils")?;
     let stop = Stop::install()?;
     let dir = std::env::temp_dir().join(format!("rtemu-bench-topo-{}", std::process::id()));
-    // Private: the agents' tokens and the credentials file live in it.
+    // New and private: the agents' tokens and the credentials file live in it (in a shared
+    // /tmp a directory someone else made first could hold links).
     std::fs::DirBuilder::new()
-        .recursive(true)
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;

@@ -196,6 +196,23 @@ pub fn topology_named(name: &str) -> Result<(Topology, Option<PathBuf>)> {
     }
 }
 
+/// The files `topo` names, which its lab reads: each impaired link's trace, and the tables
+/// its netem parameters (scheduled ones too) draw from. They are inputs of every command that
+/// reads `topo`: no output of it may be one of them.
+pub fn files_named(topo: &Topology) -> Vec<PathBuf> {
+    let tables = rtemu_sim::tables::FileTables::from_env();
+    let mut files = Vec::new();
+    for (_, imp) in topo.impaired_links() {
+        files.extend(imp.trace.iter().map(PathBuf::from));
+        let netems = [&imp.netem, &imp.netem_ab, &imp.netem_ba]
+            .into_iter()
+            .flatten();
+        let netems = netems.chain(imp.schedule.iter().map(|c| &c.netem));
+        files.extend(netems.filter_map(|n| tables.file_of(n.config())));
+    }
+    files
+}
+
 /// Takes lab `name` down (see [`down`]), writing its engine's final report to `out` as
 /// `rtemu down` shows it and, when `fidelity` names a file, as JSON there; returns whether
 /// there was a lab. The lab goes down whether or not its report could be saved.
@@ -341,7 +358,9 @@ pub fn capture_to_file(
     on_start: impl FnOnce(&[String]),
 ) -> Result<u64> {
     let targets = rtemu_topo::capture::resolve_targets(state, targets)?;
-    let mut file = rtemu_report::output::Output::create(path, &[])?;
+    let inputs = files_named(&state.topology);
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let mut file = rtemu_report::output::Output::create(path, &inputs)?;
     let stop = stop_on_ctrl_c()?;
     let names: Vec<String> = targets.iter().map(|(n, i)| format!("{n}:{i}")).collect();
     on_start(&names);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use rtemu_model::{netem, LinkConfig, Model};
-use rtemu_report::output::{same_file, Output};
+use rtemu_report::output::{refuse_same_outputs, Output};
 use rtemu_sim::capture::{CaptureReader, PcapWriter};
 use rtemu_sim::engine::{self, Discard};
 use rtemu_sim::fatelog::{FateLog, LogFormat};
@@ -148,19 +148,13 @@ impl Run {
         let model = build_model(&r.options, &config, &traces, label)?;
         let (source, input) = frames(r.input, r.traffic, r.options.seed)?;
         // Every file this run reads; no output may be one of them, nor the other output.
-        let inputs: Vec<&Path> = [r.input, r.model_file]
+        let table = rtemu_sim::tables::FileTables::from_env().file_of(&config);
+        let inputs: Vec<&Path> = [r.input, r.model_file, table.as_deref()]
             .into_iter()
             .flatten()
             .chain(traces.iter().map(|t| t.path.as_path()))
             .collect();
-        if let (Some(out), Some(log)) = (r.out, r.log) {
-            if same_file(out, log) {
-                anyhow::bail!(
-                    "--out and --log name one file ({}): give each its own",
-                    out.display()
-                );
-            }
-        }
+        refuse_same_outputs(&[("--out", r.out), ("--log", r.log)])?;
         let log = match r.log {
             Some(path) => Some(FateLog::new(
                 BufWriter::new(Output::create(path, &inputs)?),

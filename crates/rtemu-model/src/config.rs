@@ -252,6 +252,18 @@ impl Default for LinkConfig {
 }
 
 impl LinkConfig {
+    /// The table the delay is drawn from, if any: one named with `distribution` (a name or a
+    /// path), or with `tables netem` netem's own table of a built-in distribution. Its file
+    /// is an input of whatever reads this configuration.
+    pub fn table_name(&self) -> Option<&str> {
+        match (&self.distribution, self.tables) {
+            (DistName::Uniform, _) => None,
+            (DistName::Table(name), _) => Some(name),
+            (name, TableMode::Netem) => Some(name.as_str()),
+            (_, TableMode::Exact) => None,
+        }
+    }
+
     /// Checks every value and every rule between values, for a configuration from any
     /// source: the netem parser calls it, `--model-file` readers must, and
     /// [`crate::LinkModel::new`] does. A configuration that passes prints (`Display`) as a

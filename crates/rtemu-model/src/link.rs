@@ -28,7 +28,7 @@
 
 use crate::aqm::{Bottleneck, Left, Queued};
 use crate::chance::{BadCorrelation, Chance};
-use crate::config::{DistName, LinkConfig, TableMode};
+use crate::config::{DistName, LinkConfig};
 use crate::dist::{DelayConfig, DelayError, DelaySampler, DistTable, Distribution};
 use crate::fate::{BerFlips, Corruption, Delivery, DropReason, Fate};
 use crate::loss::{Loss, LossError};
@@ -37,7 +37,7 @@ use crate::rate::{QueueLimits, RateQueue};
 use crate::rng::Stream;
 use crate::{Departure, Model, Outcome};
 
-/// Finds distribution tables by name, for [`DistName::Table`] and for [`TableMode::Netem`].
+/// Finds distribution tables by name, for [`DistName::Table`] and for [`crate::config::TableMode::Netem`].
 ///
 /// The model does no I/O, so whoever builds a link (the CLI, the engine) supplies the tables.
 pub trait TableSource {
@@ -160,13 +160,12 @@ impl LinkModel {
                 reason,
             })
         };
-        let distribution = match (&cfg.distribution, cfg.tables) {
-            (DistName::Uniform, _) => Distribution::Uniform,
-            (DistName::Table(name), _) => Distribution::Table(load(name)?),
-            (name, TableMode::Netem) => Distribution::Table(load(name.as_str())?),
-            (DistName::Normal, TableMode::Exact) => Distribution::Normal,
-            (DistName::Pareto, TableMode::Exact) => Distribution::Pareto,
-            (DistName::Paretonormal, TableMode::Exact) => Distribution::ParetoNormal,
+        let distribution = match (cfg.table_name(), &cfg.distribution) {
+            (Some(name), _) => Distribution::Table(load(name)?),
+            (None, DistName::Normal) => Distribution::Normal,
+            (None, DistName::Pareto) => Distribution::Pareto,
+            (None, DistName::Paretonormal) => Distribution::ParetoNormal,
+            (None, _) => Distribution::Uniform,
         };
         let delay = if cfg.delay.0 == 0 && cfg.jitter.0 == 0 {
             None

@@ -1,118 +1,64 @@
-//! Files the commands write: never one of the command's own inputs, and never left half
-//! written.
+//! Files the commands write: never one of the command's own inputs, never two outputs of one
+//! command in one file, never left half written, and never somewhere a link or a device aims
+//! them.
 //!
-//! An [`Output`] is a temporary file beside its target, renamed over the target by
-//! [`Output::commit`] once everything is written and synced; dropped without a commit (an
-//! error, a panic, Ctrl-C before the end) it is removed, so a good file that stood at the
-//! target stays whole. A target that exists and is not a regular file (`/dev/null`, a FIFO, a
-//! terminal) is written in place: renaming over a device would replace it.
+//! An [`Output`] is [`rtemu_sys::output::Output`] (see there how a path is opened so that it
+//! cannot be aimed elsewhere) with errors that name the file: a temporary file beside its
+//! target, renamed over the target by [`Output::commit`] once everything is written and synced;
+//! dropped without a commit (an error, a panic, Ctrl-C before the end) it is removed, so a good
+//! file that stood at the target stays whole. Pipes, terminals and `/dev/null` are written in
+//! place.
 //!
 //! Whether two paths are one file is decided by device and inode (symbolic and hard links
 //! included), not by name.
 
-use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use rtemu_sys::output::Identity;
 
 /// A file being written; see the module's documentation.
 #[derive(Debug)]
-pub struct Output {
-    /// Where it goes.
-    path: PathBuf,
-    /// The temporary file, `None` when the target is written in place.
-    tmp: Option<PathBuf>,
-    file: File,
-}
+pub struct Output(rtemu_sys::output::Output);
 
 impl Output {
-    /// Starts writing `path`, refusing when it is the same file as one of `inputs` (or as one
-    /// of them would be, for a target that does not exist yet).
+    /// Starts writing `path`, refusing when it is the same file as one of `inputs`, when a
+    /// link another user made aims it elsewhere, or when it is a device.
     pub fn create(path: &Path, inputs: &[&Path]) -> Result<Output> {
-        refuse_inputs(path, inputs)?;
-        match std::fs::metadata(path) {
-            Ok(m) if !m.is_file() => {
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .with_context(|| format!("opening {}", path.display()))?;
-                return Ok(Output {
-                    path: path.to_owned(),
-                    tmp: None,
-                    file,
-                });
-            }
-            _ => {}
-        }
-        let name = path
-            .file_name()
-            .with_context(|| format!("{} names no file", path.display()))?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".rtemu-{}.tmp", std::process::id()));
-        let tmp = dir.join(tmp_name);
-        // A leftover of a killed run of this process id is this program's own temporary.
-        let _ = std::fs::remove_file(&tmp);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .open(&tmp)
-            .with_context(|| format!("creating a temporary file for {}", path.display()))?;
-        // A file written over keeps its permissions.
-        if let Ok(m) = std::fs::metadata(path) {
-            let _ = file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777));
-        }
-        Ok(Output {
-            path: path.to_owned(),
-            tmp: Some(tmp),
-            file,
-        })
+        rtemu_sys::output::Output::create(path, inputs)
+            .map(Output)
+            .map_err(|e| {
+                // rtemu-sys's own refusals name the path and say why; a system call's error
+                // is given its path here.
+                if e.raw_os_error().is_none() {
+                    anyhow::Error::msg(e.to_string())
+                } else {
+                    anyhow::Error::new(e).context(format!("opening {}", path.display()))
+                }
+            })
     }
 
     /// Finishes the file: syncs it and puts it in place of the target.
-    pub fn commit(mut self) -> Result<()> {
-        let what = || format!("writing {}", self.path.display());
-        self.file.flush().with_context(what)?;
-        let Some(tmp) = self.tmp.take() else {
-            return Ok(());
-        };
-        let placed = self
-            .file
-            .sync_all()
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
-        if placed.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        placed.with_context(what)
+    pub fn commit(self) -> Result<()> {
+        let path = self.0.path().to_owned();
+        self.0
+            .commit()
+            .with_context(|| format!("writing {}", path.display()))
     }
 }
 
 impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.write(buf)
+        self.0.write(buf)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.file.write_all(buf)
+        self.0.write_all(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
-}
-
-impl Drop for Output {
-    fn drop(&mut self) {
-        if let Some(tmp) = &self.tmp {
-            let _ = std::fs::remove_file(tmp);
-        }
+        self.0.flush()
     }
 }
 
@@ -156,8 +102,12 @@ pub fn write_or_print(
 
 /// Fails when `output` is the same file as one of `inputs`.
 pub fn refuse_inputs(output: &Path, inputs: &[&Path]) -> Result<()> {
+    let Ok(out) = Identity::of_output(output) else {
+        // Refused with its reason when it is opened.
+        return Ok(());
+    };
     for input in inputs {
-        if same_file(output, input) {
+        if Identity::of_input(input).is_ok_and(|i| i == out) {
             bail!(
                 "{} is also an input of this command ({}): write the output to another file",
                 output.display(),
@@ -168,30 +118,38 @@ pub fn refuse_inputs(output: &Path, inputs: &[&Path]) -> Result<()> {
     Ok(())
 }
 
-/// Whether `a` and `b` are one file: the same device and inode when both exist, else the same
-/// name in the same directory (a file that does not exist yet is one file with another name
-/// for it only once made).
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
-        (Err(_), Err(_)) => absolute(a).is_some_and(|x| Some(x) == absolute(b)),
-        _ => false,
+/// Fails when two of a command's `outputs` (each with the flag that names it) are one file,
+/// so that one would overwrite the other: `--csv X --histogram X`.
+pub fn refuse_same_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
+    let named: Vec<(&str, &Path, Option<Identity>)> = outputs
+        .iter()
+        .filter_map(|(flag, path)| path.map(|p| (*flag, p, Identity::of_output(p).ok())))
+        .collect();
+    for (i, (flag, path, id)) in named.iter().enumerate() {
+        for (other, _, other_id) in &named[i + 1..] {
+            if id.is_some() && id == other_id {
+                bail!(
+                    "{flag} and {other} name one file ({}): give each its own",
+                    path.display()
+                );
+            }
+        }
     }
+    Ok(())
 }
 
-/// `path` with its directory resolved (links included), for comparing names of files that do
-/// not exist yet.
-fn absolute(path: &Path) -> Option<PathBuf> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    Some(dir.canonicalize().ok()?.join(path.file_name()?))
+/// Whether `a` and `b`, as outputs, are one file (see [`Identity::of_output`]).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (Identity::of_output(a), Identity::of_output(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn scratch(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("rtemu-output-{tag}-{}", std::process::id()));
@@ -207,64 +165,45 @@ mod tests {
         std::fs::write(&input, "x").unwrap();
         write_or_print(Some(&target), &[&input], b"graph", "the graph").unwrap();
         let refused = write_or_print(Some(&input), &[&input], b"graph", "the graph");
+        let early = refuse_inputs(&input, &[&input]);
         let (written, kept) = (std::fs::read(&target), std::fs::read(&input));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(written.unwrap(), b"graph");
         assert!(refused.unwrap_err().to_string().contains("also an input"));
+        assert!(early.unwrap_err().to_string().contains("also an input"));
         assert_eq!(kept.unwrap(), b"x");
     }
 
     #[test]
-    fn a_dropped_output_leaves_the_old_file_whole_and_no_temporary() {
-        let dir = scratch("drop");
-        let target = dir.join("out.txt");
-        std::fs::write(&target, "good").unwrap();
-        {
-            let mut out = Output::create(&target, &[]).unwrap();
-            out.write_all(b"half").unwrap();
-        }
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "good");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        let mut out = Output::create(&target, &[]).unwrap();
-        out.write_all(b"new").unwrap();
-        out.commit().unwrap();
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    fn two_outputs_of_one_command_are_never_one_file() {
+        let dir = scratch("two");
+        let (a, b) = (dir.join("x.csv"), dir.join("y.csv"));
+        let dotted = dir.join(".").join("x.csv");
+        let one = refuse_same_outputs(&[
+            ("--csv", Some(&a)),
+            ("--plot", None),
+            ("--histogram", Some(&dotted)),
+        ]);
+        let apart = refuse_same_outputs(&[("--csv", Some(&a)), ("--histogram", Some(&b))]);
+        let same = (same_file(&a, &dotted), same_file(&a, &b));
         std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(same, (true, false));
+        let e = one.unwrap_err().to_string();
+        assert!(e.starts_with("--csv and --histogram name one file"), "{e}");
+        assert!(apart.is_ok());
     }
 
     #[test]
-    fn an_input_is_refused_as_output_by_any_of_its_names() {
-        let dir = scratch("same");
-        let input = dir.join("in.pcap");
-        std::fs::write(&input, "capture").unwrap();
-        std::os::unix::fs::symlink(&input, dir.join("link.pcap")).unwrap();
-        std::fs::hard_link(&input, dir.join("hard.pcap")).unwrap();
-        let dotted = dir.join(".").join("in.pcap");
-        for name in ["in.pcap", "link.pcap", "hard.pcap"] {
-            let err = Output::create(&dir.join(name), &[&input]).unwrap_err();
-            assert!(err.to_string().contains("also an input"), "{name}: {err}");
-        }
-        assert!(Output::create(&dotted, &[&input]).is_err());
-        assert_eq!(std::fs::read_to_string(&input).unwrap(), "capture");
-        assert!(Output::create(&dir.join("other.pcap"), &[&input]).is_ok());
-        // Two outputs of one run that do not exist yet are one file by name.
-        assert!(same_file(
-            &dir.join("new.csv"),
-            &dir.join(".").join("new.csv")
-        ));
-        assert!(!same_file(&dir.join("new.csv"), &dir.join("new2.csv")));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_device_is_written_in_place() {
-        let mut out = Output::create(Path::new("/dev/null"), &[]).unwrap();
-        out.write_all(b"gone").unwrap();
-        out.commit().unwrap();
-        assert!(!std::fs::metadata("/dev/null")
-            .unwrap()
-            .file_type()
-            .is_file());
+    fn a_refusal_says_why_and_a_failed_open_names_the_file() {
+        let e = Output::create(Path::new("/dev/zero"), &[]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("/dev/zero is a character device"),
+            "{e}"
+        );
+        let e = Output::create(Path::new("/nonexistent-dir/x"), &[]).unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("opening /nonexistent-dir/x: "),
+            "{e:#}"
+        );
     }
 }

@@ -346,6 +346,8 @@ pub struct GenRequest<'a> {
     pub seed: u64,
     /// Where to write it.
     pub output: &'a Path,
+    /// The files the generator reads (a model's table), which the output must not be.
+    pub inputs: &'a [&'a Path],
     /// Its form; by default the one its extension names.
     pub format: Option<Format>,
     /// The flow a framed output's header names.
@@ -368,7 +370,7 @@ pub fn generate<G: Generator>(
         provenance: r.command,
     };
     header.annotate(r.flow, r.provenance, format, r.output)?;
-    let mut out = TraceOutput::create(r.output, &[], format, &header)?;
+    let mut out = TraceOutput::create(r.output, r.inputs, format, &header)?;
     for _ in 0..r.count {
         out.write(generator.next_action())?;
     }
@@ -645,6 +647,7 @@ mod tests {
             count,
             seed: 1,
             output,
+            inputs: &[],
             format: None,
             flow,
             provenance: None,

@@ -158,18 +158,25 @@ pub fn new_token() -> Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Writes `token` to `path` (mode 0600): whole into a private file first, then renamed into
-/// place, replacing an older token file.
+/// Writes `token` to a new file at `path` (mode 0600), in a directory only root can write:
+/// whole into a private file first, then renamed into place without replacing anything. A
+/// file already at `path` is refused, since it may be anything of root's (a lab's
+/// `state.json`): only a token left at the default path by a server that died, a regular
+/// file in rtemu's own directory, is replaced. The server removes the file when it stops, if
+/// it is still the one it made.
 pub fn write_token(path: &Path, token: &str) -> Result<OwnFile> {
     let parent = check_parent(path)?;
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if !m.is_file() {
-            bail!(
-                "{} exists and is not a regular file: rtemu serve does not replace it; remove \
-                 it or choose another path with --token-file",
-                path.display()
-            );
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("examining {}", path.display())),
+        Ok(m) if m.is_file() && path == Path::new(crate::DEFAULT_TOKEN_FILE) => {
+            std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
         }
+        Ok(_) => bail!(
+            "{} exists: rtemu serve writes its token to a new file and replaces nothing; \
+             remove it (if it is an old token) or choose another path with --token-file",
+            path.display()
+        ),
     }
     let staging = Staging::beside(path, parent)?;
     let fresh = staging.0.join("token");
@@ -183,7 +190,15 @@ pub fn write_token(path: &Path, token: &str) -> Result<OwnFile> {
             f.sync_all()
         });
     written.with_context(|| format!("writing {}", fresh.display()))?;
-    std::fs::rename(&fresh, path).with_context(|| format!("writing {}", path.display()))?;
+    nix::fcntl::renameat2(
+        None,
+        &fresh,
+        None,
+        path,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    )
+    .map_err(io::Error::from)
+    .with_context(|| format!("creating {}", path.display()))?;
     OwnFile::at(path).with_context(|| format!("examining {}", path.display()))
 }
 
@@ -213,13 +228,25 @@ pub fn owner_only(path: &Path, meta: &std::fs::Metadata, what: &str) -> Result<(
 /// has bytes, so a shared token is not much weaker than a drawn one.
 pub const MIN_TOKEN_LEN: usize = 32;
 
+/// The most bytes of a token file read.
+const MAX_TOKEN_FILE: u64 = 4096;
+
 /// Reads the token of `path` (a Kubernetes Secret mounted in every agent's pod, say): one line
-/// of at least [`MIN_TOKEN_LEN`] printable characters, in a file that only its owner, this
-/// user, may read, as [`crate::cluster::Credentials`] demands of the coordinator's copy. The
-/// errors never show the file's content.
+/// of at least [`MIN_TOKEN_LEN`] printable characters, in a regular file that only its owner,
+/// this user, may read, as [`crate::cluster::Credentials`] demands of the coordinator's copy.
+/// The file is opened once (non-blocking: a FIFO is refused, not waited on) and every check
+/// is made on that descriptor, so a link flipped meanwhile cannot pass one file's checks and
+/// give another's token. The errors never show the file's content.
 pub fn read_token(path: &Path) -> Result<String> {
+    use std::io::Read as _;
     // Followed: a Secret's file is a symbolic link into the volume's current data.
-    let meta = std::fs::metadata(path)
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .with_context(|| format!("reading the token from {}", path.display()))?;
+    let meta = file
+        .metadata()
         .with_context(|| format!("reading the token from {}", path.display()))?;
     if !meta.is_file() {
         bail!(
@@ -228,9 +255,15 @@ pub fn read_token(path: &Path) -> Result<String> {
         );
     }
     owner_only(path, &meta, "the API token")?;
-    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut text = Vec::new();
+    file.take(MAX_TOKEN_FILE + 1)
+        .read_to_end(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
     let token = text.strip_suffix(b"\n").unwrap_or(&text);
-    if token.len() < MIN_TOKEN_LEN || !token.iter().all(u8::is_ascii_graphic) {
+    if token.len() < MIN_TOKEN_LEN
+        || text.len() as u64 > MAX_TOKEN_FILE
+        || !token.iter().all(u8::is_ascii_graphic)
+    {
         bail!(
             "{} must hold one line of at least {MIN_TOKEN_LEN} printable characters without \
              spaces (e.g. `openssl rand -hex 32`)",

@@ -262,6 +262,108 @@ fn a_token_read_from_a_secret_is_the_one_asked_for_and_nothing_is_written() {
 }
 
 #[test]
+fn a_token_file_is_made_new_and_never_replaces_or_removes_another_file() {
+    let dir = TempDir::new("serve-tokenfile");
+    // Aimed at a file of root's (a lab's state, say): refused, the file whole and kept.
+    let state = dir.0.join("state.json");
+    std::fs::write(&state, "{\"lab\": \"x\"}").unwrap();
+    let opts = |token_file: &Path| Options {
+        socket: dir.0.join("api.sock"),
+        group: None,
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        token_file: token_file.to_owned(),
+        token_from: None,
+    };
+    let e = Server::start(&opts(&state))
+        .err()
+        .expect("an existing file is refused");
+    assert!(e.to_string().contains("replaces nothing"), "{e:#}");
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "{\"lab\": \"x\"}");
+    // A link there is refused too, and the file it names untouched.
+    let link = dir.0.join("link.token");
+    std::os::unix::fs::symlink(&state, &link).unwrap();
+    assert!(Server::start(&opts(&link)).is_err());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // The socket of the refused start is gone.
+    assert!(!dir.0.join("api.sock").exists());
+    // A token file that something else replaced meanwhile is not removed at stop.
+    let token = dir.0.join("api.token");
+    let s = Server::start(&opts(&token)).unwrap();
+    std::fs::remove_file(&token).unwrap();
+    std::fs::write(&token, "someone else's").unwrap();
+    s.stop().unwrap();
+    assert_eq!(std::fs::read_to_string(&token).unwrap(), "someone else's");
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "{\"lab\": \"x\"}");
+}
+
+#[test]
+fn token_from_checks_the_file_it_reads_and_refuses_a_fifo_at_once() {
+    let dir = TempDir::new("serve-tokenfrom");
+    let opts = |from: &Path| Options {
+        socket: dir.0.join("api.sock"),
+        group: None,
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        token_file: dir.0.join("api.token"),
+        token_from: Some(from.to_owned()),
+    };
+    let fifo = dir.0.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let started = std::time::Instant::now();
+    let e = Server::start(&opts(&fifo))
+        .err()
+        .expect("a FIFO is refused");
+    assert!(e.to_string().contains("not a regular file"), "{e:#}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "it waited for a writer"
+    );
+
+    // A link flipped between a good token file and one open to others: every start that
+    // succeeds has the good file's token, checked on the very file it read.
+    let good = "good-token-0123456789abcdef0123456789abcdef";
+    let bad = "open-token-0123456789abcdef0123456789abcdef";
+    for (name, text, mode) in [("good", good, 0o600), ("bad", bad, 0o644)] {
+        std::fs::write(dir.0.join(name), text).unwrap();
+        std::fs::set_permissions(dir.0.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let link = dir.0.join("token");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (dir, stop) = (dir.0.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let tmp = dir.join("flip");
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(if i % 2 == 0 { "good" } else { "bad" }, &tmp).unwrap();
+                std::fs::rename(&tmp, dir.join("token")).unwrap();
+                i += 1;
+            }
+        })
+    };
+    let (mut accepted, mut refused) = (0, 0);
+    for _ in 0..60 {
+        match Server::start(&opts(&link)) {
+            Ok(s) => {
+                assert_eq!(s.token(), Some(good));
+                accepted += 1;
+                s.stop().unwrap();
+            }
+            Err(e) => {
+                assert!(!format!("{e:#}").contains(bad), "{e:#}");
+                refused += 1;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flipper.join().unwrap();
+    assert_eq!(accepted + refused, 60);
+}
+
+#[test]
 fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
     let dir = TempDir::new("serve-inuse");
     let sock = dir.0.join("api.sock");

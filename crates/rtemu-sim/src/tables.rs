@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use rtemu_model::dist::DistTable;
-use rtemu_model::TableSource;
+use rtemu_model::{LinkConfig, TableSource};
 
 /// Where iproute2 keeps `normal.dist`, `pareto.dist`, … on the common distributions.
 pub const IPROUTE2_TABLE_DIRS: [&str; 4] = [
@@ -53,6 +53,26 @@ impl FileTables {
         FileTables { dirs }
     }
 
+    /// The file table `name` is read from: a path as given, else the first `NAME.dist` of
+    /// the directories; `None` when there is none.
+    pub fn path(&self, name: &str) -> Option<PathBuf> {
+        if name.contains('/') || name.ends_with(".dist") {
+            return Some(PathBuf::from(name));
+        }
+        let file = format!("{name}.dist");
+        self.dirs
+            .iter()
+            .map(|d| d.join(&file))
+            .find(|p| p.is_file())
+    }
+
+    /// The file of the table `cfg` draws its delay from, if it names one (see
+    /// [`LinkConfig::table_name`]): an input of whatever reads `cfg`, which no output of the
+    /// same command may overwrite.
+    pub fn file_of(&self, cfg: &LinkConfig) -> Option<PathBuf> {
+        cfg.table_name().and_then(|name| self.path(name))
+    }
+
     fn read(path: &Path) -> Result<DistTable, String> {
         let text =
             read_small_file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -63,14 +83,10 @@ impl FileTables {
 
 impl TableSource for FileTables {
     fn table(&self, name: &str) -> Result<DistTable, String> {
-        if name.contains('/') || name.ends_with(".dist") {
-            return Self::read(Path::new(name));
-        }
-        let file = format!("{name}.dist");
-        match self.dirs.iter().map(|d| d.join(&file)).find(|p| p.is_file()) {
+        match self.path(name) {
             Some(path) => Self::read(&path),
             None => Err(format!(
-                "no table {file} in {} (install iproute2 for netem's tables, or give a path to a .dist file)",
+                "no table {name}.dist in {} (install iproute2 for netem's tables, or give a path to a .dist file)",
                 self.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
             )),
         }

@@ -2,7 +2,9 @@
 //!
 //! * [`errno`]: turning a C return convention into `io::Result`;
 //! * [`netns`]: moving a thread into a network namespace, and running code there;
-//! * [`packet`]: opening and binding an `AF_PACKET` socket, interface indices, socket options.
+//! * [`packet`]: opening and binding an `AF_PACKET` socket, interface indices, socket options;
+//! * [`output`]: opening a file to write at a path a user names, so it cannot be aimed
+//!   elsewhere (links of other users, devices, inputs), and writing it whole.
 //!
 //! The bottom floor of the workspace: it depends on libc only and knows nothing of labs,
 //! links or packets' contents. Every wrapper is a thin, commented `unsafe` block around one
@@ -13,4 +15,5 @@
 
 pub mod errno;
 pub mod netns;
+pub mod output;
 pub mod packet;

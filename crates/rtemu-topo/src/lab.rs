@@ -1500,7 +1500,7 @@ fn write_hosts(topo: &Topology, local: &[usize]) -> Result<(), LabError> {
         let path = dir.join("hosts");
         std::fs::create_dir_all(&dir)
             .and_then(|()| match &written {
-                None => std::fs::write(&path, &hosts),
+                None => rtemu_sys::output::write(&path, hosts.as_bytes()),
                 Some(first) => {
                     // A file left by a crash is replaced.
                     match std::fs::remove_file(&path) {

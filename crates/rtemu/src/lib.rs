@@ -10,6 +10,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 mod cmd;
 
@@ -60,10 +61,25 @@ enum Command {
     Engine(cmd::engine::EngineArgs),
 }
 
+/// The signals that end `command` as they would any program: on them its temporary output
+/// files are removed first. The commands that handle a signal themselves keep it (capture
+/// ends cleanly at Ctrl-C, the server and the engine stop at both).
+fn ending_signals(command: &Command) -> &'static [std::ffi::c_int] {
+    match command {
+        Command::Serve(_) | Command::View(_) | Command::Engine(_) | Command::Bench(_) => &[],
+        Command::Capture(_) => &[SIGTERM],
+        _ => &[SIGINT, SIGTERM],
+    }
+}
+
 /// Parses the arguments, runs the subcommand, and says how it ended: 0, or 2 after an error
 /// printed on stderr.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = rtemu_sys::output::remove_temporaries_on(ending_signals(&cli.command)) {
+        eprintln!("rtemu: error: installing the signal handlers: {e}");
+        return ExitCode::from(2);
+    }
     let result = match &cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sim(args) => cmd::sim::run(args),

@@ -759,6 +759,238 @@ fn an_output_that_is_the_commands_own_input_is_refused() {
     assert_eq!(names, ["alias.pcap", "in.pcap", "t.rpl", "t.svg", "t.toml"]);
 }
 
+/// Every writer, given a path in a shared directory (sticky, world-writable, as /tmp) where
+/// another user planted a link, or a device: refused before anything is written, the link's
+/// target untouched. `/dev/null` is still an output.
+#[test]
+fn outputs_cannot_be_aimed_at_a_device_or_through_another_users_link() {
+    let dir = Scratch::new("aimed");
+    let topo = dir.path("t.toml");
+    std::fs::write(&topo, one_link_topology("")).unwrap();
+    let trace = dir.path("t.rpl");
+    let made = rtemu(&["trace", "gen", "iid", "--count", "1000", "-o", &trace]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    // Each writer with its output last, and a name of the kind it writes.
+    let writers: [(Vec<&str>, &str); 6] = [
+        (
+            vec!["sim", "--traffic", "cbr 10pps 100B 1s", "--out"],
+            "o.pcap",
+        ),
+        (
+            vec!["sim", "--traffic", "cbr 10pps 100B 1s", "--log"],
+            "o.csv",
+        ),
+        (vec!["trace", "gen", "iid", "--count", "10", "-o"], "o.rpl"),
+        (vec!["trace", "convert", &trace], "o.rplt"),
+        (vec!["trace", "stats", &trace, "--plot"], "o.svg"),
+        (vec!["graph", &topo, "-o"], "o.dot"),
+    ];
+    let run = |args: &[&str], out: &str| rtemu(&[args, &[out]].concat());
+    // A character device that is not /dev/null; a block device when the machine has one.
+    let mut devices = vec!["/dev/zero".to_owned()];
+    if let Some(block) = std::fs::read_dir("/dev")
+        .unwrap()
+        .flatten()
+        .find(|e| std::os::unix::fs::FileTypeExt::is_block_device(&e.file_type().unwrap()))
+    {
+        devices.push(block.path().display().to_string());
+    }
+    for device in &devices {
+        // By its own name, and through a link of this user's (followed, to a device).
+        let o = run(&writers[0].0, device);
+        assert!(
+            stderr(&o).contains("writes its outputs only to"),
+            "{device}: {}",
+            stderr(&o)
+        );
+        for (w, name) in &writers {
+            let link = dir.path(name);
+            std::os::unix::fs::symlink(device, &link).unwrap();
+            let o = run(w, &link);
+            std::fs::remove_file(&link).unwrap();
+            assert!(!o.status.success(), "{w:?} {device} succeeded");
+            assert!(
+                stderr(&o).contains("writes its outputs only to"),
+                "{w:?} {device}: {}",
+                stderr(&o)
+            );
+        }
+    }
+    let o = run(&writers[0].0, "/dev/null");
+    assert!(o.status.success(), "{}", stderr(&o));
+    if !rtemu_testutil::root_or_skip(
+        "outputs through another user's link",
+        "makes a link owned by nobody",
+    ) {
+        return;
+    }
+    let shared = dir.0.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(
+        &shared,
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let victim = dir.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    for (w, name) in &writers {
+        let planted = shared.join(name);
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+        let o = run(w, planted.to_str().unwrap());
+        assert!(!o.status.success(), "{w:?} followed the planted link");
+        assert!(
+            stderr(&o).contains("that user 65534 made"),
+            "{w:?}: {}",
+            stderr(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious",
+            "{w:?}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&shared).unwrap().count(),
+            1,
+            "{w:?} left a file"
+        );
+        std::fs::remove_file(&planted).unwrap();
+    }
+}
+
+/// The files an input names (a topology's traces and tables, a model's table) are inputs too,
+/// and two outputs of one command are never one file.
+#[test]
+fn files_named_inside_inputs_and_other_outputs_are_never_overwritten() {
+    let dir = Scratch::new("named");
+    let table = dir.path("t.dist");
+    std::fs::write(&table, "# a table\n-100 0 100\n").unwrap();
+    let trace = dir.path("t.rplt");
+    std::fs::write(&trace, "pass 1ms\ndrop\n").unwrap();
+    let topo = dir.path("t.toml");
+    std::fs::write(
+        &topo,
+        format!(
+            "lab = \"x\"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n[[links]]\nendpoints = [\"a\", \"b\"]\n\
+             trace = \"t.rplt\"\n[[links]]\nendpoints = [\"b\", \"c\"]\n\
+             netem = \"delay 10ms 1ms distribution {table}\"\n"
+        ),
+    )
+    .unwrap();
+    let model = format!("delay 10ms 1ms distribution {table}");
+    let model_file = dir.path("m.toml");
+    std::fs::write(
+        &model_file,
+        format!("delay = \"10ms\"\njitter = \"1ms\"\ndistribution = \"{table}\"\n"),
+    )
+    .unwrap();
+    let before = (
+        std::fs::read(&table).unwrap(),
+        std::fs::read(&trace).unwrap(),
+    );
+    let flow_trace = format!("proto=udp={trace}");
+    let cases: [Vec<&str>; 6] = [
+        vec!["graph", &topo, "-o", &trace],
+        vec!["graph", &topo, "-o", &table],
+        vec!["sim", "--model", &model, "--out", &table],
+        vec!["sim", "--model-file", &model_file, "--log", &table],
+        vec![
+            "trace", "gen", "netem", "--model", &model, "--count", "10", "--format", "text", "-o",
+            &table,
+        ],
+        vec!["sim", "--flow-trace", &flow_trace, "--log", &trace],
+    ];
+    for args in cases {
+        let o = rtemu(&args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr(&o).contains("also an input"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(
+        before,
+        (
+            std::fs::read(&table).unwrap(),
+            std::fs::read(&trace).unwrap()
+        )
+    );
+    // Two outputs of one command, refused before anything is measured or written.
+    let csv = dir.path("x.svg");
+    for args in [
+        vec![
+            "lab",
+            "sleep",
+            "--count",
+            "1",
+            "--csv",
+            &csv,
+            "--histogram",
+            &csv,
+        ],
+        vec![
+            "lab", "sleep", "--count", "1", "--csv", &csv, "--plot", &csv,
+        ],
+    ] {
+        let o = rtemu(&args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(
+            stderr(&o).contains("name one file"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["m.toml", "t.dist", "t.rplt", "t.toml"]);
+}
+
+/// A long `trace gen` ended by SIGINT or SIGTERM leaves neither its output nor a temporary.
+#[test]
+fn a_killed_writer_leaves_no_temporary_file() {
+    let dir = Scratch::new("killed");
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let out = dir.path("big.rpl");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rtemu"))
+            .args(["trace", "gen", "iid", "--count", "4000000000", "-o", &out])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Until the temporary exists and has grown.
+        let start = std::time::Instant::now();
+        let grown = || {
+            std::fs::read_dir(&dir.0)
+                .unwrap()
+                .flatten()
+                .any(|e| e.metadata().is_ok_and(|m| m.len() > 100_000))
+        };
+        while !grown() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "no temporary grew"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // SAFETY: kill sends a signal to the child this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(signal)
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "signal {signal} left {left:?}");
+    }
+}
+
 /// A run that fails part way leaves the file that stood at its output as it was.
 #[test]
 fn a_failed_run_leaves_the_old_output_whole() {

@@ -339,7 +339,9 @@ pub fn run_graph(args: &GraphArgs) -> Result<()> {
         GraphFormat::Svg => rtemu_topo::graph::svg(&topo)?,
         GraphFormat::Mermaid => rtemu_topo::graph::mermaid(&topo),
     };
-    let inputs: Vec<&std::path::Path> = file.as_deref().into_iter().collect();
+    // The file, and the traces and tables it names.
+    let named = control::files_named(&topo);
+    let inputs: Vec<&std::path::Path> = file.iter().chain(&named).map(|p| p.as_path()).collect();
     let output = args.output.as_deref();
     rtemu_report::output::write_or_print(output, &inputs, text.as_bytes(), "the graph")
 }

@@ -72,7 +72,7 @@ pub(super) fn run(args: &DeadlineArgs) -> anyhow::Result<()> {
         dma_latency: !args.no_dma_latency,
         ..RtRequest::default()
     };
-    args.output.check()?;
+    args.output.check(&[])?;
     let conditions = Conditions::set_up(&request, None, None)?;
     let steps = args.steps as usize;
     let (runs, skipped) = if args.sweep {

@@ -53,7 +53,7 @@ pub(super) fn run(args: &LinerateArgs) -> anyhow::Result<()> {
         args.time,
         (args.min_packets as usize, args.max_packets as usize),
     )?;
-    args.output.check()?;
+    args.output.check(&[])?;
     let conditions = prepare(&args.rt)?;
     let bar = Steps::new(points.len());
     let results = linerate::run(&points, &mut |point| {

@@ -95,12 +95,17 @@ struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// Refuses a `--plot` file of no known format, before anything is measured.
-    fn check(&self) -> anyhow::Result<()> {
+    /// Refuses a `--plot` file of no known format, and outputs that name one file (`more`
+    /// are the command's other outputs with their flags), before anything is measured.
+    fn check(&self, more: &[(&str, Option<&std::path::Path>)]) -> anyhow::Result<()> {
         if let Some(path) = &self.plot {
             rtemu_report::plot::Format::of(path)?;
         }
-        Ok(())
+        let ours = [
+            ("--csv", self.csv.as_deref()),
+            ("--plot", self.plot.as_deref()),
+        ];
+        rtemu_report::output::refuse_same_outputs(&[&ours[..], more].concat())
     }
 
     /// Writes `report`'s files, then prints it.

@@ -125,7 +125,7 @@ pub(super) fn run(args: &RttArgs) -> anyhow::Result<()> {
     let here = Here::start(protocol, args.to.as_deref(), raw)?;
     let probes = args.probes();
     let (configs, sizes) = probes.sweeps(here.targets.iter().cloned())?;
-    args.output.check()?;
+    args.output.check(&[])?;
     let conditions = prepare(&args.rt)?;
     let bar = Steps::new(sizes);
     let sweeps = rtt::run_all(&configs, &mut |protocol, size| {

@@ -60,7 +60,8 @@ pub(super) fn run(args: &SleepArgs) -> anyhow::Result<()> {
         seed: args.seed,
         time_limit_ns: args.time_limit,
     };
-    args.output.check()?;
+    args.output
+        .check(&[("--histogram", args.histogram.as_deref())])?;
     let conditions = prepare(&args.rt)?;
     let bar = Steps::new(config.methods.len());
     let samples = sleep::run(&config, &mut |i, method| {

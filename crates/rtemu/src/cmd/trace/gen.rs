@@ -193,6 +193,8 @@ fn duration(flag: &str, value: &str) -> anyhow::Result<u64> {
 /// `parameters` and what the run came to, as JSON or as a note on stderr.
 struct Generated<'a> {
     kind: &'static str,
+    /// The files the generator reads.
+    inputs: Vec<std::path::PathBuf>,
     provenance: String,
     parameters: serde_json::Value,
     out: &'a OutputArgs,
@@ -202,6 +204,7 @@ impl Generated<'_> {
     /// Writes the output's records from `generator`, then prints what was written.
     fn write(self, generator: impl Generator) -> anyhow::Result<()> {
         let out = self.out;
+        let inputs: Vec<&std::path::Path> = self.inputs.iter().map(|p| p.as_path()).collect();
         let request = GenRequest {
             kind: self.kind,
             parameters: self.parameters,
@@ -209,6 +212,7 @@ impl Generated<'_> {
             count: out.count,
             seed: out.seed,
             output: &out.output,
+            inputs: &inputs,
             format: out.format,
             flow: out.header.flow,
             provenance: out.header.provenance.as_deref(),
@@ -231,6 +235,7 @@ fn fgn(a: &FgnArgs) -> anyhow::Result<()> {
     let delays = FgnDelays::new(fgn, mean as f64, std as f64, 1_000)?;
     Generated {
         kind: "fgn",
+        inputs: Vec::new(),
         provenance: format!(
             "rtemu trace gen fgn --hurst {} --mean {} --std {} --count {} --seed {} --block {block}",
             a.hurst,
@@ -262,6 +267,7 @@ fn onoff(a: &OnOffArgs) -> anyhow::Result<()> {
     let g = OnOffDelays::new(cfg, a.out.seed)?;
     Generated {
         kind: "onoff",
+        inputs: Vec::new(),
         provenance: format!(
             "rtemu trace gen onoff --sources {} --alpha {} --mean-on {} --mean-off {} --source-rate {} --link-rate {} --buffer {} --probe {} --interval {} --base {} --count {} --seed {}",
             a.sources, a.alpha, a.mean_on, a.mean_off, a.source_rate, a.link_rate, a.buffer,
@@ -293,6 +299,7 @@ fn iid(a: &IidArgs) -> anyhow::Result<()> {
     );
     Generated {
         kind: "iid",
+        inputs: Vec::new(),
         provenance: format!(
             "rtemu trace gen iid --dist {:?} --mean {} --std {}{ge} --count {} --seed {}",
             a.dist, a.mean, a.std, a.out.count, a.out.seed
@@ -325,6 +332,7 @@ fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
     let records = ModelRecords::new(model, a.size, 1_000_000_000 / a.pps, a.out.count);
     Generated {
         kind: "netem",
+        inputs: tables.file_of(&cfg).into_iter().collect(),
         provenance: format!(
             "rtemu trace gen netem --model {:?} --pps {} --size {} --count {} --seed {}",
             a.model, a.pps, a.size, a.out.count, a.out.seed
