@@ -33,7 +33,7 @@ def test_delay_step_experiment_runs(tmp_path: Path) -> None:
         env=os.environ,
     )
     assert run.returncode == 0, run.stderr
-    assert not {f"rtemu-{name}", f"rtemu-{name}-client"} & namespaces()
+    assert not {f"rtemu-{name}", f"rtemu-{name}.client"} & namespaces()
     rows = [line.split() for line in run.stdout.splitlines() if re.match(r"\s*\d+\.\d\s", line)]
     times = [float(r[0]) for r in rows]
     mbps = [float(r[1]) for r in rows]

@@ -33,7 +33,7 @@ use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload, DirectionConfig, DropKind, Resolution, Swap};
 use rtemu_model::rng::DEFAULT_SEED;
 use rtemu_model::{netem, LinkConfig};
-use rtemu_topo::lab::{engine_ends, lab_netns, node_netns};
+use rtemu_topo::lab::{engine_ends, lab_netns};
 use rtemu_topo::state::{lab_dir, LabName, State};
 use rtemu_topo::topology::{Culprit, Impairment, LinkCheck, LinkCheckError, Segment};
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
@@ -645,13 +645,11 @@ fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io,
         let node = &state.topology.nodes[m.node].name;
         // A node on another host reaches this end through a tunnel: its host's part switched
         // them off there (`far_ends_without_offloads`).
-        if !state.nodes.iter().any(|(n, _)| n == node) {
+        let Some((_, ns)) = state.nodes.iter().find(|(n, _)| n == node) else {
             continue;
-        }
+        };
         let ifname = m.ifname.clone();
-        netns::run_in(&netns::named(&node_netns(&state.lab, node)), move || {
-            offload::disable(&ifname)
-        })??;
+        netns::run_in(&netns::named(ns), move || offload::disable(&ifname))??;
     }
     Ok((
         Io::open_end(&ends[0], mtu)?,

@@ -455,7 +455,7 @@ pub fn externals(state: &State) -> Vec<External> {
     topo.segments
         .iter()
         .filter_map(|seg| {
-            let SegmentKind::External { host, mode } = &seg.kind else {
+            let SegmentKind::External { host, mode, .. } = &seg.kind else {
                 return None;
             };
             Some(External {

@@ -678,7 +678,7 @@ fn a_lab_of_ideal_links_through_the_api() {
         .json()
         .unwrap();
     assert_eq!(nodes.len(), 3);
-    assert_eq!(nodes[1]["netns"], format!("rtemu-{lab}-b"));
+    assert_eq!(nodes[1]["netns"], format!("rtemu-{lab}.b"));
     assert_eq!(nodes[1]["interfaces"].as_array().unwrap().len(), 2);
     let links: Vec<serde_json::Value> = get(&t, &format!("/v1/labs/{lab}/links"), &[])
         .json()

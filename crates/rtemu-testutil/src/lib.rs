@@ -114,7 +114,7 @@ impl Drop for TempDir {
 }
 
 /// The network namespaces of lab `lab` that exist (`/run/netns/rtemu-LAB` and
-/// `rtemu-LAB-*`): after the lab is down, none should.
+/// `rtemu-LAB.*`): after the lab is down, none should.
 pub fn lab_namespaces(lab: &str) -> Vec<String> {
     namespaces_in(Path::new("/run/netns"), lab)
 }
@@ -126,7 +126,7 @@ fn namespaces_in(dir: &Path, lab: &str) -> Vec<String> {
         .map(|d| {
             d.filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n == &prefix || n.starts_with(&format!("{prefix}-")))
+                .filter(|n| n == &prefix || n.starts_with(&format!("{prefix}.")))
                 .collect()
         })
         .unwrap_or_default()
@@ -186,9 +186,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         for name in [
             "rtemu-ab",
-            "rtemu-ab-x",
+            "rtemu-ab.x",
+            "rtemu-ab-x.y",
             "rtemu-abc",
-            "rtemu-abc-x",
+            "rtemu-abc.x",
             "other",
         ] {
             std::fs::write(dir.join(name), "").unwrap();
@@ -196,7 +197,7 @@ mod tests {
         let mut found = namespaces_in(&dir, "ab");
         std::fs::remove_dir_all(&dir).unwrap();
         found.sort();
-        assert_eq!(found, ["rtemu-ab", "rtemu-ab-x"]);
+        assert_eq!(found, ["rtemu-ab", "rtemu-ab.x"]);
         assert!(namespaces_in(&dir, "ab").is_empty());
     }
 

@@ -143,7 +143,8 @@ impl Hosts {
     pub fn delayed(tag: &str, n: usize, link_us: u32, runner: Box<dyn LabRunner>) -> Hosts {
         let name = format!("u{tag}{}", std::process::id() % 100_000);
         let mut hosts = Hosts {
-            names: (1..=n).map(|i| format!("rtemu-{name}-h{i}")).collect(),
+            // The lab's node namespaces, as `rtemu_topo::lab::node_netns` names them.
+            names: (1..=n).map(|i| format!("rtemu-{name}.h{i}")).collect(),
             underlay: Underlay::Lab {
                 name: name.clone(),
                 link_us,

@@ -78,7 +78,7 @@ pub fn dot(topo: &Topology) -> String {
                     seg.members[1].ifname
                 );
             }
-            SegmentKind::External { ref host, mode } => {
+            SegmentKind::External { ref host, mode, .. } => {
                 let _ = writeln!(
                     out,
                     "  \"host:{host}\" [shape=plaintext, label=\"host {host} ({mode:?})\"];\n  \"{}\" -- \"host:{host}\" [label=\"{}\", taillabel=\"{}\"];",

@@ -1,7 +1,7 @@
 //! Bringing a lab up and down: namespaces, veth pairs, bridges, addresses, routes and static
 //! neighbours, made through netlink.
 //!
-//! Layout. Every node is a namespace `rtemu-<lab>-<node>`. A point-to-point link is a veth
+//! Layout. Every node is a namespace `rtemu-<lab>.<node>`. A point-to-point link is a veth
 //! pair whose two ends are created directly in the two node namespaces (`IFLA_NET_NS_FD` on
 //! each end), so no end ever sits in the host namespace, not even after a crash. A LAN is a
 //! bridge in the lab's own namespace `rtemu-<lab>`, with one veth pair per member: the node
@@ -33,6 +33,7 @@ use rtnetlink::{
 };
 
 use crate::cgroup;
+use crate::external::{self, HostSide};
 use crate::part::{PartError, Stitching, Tunnel, TunnelRole};
 use crate::routing::{plan, NodePlan};
 use crate::state::{
@@ -66,6 +67,23 @@ pub enum LabError {
     /// A namespace with one of the lab's names exists, and no lab state records it.
     #[error("network namespace {0} already exists and no rtemu lab made it: rtemu leaves it alone; remove it (`ip netns del {0}`) or name the lab differently (--name)")]
     ForeignNamespace(String),
+    /// A namespace with one of the lab's names belongs to another lab (one an older rtemu
+    /// named, whose node namespaces were `rtemu-<lab>-<node>`).
+    #[error("network namespace {ns} belongs to lab `{other}`: take that lab down first (`rtemu down {other}`) or name this lab differently (--name)")]
+    OtherLabsNamespace {
+        /// The namespace.
+        ns: String,
+        /// The lab whose mark it carries.
+        other: String,
+    },
+    /// A host interface to be moved into a node is the one the host is reached through.
+    #[error("host interface `{host}` carries {why}: moving it into a node would cut the host off; hand over another interface, use mode = \"macvlan\", or set `uplink = true` in its [[externals]] to move it anyway (`down` gives it back with its addresses and routes)")]
+    Uplink {
+        /// The host interface.
+        host: String,
+        /// What it carries.
+        why: String,
+    },
     /// A capture target is neither `node:if` nor a link of the lab.
     #[error("`{0}` is not an interface or a link of the lab: write NODE:IF or LINK (`rtemu ls` lists them)")]
     BadTarget(String),
@@ -145,8 +163,17 @@ fn nl_err(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> LabError 
     move |source| LabError::Netlink { what, source }
 }
 
-/// The namespace of node `node` in lab `lab`.
+/// The namespace of node `node` in lab `lab`: `rtemu-<lab>.<node>`. Lab and node names hold no
+/// `.`, so no two labs' nodes ever share a name (with a `-` they did: lab `sxk` node `a-b` and
+/// lab `sxk-a` node `b`).
 pub fn node_netns(lab: &str, node: &str) -> String {
+    format!("rtemu-{lab}.{node}")
+}
+
+/// The namespace an rtemu from before [`node_netns`] gave node `node` of lab `lab`, which a
+/// state file written then names: `down` still takes such a lab down (its namespaces carry the
+/// lab's mark, so another lab's of the same name is never touched).
+pub fn legacy_node_netns(lab: &str, node: &str) -> String {
     format!("rtemu-{lab}-{node}")
 }
 
@@ -452,18 +479,34 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
             SegmentKind::External {
                 host,
                 mode: ExternalMode::Move,
-            } => Some(Handover {
-                host: host.clone(),
-                netns: node_netns(&topo.lab, &topo.nodes[seg.members[0].node].name),
-                ifname: seg.members[0].ifname.clone(),
-            }),
+                uplink,
+            } => Some((
+                Handover {
+                    host: host.clone(),
+                    netns: node_netns(&topo.lab, &topo.nodes[seg.members[0].node].name),
+                    ifname: seg.members[0].ifname.clone(),
+                    saved: HostSide::default(),
+                },
+                *uplink,
+            )),
             _ => None,
         })
-        .collect();
+        .map(|(h, uplink)| read_host_side(h, uplink))
+        .collect::<Result<Vec<_>, _>>()?;
     // A namespace of the lab's names that no state file records is someone else's: `up` would
     // fail on it, and the clean-up after that failure would remove it.
     if let Some(ns) = namespaces.iter().find(|ns| sys::netns_exists(ns)) {
-        return Err(LabError::ForeignNamespace(ns.clone()));
+        let other = match find_netns(ns) {
+            Ok(Found::Marked(Some(mark))) => mark.strip_prefix("rtemu:").map(str::to_owned),
+            _ => None,
+        };
+        return Err(match other {
+            Some(other) => LabError::OtherLabsNamespace {
+                ns: ns.clone(),
+                other,
+            },
+            None => LabError::ForeignNamespace(ns.clone()),
+        });
     }
     // Every image is on this host before anything is made: a missing one fails here.
     if let Some(rt) = crate::launch::runtime_for(topo, &share.nodes)? {
@@ -696,6 +739,38 @@ pub fn exec_detached(
     Ok(record)
 }
 
+/// `h` with what its interface carries on the host (see [`external`]); an interface the host is
+/// reached through is refused unless `uplink` says to move it anyway. An interface that is
+/// not there is left for the move to report.
+fn read_host_side(mut h: Handover, uplink: bool) -> Result<Handover, LabError> {
+    let host = h.host.clone();
+    let side = with_own_netlink(|handle| async move {
+        let mut links = handle.link().get().match_name(host).execute();
+        match links.try_next().await {
+            Ok(Some(link)) => external::read(&handle, link.header.index)
+                .await
+                .map(Some)
+                .map_err(io::Error::other),
+            Ok(None) | Err(_) => Ok(None),
+        }
+    })
+    .map_err(io_err(format!(
+        "reading what host interface {} carries",
+        h.host
+    )))?;
+    let Some(side) = side else {
+        return Ok(h);
+    };
+    if let Some(why) = side.reaches_host().filter(|_| !uplink) {
+        return Err(LabError::Uplink {
+            host: h.host.clone(),
+            why,
+        });
+    }
+    h.saved = side;
+    Ok(h)
+}
+
 /// Moves host interfaces back from their nodes under their original names. One that is not in
 /// its node (never moved, or the node is gone) is skipped: the kernel returns a physical
 /// interface to the host by itself when its namespace disappears.
@@ -737,6 +812,13 @@ fn give_back(handovers: &[Handover]) -> Result<(), LabError> {
                     "giving {} back to the host as {}",
                     h.ifname, h.host
                 )))?;
+            // As it was: up or down, with its addresses and routes.
+            let (conn, host, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
+            tokio::spawn(conn);
+            let restored = host_index(&host, &h.host).await?;
+            external::restore(&host, restored, &h.saved)
+                .await
+                .map_err(nl_err(format!("restoring what {} carried", h.host)))?;
         }
         Ok(())
     })
@@ -900,7 +982,9 @@ fn build(
     start_commands(topo, &share.nodes, state)
 }
 
-/// Writes sysctls inside namespace `ns`.
+/// Writes sysctls inside namespace `ns`. Only keys of `net.` can be a namespace's own, and
+/// the kernel shows a namespace other than the host's the machine-wide ones
+/// (`net.core.rmem_max`) read-only or not at all: those are refused.
 fn set_sysctls(ns: &str, sysctls: Vec<(String, String)>) -> Result<(), LabError> {
     if sysctls.is_empty() {
         return Ok(());
@@ -908,8 +992,24 @@ fn set_sysctls(ns: &str, sysctls: Vec<(String, String)>) -> Result<(), LabError>
     sys::in_netns(ns, move || {
         let proc = sys::ProcSys::here();
         for (key, value) in &sysctls {
-            proc.open(key)
-                .and_then(|mut f| io::Write::write_all(&mut f, value.as_bytes()))
+            if !key.starts_with("net.") {
+                return Err(io::Error::other(format!(
+                    "sysctl {key} is the whole machine's"
+                )));
+            }
+            let file = proc.open(key).map_err(|e| match e.kind() {
+                // Root may write every key of a namespace's own that can be written.
+                io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => io::Error::new(
+                    e.kind(),
+                    format!(
+                        "sysctl {key} is not a network namespace's own (the kernel keeps \
+                         it for the whole machine, shows it read-only, or has no such \
+                         key): a node does not set it"
+                    ),
+                ),
+                _ => io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")),
+            })?;
+            std::io::Write::write_all(&mut &file, value.as_bytes())
                 .map_err(|e| io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")))?;
         }
         Ok(())
@@ -1282,7 +1382,9 @@ async fn build_links(
                 }
                 bridges.push((bridge, ports));
             }
-            SegmentKind::External { host: name, mode } => {
+            SegmentKind::External {
+                host: name, mode, ..
+            } => {
                 let m = &seg.members[0];
                 let index = host_index(host, name).await?;
                 let node_fd = nodes.get(m.node)?;

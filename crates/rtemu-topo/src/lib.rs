@@ -12,6 +12,8 @@
 //! * [`graph`]: the topology as Graphviz DOT or Mermaid text, or as SVG through Graphviz;
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
 //!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`);
+//! * [`external`]: what a host interface moved into a node carried, checked before it moves
+//!   and given back at `down`;
 //! * [`capture`] and [`pcapng`]: packets of several node interfaces into one file;
 //! * [`cgroup`]: per-node CPU limits;
 //! * [`container`]: a node's container image and how it runs, as the file says.
@@ -25,6 +27,7 @@ pub mod capture;
 pub mod cgroup;
 pub mod container;
 pub mod error;
+pub mod external;
 pub mod graph;
 pub mod lab;
 pub mod launch;

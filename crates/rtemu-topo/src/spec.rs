@@ -210,4 +210,7 @@ pub struct ExternalSpec {
     pub ipv4: Option<Spanned<String>>,
     /// The node's IPv6 address on it, with prefix length.
     pub ipv6: Option<Spanned<String>>,
+    /// Move it even when it carries the host's default route or an address the host is
+    /// reached at (the host loses them until `down` gives them back).
+    pub uplink: Option<Spanned<bool>>,
 }

@@ -412,22 +412,24 @@ impl State {
                 return Err(format!("invalid node name {node:?}"));
             }
             let expected = crate::lab::node_netns(lab, node);
-            if *ns != expected {
+            // A lab brought up by an rtemu from before the namespaces' `.`.
+            let legacy = crate::lab::legacy_node_netns(lab, node);
+            if *ns != expected && *ns != legacy {
                 return Err(format!(
                     "node `{node}` has namespace {ns:?}, not {expected}"
                 ));
             }
-            allowed.insert(expected);
+            allowed.insert(ns.clone());
         }
         if let Some(ns) = self.namespaces.iter().find(|ns| !allowed.contains(*ns)) {
             return Err(format!("namespace {ns:?} is not one of the lab's"));
         }
         let controller = crate::cgroup::Controller::find();
         for (node, dir) in &self.cgroups {
-            let expected = controller
-                .as_ref()
-                .map(|c| c.dir(&crate::lab::node_netns(lab, node)));
-            if !self.nodes.iter().any(|(n, _)| n == node) || expected.as_ref() != Some(dir) {
+            // Named as the node's namespace is, now or by an older rtemu.
+            let ns = self.nodes.iter().find(|(n, _)| n == node).map(|(_, ns)| ns);
+            let expected = controller.as_ref().zip(ns).map(|(c, ns)| c.dir(ns));
+            if ns.is_none() || expected.as_ref() != Some(dir) {
                 return Err(format!("cgroup {} is not node `{node}`'s", dir.display()));
             }
         }
@@ -568,6 +570,9 @@ pub struct Handover {
     pub netns: String,
     /// Its name inside the node.
     pub ifname: String,
+    /// What it carried on the host, given back with it.
+    #[serde(default)]
+    pub saved: crate::external::HostSide,
 }
 
 /// The file in a lab's state directory listing the processes `rtemu exec --detach` started.

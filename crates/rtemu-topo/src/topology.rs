@@ -153,6 +153,9 @@ pub enum SegmentKind {
         host: String,
         /// How it is handed over.
         mode: ExternalMode,
+        /// Moved even when the host is reached through it (`uplink = true`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        uplink: bool,
     },
 }
 
@@ -958,6 +961,9 @@ impl<'a> Validator<'a> {
             if !valid_ifname(host) {
                 return Err(self.err(ext.host.span(), format!("invalid host interface name `{host}`: use 1 to {MAX_IFNAME} characters a-z, A-Z, 0-9, '.', '_' and '-'")));
             }
+            if host == "lo" {
+                return Err(self.err(ext.host.span(), "`lo` is the host's own loopback: it cannot be handed to a node (give a node loopback addresses with `addresses`)".to_owned()));
+            }
             let node_name = &nodes[member.node].name;
             if let Some(other) = hosts.insert(host.clone(), node_name.clone()) {
                 return Err(self.err(ext.host.span(), format!("host interface `{host}` is already handed to node `{other}`: each host interface goes to one node")));
@@ -1001,6 +1007,7 @@ impl<'a> Validator<'a> {
                 kind: SegmentKind::External {
                     host: host.clone(),
                     mode,
+                    uplink: ext.uplink.as_ref().is_some_and(|u| *u.get_ref()),
                 },
                 mtu: None,
                 ipv4,
@@ -1287,6 +1294,11 @@ impl<'a> Validator<'a> {
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
             if !key_ok {
                 return Err(self.err(key.span(), format!("invalid sysctl name `{k}`: use dotted names like \"net.ipv4.tcp_ecn\" (a-z, 0-9, '.', '_', '-')")));
+            }
+            // Only a network namespace's own keys: the rest are the whole machine's, and a
+            // lab never changes the host.
+            if !k.starts_with("net.") {
+                return Err(self.err(key.span(), format!("sysctl `{k}` is the whole machine's, not a node's: a node sets only its network namespace's own keys (net.*); set others on the host yourself")));
             }
             let v = match value.get_ref() {
                 toml::Value::String(s) => s.clone(),

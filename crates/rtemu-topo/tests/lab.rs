@@ -1194,3 +1194,166 @@ fn unplaced_state_of_a_killed_up_is_reaped_by_pid_and_start_time() {
     assert!(live_kept, "a running process's directory was reaped");
     assert!(!reused_kept, "a directory of a reused pid was kept");
 }
+
+/// A machine-wide key among a node's sysctls (here a global `net.core` one, which the file's
+/// `net.` rule lets through) fails `up` with the reason, and the host keeps its value.
+#[test]
+fn a_machine_wide_sysctl_never_reaches_the_host() {
+    if !root_or_skip("machine-wide sysctl") {
+        return;
+    }
+    let name = unique_lab("g");
+    let _guard = Guard(name.clone());
+    let before = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap();
+    let value: u64 = before.trim().parse::<u64>().unwrap() + 4096;
+    let src = format!(
+        "lab = \"{name}\"\n[nodes.a]\nsysctls = {{ \"net.core.rmem_max\" = {value} }}\n[nodes.b]\n[[links]]\nendpoints = [\"a\", \"b\"]\n"
+    );
+    let topo = Topology::parse("g.toml", &src).unwrap();
+    let err = lab::up(&topo, "g.toml").unwrap_err().to_string();
+    assert!(err.contains("not a network namespace's own"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap(),
+        before
+    );
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
+
+/// Two labs whose names share a prefix, with nodes that made one namespace name before (lab
+/// `K` node `a-b`, lab `K-a` node `b`), run side by side and each goes down alone.
+#[test]
+fn labs_whose_names_share_a_prefix_get_namespaces_of_their_own() {
+    if !root_or_skip("shared prefix") {
+        return;
+    }
+    let short = format!("k{}", std::process::id() % 100_000);
+    let long = format!("{short}-a");
+    let topo = |lab: &str, node: &str| {
+        let src = format!("lab = \"{lab}\"\n[nodes.{node}]\n[nodes.z]\n[[links]]\nendpoints = [\"{node}\", \"z\"]\n");
+        Topology::parse("p.toml", &src).unwrap()
+    };
+    let (first, second) = (topo(&short, "a-b"), topo(&long, "b"));
+    let _guards = (Guard(short.clone()), Guard(long.clone()));
+    lab::up(&first, "p.toml").unwrap();
+    lab::up(&second, "p.toml").unwrap();
+    assert_ne!(node_netns(&short, "a-b"), node_netns(&long, "b"));
+    assert!(lab::down(&long).unwrap());
+    assert_eq!(leftovers(&long, &second), Vec::<String>::new());
+    assert!(Path::new("/run/netns")
+        .join(node_netns(&short, "a-b"))
+        .exists());
+    assert!(lab::down(&short).unwrap());
+    assert_eq!(leftovers(&short, &first), Vec::<String>::new());
+}
+
+/// A lab an older rtemu made names its node namespaces `rtemu-<lab>-<node>`: `down` still
+/// takes them down (they carry the lab's mark).
+#[test]
+fn down_removes_the_namespaces_of_a_lab_named_the_old_way() {
+    if !root_or_skip("old names") {
+        return;
+    }
+    let name = unique_lab("ol");
+    let _guard = Guard(name.clone());
+    lab::up(&chain(&name, 1), "chain.toml").unwrap();
+    // A node namespace as the older naming made it, with the lab's mark.
+    let old = lab::legacy_node_netns(&name, "n1");
+    let _outside = OutsideNs::add(&old);
+    ip(&[
+        "-n",
+        &old,
+        "link",
+        "set",
+        "lo",
+        "alias",
+        &format!("rtemu:{name}"),
+    ]);
+    let file = state_dir(&name).join("state.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(["n1", old]));
+    v["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(old.clone().into());
+    std::fs::write(&file, v.to_string()).unwrap();
+    assert!(lab::down(&name).unwrap());
+    assert!(!Path::new("/run/netns").join(&old).exists());
+    assert!(!state_dir(&name).exists());
+}
+
+/// A host interface with an address the host is reached at is not moved unless the file says
+/// `uplink = true`; moved, it comes back at `down` up, with its address and its route.
+#[test]
+fn an_uplink_moves_only_when_asked_and_comes_back_as_it_was() {
+    if !root_or_skip("uplink") {
+        return;
+    }
+    let id = std::process::id() % 100_000;
+    let (dev, peer) = (format!("rtu{id}"), format!("rtv{id}"));
+    struct Veth(String);
+    impl Drop for Veth {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.0]).output();
+        }
+    }
+    ip(&["link", "add", &dev, "type", "veth", "peer", "name", &peer]);
+    let _veth = Veth(dev.clone());
+    ip(&["addr", "add", "198.51.100.1/24", "dev", &dev]);
+    ip(&["link", "set", &dev, "up"]);
+    ip(&["link", "set", &peer, "up"]);
+    ip(&[
+        "route",
+        "add",
+        "203.0.113.0/24",
+        "via",
+        "198.51.100.9",
+        "dev",
+        &dev,
+        "metric",
+        "77",
+    ]);
+    let carried = || {
+        let show = |args: &[&str]| {
+            let o = Command::new("ip").args(args).output().unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let addr = show(&["-o", "addr", "show", "dev", &dev]);
+        let route = show(&["route", "show", "dev", &dev]);
+        let up = show(&["-o", "link", "show", "dev", &dev]).contains(",UP");
+        (
+            addr.contains("198.51.100.1/24"),
+            route.contains("203.0.113.0/24 via 198.51.100.9") && route.contains("metric 77"),
+            up,
+        )
+    };
+    assert_eq!(carried(), (true, true, true));
+    let name = unique_lab("up");
+    let src = |uplink: &str| {
+        format!(
+            "lab = \"{name}\"\n[nodes.a]\n[[externals]]\nnode = \"a\"\nhost = \"{dev}\"\n{uplink}"
+        )
+    };
+    let topo = Topology::parse("u.toml", &src("")).unwrap();
+    let _guard = Guard(name.clone());
+    let err = lab::up(&topo, "u.toml").unwrap_err().to_string();
+    assert!(
+        err.contains("the host's address 198.51.100.1/24") && err.contains("uplink = true"),
+        "{err}"
+    );
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+    assert_eq!(carried(), (true, true, true), "refused, yet changed");
+
+    let topo = Topology::parse("u.toml", &src("uplink = true\n")).unwrap();
+    lab::up(&topo, "u.toml").unwrap();
+    assert!(
+        !Path::new("/sys/class/net").join(&dev).exists(),
+        "not moved"
+    );
+    assert!(lab::down(&name).unwrap());
+    assert_eq!(carried(), (true, true, true), "not given back as it was");
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}

@@ -129,7 +129,7 @@ fn lab_rtt_between_two_nodes_sees_the_links_delay_both_ways() {
         "{rows}"
     );
     // The echo server the command started in node b is gone with the sweep.
-    let left = processes_in(&format!("rtemu-{}-b", lab.name));
+    let left = processes_in(&format!("rtemu-{}.b", lab.name));
     assert!(left.is_empty(), "left running in node b: {left:?}");
 }
 
@@ -196,6 +196,6 @@ fn lab_rtt_both_protocols_see_the_links_delay() {
         assert!(chart.contains(series), "no `{series}` in the plot");
     }
     // Both echo servers the command started in node b are gone with the sweeps.
-    let left = processes_in(&format!("rtemu-{}-b", lab.name));
+    let left = processes_in(&format!("rtemu-{}.b", lab.name));
     assert!(left.is_empty(), "left running in node b: {left:?}");
 }

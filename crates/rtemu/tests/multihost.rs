@@ -331,7 +331,7 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         "{text}"
     );
     for (node, host) in CHAIN_PLACEMENT {
-        let line = format!("  node {node} on h{}  (netns rtemu-{lab}-{node})", host + 1);
+        let line = format!("  node {node} on h{}  (netns rtemu-{lab}.{node})", host + 1);
         assert!(text.contains(&line), "{line} in {text}");
     }
     let ls = rtemu(&cluster, &["ls", &lab, "--json"]);
@@ -378,7 +378,7 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         "{text}"
     );
     for (node, host) in CHAIN_PLACEMENT {
-        let line = format!("  node {node} on h{}  (netns rtemu-{lab}-{node})", host + 1);
+        let line = format!("  node {node} on h{}  (netns rtemu-{lab}.{node})", host + 1);
         assert!(text.contains(&line), "{line} on h2 in {text}");
     }
     let stats: Value = serde_json::from_str(&on_h2(&["stats", &lab, "--json"])).unwrap();

@@ -351,11 +351,11 @@ mod tests {
         assert!(
             t.starts_with(
                 "lab sp (up on h1 at 192.0.2.1:7781, h2 at 192.0.2.2:7781) from sp.toml\n  \
-                 node a on h1  (netns rtemu-sp-a)\n"
+                 node a on h1  (netns rtemu-sp.a)\n"
             ),
             "{t}"
         );
-        assert!(t.contains("\n  node c on h2  (netns rtemu-sp-c)\n"), "{t}");
+        assert!(t.contains("\n  node c on h2  (netns rtemu-sp.c)\n"), "{t}");
         assert!(
             t.contains("  detached pid 42 in c: sleep 9 (running, log /run/rtemu/sp/h2.log)"),
             "{t}"
@@ -390,7 +390,7 @@ mod tests {
             "{t}"
         );
         // Its nodes are still listed, on the host that is gone.
-        assert!(t.contains("  node d on h2  (netns rtemu-sp-d)"), "{t}");
+        assert!(t.contains("  node d on h2  (netns rtemu-sp.d)"), "{t}");
 
         let answers = vec![
             ("h1".into(), "192.0.2.1:7781".into(), Ok(None)),
