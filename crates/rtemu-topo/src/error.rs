@@ -72,9 +72,37 @@ pub fn line_column(source: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// Where each line of a source starts, so the line of a byte offset takes a binary search
+/// instead of a count from the top: a large file's validation records many positions.
+pub(crate) struct Lines(Vec<usize>);
+
+impl Lines {
+    /// The lines of `source`.
+    pub(crate) fn new(source: &str) -> Lines {
+        let starts = source.match_indices('\n').map(|(i, _)| i + 1);
+        Lines(std::iter::once(0).chain(starts).collect())
+    }
+
+    /// The 1-based line of byte `offset`, as [`line_column`] gives it.
+    pub(crate) fn line(&self, offset: usize) -> usize {
+        self.0.partition_point(|&start| start <= offset)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_line_index_agrees_with_counting() {
+        let src = "ab\n\nc\u{e9}d\n";
+        let lines = Lines::new(src);
+        for offset in 0..src.len() + 3 {
+            if src.is_char_boundary(offset.min(src.len())) {
+                assert_eq!(lines.line(offset), line_column(src, offset).0, "{offset}");
+            }
+        }
+    }
 
     #[test]
     fn line_and_column_count_from_one_in_characters() {

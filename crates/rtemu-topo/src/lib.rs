@@ -4,6 +4,7 @@
 //! * [`spec`]: the file as written, with the position of every value;
 //! * [`topology`]: the validated [`Topology`] (names checked, interfaces named, addresses
 //!   assigned), with errors that name the file, line and column;
+//! * [`claims`]: the subnets and addresses a file claims, overlaps found in logarithmic time;
 //! * [`placement`]: which host each node of a multi-host lab runs on;
 //! * [`part`]: one host's part of a multi-host lab and its VXLAN tunnels to the others;
 //! * [`underlay`]: the round trip across the underlay to the other hosts, measured as a part
@@ -25,6 +26,7 @@
 
 pub mod capture;
 pub mod cgroup;
+pub mod claims;
 pub mod container;
 pub mod error;
 pub mod external;

@@ -16,6 +16,7 @@ use rtemu_model::netem::NetemError;
 use rtemu_model::LinkConfig;
 use toml::Spanned;
 
+use crate::claims::Claims;
 use crate::container::Container;
 use crate::error::{LoadError, SpecError};
 use crate::spec::{FileSpec, NodeSpec};
@@ -543,7 +544,8 @@ impl Topology {
         let mut validator = Validator {
             file,
             source,
-            used: Vec::new(),
+            lines: crate::error::Lines::new(source),
+            used: Claims::default(),
             cursor: [0, 0],
             impaired: Vec::new(),
             binds: Vec::new(),
@@ -566,18 +568,13 @@ impl Topology {
 }
 
 /// What a subnet or address in use belongs to, for overlap messages.
-struct Used {
-    net: IpNet,
-    what: String,
-    line: usize,
-}
-
 struct Validator<'a> {
     file: &'a str,
     source: &'a str,
-    used: Vec<Used>,
+    lines: crate::error::Lines,
+    used: Claims,
     /// Where the next IPv4 and IPv6 pool allocation starts looking.
-    cursor: [usize; 2],
+    cursor: [u128; 2],
     /// Every impaired link, with where its values are, for [`LinkCheck`] once the rest passed.
     impaired: Vec<ImpairedLink>,
     /// Where each node's binds are: (node index, bind index, span), for [`Validator::resolve_binds`].
@@ -681,7 +678,7 @@ impl<'a> Validator<'a> {
     }
 
     fn line(&self, span: &Range<usize>) -> usize {
-        crate::error::line_column(self.source, span.start).0
+        self.lines.line(span.start)
     }
 
     /// Makes every bind's host path absolute, relative to the topology file's directory `dir`
@@ -1397,7 +1394,7 @@ impl<'a> Validator<'a> {
 
     /// Records `net` as in use, or says what it overlaps.
     fn claim(&mut self, net: IpNet, what: String, span: &Range<usize>) -> Result<(), SpecError> {
-        if let Some(other) = self.used.iter().find(|u| overlaps(u.net, net)) {
+        if let Some(other) = self.used.overlap(net) {
             return Err(self.err(
                 span.clone(),
                 format!(
@@ -1407,7 +1404,7 @@ impl<'a> Validator<'a> {
             ));
         }
         let line = self.line(span);
-        self.used.push(Used { net, what, line });
+        self.used.insert(net, what, line);
         Ok(())
     }
 
@@ -1646,19 +1643,15 @@ impl<'a> Validator<'a> {
     ///
     /// Candidates are tried in order from where the last allocation of the family stopped:
     /// explicit subnets are all claimed before any allocation, so a candidate passed over once
-    /// stays unusable, and allocation stays linear in the number of segments.
+    /// stays unusable, and allocation stays linear in the number of segments (each claim in
+    /// the way stepped over whole, each overlap found in logarithmic time).
     fn allocate(&mut self, pool: IpNet, len: u8, d: &Draft) -> Result<IpNet, SpecError> {
-        let subnets = pool
-            .subnets(len)
-            .expect("length was checked against the pool");
         let cursor = usize::from(matches!(pool, IpNet::V6(_)));
-        for (i, candidate) in subnets.enumerate().skip(self.cursor[cursor]) {
-            if !self.used.iter().any(|u| overlaps(u.net, candidate)) {
-                self.cursor[cursor] = i + 1;
-                let what = format!("subnet {candidate} of `{}` (from the pool)", d.name);
-                self.claim(candidate, what, &d.span)?;
-                return Ok(candidate);
-            }
+        if let Some((i, candidate)) = self.used.first_free(pool, len, self.cursor[cursor]) {
+            self.cursor[cursor] = i + 1;
+            let what = format!("subnet {candidate} of `{}` (from the pool)", d.name);
+            self.claim(candidate, what, &d.span)?;
+            return Ok(candidate);
         }
         Err(self.err(d.span.clone(), format!("the address pool {pool} has no free /{len} left for `{}`: set a larger `[pool]` prefix", d.name)))
     }
@@ -1687,12 +1680,6 @@ pub fn valid_ifname(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
-/// Whether two prefixes share an address (the same family, one containing the other's
-/// network address).
-fn overlaps(a: IpNet, b: IpNet) -> bool {
-    a.contains(&b.network()) || b.contains(&a.network())
 }
 
 /// Where two nodes reach each other: for tools run between them (`rtemu lab rtt --from A

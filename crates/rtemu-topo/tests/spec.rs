@@ -468,3 +468,31 @@ endpoints = ["web", "client"]
         "{e}"
     );
 }
+
+/// Validation is linear in the file: 20,000 nodes take well under a second (docs/benchmarks.md);
+/// the quadratic validator took minutes. The bound is generous, for loaded CI machines.
+#[test]
+fn a_twenty_thousand_node_chain_validates_within_a_generous_bound() {
+    let n = 20_000;
+    let mut src = String::from("lab = \"big\"\n[pool]\nipv4_prefix = 30\n");
+    for i in 0..n {
+        src.push_str(&format!("[nodes.n{i}]\n"));
+    }
+    for i in 1..n {
+        src.push_str(&format!(
+            "[[links]]\nendpoints = [\"n{}\", \"n{i}\"]\n",
+            i - 1
+        ));
+    }
+    let start = std::time::Instant::now();
+    let topo = Topology::parse("big.toml", &src).unwrap();
+    let took = start.elapsed();
+    assert_eq!((topo.nodes.len(), topo.segments.len()), (n, n - 1));
+    // Every link got its own /30 of the pool, in order: the last, 4 × 19,998 addresses in.
+    let last = std::net::Ipv4Addr::from(0x0a00_0000 + 4 * (n as u32 - 2));
+    assert_eq!(
+        topo.segments[n - 2].ipv4.unwrap().to_string(),
+        format!("{last}/30")
+    );
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+}
