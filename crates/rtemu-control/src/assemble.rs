@@ -102,6 +102,15 @@ impl std::fmt::Display for TraceContext {
     }
 }
 
+/// A link direction's model, and whether it tells flows apart.
+pub struct Assembled {
+    /// The model.
+    pub model: Box<dyn Model + Send>,
+    /// Whether some trace is for one flow (given with a pattern, or naming one in its
+    /// header): then frames must be read down to their IP header.
+    pub per_flow: bool,
+}
+
 /// The link's model: the netem model, or trace-driven models (per flow, and for the rest).
 /// Every trace streams from its file on a reader thread of its own. `label` sets the link direction's streams apart (see
 /// [`rtemu_model::rng`]): each trace draws from `label + 1 + i`.
@@ -110,7 +119,7 @@ pub fn build_model(
     cfg: &LinkConfig,
     traces: &[TraceArg],
     label: u64,
-) -> anyhow::Result<Box<dyn Model + Send>> {
+) -> anyhow::Result<Assembled> {
     let mut flows = FlowTable::new();
     let mut default = None;
     for (i, t) in traces.iter().enumerate() {
@@ -170,11 +179,13 @@ pub fn build_model(
             LinkModel::new(cfg, &FileTables::from_env(), opts.seed, label).context("the model")?,
         ),
     };
-    Ok(if flows.entries().is_empty() {
-        default
-    } else {
+    let per_flow = !flows.entries().is_empty();
+    let model = if per_flow {
         Box::new(PerFlow::new(flows, default))
-    })
+    } else {
+        default
+    };
+    Ok(Assembled { model, per_flow })
 }
 
 /// The names a model file may hold (fields, loss models, distributions, table modes): the

@@ -485,7 +485,8 @@ fn direction_model(
         end: EndPolicy::Loop,
         interpolation: Interpolation::Step,
     };
-    build_model(&opts, cfg, &traces, label)
+    // A lab's frames are Ethernet: every flow pattern reads.
+    build_model(&opts, cfg, &traces, label).map(|a| a.model)
 }
 
 /// Builds each impaired link direction's model as the engine will, for
@@ -903,7 +904,7 @@ fn run_schedule(
 /// The netem parameters of a `set` or `schedule` request: the user's text, read (and
 /// validated, [`LinkConfig::validate`]) here once for every direction it changes.
 fn parse_request(text: &str) -> Result<LinkConfig> {
-    netem::parse(text).with_context(|| format!("netem {text:?}"))
+    netem::parse(text).with_context(|| format!("netem {}", rtemu_sys::terminal::quoted(text)))
 }
 
 /// A reply as one line of JSON.

@@ -190,8 +190,8 @@ pub fn topology_named(name: &str) -> Result<(Topology, Option<PathBuf>)> {
         Ok((rtemu_topo::lab::resolve_lab(Some(name))?.topology, None))
     } else {
         bail!(
-            "{name:?} is neither a topology file nor a lab name (1 to 12 characters a-z, 0-9 and \
-             '-')"
+            "{} is neither a topology file nor a lab name (1 to 12 characters a-z, 0-9 and '-')",
+            rtemu_sys::terminal::quoted(name)
         );
     }
 }
@@ -473,7 +473,16 @@ pub fn write_lab(
     detached: impl IntoIterator<Item = (Detached, bool)>,
     containers: &std::collections::BTreeMap<String, String>,
 ) -> io::Result<()> {
-    writeln!(out, "lab {} ({}) from {}", s.lab, status, s.file)?;
+    // The file's name, an agent's words and command lines come from outside: shown, never
+    // obeyed by the terminal.
+    let shown = rtemu_sys::terminal::printable;
+    writeln!(
+        out,
+        "lab {} ({}) from {}",
+        s.lab,
+        shown(status),
+        shown(&s.file)
+    )?;
     let t = &s.topology;
     for (node, ns) in &s.nodes {
         let Some(ni) = t.node_index(node) else {
@@ -521,7 +530,7 @@ pub fn write_lab(
             "  detached pid {} in {}: {} ({}, log {})",
             d.pid,
             d.node,
-            d.command.join(" "),
+            shown(&d.command.join(" ")),
             if running { "running" } else { "exited" },
             d.log.display()
         )?;
@@ -630,16 +639,18 @@ mod tests {
 
         let mut state = up(None).state;
         state.complete = false;
-        state.nodes = vec![("a".to_owned(), "rtemu-t1-a".to_owned())];
+        state.nodes = vec![("a".to_owned(), "rtemu-t1.a".to_owned())];
+        // A file name that would clear the screen is shown, not obeyed.
+        state.file = "t\u{1b}[2J.toml".to_owned();
         let mut out = Vec::new();
         write_listing(&mut out, &[state]).unwrap();
         let text = String::from_utf8(out).unwrap();
         let mut lines = text.lines();
         assert_eq!(
             lines.next(),
-            Some("lab t1 (incomplete (run `rtemu down`)) from t.toml")
+            Some("lab t1 (incomplete (run `rtemu down`)) from t\\u{1b}[2J.toml")
         );
-        assert_eq!(lines.next(), Some("  node a  (netns rtemu-t1-a)"));
+        assert_eq!(lines.next(), Some("  node a  (netns rtemu-t1.a)"));
         assert!(
             lines.next().is_some_and(|l| l.ends_with("  on a-b")),
             "{text}"

@@ -37,7 +37,7 @@ fn link_config(
     }
     let default = if whole_link_trace { "" } else { DEFAULT_MODEL };
     let text = model.unwrap_or(default);
-    netem::parse(text).with_context(|| format!("--model {text:?}"))
+    netem::parse(text).with_context(|| format!("--model {}", rtemu_sys::terminal::quoted(text)))
 }
 
 /// The traces of a link: one per `PATTERN=FILE` of `flow_traces` (the last `=` separates the
@@ -49,12 +49,15 @@ fn traces(
 ) -> anyhow::Result<Vec<TraceArg>> {
     let mut out = Vec::new();
     for spec in flow_traces {
-        let (pattern, file) = spec
-            .rsplit_once('=')
-            .with_context(|| format!("--flow-trace {spec:?}: expected PATTERN=FILE"))?;
+        let (pattern, file) = spec.rsplit_once('=').with_context(|| {
+            format!(
+                "--flow-trace {}: expected PATTERN=FILE",
+                rtemu_sys::terminal::quoted(spec)
+            )
+        })?;
         let pattern: FlowPattern = pattern
             .parse()
-            .with_context(|| format!("--flow-trace {spec:?}"))?;
+            .with_context(|| format!("--flow-trace {}", rtemu_sys::terminal::quoted(spec)))?;
         let path = PathBuf::from(file);
         out.push(TraceArg {
             pattern: Some(pattern),
@@ -88,7 +91,7 @@ fn frames(
     let text = traffic.unwrap_or(DEFAULT_TRAFFIC);
     let spec: TrafficSpec = text
         .parse()
-        .with_context(|| format!("--traffic {text:?}"))?;
+        .with_context(|| format!("--traffic {}", rtemu_sys::terminal::quoted(text)))?;
     Ok((
         Box::new(TrafficGen::new(&spec, seed)),
         format!("traffic {text}"),
@@ -145,8 +148,19 @@ impl Run {
         let label = r
             .link
             .map_or(0, |(link, back)| rtemu_model::rng::link_label(link, back));
-        let model = build_model(&r.options, &config, &traces, label)?;
+        let built = build_model(&r.options, &config, &traces, label)?;
         let (source, input) = frames(r.input, r.traffic, r.options.seed)?;
+        // A flow's trace needs the frames' IP headers: on a link type they are not read from,
+        // it would silently apply to nothing.
+        let link = source.link_type();
+        if built.per_flow && !rtemu_model::wire::classified(link) {
+            anyhow::bail!(
+                "{input} has link type {link}, whose frames rtemu does not read down to IP: a \
+                 trace for one flow would match none of them; capture as Ethernet, raw IP or \
+                 Linux cooked (SLL, SLL2), or give the trace for the whole link"
+            );
+        }
+        let model = built.model;
         // Every file this run reads; no output may be one of them, nor the other output.
         let table = rtemu_sim::tables::FileTables::from_env().file_of(&config);
         let inputs: Vec<&Path> = [r.input, r.model_file, table.as_deref()]

@@ -12,7 +12,7 @@
 //!   deadline.
 //! * Real fast: the same steps back to back; the total time and the time per step.
 
-use std::sync::{Arc, Barrier, Mutex, PoisonError};
+use std::sync::{Arc, Barrier, Condvar, Mutex, PoisonError};
 
 use rtemu_clock::rt::{self, RtError};
 use rtemu_clock::wait::WaitError;
@@ -70,6 +70,19 @@ pub enum DeadlineError {
     /// A solver thread panicked.
     #[error("a solver thread panicked")]
     Panicked,
+    /// A solver thread could not be started (the threads started before it ended unused).
+    #[error("starting solver thread {index} of {threads}: {source}")]
+    Spawn {
+        /// Which thread.
+        index: usize,
+        /// Threads asked for.
+        threads: usize,
+        /// Why the system refused.
+        source: std::io::Error,
+    },
+    /// The run needs more memory than the machine has.
+    #[error(transparent)]
+    Memory(#[from] rtemu_sys::memory::MemoryError),
     /// The tire cannot be built.
     #[error(transparent)]
     Tire(#[from] TireError),
@@ -137,6 +150,34 @@ pub struct DeadlineResult {
     pub final_mean_y: f64,
 }
 
+/// The start of a run, handed to every solver thread once all of them exist; `None` tells them
+/// the run will not happen (a thread could not be started).
+#[derive(Default)]
+struct Gate {
+    start: Mutex<Option<Option<Instant>>>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn open(&self, start: Option<Instant>) {
+        *self.start.lock().unwrap_or_else(PoisonError::into_inner) = Some(start);
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) -> Option<Instant> {
+        let mut state = self.start.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(start) = *state {
+                return start;
+            }
+            state = self
+                .opened
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
 /// Per-step times recorded by the leader thread, preallocated.
 struct StepLog {
     release_latency: Vec<i64>,
@@ -157,6 +198,13 @@ pub fn run(
             nodes,
         });
     }
+    // The two state buffers, the tire's copy, and the leader's three times per step.
+    let per_node = 2 * std::mem::size_of::<Mutex<Node>>() + 2 * std::mem::size_of::<Node>();
+    let needed = rtemu_sys::memory::bytes(nodes as u64, per_node).saturating_add(
+        rtemu_sys::memory::bytes(config.steps as u64, 3 * std::mem::size_of::<i64>()),
+    );
+    let what = format!("a tire of {nodes} nodes run for {} steps", config.steps);
+    rtemu_sys::memory::check(what, needed)?;
     let initial = tire.initial_state();
     let buffers: Arc<[Vec<Mutex<Node>>; 2]> = Arc::new([
         initial.iter().copied().map(Mutex::new).collect(),
@@ -164,19 +212,26 @@ pub fn run(
     ]);
     let tire = Arc::new(tire.clone());
     let barrier = Arc::new(Barrier::new(config.threads));
-    // Time for the threads to start and set up before the first release.
-    let start = Instant::now() + 20_000_000;
+    // Every thread waits here for the start time, or for `None` when one of them could not be
+    // started: then they end at once instead of waiting at the barrier for it forever.
+    let gate = Arc::new(Gate::default());
     let chunk = nodes.div_ceil(config.threads);
-    let handles: Vec<_> = (0..config.threads)
-        .map(|t| {
-            let (buffers, tire, barrier) = (
-                Arc::clone(&buffers),
-                Arc::clone(&tire),
-                Arc::clone(&barrier),
-            );
-            let owned = (t * chunk).min(nodes)..((t + 1) * chunk).min(nodes);
-            let config = *config;
-            std::thread::spawn(move || -> Result<Option<StepLog>, DeadlineError> {
+    let mut handles = Vec::with_capacity(config.threads);
+    for t in 0..config.threads {
+        let (buffers, tire, barrier, opened) = (
+            Arc::clone(&buffers),
+            Arc::clone(&tire),
+            Arc::clone(&barrier),
+            Arc::clone(&gate),
+        );
+        let owned = (t * chunk).min(nodes)..((t + 1) * chunk).min(nodes);
+        let config = *config;
+        let spawned = std::thread::Builder::new()
+            .name(format!("rtemu-solver-{t}"))
+            .spawn(move || -> Result<Option<StepLog>, DeadlineError> {
+                let Some(start) = opened.wait() else {
+                    return Ok(None);
+                };
                 let setup = config.fifo_priority.map(rt::set_fifo).transpose();
                 let mut waiter = Waiter::new(WaitStrategy::Sleep)?;
                 let leader = t == 0;
@@ -214,9 +269,25 @@ pub fn run(
                 }
                 setup?;
                 Ok(leader.then_some(log))
-            })
-        })
-        .collect();
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(source) => {
+                gate.open(None);
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(DeadlineError::Spawn {
+                    index: t,
+                    threads: config.threads,
+                    source,
+                });
+            }
+        }
+    }
+    // Time for the threads to set up before the first release.
+    let start = Instant::now() + 20_000_000;
+    gate.open(Some(start));
     let mut log = None;
     let mut failure = None;
     for handle in handles {

@@ -104,8 +104,14 @@ impl<'a> Parser<'a> {
         word: Option<&Word<'_>>,
         message: impl Into<String>,
     ) -> NetemError {
+        // A word of any length may be given; the error names its start, with the column.
+        const SHOWN: usize = 32;
         let (context, column) = match word {
             Some(w) if w.text == keyword => (keyword.to_string(), w.column),
+            Some(w) if w.text.chars().count() > SHOWN => {
+                let start: String = w.text.chars().take(SHOWN).collect();
+                (format!("{keyword} {start}…"), w.column)
+            }
             Some(w) => (format!("{keyword} {}", w.text), w.column),
             None => (keyword.to_string(), self.input_len + 1),
         };

@@ -10,14 +10,34 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::{Ecn, FlowKey};
 
-/// pcap link types (`LINKTYPE_*`) the header views understand.
+/// pcap link types (`LINKTYPE_*`) the header views understand ([`classified`] says which).
 pub mod link_type {
+    /// BSD loopback: a 4-byte address family in the capturing host's byte order.
+    pub const NULL: u32 = 0;
     /// Ethernet II, optionally behind 802.1Q/802.1ad tags.
     pub const ETHERNET: u32 = 1;
     /// Raw IPv4 or IPv6, no link-layer header.
     pub const RAW: u32 = 101;
+    /// OpenBSD loopback: a 4-byte address family in network byte order.
+    pub const LOOP: u32 = 108;
     /// Linux "cooked" capture, version 1.
     pub const LINUX_SLL: u32 = 113;
+    /// Raw IPv4, no link-layer header.
+    pub const IPV4: u32 = 228;
+    /// Raw IPv6, no link-layer header.
+    pub const IPV6: u32 = 229;
+    /// Linux "cooked" capture, version 2 (`tcpdump -i any` since libpcap 1.10).
+    pub const LINUX_SLL2: u32 = 276;
+}
+
+/// Whether frames of link type `link` are read down to their IP header (so flows can be told
+/// apart); others are impaired as frames, every one with the default flow key.
+pub fn classified(link: u32) -> bool {
+    use link_type::*;
+    matches!(
+        link,
+        NULL | ETHERNET | RAW | LOOP | LINUX_SLL | IPV4 | IPV6 | LINUX_SLL2
+    )
 }
 
 /// EtherTypes.
@@ -72,7 +92,18 @@ fn ip_offset(link: u32, frame: &[u8]) -> Option<usize> {
             (ethertype, at + 2)
         }
         link_type::LINUX_SLL => (be16(frame, 14)?, 16),
-        link_type::RAW => return Some(0),
+        link_type::LINUX_SLL2 => (be16(frame, 0)?, 20),
+        link_type::RAW | link_type::IPV4 | link_type::IPV6 => return Some(0),
+        // The address family says whether IP follows; the version nibble of the packet then
+        // says which, so the family's numbering (it differs between systems for IPv6) and the
+        // byte order of NULL's need not be known.
+        link_type::NULL | link_type::LOOP => {
+            let family: [u8; 4] = frame.get(..4)?.try_into().ok()?;
+            let is_ip = [2u32, 10, 24, 28, 30]
+                .iter()
+                .any(|&f| family == f.to_be_bytes() || family == f.to_le_bytes());
+            return is_ip.then_some(4);
+        }
         _ => return None,
     };
     (matches!(ethertype, ethertype::IPV4 | ethertype::IPV6) && at <= frame.len()).then_some(at)
@@ -345,6 +376,35 @@ mod tests {
         sll[14..16].copy_from_slice(&ethertype::IPV4.to_be_bytes());
         sll.extend_from_slice(&f[14..]);
         assert_eq!(flow_key(link_type::LINUX_SLL, &sll), k);
+    }
+
+    #[test]
+    fn every_classified_link_type_reads_the_same_flow() {
+        let f = spec().frame(60).unwrap();
+        let ip = &f[14..];
+        let k = flow_key(link_type::ETHERNET, &f);
+        let with = |header: &[u8]| [header, ip].concat();
+        let mut sll2 = vec![0u8; 20];
+        sll2[..2].copy_from_slice(&ethertype::IPV4.to_be_bytes());
+        let cases = [
+            (link_type::IPV4, ip.to_vec()),
+            (link_type::LINUX_SLL2, with(&sll2)),
+            (link_type::NULL, with(&2u32.to_le_bytes())),
+            (link_type::NULL, with(&2u32.to_be_bytes())),
+            (link_type::LOOP, with(&2u32.to_be_bytes())),
+        ];
+        for (link, frame) in cases {
+            assert!(classified(link));
+            assert_eq!(flow_key(link, &frame), k, "link type {link}");
+        }
+        // Not IP behind the loopback header: the default key.
+        assert_eq!(
+            flow_key(link_type::NULL, &with(&7u32.to_le_bytes())),
+            FlowKey::default()
+        );
+        // A link type not read at all (802.11).
+        assert!(!classified(105));
+        assert_eq!(flow_key(105, &f), FlowKey::default());
     }
 
     #[test]

@@ -43,13 +43,14 @@ pub fn print_summary(as_json: bool, summary: &impl Serialize) -> anyhow::Result<
     Ok(())
 }
 
-/// Writes `text` with each line after the first indented by `indent` spaces.
+/// Writes `text` with each line after the first indented by `indent` spaces, every character
+/// that would steer a terminal escaped (`text` comes from a file: a trace's provenance).
 pub fn write_indented(out: &mut impl Write, text: &str, indent: usize) -> io::Result<()> {
     for (i, line) in text.lines().enumerate() {
         if i > 0 {
             write!(out, "\n{:indent$}", "")?;
         }
-        write!(out, "{line}")?;
+        write!(out, "{}", rtemu_sys::terminal::printable(line))?;
     }
     writeln!(out)
 }

@@ -38,7 +38,9 @@ pub fn write_stats(
     header: Option<&Header>,
     s: &TraceStats,
 ) -> io::Result<()> {
-    writeln!(out, "{} ({} form)", path.display(), format.name())?;
+    let shown = path.display().to_string();
+    let shown = rtemu_sys::terminal::printable(&shown);
+    writeln!(out, "{shown} ({} form)", format.name())?;
     if let Some(h) = header {
         match h.flow {
             Some(f) => writeln!(out, "flow        {f}")?,

@@ -245,8 +245,9 @@ fn impaired_link(state: &State, link: &str) -> Result<(), ApiError> {
 /// Gives `link` of lab `state` the model `netem` in the directions `dir`.
 pub fn set(state: &State, link: &str, dir: Dir, netem: &str) -> Result<(), ApiError> {
     impaired_link(state, link)?;
-    let netem =
-        Netem::parse(netem).map_err(|e| ApiError::bad_request(format!("netem {netem:?}: {e}")))?;
+    let netem = Netem::parse(netem).map_err(|e| {
+        ApiError::bad_request(format!("netem {}: {e}", rtemu_sys::terminal::quoted(netem)))
+    })?;
     rtemu_control::lab::set_link(&state.lab, link, dir.into(), &netem)
         .map_err(|e| engine_gone(state, e))
 }
@@ -280,8 +281,12 @@ pub fn schedule(
     for (i, c) in req.changes.iter().enumerate() {
         let at = rtemu_model::units::Time::parse(&c.at)
             .map_err(|e| ApiError::bad_request(format!("changes[{i}].at: {e}")))?;
-        let netem = Netem::parse(&c.netem)
-            .map_err(|e| ApiError::bad_request(format!("changes[{i}].netem {:?}: {e}", c.netem)))?;
+        let netem = Netem::parse(&c.netem).map_err(|e| {
+            ApiError::bad_request(format!(
+                "changes[{i}].netem {}: {e}",
+                rtemu_sys::terminal::quoted(&c.netem)
+            ))
+        })?;
         steps.push((Duration::from_nanos(at.0), c.dir, netem));
     }
     steps.sort_by_key(|s| s.0);

@@ -118,13 +118,16 @@ pub enum TrafficSpecError {
         example: &'static str,
     },
     /// The first word is not a pattern.
-    #[error("unknown pattern {word:?}: expected cbr, poisson or onoff")]
+    #[error(
+        "unknown pattern {}: expected cbr, poisson or onoff",
+        rtemu_sys::terminal::quoted(word)
+    )]
     Pattern {
         /// The word.
         word: String,
     },
     /// A word is not a valid value for its place.
-    #[error("{what} {word:?}: {valid}")]
+    #[error("{what} {}: {valid}", rtemu_sys::terminal::quoted(word))]
     Invalid {
         /// What the word should be.
         what: &'static str,
@@ -134,7 +137,7 @@ pub enum TrafficSpecError {
         valid: &'static str,
     },
     /// A word that has no place in the spec.
-    #[error("unexpected {word:?}: {valid}")]
+    #[error("unexpected {}: {valid}", rtemu_sys::terminal::quoted(word))]
     Unexpected {
         /// The word.
         word: String,

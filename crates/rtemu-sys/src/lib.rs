@@ -1,8 +1,10 @@
 //! The Linux calls std does not offer that more than one rtemu crate needs, each written once.
 //!
 //! * [`errno`]: turning a C return convention into `io::Result`;
+//! * [`memory`]: whether an allocation a user's numbers ask for fits in the machine;
 //! * [`netns`]: moving a thread into a network namespace, and running code there;
 //! * [`packet`]: opening and binding an `AF_PACKET` socket, interface indices, socket options;
+//! * [`terminal`]: text from outside escaped before it reaches a terminal;
 //! * [`output`]: opening a file to write at a path a user names, so it cannot be aimed
 //!   elsewhere (links of other users, devices, inputs), and writing it whole.
 //!
@@ -14,6 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod errno;
+pub mod memory;
 pub mod netns;
 pub mod output;
 pub mod packet;
+pub mod terminal;

@@ -601,7 +601,7 @@ impl Detached {
     pub fn started(&self, lab: &LabName) -> String {
         format!(
             "started `{}` in node {} of lab {lab} as pid {}, output in {}; `rtemu down {lab}` ends it",
-            self.command.join(" "),
+            rtemu_sys::terminal::printable(&self.command.join(" ")),
             self.node,
             self.pid,
             self.log.display()

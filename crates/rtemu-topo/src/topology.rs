@@ -210,10 +210,14 @@ impl Netem {
                     text,
                     config: Box::new(config),
                 }),
-                Err(e) => Err(format!("netem {text:?}: its configuration is invalid: {e}")),
+                Err(e) => Err(format!(
+                    "netem {}: its configuration is invalid: {e}",
+                    rtemu_sys::terminal::quoted(&text)
+                )),
             },
             // A record written before configurations were stored: its text is all there is.
-            None => Netem::parse(&text).map_err(|e| format!("netem {text:?}: {e}")),
+            None => Netem::parse(&text)
+                .map_err(|e| format!("netem {}: {e}", rtemu_sys::terminal::quoted(&text))),
         }
     }
 

@@ -58,6 +58,9 @@ pub enum GenError {
     /// A numerical failure of the embedding (not expected for fGn).
     #[error("circulant embedding failed: eigenvalue {0} is negative")]
     Embedding(f64),
+    /// The block needs more memory than the machine has.
+    #[error(transparent)]
+    Memory(#[from] rtemu_sys::memory::MemoryError),
 }
 
 /// The largest block length accepted (2²⁶ samples use about 3 GiB during generation).
@@ -105,6 +108,10 @@ impl Fgn {
         }
         let n = block;
         let m = 2 * n;
+        // The embedding, the FFT's scratch and twiddles (complex f64 each) and the scale, per
+        // point of the FFT.
+        let needed = rtemu_sys::memory::bytes(m as u64, 3 * 16 + 8);
+        rtemu_sys::memory::check(format!("an fGn block of {block} samples"), needed)?;
         let mut planner = FftPlanner::new();
         let fft = planner.plan_fft_forward(m);
         let mut c: Vec<Complex<f64>> = (0..m)

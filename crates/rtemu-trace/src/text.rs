@@ -103,6 +103,8 @@ fn write_header_comments(w: &mut impl Write, h: &Header) -> io::Result<()> {
     }
     for (i, line) in h.provenance.lines().enumerate() {
         let label = if i == 0 { "provenance:" } else { "           " };
+        // Whatever a header holds is shown, not obeyed by the terminal this may go to.
+        let line = rtemu_sys::terminal::printable(line);
         writeln!(w, "# {label} {line}")?;
     }
     writeln!(w, "# unit: {}", h.unit)

@@ -105,10 +105,9 @@ pub fn main() -> ExitCode {
         Err(err) if rtemu_control::error::is_closed_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             // The API answers with the same text (rtemu_control::error::message).
-            eprintln!(
-                "rtemu: error: {}",
-                rtemu_control::error::message(err.as_ref())
-            );
+            // An error may quote a file, a command line or a reply: shown, never obeyed.
+            let message = rtemu_control::error::message(err.as_ref());
+            eprintln!("rtemu: error: {}", rtemu_sys::terminal::printable(&message));
             ExitCode::from(2)
         }
     }

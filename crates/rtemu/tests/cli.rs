@@ -1423,3 +1423,168 @@ fn a_sim_that_delivers_nothing_reports_no_delay_samples() {
     assert!(out.contains("no copy delivered, no samples"), "{out}");
     assert!(!out.contains("p99"), "{out}");
 }
+
+/// A solver thread the system will not start (here: no address space left for its stack)
+/// fails `lab deadline` with the reason, instead of a panic or threads waiting forever.
+#[test]
+fn a_thread_that_cannot_start_is_an_error_not_a_panic_or_a_hang() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtemu"));
+    cmd.args([
+        "lab",
+        "deadline",
+        "--mode",
+        "fast",
+        "--threads",
+        "1000",
+        "--quadrant-nodes",
+        "250",
+        "--steps",
+        "10",
+        "--no-mlock",
+        "--no-dma-latency",
+    ]);
+    // SAFETY: between fork and exec only setrlimit, which is async-signal-safe, runs.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let limit = libc::rlimit {
+                rlim_cur: 400 << 20,
+                rlim_max: 400 << 20,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let start = std::time::Instant::now();
+    let out = cmd.output().unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("starting solver thread") && !stderr(&out).contains("panicked"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// What comes from outside reaches the terminal shown, never obeyed (no raw escape sequence),
+/// and a huge input is not echoed whole.
+#[test]
+fn control_characters_are_escaped_and_huge_inputs_are_not_echoed_whole() {
+    let dir = Scratch::new("controls");
+    let esc = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
+    // A trace whose provenance holds escape sequences.
+    let trace = dir.path("t.rplx");
+    let made = rtemu(&[
+        "trace",
+        "gen",
+        "iid",
+        "--count",
+        "300",
+        "--provenance",
+        esc,
+        "-o",
+        &trace,
+    ]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    for args in [
+        vec!["trace", "stats", trace.as_str()],
+        vec!["trace", "cat", trace.as_str()],
+        vec!["sim", "--model", &format!("delay 1ms {esc}")],
+        vec!["graph", esc],
+    ] {
+        let out = rtemu(&args);
+        let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        assert!(!all.contains(&0x1b), "{args:?}: {}", text(&out));
+        assert!(!all.contains(&0x07), "{args:?}: {}", text(&out));
+    }
+    let stats = stdout(&rtemu(&["trace", "stats", &trace]));
+    assert!(stats.contains("\\u{1b}]0;pwned\\u{7}"), "{stats}");
+    // 100 KB of model: refused, in a message of at most a few hundred bytes.
+    let huge = format!("delay {}", "9".repeat(100_000));
+    for args in [
+        vec!["sim", "--model", huge.as_str()],
+        vec!["sim", "--traffic", huge.as_str()],
+        vec![
+            "trace",
+            "gen",
+            "netem",
+            "--model",
+            huge.as_str(),
+            "-o",
+            "x.rpl",
+        ],
+        vec!["graph", huge.as_str()],
+    ] {
+        let out = rtemu(&args);
+        assert!(!out.status.success());
+        assert!(
+            out.stderr.len() < 600,
+            "{:?}: {} bytes",
+            &args[..2],
+            out.stderr.len()
+        );
+        assert!(stderr(&out).contains("(100006 bytes)"), "{}", stderr(&out));
+    }
+}
+
+/// A pcap (microseconds) of link type `link`: `count` UDP packets to port 5000 behind `header`.
+fn pcap_of(link: u32, header: &[u8], count: u32) -> Vec<u8> {
+    let mut out = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    for v in [0u32, 0, 65535, link] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    // IPv4 (20 bytes, UDP) then UDP (8 bytes) from 10.0.0.1:4000 to 10.0.0.2:5000.
+    let mut ip = vec![
+        0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    ip.extend_from_slice(&[0x0f, 0xa0, 0x13, 0x88, 0, 8, 0, 0]);
+    let frame = [header, &ip].concat();
+    for i in 0..count {
+        for v in [i, 0, frame.len() as u32, frame.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&frame);
+    }
+    out
+}
+
+/// A flow's trace applies on every link type rtemu reads down to IP (here `tcpdump -i any`'s
+/// SLL2), and is refused, not silently ignored, on one it does not (802.11).
+#[test]
+fn flow_traces_match_on_cooked_captures_and_are_refused_on_unread_link_types() {
+    let dir = Scratch::new("linktypes");
+    let drop = dir.path("drop.rplt");
+    std::fs::write(&drop, "drop\n").unwrap();
+    let mut sll2 = vec![0u8; 20];
+    sll2[..2].copy_from_slice(&0x0800u16.to_be_bytes());
+    let cooked = dir.path("any.pcap");
+    std::fs::write(&cooked, pcap_of(276, &sll2, 10)).unwrap();
+    let run = |pattern: &str, input: &str| {
+        rtemu(&[
+            "sim",
+            input,
+            "--flow-trace",
+            &format!("{pattern}={drop}"),
+            "--model",
+            "delay 1ms",
+            "--json",
+        ])
+    };
+    let delivered = |o: &Output| -> u64 {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["summary"]["delivered"].as_u64().unwrap()
+    };
+    let o = run("proto=udp dport=5000", &cooked);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(delivered(&o), 0, "the flow's trace dropped every packet");
+    let o = run("proto=udp dport=6000", &cooked);
+    assert_eq!(delivered(&o), 10, "another flow's trace touched none");
+    let wifi = dir.path("wifi.pcap");
+    std::fs::write(&wifi, pcap_of(105, &[0u8; 24], 10)).unwrap();
+    let o = run("proto=udp", &wifi);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("has link type 105"), "{}", stderr(&o));
+}

@@ -160,7 +160,8 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
         LinkAction::Set { at, dir, netem } => {
             let text = netem.join(" ");
             // Parsed before the lab is looked for, so a mistake shows without a lab.
-            let netem = Netem::parse(&text).with_context(|| format!("netem {text:?}"))?;
+            let netem = Netem::parse(&text)
+                .with_context(|| format!("netem {}", rtemu_sys::terminal::quoted(&text)))?;
             let dir = match dir {
                 DirArg::AB => Dir::AB,
                 DirArg::BA => Dir::BA,

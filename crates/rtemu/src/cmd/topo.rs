@@ -259,6 +259,7 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
             Ok(false) => eprintln!("no lab {name}: nothing to do"),
             Err(e) => {
                 let e = rtemu_control::error::message(e.as_ref());
+                let e = rtemu_sys::terminal::printable(&e);
                 eprintln!("rtemu: error: lab {name}: {e}");
                 failed = true;
             }

@@ -52,6 +52,9 @@ pub(super) struct LatencyArgs {
 }
 
 pub(super) fn run(args: &LatencyArgs) -> anyhow::Result<()> {
+    // Per iteration and class, a sample on each of the test's threads and the report's copy.
+    let items = args.iterations.saturating_mul(4 * 2);
+    super::fits_in_memory("--iterations", args.iterations, items, 2 * 8)?;
     let plan = Plan::probe(args.cpu)?;
     let config = LatencyConfig {
         cpu: plan.cpu,

@@ -114,6 +114,13 @@ impl OutputArgs {
     }
 }
 
+/// Refuses `flag value` when the `items` of `size` bytes it makes a run keep would not fit in
+/// this machine's memory: a flag's range is what rtemu can do, not what every machine holds.
+fn fits_in_memory(flag: &str, value: u64, items: u64, size: usize) -> anyhow::Result<()> {
+    let needed = rtemu_sys::memory::bytes(items, size);
+    Ok(rtemu_sys::memory::check(format!("{flag} {value}"), needed)?)
+}
+
 /// A duration flag's parser that takes only `range` (ns), naming it in the error.
 fn duration_in(
     range: std::ops::RangeInclusive<u64>,

@@ -62,6 +62,9 @@ pub(super) fn run(args: &SleepArgs) -> anyhow::Result<()> {
     };
     args.output
         .check(&[("--histogram", args.histogram.as_deref())])?;
+    // Per request and method: its request, its sample and the report's sorted copy.
+    let items = args.count.saturating_mul(config.methods.len() as u64 + 1);
+    super::fits_in_memory("--count", args.count, items, 3 * 8)?;
     let conditions = prepare(&args.rt)?;
     let bar = Steps::new(config.methods.len());
     let samples = sleep::run(&config, &mut |i, method| {

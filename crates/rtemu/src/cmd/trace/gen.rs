@@ -230,7 +230,13 @@ fn fgn(a: &FgnArgs) -> anyhow::Result<()> {
     let mean = duration("mean", &a.mean)?;
     let std = duration("std", &a.std)?;
     // A trace that fits in one block is exact throughout.
-    let block = a.block.min(a.out.count.max(2).next_power_of_two() as usize);
+    let whole = a
+        .out
+        .count
+        .max(2)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX);
+    let block = a.block.min(usize::try_from(whole).unwrap_or(usize::MAX));
     let fgn = Fgn::new(a.hurst, block, a.out.seed).context("--hurst/--block")?;
     let delays = FgnDelays::new(fgn, mean as f64, std as f64, 1_000)?;
     Generated {
@@ -319,13 +325,14 @@ fn iid(a: &IidArgs) -> anyhow::Result<()> {
 fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
     use rtemu_model::{netem, LinkModel};
     anyhow::ensure!(a.pps > 0, "--pps must be at least 1");
-    let cfg = netem::parse(&a.model).with_context(|| format!("--model {:?}", a.model))?;
+    let cfg = netem::parse(&a.model)
+        .with_context(|| format!("--model {}", rtemu_sys::terminal::quoted(&a.model)))?;
     anyhow::ensure!(
         !cfg.has_discipline(),
-        "--model {:?}: a queue discipline decides when a packet leaves its queue, after later \
+        "--model {}: a queue discipline decides when a packet leaves its queue, after later \
          packets arrived, which a trace of one record per packet at its arrival cannot hold; \
          record its decisions with `rtemu sim --log` instead",
-        a.model
+        rtemu_sys::terminal::quoted(&a.model)
     );
     let tables = rtemu_sim::tables::FileTables::from_env();
     let model = LinkModel::new(&cfg, &tables, a.out.seed, 0).context("the model")?;
