@@ -9,13 +9,13 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Subcommand};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 mod cmd;
 
 /// rtemu: a real-time network emulator for Linux.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(
     name = "rtemu",
     version,
@@ -72,10 +72,30 @@ fn ending_signals(command: &Command) -> &'static [std::ffi::c_int] {
     }
 }
 
+/// `cmd` with every option of it and its subcommands taking a negative number as its value
+/// (`--hurst -0.5`, `--count -5`), so a value out of range is refused with the range rather
+/// than taken for an unknown flag.
+fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_numbers_as_values)
+}
+
+/// The command line, parsed (clap's own error and exit for a bad one).
+fn parse() -> Cli {
+    let matches = negative_numbers_as_values(Cli::command()).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 /// Parses the arguments, runs the subcommand, and says how it ended: 0, or 2 after an error
 /// printed on stderr.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     if let Err(e) = rtemu_sys::output::remove_temporaries_on(ending_signals(&cli.command)) {
         eprintln!("rtemu: error: installing the signal handlers: {e}");
         return ExitCode::from(2);
@@ -116,10 +136,10 @@ pub fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+        negative_numbers_as_values(Cli::command()).debug_assert();
     }
 }

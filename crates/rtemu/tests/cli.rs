@@ -1588,3 +1588,27 @@ fn flow_traces_match_on_cooked_captures_and_are_refused_on_unread_link_types() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("has link type 105"), "{}", stderr(&o));
 }
+
+/// A negative number is a value out of range, not an unknown flag.
+#[test]
+fn negative_numbers_are_refused_with_the_range() {
+    for (args, want) in [
+        (
+            &["lab", "sleep", "--count", "-5"][..],
+            "-5 is out of range (allowed: 1..=10000000)",
+        ),
+        (
+            &["trace", "gen", "fgn", "--hurst", "-0.5", "-o", "/dev/null"][..],
+            "Hurst parameter -0.5 is outside (0, 1)",
+        ),
+    ] {
+        let o = rtemu(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("unexpected argument"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}

@@ -22,7 +22,7 @@ use super::topo::bring_up;
   sudo rtemu demo --count 20")]
 pub struct DemoArgs {
     /// Pings per size in the round-trip sweep.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, default_value_t = 5, value_parser = crate::cmd::number_in::<u32>(1..=100))]
     pub count: u32,
 }
 

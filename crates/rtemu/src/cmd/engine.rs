@@ -66,7 +66,7 @@ pub struct EngineFlags {
     /// its longest delay × PPS frames in flight, twice over, plus its longest rate queue (at
     /// least 4096 and at most 65536 buffers of one MTU each, locked in memory). Beyond that
     /// rate frames are dropped as `pool-exhausted`. Default 100000.
-    #[arg(long = "engine-pps", value_name = "PPS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long = "engine-pps", value_name = "PPS", value_parser = crate::cmd::number_in::<u64>(1..))]
     pub sizing_pps: Option<u64>,
 }
 

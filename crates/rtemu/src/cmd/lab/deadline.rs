@@ -27,23 +27,23 @@ enum DeadlineMode {
   sudo rtemu lab deadline --sweep --sweep-sizes 25,250 --sweep-threads 1,2 --plot deadline.svg")]
 pub(super) struct DeadlineArgs {
     /// Tire nodes per quadrant (the tire has 4× as many).
-    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 25, value_parser = crate::cmd::number_in::<u64>(1..=1_000_000))]
     quadrant_nodes: u64,
     /// Solver threads.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, default_value_t = 1, value_parser = crate::cmd::number_in::<u64>(1..=1024))]
     threads: u64,
     /// Steps to run (the paper: 6000, 60 s at 100 Hz).
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 300, value_parser = crate::cmd::number_in::<u64>(1..=10_000_000))]
     steps: u64,
     /// Release rate of real-time steps, Hz, and so the model's time step (the paper: 100;
     /// at least 100, because the explicit solver is stable only up to 10 ms steps).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(100..=100_000))]
+    #[arg(long, default_value_t = 100, value_parser = crate::cmd::number_in::<u64>(100..=100_000))]
     rate: u64,
     /// Which benchmark to run.
     #[arg(long, value_enum, default_value_t = DeadlineMode::Both)]
     mode: DeadlineMode,
     /// Run the solver threads under SCHED_FIFO at this priority (1–99).
-    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    #[arg(long, value_name = "PRIO", value_parser = crate::cmd::number_in::<u8>(1..=99))]
     fifo: Option<u8>,
     /// Sweep model sizes × thread counts × SCHED_OTHER/SCHED_FIFO in real-time mode and show
     /// missed deadlines as a table (the paper's Figures 9–12).

@@ -21,7 +21,7 @@ pub(super) struct LatencyArgs {
     #[arg(long, value_name = "CPU")]
     cpu: Option<usize>,
     /// Samples per test and scheduling class.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 1000, value_parser = crate::cmd::number_in::<u64>(1..=10_000_000))]
     iterations: u64,
     /// Wake-up period of the preemption test (10us to 1s).
     #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = duration_in(latency::PERIOD_RANGE_NS))]

@@ -26,17 +26,17 @@ pub(super) struct LinerateArgs {
     #[arg(long, value_delimiter = ',', default_value = "100k,1M,10M,100M", value_parser = parse_rate)]
     rates: Vec<u64>,
     /// Packet size in bytes (the paper used 100).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=65_535))]
+    #[arg(long, default_value_t = 100, value_parser = crate::cmd::number_in::<u32>(1..=65_535))]
     packet_size: u32,
     /// Time to spend on each rate × method × pacer (1ms to 60s; a slow rate takes longer, to
     /// pace --min-packets).
     #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = duration_in(1_000_000..=60_000_000_000))]
     time: u64,
     /// Fewest packets per point, however slow the rate.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    #[arg(long, default_value_t = 5, value_parser = crate::cmd::number_in::<u64>(2..=1_000_000))]
     min_packets: u64,
     /// Most packets per point, however fast the rate.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(2..=10_000_000))]
+    #[arg(long, default_value_t = 100_000, value_parser = crate::cmd::number_in::<u64>(2..=10_000_000))]
     max_packets: u64,
     #[command(flatten)]
     rt: RtArgs,

@@ -59,7 +59,7 @@ enum LabCommand {
 #[derive(Debug, clap::Args)]
 struct RtArgs {
     /// Measure under SCHED_FIFO at this priority (1–99); default SCHED_OTHER.
-    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    #[arg(long, value_name = "PRIO", value_parser = crate::cmd::number_in::<u8>(1..=99))]
     fifo: Option<u8>,
     /// Pin the measuring thread to this CPU.
     #[arg(long, value_name = "CPU")]

@@ -80,10 +80,10 @@ pub(super) struct RttArgs {
     #[arg(long)]
     step: Option<usize>,
     /// Measured round trips per size (the paper's NUM_MEASUREMENTS).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 100, value_parser = crate::cmd::number_in::<u64>(1..=1_000_000))]
     count: u64,
     /// Discarded round trips before each size.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    #[arg(long, default_value_t = 10, value_parser = crate::cmd::number_in::<u64>(0..=1_000_000))]
     warmup: u64,
     /// How long to wait for each reply before counting the probe lost (1ms to 60s).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_in(1_000_000..=60_000_000_000))]

@@ -31,7 +31,7 @@ pub(super) struct SleepArgs {
     #[arg(long, default_value = "micro")]
     workload: Workload,
     /// Requests per method (the paper used 1000).
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 200, value_parser = crate::cmd::number_in::<u64>(1..=10_000_000))]
     count: u64,
     /// Seed of the request generator.
     #[arg(long, default_value_t = 1)]
@@ -44,7 +44,7 @@ pub(super) struct SleepArgs {
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
     /// Microsecond buckets of --histogram.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 1000, value_parser = crate::cmd::number_in::<u64>(1..=1_000_000))]
     histogram_max: u64,
     #[command(flatten)]
     rt: RtArgs,

@@ -19,13 +19,13 @@ pub(super) struct BenchArgs {
     #[arg(long)]
     cold: bool,
     /// Passes over the file after the first (warm cache), 0 to 100.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
+    #[arg(long, default_value_t = 2, value_parser = crate::cmd::number_in::<u32>(0..=100))]
     warm_passes: u32,
     /// Records per prefetch block, 1 to 4194304 (blocks × records at most 16777216, 256 MiB).
-    #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u64).range(1..=1 << 22))]
+    #[arg(long, default_value_t = 1 << 16, value_parser = crate::cmd::number_in::<u64>(1..=1 << 22))]
     block_records: u64,
     /// Blocks in the prefetch ring, 2 to 256.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=256))]
+    #[arg(long, default_value_t = 8, value_parser = crate::cmd::number_in::<u64>(2..=256))]
     blocks: u64,
     /// Under-run policy: wait (measure the reader's throughput), or pass, drop, hold-last
     /// (measure how often a consumer of the given pace would find no record ready).
@@ -34,7 +34,7 @@ pub(super) struct BenchArgs {
     /// Consume at this many records per second (busy-waiting between records), as a link
     /// would, 1 to 1000000000; default: as fast as possible. A paced run that would take more
     /// than 10 minutes is refused (bound it with --limit).
-    #[arg(long, value_name = "RPS", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    #[arg(long, value_name = "RPS", value_parser = crate::cmd::number_in::<u64>(1..=1_000_000_000))]
     pace: Option<u64>,
     /// Stop each pass after this many actions.
     #[arg(long)]
