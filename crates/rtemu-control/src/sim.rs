@@ -219,6 +219,7 @@ impl Run {
             model: self.config.to_string(),
             traces: self.traces.iter().map(TraceArg::to_string).collect(),
             seed: self.seed,
+            model_seed: self.config.seed,
             summary,
         })
     }

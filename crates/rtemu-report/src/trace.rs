@@ -322,9 +322,17 @@ impl TraceOutput {
             .with_context(|| format!("writing {}", path.display()))
     }
 
-    /// Finishes the file and puts it in place; returns the records written.
+    /// Finishes the file and puts it in place; returns the records written. A trace of no
+    /// records is refused and not written (the file that stood there stays): an empty
+    /// output is not a success.
     pub fn commit(self) -> anyhow::Result<u64> {
         let records = self.writer.records_written();
+        if records == 0 {
+            anyhow::bail!(
+                "no records to write: {} is left as it was (a trace needs at least one)",
+                self.path.display()
+            );
+        }
         self.writer
             .finish()
             .with_context(|| format!("writing {}", self.path.display()))?
@@ -690,6 +698,20 @@ mod tests {
                 delay_ns: 5_000_000
             }; 7]
         );
+    }
+
+    #[test]
+    fn an_empty_trace_is_an_error_and_leaves_what_stood_there() {
+        let d = dir("empty");
+        let path = d.join("e.rpl");
+        std::fs::write(&path, "old").unwrap();
+        let g = IidTrace::new(Dist::Constant, 5e6, 0.0, 1_000, None, 1).unwrap();
+        let e = generate(g, request(&path, 0, None)).unwrap_err();
+        let kept = std::fs::read_to_string(&path);
+        let names = std::fs::read_dir(&d).unwrap().count();
+        std::fs::remove_dir_all(&d).unwrap();
+        assert!(e.to_string().starts_with("no records to write"), "{e}");
+        assert_eq!((kept.unwrap().as_str(), names), ("old", 1));
     }
 
     #[test]

@@ -359,8 +359,13 @@ pub struct Report {
     pub model: String,
     /// Each trace as `FILE` or `FILE for PATTERN`.
     pub traces: Vec<String>,
-    /// The seed of every random decision.
+    /// The seed of the run's random decisions (`--seed`): the traffic's, the traces', and the
+    /// model's unless it names its own.
     pub seed: u64,
+    /// The seed the model draws from when it names its own (`seed N` in its text), which
+    /// then decides instead of [`Report::seed`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_seed: Option<u64>,
     /// What the run did.
     pub summary: Summary,
 }
@@ -373,7 +378,14 @@ impl fmt::Display for Report {
         } else {
             &self.model
         };
-        writeln!(f, "model: {model}  (seed {})", self.seed)?;
+        match self.model_seed {
+            Some(own) => writeln!(
+                f,
+                "model: {model}  (seed {own}; traffic and traces seed {})",
+                self.seed
+            )?,
+            None => writeln!(f, "model: {model}  (seed {})", self.seed)?,
+        }
         for t in &self.traces {
             writeln!(f, "trace: {t}")?;
         }

@@ -383,7 +383,8 @@ impl StatsBuilder {
             max_ns: self.max,
             percentiles_ns: [1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0, 99.9]
                 .iter()
-                .map(|&p| (p, self.hist.value_at_percentile(p)))
+                // A bucket's highest value can lie past the largest delay recorded.
+                .map(|&p| (p, self.hist.value_at_percentile(p).min(self.max)))
                 .collect(),
         });
         let autocorrelation = [1, 10, 100, 1000]
@@ -418,6 +419,24 @@ impl StatsBuilder {
 mod tests {
     use super::*;
     use crate::fgn::Fgn;
+
+    #[test]
+    fn no_percentile_lies_past_the_largest_delay() {
+        let mut b = StatsBuilder::new(100);
+        // 1,000,001 ns falls in a bucket whose highest value is above it.
+        for _ in 0..10 {
+            b.add(Action::Pass {
+                delay_ns: 1_000_001,
+            });
+        }
+        let d = b.finish().delay.unwrap();
+        assert_eq!(d.max_ns, 1_000_001);
+        assert!(
+            d.percentiles_ns.iter().all(|&(_, v)| v <= d.max_ns),
+            "{d:?}"
+        );
+        assert_eq!(d.percentiles_ns.last().unwrap().1, 1_000_001);
+    }
 
     fn fgn(h: f64, n: usize, seed: u64) -> Vec<f64> {
         let mut g = Fgn::new(h, n, seed).unwrap();

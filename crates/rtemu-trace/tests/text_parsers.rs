@@ -547,3 +547,29 @@ proptest! {
         prop_assert_eq!(want.to_string().parse::<FlowPattern>(), Ok(want));
     }
 }
+
+/// The series example of docs/formats.md reads as the page says it does.
+#[test]
+fn the_documented_series_example_is_read_as_documented() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/formats.md"),
+    )
+    .unwrap();
+    let section = &page[page.find("## Delay/loss time series").unwrap()..];
+    let start = section.find("```\n").unwrap() + 4;
+    let example = &section[start..start + section[start..].find("```").unwrap()];
+    let samples = series::read_all(Cursor::new(example.as_bytes())).unwrap();
+    let got: Vec<(u64, u64, bool)> = samples
+        .iter()
+        .map(|s| (s.time_ns, s.delay_ns, s.lost))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, 12_500_000, false),
+            (100_000_000, 13_100_000, false),
+            (200_000_000, 40_000_000, true),
+            (300_000_000, 12_900_000, false),
+        ]
+    );
+}

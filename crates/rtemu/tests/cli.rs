@@ -1612,3 +1612,66 @@ fn negative_numbers_are_refused_with_the_range() {
         );
     }
 }
+
+/// A model that names its own seed draws from it: the report says that seed, and the run is
+/// the one that seed gives with --seed.
+#[test]
+fn the_seed_a_report_names_is_the_one_the_model_drew_from() {
+    let dir = Scratch::new("seeds");
+    let sim = |model: &str, seed: &str| {
+        let o = rtemu(&[
+            "sim",
+            "--traffic",
+            "cbr 1000pps 100B 2s",
+            "--model",
+            model,
+            "--seed",
+            seed,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let own = sim("loss 30% seed 5", "7");
+    let flag = sim("loss 30%", "5");
+    assert_eq!(
+        (own["seed"].as_u64(), own["model_seed"].as_u64()),
+        (Some(7), Some(5))
+    );
+    assert!(flag.get("model_seed").is_none());
+    assert_eq!(own["summary"]["dropped"], flag["summary"]["dropped"]);
+    let text = stdout(&rtemu(&[
+        "sim",
+        "--traffic",
+        "cbr 10pps 100B 1s",
+        "--model",
+        "loss 1% seed 5",
+        "--seed",
+        "7",
+    ]));
+    assert!(
+        text.contains("(seed 5; traffic and traces seed 7)"),
+        "{text}"
+    );
+
+    let (a, b) = (dir.path("a.rplt"), dir.path("b.rplt"));
+    let gen = |model: &str, seed: &str, out: &str| {
+        let o = rtemu(&[
+            "trace", "gen", "netem", "--model", model, "--count", "200", "--seed", seed, "-o", out,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    assert_eq!(gen("loss 50% seed 5", "7", &a)["seed"], 5);
+    gen("loss 50%", "5", &b);
+    let records = |p: &str| {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(records(&a), records(&b));
+}

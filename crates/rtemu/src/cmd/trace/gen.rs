@@ -195,6 +195,8 @@ struct Generated<'a> {
     kind: &'static str,
     /// The files the generator reads.
     inputs: Vec<std::path::PathBuf>,
+    /// The seed the generator draws from: --seed, unless a model names its own.
+    seed: u64,
     provenance: String,
     parameters: serde_json::Value,
     out: &'a OutputArgs,
@@ -210,7 +212,7 @@ impl Generated<'_> {
             parameters: self.parameters,
             command: self.provenance,
             count: out.count,
-            seed: out.seed,
+            seed: self.seed,
             output: &out.output,
             inputs: &inputs,
             format: out.format,
@@ -242,6 +244,7 @@ fn fgn(a: &FgnArgs) -> anyhow::Result<()> {
     Generated {
         kind: "fgn",
         inputs: Vec::new(),
+        seed: a.out.seed,
         provenance: format!(
             "rtemu trace gen fgn --hurst {} --mean {} --std {} --count {} --seed {} --block {block}",
             a.hurst,
@@ -274,6 +277,7 @@ fn onoff(a: &OnOffArgs) -> anyhow::Result<()> {
     Generated {
         kind: "onoff",
         inputs: Vec::new(),
+        seed: a.out.seed,
         provenance: format!(
             "rtemu trace gen onoff --sources {} --alpha {} --mean-on {} --mean-off {} --source-rate {} --link-rate {} --buffer {} --probe {} --interval {} --base {} --count {} --seed {}",
             a.sources, a.alpha, a.mean_on, a.mean_off, a.source_rate, a.link_rate, a.buffer,
@@ -306,6 +310,7 @@ fn iid(a: &IidArgs) -> anyhow::Result<()> {
     Generated {
         kind: "iid",
         inputs: Vec::new(),
+        seed: a.out.seed,
         provenance: format!(
             "rtemu trace gen iid --dist {:?} --mean {} --std {}{ge} --count {} --seed {}",
             a.dist, a.mean, a.std, a.out.count, a.out.seed
@@ -340,6 +345,8 @@ fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
     Generated {
         kind: "netem",
         inputs: tables.file_of(&cfg).into_iter().collect(),
+        // `seed N` in the model decides over --seed (LinkModel::new).
+        seed: cfg.seed.unwrap_or(a.out.seed),
         provenance: format!(
             "rtemu trace gen netem --model {:?} --pps {} --size {} --count {} --seed {}",
             a.model, a.pps, a.size, a.out.count, a.out.seed
