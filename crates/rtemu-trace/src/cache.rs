@@ -1,6 +1,5 @@
 //! Page-cache control for cold-cache benchmarks.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
@@ -9,7 +8,7 @@ use std::path::Path;
 /// over the whole file. Advice, not a guarantee: pages mapped or locked by another process
 /// stay. Needs no privileges, unlike writing to `/proc/sys/vm/drop_caches`.
 pub fn evict(path: &Path) -> io::Result<()> {
-    let file = File::open(path)?;
+    let file = crate::input::open(path)?;
     file.sync_all()?;
     rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)?;
     Ok(())

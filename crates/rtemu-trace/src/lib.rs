@@ -74,6 +74,7 @@ pub mod flow;
 pub mod format;
 pub mod gen;
 pub mod iid;
+pub mod input;
 mod lines;
 pub mod mahimahi;
 pub mod onoff;

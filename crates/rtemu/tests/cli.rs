@@ -1171,6 +1171,26 @@ fn a_model_file_is_held_to_the_netem_rules_and_never_echoed() {
     assert!(!err.contains("s3cretword"), "{err}");
 }
 
+/// Runs rtemu with `args`, failing the test if it has not ended within 5 s (it waits on
+/// something it should have refused at once).
+fn rtemu_within_5s(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtemu"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(5) {
+            let _ = child.kill();
+            panic!("rtemu {args:?} still waits after 5 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// A topology "file" that is a FIFO is refused at once, not waited on.
 #[test]
 fn a_fifo_named_as_the_topology_is_refused_at_once() {
@@ -1181,21 +1201,7 @@ fn a_fifo_named_as_the_topology_is_refused_at_once() {
         .status()
         .unwrap()
         .success());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rtemu"))
-        .args(["up", &fifo])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(5) {
-            let _ = child.kill();
-            panic!("rtemu up FIFO still waits after 5 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = rtemu_within_5s(&["up", &fifo]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("not a regular file"),
@@ -1589,30 +1595,6 @@ fn flow_traces_match_on_cooked_captures_and_are_refused_on_unread_link_types() {
     assert!(stderr(&o).contains("has link type 105"), "{}", stderr(&o));
 }
 
-/// A negative number is a value out of range, not an unknown flag.
-#[test]
-fn negative_numbers_are_refused_with_the_range() {
-    for (args, want) in [
-        (
-            &["lab", "sleep", "--count", "-5"][..],
-            "-5 is out of range (allowed: 1..=10000000)",
-        ),
-        (
-            &["trace", "gen", "fgn", "--hurst", "-0.5", "-o", "/dev/null"][..],
-            "Hurst parameter -0.5 is outside (0, 1)",
-        ),
-    ] {
-        let o = rtemu(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
-        assert!(
-            !stderr(&o).contains("unexpected argument"),
-            "{}",
-            stderr(&o)
-        );
-    }
-}
-
 /// A model that names its own seed draws from it: the report says that seed, and the run is
 /// the one that seed gives with --seed.
 #[test]
@@ -1674,4 +1656,57 @@ fn the_seed_a_report_names_is_the_one_the_model_drew_from() {
             .collect::<Vec<_>>()
     };
     assert_eq!(records(&a), records(&b));
+}
+
+/// A trace or capture that is a FIFO no one writes to is read as empty at once, not waited
+/// on; a device is refused.
+#[test]
+fn trace_readers_neither_wait_on_a_fifo_nor_read_a_device() {
+    let dir = Scratch::new("trace-fifo");
+    let fifo = dir.path("t.rplt");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let runs: [&[&str]; 3] = [
+        &["trace", "stats", &fifo],
+        &["trace", "cat", &fifo],
+        &["sim", &fifo],
+    ];
+    for args in runs {
+        let out = rtemu_within_5s(args);
+        assert!(!out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    let o = rtemu(&["trace", "stats", "/dev/zero"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("not a regular file or pipe"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A negative number is a value out of range, not an unknown flag.
+#[test]
+fn negative_numbers_are_refused_with_the_range() {
+    for (args, want) in [
+        (
+            &["lab", "sleep", "--count", "-5"][..],
+            "-5 is out of range (allowed: 1..=10000000)",
+        ),
+        (
+            &["trace", "gen", "fgn", "--hurst", "-0.5", "-o", "/dev/null"][..],
+            "Hurst parameter -0.5 is outside (0, 1)",
+        ),
+    ] {
+        let o = rtemu(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("unexpected argument"),
+            "{}",
+            stderr(&o)
+        );
+    }
 }
