@@ -7,6 +7,8 @@
 //!   them, [`exec`] and [`capture`] the two that run processes and stream packets;
 //! * [`web`]: the web view's files, served at `/` without the token (they hold no data), and
 //!   [`view`], `rtemu view`: the view of a lab on localhost TCP, in one command;
+//! * [`connections`]: how many connections a listener holds, in all and per peer, and how
+//!   long one may idle before a request;
 //! * [`client`]: a minimal blocking client, for tests and tools;
 //! * [`cluster`]: the coordinator of a multi-host lab, which drives every host's agent;
 //! * [`metrics`]: `GET /metrics`, the labs' and engines' counters for Prometheus;
@@ -24,6 +26,7 @@ pub mod api;
 pub mod capture;
 pub mod client;
 pub mod cluster;
+pub mod connections;
 pub mod ctl;
 pub mod error;
 pub mod exec;
@@ -33,7 +36,6 @@ pub mod routes;
 pub mod view;
 pub mod web;
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -224,6 +226,7 @@ impl Server {
         let (shutdown, rx) = watch::channel(false);
         let app = routes::App {
             shutdown: rx.clone(),
+            streams: std::sync::Arc::new(tokio::sync::Semaphore::new(routes::MAX_STATS_STREAMS)),
         };
         let stopped = move || {
             let mut rx = rx.clone();
@@ -237,13 +240,13 @@ impl Server {
             let unix =
                 tokio::net::UnixListener::from_std(unix).context("serving the Unix socket")?;
             let router = web::router().merge(routes::router(app.clone()));
-            serving.push(
-                runtime.spawn(
-                    axum::serve(unix, router)
-                        .with_graceful_shutdown(stopped())
-                        .into_future(),
-                ),
-            );
+            serving.push(runtime.spawn(connections::serve(
+                unix,
+                router,
+                connections::UNIX,
+                connections::unix_peer,
+                stopped(),
+            )));
         }
         // Engines of labs taken down are this process's children: reaped here.
         serving.push(runtime.spawn({
@@ -274,13 +277,13 @@ impl Server {
                     listen::require_token,
                 ),
             ));
-            serving.push(
-                runtime.spawn(
-                    axum::serve(listener, router)
-                        .with_graceful_shutdown(stopped())
-                        .into_future(),
-                ),
-            );
+            serving.push(runtime.spawn(connections::serve(
+                listener,
+                router,
+                connections::TCP,
+                connections::tcp_peer,
+                stopped(),
+            )));
             token = Some(secret);
         }
         Ok(Server {

@@ -283,6 +283,13 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// The token of an `Authorization` value `Bearer <token>`; the scheme's case does not matter
+/// (RFC 9110, section 11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
 /// Lets a request through only with `Authorization: Bearer <token>`; anything else is a 401.
 pub async fn require_token(
     State(token): State<std::sync::Arc<str>>,
@@ -293,7 +300,7 @@ pub async fn require_token(
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     match given {
         Some(t) if same(t.trim().as_bytes(), token.as_bytes()) => next.run(request).await,
         Some(_) => ApiError::new(
@@ -321,6 +328,16 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR t0k"] {
+            assert_eq!(bearer_token(v), Some("t0k"), "{v}");
+        }
+        for v in ["Basic t0k", "Bearert0k", "Bearer", "t0k"] {
+            assert_eq!(bearer_token(v), None, "{v}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
-use rtemu_serve::client::{request, Reply, Target};
+use rtemu_serve::client::{request, request_streaming, Reply, Target};
 use rtemu_serve::{Options, Server};
 use rtemu_testutil::{lab_namespaces, pcapng_enhanced_packets, TempDir};
 
@@ -92,6 +92,13 @@ fn tcp_needs_the_token_and_the_unix_socket_does_not() {
     let bearer = format!("Bearer {token}");
     let ok = get(&tcp, "/openapi.json", &[("Authorization", &bearer)]);
     assert_eq!(ok.status, 200, "{}", ok.text());
+    // The scheme is case-insensitive (RFC 9110).
+    let lower = get(
+        &tcp,
+        "/openapi.json",
+        &[("Authorization", &format!("bearer {token}"))],
+    );
+    assert_eq!(lower.status, 200, "{}", lower.text());
     let over_unix = get(&unix, "/openapi.json", &[]);
     assert_eq!(over_unix.status, 200);
     assert_eq!(ok.body, over_unix.body);
@@ -811,6 +818,25 @@ fn a_lab_of_ideal_links_through_the_api() {
     );
     assert!(e.contains("`zz:eth9` is not an interface or a link"), "{e}");
 
+    // At most MAX_STATS_STREAMS streams at once: one more is 503 until one ends.
+    let path = format!("/v1/labs/{lab}/stats/stream?interval=0.05");
+    let open: Vec<_> = (0..rtemu_serve::routes::MAX_STATS_STREAMS)
+        .map(|_| request_streaming(&t, "GET", &path, &[], None, WAIT).unwrap())
+        .collect();
+    assert!(open.iter().all(|s| s.status == 200));
+    let one_more = format!("{path}&count=1");
+    let e = error(&get(&t, &one_more, &[]), 503);
+    assert!(e.contains("stats streams are open"), "{e}");
+    drop(open);
+    let started = std::time::Instant::now();
+    while get(&t, &one_more, &[]).status == 503 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no place given back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
     // A stream without a count ends with `event: end` when the lab goes down.
     let stream = {
         let t = t.clone();
@@ -839,5 +865,57 @@ fn a_lab_of_ideal_links_through_the_api() {
             .json()
             .unwrap();
     assert_eq!(again["removed"], false);
+    s.stop().unwrap();
+}
+
+/// A flood of idle TCP connections, more than the server holds, never keeps the Unix socket
+/// from answering: connections over TCP's bounds are closed as they come, and the ones held
+/// are closed when they send no request within the header timeout.
+#[test]
+fn a_flood_of_idle_connections_leaves_the_unix_socket_served() {
+    use rtemu_serve::connections::{HEAD_TIMEOUT, TCP};
+    use std::io::Read as _;
+    let dir = TempDir::new("serve-flood");
+    let s = server(&dir.0);
+    let addr = s.tcp_addr().unwrap();
+    let flood: Vec<std::net::TcpStream> = (0..TCP.total + 100)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    for c in &flood {
+        c.set_nonblocking(true).unwrap();
+    }
+    // How many the server still holds open (nothing to read yet, rather than end of file).
+    let held = || {
+        flood
+            .iter()
+            .filter(|c| {
+                let mut c: &std::net::TcpStream = c;
+                matches!(c.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            })
+            .count()
+    };
+    let started = std::time::Instant::now();
+    while held() > TCP.per_peer && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // One peer (127.0.0.1) holds at most its bound; the rest were closed at once.
+    assert_eq!(held(), TCP.per_peer);
+    let unix = Target::Unix(dir.0.join("api.sock"));
+    let asked = std::time::Instant::now();
+    assert_eq!(get(&unix, "/v1/labs", &[]).status, 200);
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    // The held ones sent nothing: closed after the header timeout, and a client is served again.
+    std::thread::sleep(HEAD_TIMEOUT + Duration::from_secs(1));
+    assert_eq!(held(), 0);
+    let bearer = format!("Bearer {}", s.token().unwrap());
+    let tcp = Target::Tcp(addr);
+    assert_eq!(
+        get(&tcp, "/v1/labs", &[("Authorization", &bearer)]).status,
+        200
+    );
     s.stop().unwrap();
 }
