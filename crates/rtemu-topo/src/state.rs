@@ -291,7 +291,11 @@ impl State {
         let root = state_root()?;
         let pid = std::process::id() as i32;
         let start = proc_stat(pid).map_or(0, |(_, start)| start);
-        let fresh = root.join(format!(".new-{}.{pid}.{start}", self.lab));
+        // One server process may create several labs at once (and the same lab twice): each
+        // create stages in a directory of its own.
+        static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let fresh = root.join(format!(".new-{}.{pid}.{start}.{seq}", self.lab));
         reap_unplaced(&self.lab);
         std::fs::DirBuilder::new()
             .mode(0o755)
@@ -520,10 +524,25 @@ impl State {
     }
 }
 
+/// The pid and start time a staging directory's name carries after `.new-<lab>.`:
+/// `<pid>.<start>` (an rtemu from before the sequence number) or `<pid>.<start>.<sequence>`.
+fn unplaced_owner(rest: &str) -> Option<(i32, u64)> {
+    let mut parts = rest.split('.');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts.next()?.parse().ok()?;
+    match (parts.next(), parts.next()) {
+        (None, _) => Some((pid, start)),
+        (Some(seq), None) if seq.parse::<u64>().is_ok() => Some((pid, start)),
+        _ => None,
+    }
+}
+
 /// Removes what a killed `up` or `down` of lab `lab` left in [`STATE_ROOT`]: the lab's
-/// directory when it is empty, and directories `.new-<lab>.<pid>.<start time>` (ours by their name, in a
-/// directory only root writes, holding at most a state file) whose process no longer runs
-/// (no process of that pid with that start time: pids are reused), or is this one.
+/// directory when it is empty, and directories `.new-<lab>.<pid>.<start time>[.<sequence>]`
+/// (ours by their name, in a directory only root writes, holding at most a state file) whose
+/// process no longer runs (no process of that pid with that start time: pids are reused). A
+/// running process's are never taken, this one's included: they are creates under way (a
+/// server creates several at once), and a failed create removes its own.
 pub fn reap_unplaced(lab: &LabName) {
     let prefix = format!(".new-{lab}.");
     let Ok(entries) = std::fs::read_dir(STATE_ROOT) else {
@@ -534,13 +553,11 @@ pub fn reap_unplaced(lab: &LabName) {
         let Some((pid, start)) = name
             .to_str()
             .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|rest| rest.split_once('.'))
-            .and_then(|(p, t)| Some((p.parse::<i32>().ok()?, t.parse::<u64>().ok()?)))
+            .and_then(unplaced_owner)
         else {
             continue;
         };
-        let gone = pid as u32 == std::process::id()
-            || proc_stat(pid).is_none_or(|(state, s)| state == 'Z' || s != start);
+        let gone = proc_stat(pid).is_none_or(|(state, s)| state == 'Z' || s != start);
         if gone {
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -657,6 +674,28 @@ pub fn record_detached(lab: &LabName, process: &Detached) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_staging_directory_names_its_owner_with_or_without_a_sequence() {
+        assert_eq!(unplaced_owner("12.345"), Some((12, 345)));
+        assert_eq!(unplaced_owner("12.345.0"), Some((12, 345)));
+        assert_eq!(
+            unplaced_owner("12.345.18446744073709551615"),
+            Some((12, 345))
+        );
+        for bad in [
+            "",
+            "12",
+            "12.",
+            "x.345",
+            "12.345.",
+            "12.345.x",
+            "12.345.1.2",
+            "-.1",
+        ] {
+            assert_eq!(unplaced_owner(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn proc_stat_reads_this_process_as_running() {

@@ -1182,17 +1182,66 @@ fn unplaced_state_of_a_killed_up_is_reaped_by_pid_and_start_time() {
     let root = Path::new(rtemu_topo::state::STATE_ROOT);
     std::fs::create_dir_all(root).unwrap();
     let live = root.join(format!(".new-{name}.1.{init_start}"));
-    let reused = root.join(format!(".new-{name}.1.{}", init_start + 1));
-    for d in [&live, &reused] {
+    let reused = root.join(format!(".new-{name}.1.{}.3", init_start + 1));
+    // A create under way in this very process (a server makes several at once).
+    let me = std::process::id() as i32;
+    let (_, my_start) = rtemu_topo::state::proc_stat(me).unwrap();
+    let mine = root.join(format!(".new-{name}.{me}.{my_start}.7"));
+    for d in [&live, &reused, &mine] {
         std::fs::create_dir_all(d).unwrap();
     }
     rtemu_topo::state::reap_unplaced(&lab);
-    let live_kept = live.exists();
-    let reused_kept = reused.exists();
-    let _ = std::fs::remove_dir_all(&live);
-    let _ = std::fs::remove_dir_all(&reused);
-    assert!(live_kept, "a running process's directory was reaped");
-    assert!(!reused_kept, "a directory of a reused pid was kept");
+    let kept = [&live, &reused, &mine].map(|d| d.exists());
+    for d in [&live, &reused, &mine] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    assert!(kept[0], "a running process's directory was reaped");
+    assert!(!kept[1], "a directory of a reused pid was kept");
+    assert!(kept[2], "this process's create under way was reaped");
+}
+
+/// Creates of one lab's state at once in one process (concurrent `POST /v1/labs` in a server):
+/// exactly one places it, every other is told the lab exists, none fails otherwise.
+#[test]
+fn concurrent_creates_of_one_lab_place_one_and_refuse_the_rest_as_existing() {
+    if !root_or_skip("concurrent creates") {
+        return;
+    }
+    let name = unique_lab("q");
+    let _guard = Guard(name.clone());
+    let src = format!("lab = \"{name}\"\n[nodes.a]\n");
+    let topo = Topology::parse("q.toml", &src).unwrap();
+    let state = rtemu_topo::state::State {
+        lab: LabName::new(&name).unwrap(),
+        file: "q.toml".into(),
+        namespaces: Vec::new(),
+        nodes: Vec::new(),
+        handovers: Vec::new(),
+        cgroups: Vec::new(),
+        complete: false,
+        topology: topo,
+        part: None,
+    };
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8).map(|_| s.spawn(|| state.create())).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let placed = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(placed, 1, "{results:?}");
+    for r in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(
+            matches!(r, rtemu_topo::state::StateError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists),
+            "{r}"
+        );
+    }
+    let root = Path::new(rtemu_topo::state::STATE_ROOT);
+    let staged: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!(".new-{name}.")))
+        .collect();
+    assert_eq!(staged, Vec::<String>::new(), "staging directories left");
 }
 
 /// A machine-wide key among a node's sysctls (here a global `net.core` one, which the file's
