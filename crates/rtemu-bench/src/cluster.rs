@@ -47,6 +47,14 @@ impl Agent {
         let socket = dir.join(format!("{host}.sock"));
         let token = dir.join(format!("{host}.token"));
         let log_path = dir.join(format!("{host}.log"));
+        // An earlier agent of this host that was killed outright left its token here (in this
+        // directory of ours): `rtemu serve` writes its token only to a new file.
+        match std::fs::remove_file(&token) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", token.display()))
+            }
+            _ => {}
+        }
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
         let child = Command::new("ip")
