@@ -113,6 +113,22 @@ impl Drop for TempDir {
     }
 }
 
+/// The text of a topology file for lab `lab`: its `header` lines (each ending in a newline),
+/// then a chain of `n` nodes `n0` … `n{n-1}`, each linked to the next by an ideal link.
+pub fn chain_topology(lab: &str, header: &str, n: usize) -> String {
+    let mut src = format!("lab = \"{lab}\"\n{header}");
+    for i in 0..n {
+        src.push_str(&format!("[nodes.n{i}]\n"));
+    }
+    for i in 1..n {
+        let before = i - 1;
+        src.push_str(&format!(
+            "[[links]]\nendpoints = [\"n{before}\", \"n{i}\"]\n"
+        ));
+    }
+    src
+}
+
 /// The network namespaces of lab `lab` that exist (`/run/netns/rtemu-LAB` and
 /// `rtemu-LAB.*`): after the lab is down, none should.
 pub fn lab_namespaces(lab: &str) -> Vec<String> {

@@ -166,16 +166,7 @@ fn east_west_north_pings_across_routers_in_both_families_and_leaves_nothing() {
 
 /// A chain of `n` nodes, `n - 1` links, dual stack.
 fn chain(lab: &str, n: usize) -> Topology {
-    let mut src = format!("lab = \"{lab}\"\nneighbours = \"static\"\n");
-    for i in 0..n {
-        src.push_str(&format!("[nodes.n{i}]\n"));
-    }
-    for i in 1..n {
-        src.push_str(&format!(
-            "[[links]]\nendpoints = [\"n{}\", \"n{i}\"]\n",
-            i - 1
-        ));
-    }
+    let src = rtemu_testutil::chain_topology(lab, "neighbours = \"static\"\n", n);
     Topology::parse("chain.toml", &src).unwrap()
 }
 

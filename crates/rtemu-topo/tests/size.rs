@@ -21,30 +21,20 @@ const FD_LIMIT: u64 = 256;
 
 /// A chain of `n` nodes over ideal links, IPv4 only, no routes: the shape of issue 25.
 fn chain(lab: &str, n: usize) -> Topology {
-    let mut src = format!("lab = \"{lab}\"\nrouting = \"none\"\nip = \"ipv4\"\n");
-    for i in 0..n {
-        src.push_str(&format!("[nodes.n{i}]\n"));
-    }
-    for i in 1..n {
-        src.push_str(&format!(
-            "[[links]]\nendpoints = [\"n{}\", \"n{i}\"]\n",
-            i - 1
-        ));
-    }
-    Topology::parse("chain.toml", &src).unwrap()
+    let header = "routing = \"none\"\nip = \"ipv4\"\n";
+    Topology::parse(
+        "chain.toml",
+        &rtemu_testutil::chain_topology(lab, header, n),
+    )
+    .unwrap()
 }
 
-/// The namespaces whose names start with `prefix`.
-fn namespaces_of(prefix: &str) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
+/// The namespaces of lab `lab`'s nodes (its own namespace left out).
+fn node_namespaces(lab: &str) -> Vec<String> {
+    let own = lab::lab_netns(lab);
+    let mut all = rtemu_testutil::lab_namespaces(lab);
+    all.retain(|n| *n != own);
+    all
 }
 
 /// CPU time (user and system) this process has used, in seconds.
@@ -74,7 +64,7 @@ fn child_up_and_down_under_a_descriptor_limit() {
     let before = cpu_seconds();
     lab::up(&topo, "chain.toml").unwrap();
     let cpu = cpu_seconds() - before;
-    let made = namespaces_of(&node_netns(&name, ""));
+    let made = node_namespaces(&name);
     assert_eq!(made.len(), nodes, "every node has its namespace");
     println!("UP_CPU_SECONDS {cpu}");
     assert!(lab::down(&name).unwrap());
@@ -113,7 +103,7 @@ fn run_helper(name: &str, nodes: usize) -> f64 {
         String::from_utf8_lossy(&out.stderr)
     );
     // Nothing of the lab is left: namespaces, hosts files, state.
-    assert_eq!(namespaces_of(&node_netns(name, "")), Vec::<String>::new());
+    assert_eq!(node_namespaces(name), Vec::<String>::new());
     let etc: Vec<String> = std::fs::read_dir("/etc/netns")
         .map(|entries| {
             entries
