@@ -8,8 +8,14 @@
 //! found per address family over the segments that carry it (a link without IPv6 does not
 //! carry IPv6 routes). Ties are broken by file order: the first segment, then the first
 //! member, found by a breadth-first search wins, so plans are deterministic.
+//!
+//! `routing = "aggregate"` keeps those paths but merges each node's routes: destinations sorted
+//! by address, a run of neighbours with the same next hop becomes the fewest aligned prefixes
+//! that cover the run and reach at most into the unused space around it. No prefix of another
+//! next hop, of the node's own subnets or of an unreachable destination is covered, so every
+//! lab address is forwarded exactly as with one route per prefix. Pools hand out subnets in
+//! file order, so a chain's or a tree's nodes need a few dozen routes instead of one per link.
 
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -61,7 +67,7 @@ pub fn plan(topo: &Topology) -> Vec<NodePlan> {
         interfaces[m.node] += 1;
     }
     match topo.routing {
-        Routing::Static => {
+        Routing::Static | Routing::Aggregate => {
             for v4 in [true, false] {
                 static_routes(topo, v4, &mut plans);
             }
@@ -103,110 +109,300 @@ pub fn plan(topo: &Topology) -> Vec<NodePlan> {
     plans
 }
 
-/// One step of a path: leave through member `out` of segment `seg` towards member `peer`.
+/// One step of a path: leave through member `out` of segment `seg` towards member `peer`,
+/// which is node `to` (kept here so a search need not visit the segment).
+///
+/// Small and flat on purpose: `static` routing searches from every node, n² steps in all,
+/// and at 10,000 nodes the searches run from the cache or from memory.
 #[derive(Clone, Copy)]
 struct Hop {
-    seg: usize,
-    out: usize,
-    peer: usize,
+    seg: u32,
+    out: u32,
+    peer: u32,
+    to: u32,
 }
 
 /// A destination prefix and the nodes it is on.
 struct Destination {
     net: IpNet,
-    owners: Vec<usize>,
+    /// Its nodes, as a range of [`Graph::owners`].
+    owners: std::ops::Range<usize>,
     loopback: bool,
+}
+
+/// One family's segments as hops between nodes, and its destinations.
+struct Graph {
+    /// The hops leaving node v are `hops[start[v]..start[v + 1]]`, in file order.
+    start: Vec<usize>,
+    hops: Vec<Hop>,
+    destinations: Vec<Destination>,
+    /// The nodes of every destination, one after another.
+    owners: Vec<usize>,
+}
+
+impl Graph {
+    fn new(topo: &Topology, v4: bool) -> Graph {
+        let n = topo.nodes.len();
+        let family = |seg: &crate::topology::Segment| {
+            if v4 {
+                seg.ipv4.map(IpNet::V4)
+            } else {
+                seg.ipv6.map(IpNet::V6)
+            }
+        };
+        let mut degree = vec![0usize; n + 1];
+        for seg in topo.segments.iter().filter(|s| family(s).is_some()) {
+            for a in &seg.members {
+                degree[a.node] += seg.members.iter().filter(|b| b.node != a.node).count();
+            }
+        }
+        let mut start = Vec::with_capacity(n + 1);
+        let mut total = 0;
+        for d in &degree {
+            start.push(total);
+            total += d;
+        }
+        let mut fill = start.clone();
+        let empty = Hop {
+            seg: 0,
+            out: 0,
+            peer: 0,
+            to: 0,
+        };
+        let mut hops = vec![empty; total];
+        let (mut destinations, mut owners) = (Vec::new(), Vec::new());
+        let index = |i: usize| u32::try_from(i).expect("fewer than 2³² segments and members");
+        for (si, seg) in topo.segments.iter().enumerate() {
+            let Some(net) = family(seg) else { continue };
+            for (ai, a) in seg.members.iter().enumerate() {
+                for (bi, b) in seg.members.iter().enumerate() {
+                    if a.node != b.node {
+                        hops[fill[a.node]] = Hop {
+                            seg: index(si),
+                            out: index(ai),
+                            peer: index(bi),
+                            to: index(b.node),
+                        };
+                        fill[a.node] += 1;
+                    }
+                }
+            }
+            let first = owners.len();
+            owners.extend(seg.members.iter().map(|m| m.node));
+            destinations.push(Destination {
+                net,
+                owners: first..owners.len(),
+                loopback: false,
+            });
+        }
+        for (ni, node) in topo.nodes.iter().enumerate() {
+            for net in node
+                .loopback
+                .iter()
+                .filter(|a| matches!(a, IpNet::V4(_)) == v4)
+            {
+                owners.push(ni);
+                destinations.push(Destination {
+                    net: net.trunc(),
+                    owners: owners.len() - 1..owners.len(),
+                    loopback: true,
+                });
+            }
+        }
+        Graph {
+            start,
+            hops,
+            destinations,
+            owners,
+        }
+    }
 }
 
 fn static_routes(topo: &Topology, v4: bool, plans: &mut [NodePlan]) {
     let n = topo.nodes.len();
-    // adjacency[node] = hops leaving that node, in file order.
-    let mut adjacency: Vec<Vec<Hop>> = vec![Vec::new(); n];
-    let mut destinations = Vec::new();
-    for (si, seg) in topo.segments.iter().enumerate() {
-        let net = if v4 {
-            seg.ipv4.map(IpNet::V4)
-        } else {
-            seg.ipv6.map(IpNet::V6)
-        };
-        let Some(net) = net else { continue };
-        for (ai, a) in seg.members.iter().enumerate() {
-            for (bi, b) in seg.members.iter().enumerate() {
-                if a.node != b.node {
-                    adjacency[a.node].push(Hop {
-                        seg: si,
-                        out: ai,
-                        peer: bi,
-                    });
-                }
-            }
-        }
-        destinations.push(Destination {
-            net,
-            owners: seg.members.iter().map(|m| m.node).collect(),
-            loopback: false,
-        });
-    }
-    for (ni, node) in topo.nodes.iter().enumerate() {
-        for net in node
-            .loopback
-            .iter()
-            .filter(|a| matches!(a, IpNet::V4(_)) == v4)
-        {
-            destinations.push(Destination {
-                net: net.trunc(),
-                owners: vec![ni],
-                loopback: true,
-            });
-        }
-    }
+    let graph = Graph::new(topo, v4);
+    let destinations = &graph.destinations;
+    let aggregate = topo.routing == Routing::Aggregate;
+    let space = aggregate.then(|| AddressSpace::new(topo, v4, destinations));
+    // The next hop of every destination from the current source (`None`: its own or unreached).
+    let mut next: Vec<Option<Hop>> = vec![None; destinations.len()];
+    // Per search: every node's distance from the source (`u32::MAX`: not reached) and the
+    // first hop towards it; the queue is the visited nodes in order.
+    let mut dist = vec![u32::MAX; n];
+    let mut first: Vec<Option<Hop>> = vec![None; n];
+    let mut queue: Vec<usize> = Vec::with_capacity(n);
 
     for source in 0..n {
-        // Breadth-first search recording, for every node reached, its distance and the first
-        // hop from `source` towards it.
-        let mut dist: Vec<Option<usize>> = vec![None; n];
-        let mut first: Vec<Option<Hop>> = vec![None; n];
-        dist[source] = Some(0);
-        let mut queue = VecDeque::from([source]);
-        while let Some(u) = queue.pop_front() {
-            for hop in &adjacency[u] {
-                let v = topo.segments[hop.seg].members[hop.peer].node;
-                if dist[v].is_none() {
-                    dist[v] = Some(dist[u].expect("queued nodes have a distance") + 1);
+        // Breadth-first search from `source`.
+        for &v in &queue {
+            dist[v] = u32::MAX;
+            first[v] = None;
+        }
+        queue.clear();
+        dist[source] = 0;
+        queue.push(source);
+        let mut head = 0;
+        while head < queue.len() {
+            let u = queue[head];
+            head += 1;
+            for hop in &graph.hops[graph.start[u]..graph.start[u + 1]] {
+                let v = hop.to as usize;
+                if dist[v] == u32::MAX {
+                    dist[v] = dist[u] + 1;
                     first[v] = if u == source { Some(*hop) } else { first[u] };
-                    queue.push_back(v);
+                    queue.push(v);
                 }
             }
         }
-        for d in &destinations {
-            if d.owners.contains(&source) {
+        for (d, next) in destinations.iter().zip(next.iter_mut()) {
+            *next = None;
+            let owners = &graph.owners[d.owners.clone()];
+            if owners.contains(&source) {
                 continue;
             }
             // The nearest owner; the first in file order among equals.
-            let Some(owner) = d
-                .owners
+            let Some(owner) = owners
                 .iter()
-                .filter(|&&o| dist[o].is_some())
+                .filter(|&&o| dist[o] != u32::MAX)
                 .min_by_key(|&&o| dist[o])
             else {
                 continue;
             };
             let hop = first[*owner].expect("a reached node other than the source has a first hop");
-            let seg = &topo.segments[hop.seg];
-            let peer = &seg.members[hop.peer];
-            let via = if v4 {
-                IpAddr::V4(peer.ipv4.expect("the segment carries IPv4").addr())
-            } else {
-                IpAddr::V6(peer.ipv6.expect("the segment carries IPv6").addr())
-            };
-            plans[source].routes.push(Route {
-                dest: d.net,
-                via,
-                dev: seg.members[hop.out].ifname.clone(),
-            });
-            if !(d.loopback && d.owners[0] == peer.node) {
-                plans[peer.node].forwarding = true;
+            let peer = hop.to as usize;
+            if !(d.loopback && owners[0] == peer) {
+                plans[peer].forwarding = true;
+            }
+            *next = Some(hop);
+            if !aggregate {
+                plans[source].routes.push(route(topo, v4, hop, d.net));
             }
         }
+        if let Some(space) = &space {
+            aggregate_routes(topo, v4, space, &next, &mut plans[source]);
+        }
+    }
+}
+
+/// The route towards `dest` through `hop`.
+fn route(topo: &Topology, v4: bool, hop: Hop, dest: IpNet) -> Route {
+    let seg = &topo.segments[hop.seg as usize];
+    let peer = &seg.members[hop.peer as usize];
+    let via = if v4 {
+        IpAddr::V4(peer.ipv4.expect("the segment carries IPv4").addr())
+    } else {
+        IpAddr::V6(peer.ipv6.expect("the segment carries IPv6").addr())
+    };
+    Route {
+        dest,
+        via,
+        dev: seg.members[hop.out as usize].ifname.clone(),
+    }
+}
+
+/// One node's routes of one family, merged: the fewest aligned prefixes such that each holds
+/// destinations of one next hop only, besides unused addresses of the lab's pools.
+///
+/// Minimal among covers without overlaps: a block holding destinations of two next hops (or
+/// of one and the node's own or unreached ones) cannot be a route, so its halves are covered
+/// apart; a block that can be a route is never improved on by smaller ones. Only blocks that
+/// hold a boundary between runs are split, so the work is runs × address width.
+fn aggregate_routes(
+    topo: &Topology,
+    v4: bool,
+    space: &AddressSpace,
+    next: &[Option<Hop>],
+    plan: &mut NodePlan,
+) {
+    let same = |a: Option<Hop>, b: Option<Hop>| match (a, b) {
+        (Some(a), Some(b)) => (a.seg, a.out, a.peer) == (b.seg, b.out, b.peer),
+        (None, None) => true,
+        _ => false,
+    };
+    // run[k]: which run of one next hop the k-th destination by address belongs to.
+    let mut run = Vec::with_capacity(space.order.len());
+    for (k, &d) in space.order.iter().enumerate() {
+        let fresh = k == 0 || !same(next[space.order[k - 1]], next[d]);
+        run.push(run.last().copied().unwrap_or(0) + usize::from(fresh && k > 0));
+    }
+    let width = if v4 { 32 } else { 128 };
+    let mut stack = vec![(
+        0u128,
+        if v4 { u128::from(u32::MAX) } else { u128::MAX },
+        0u8,
+    )];
+    while let Some((start, end, prefix)) = stack.pop() {
+        // The destinations the block [start, end] overlaps, by address.
+        let first = space.last.partition_point(|&l| l < start);
+        let past = space.first.partition_point(|&f| f <= end);
+        if first >= past {
+            continue;
+        }
+        let one_run = run[first] == run[past - 1];
+        let pooled = space.pools.iter().any(|&(lo, hi)| lo <= start && end <= hi);
+        // Outside the pools a block must be one destination exactly: its unused addresses
+        // may be the outside world's.
+        let exact = past - first == 1 && space.first[first] == start && space.last[first] == end;
+        if one_run && (pooled || exact) {
+            if let Some(hop) = next[space.order[first]] {
+                let dest = if v4 {
+                    let a = std::net::Ipv4Addr::from(start as u32);
+                    IpNet::V4(ipnet::Ipv4Net::new(a, prefix).expect("a prefix of at most 32"))
+                } else {
+                    let a = std::net::Ipv6Addr::from(start);
+                    IpNet::V6(ipnet::Ipv6Net::new(a, prefix).expect("a prefix of at most 128"))
+                };
+                plan.routes.push(route(topo, v4, hop, dest));
+            }
+            continue;
+        }
+        if prefix == width {
+            continue;
+        }
+        let half = 1u128 << (width - prefix - 1);
+        // Pushed high half first, so routes come out in address order.
+        stack.push((start + half, end, prefix + 1));
+        stack.push((start, start + half - 1, prefix + 1));
+    }
+}
+
+/// One family's destinations sorted by address, with the lab's pools: what aggregation
+/// searches, built once per family.
+struct AddressSpace {
+    /// Indices into the destinations, by address.
+    order: Vec<usize>,
+    /// The first address of each destination, in that order.
+    first: Vec<u128>,
+    /// The last address of each destination, in that order.
+    last: Vec<u128>,
+    /// The first and last address of each pool of the family.
+    pools: Vec<(u128, u128)>,
+}
+
+impl AddressSpace {
+    fn new(topo: &Topology, v4: bool, destinations: &[Destination]) -> AddressSpace {
+        let mut order: Vec<usize> = (0..destinations.len()).collect();
+        order.sort_by_key(|&d| destinations[d].net.network());
+        let bounds = |n: &IpNet| (address(n.network()), address(n.broadcast()));
+        let (first, last) = order.iter().map(|&d| bounds(&destinations[d].net)).unzip();
+        let pools = topo
+            .pools
+            .iter()
+            .filter(|p| matches!(p, IpNet::V4(_)) == v4)
+            .map(bounds)
+            .collect();
+        AddressSpace {
+            order,
+            first,
+            last,
+            pools,
+        }
+    }
+}
+
+fn address(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(a) => u32::from(a).into(),
+        IpAddr::V6(a) => a.into(),
     }
 }

@@ -1397,3 +1397,41 @@ fn an_uplink_moves_only_when_asked_and_comes_back_as_it_was() {
     assert_eq!(carried(), (true, true, true), "not given back as it was");
     assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
 }
+
+#[test]
+fn a_chain_with_aggregated_routes_pings_end_to_end_in_both_families() {
+    if !root_or_skip("aggregated_routes") {
+        return;
+    }
+    let name = unique_lab("agg");
+    // 60 nodes: a reply starts with the kernel's default hop limit, 64.
+    let n = 60;
+    let src = rtemu_testutil::chain_topology(&name, "routing = \"aggregate\"\n", n);
+    let topo = Topology::parse("chain.toml", &src).unwrap();
+    let _guard = Guard(name.clone());
+    lab::up(&topo, "chain.toml").unwrap();
+    let last = format!("n{}", n - 1);
+    // The kernel's own tables: a handful of routes where one per subnet would be 58 a family.
+    for family in ["-4", "-6"] {
+        let table = run_in(&name, "n0", &["ip", family, "route", "show"]);
+        let table = String::from_utf8_lossy(&table.stdout);
+        let routes = table.lines().filter(|l| l.contains(" via ")).count();
+        assert!(
+            (1..=12).contains(&routes),
+            "n0 holds {routes} {family} routes"
+        );
+    }
+    // Both ends, across 58 forwarding nodes, each way in both families.
+    for (from, to) in [("n0", last.as_str()), (last.as_str(), "n0")] {
+        for family in ["-4", "-6"] {
+            let ping = run_in(&name, from, &["ping", family, "-c", "1", "-W", "5", to]);
+            assert!(
+                ping.status.success(),
+                "{from} → {to} ({family}): {}",
+                String::from_utf8_lossy(&ping.stdout)
+            );
+        }
+    }
+    assert!(lab::down(&name).unwrap());
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}

@@ -230,3 +230,159 @@ ipv4 = "203.0.113.7/24"
     let fw: Vec<bool> = plans.iter().map(|p| p.forwarding).collect();
     assert_eq!(fw, [true, true, false]);
 }
+
+/// The route `routes` chooses for `addr` by longest prefix, as `via dev`.
+fn lookup(routes: &[rtemu_topo::routing::Route], addr: std::net::IpAddr) -> Option<String> {
+    routes
+        .iter()
+        .filter(|r| r.dest.contains(&addr))
+        .max_by_key(|r| r.dest.prefix_len())
+        .map(|r| format!("{} {}", r.via, r.dev))
+}
+
+/// A topology of `nodes` nodes from `links` (pairs), `lans` (member lists) and loopbacks on the
+/// nodes `loopbacks` names, in the order given: pools hand out subnets in file order.
+fn random_topology(
+    routing: &str,
+    nodes: usize,
+    links: &[(usize, usize)],
+    lans: &[Vec<usize>],
+    loopbacks: &[usize],
+) -> String {
+    let mut src = format!("lab = \"agg\"\nrouting = \"{routing}\"\n");
+    for i in 0..nodes {
+        src += &format!("[nodes.n{i}]\n");
+        if loopbacks.contains(&i) {
+            src += &format!("addresses = [\"192.0.2.{i}/32\", \"2001:db8::{i:x}/128\"]\n");
+        }
+    }
+    for (i, (a, b)) in links.iter().enumerate() {
+        src += &format!("[[links]]\nname = \"k{i}\"\nendpoints = [\"n{a}\", \"n{b}\"]\n");
+    }
+    for (i, members) in lans.iter().enumerate() {
+        let members: Vec<String> = members.iter().map(|m| format!("\"n{m}\"")).collect();
+        src += &format!(
+            "[[lans]]\nname = \"l{i}\"\nmembers = [{}]\n",
+            members.join(", ")
+        );
+    }
+    src
+}
+
+/// Every address a lab's routes can be asked about: the first and last of every subnet and
+/// loopback address.
+fn lab_addresses(topo: &Topology) -> Vec<std::net::IpAddr> {
+    let nets = topo
+        .segments
+        .iter()
+        .flat_map(|s| [s.ipv4.map(ipnet::IpNet::V4), s.ipv6.map(ipnet::IpNet::V6)])
+        .flatten()
+        .chain(
+            topo.nodes
+                .iter()
+                .flat_map(|n| n.loopback.iter().map(|a| a.trunc())),
+        );
+    nets.flat_map(|n| [n.network(), n.broadcast()]).collect()
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Aggregation changes how many routes there are, never where a lab address goes: for every
+    /// node and the first and last address of every subnet and loopback, the longest matching
+    /// aggregated route leads to the same next hop as the one route per prefix (or, for the
+    /// node's own and unreachable prefixes, there is none either way).
+    #[test]
+    fn aggregated_routes_forward_every_lab_address_as_per_prefix_routes_do(
+        (nodes, links, lans, loopbacks) in (2usize..24).prop_flat_map(|n| (
+            Just(n),
+            proptest::collection::vec((0..n, 0..n), 1..n * 2),
+            proptest::collection::vec(proptest::collection::btree_set(0..n, 2..=3.min(n)), 0..3),
+            proptest::collection::vec(0..n, 0..4),
+        ))
+    ) {
+        let links: Vec<(usize, usize)> = links.into_iter().filter(|(a, b)| a != b).collect();
+        let lans: Vec<Vec<usize>> = lans
+            .into_iter()
+            .filter(|m| m.len() >= 2)
+            .map(|m| m.into_iter().collect())
+            .collect();
+        let exact = Topology::parse(
+            "agg.toml",
+            &random_topology("static", nodes, &links, &lans, &loopbacks),
+        )
+        .unwrap();
+        let merged = Topology::parse(
+            "agg.toml",
+            &random_topology("aggregate", nodes, &links, &lans, &loopbacks),
+        )
+        .unwrap();
+        let (exact_plans, merged_plans) = (plan(&exact), plan(&merged));
+        let addresses = lab_addresses(&exact);
+        for (node, (e, m)) in exact_plans.iter().zip(&merged_plans).enumerate() {
+            prop_assert!(m.routes.len() <= e.routes.len());
+            // Beyond the pools (where the world's addresses may be) only whole lab prefixes.
+            for r in &m.routes {
+                prop_assert!(
+                    merged.pools.iter().any(|p| p.contains(&r.dest))
+                        || e.routes.iter().any(|x| x.dest == r.dest),
+                    "n{} routes {} beyond the pools",
+                    node,
+                    r.dest
+                );
+            }
+            prop_assert_eq!(e.forwarding, m.forwarding);
+            for &addr in &addresses {
+                prop_assert_eq!(
+                    lookup(&e.routes, addr),
+                    lookup(&m.routes, addr),
+                    "node n{} towards {}",
+                    node,
+                    addr
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_long_chain_needs_a_few_dozen_aggregated_routes_per_node() {
+    let n = 1_000;
+    let src = rtemu_testutil::chain_topology("agg", "routing = \"aggregate\"\n", n);
+    let topo = Topology::parse("chain.toml", &src).unwrap();
+    let plans = plan(&topo);
+    let most = plans.iter().map(|p| p.routes.len()).max().unwrap();
+    let total: usize = plans.iter().map(|p| p.routes.len()).sum();
+    // One route per subnet would be n - 2 per family for every node (about 2 × 10⁶ in all);
+    // each side of a node is one run of one next hop, a few prefixes per family.
+    // (Measured: at most 36 per node, 19,950 in all.)
+    assert!(most <= 100, "a node holds {most} routes");
+    assert!(total < n * 100, "{total} routes in all");
+    // And they still lead the right way: n0 reaches the last subnet through n1.
+    let last = topo.segments.last().unwrap().ipv4.unwrap().network();
+    assert_eq!(
+        lookup(&plans[0].routes, last.into()),
+        Some(format!(
+            "{} eth0",
+            topo.segments[0].members[1].ipv4.unwrap().addr()
+        ))
+    );
+}
+
+#[test]
+fn static_routing_past_its_bound_is_refused_with_the_way_out() {
+    // 3,000 dual-stack nodes: 3,000 × 5,998 destinations, past 10 million routes.
+    let src = rtemu_testutil::chain_topology("big", "routing = \"static\"\n", 3_000);
+    let err = Topology::parse("big.toml", &src).unwrap_err();
+    assert_eq!((err.line, err.column), (2, 11), "{err}");
+    assert!(
+        err.message.contains("about 17994000 routes")
+            && err.message.contains("at most 10000000")
+            && err.message.contains("\"aggregate\""),
+        "{err}"
+    );
+    let aggregate = src.replace("routing = \"static\"", "routing = \"aggregate\"");
+    assert!(Topology::parse("big.toml", &aggregate).is_ok());
+}

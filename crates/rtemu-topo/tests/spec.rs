@@ -474,7 +474,8 @@ endpoints = ["web", "client"]
 #[test]
 fn a_twenty_thousand_node_chain_validates_within_a_generous_bound() {
     let n = 20_000;
-    let mut src = String::from("lab = \"big\"\n[pool]\nipv4_prefix = 30\n");
+    let mut src =
+        String::from("lab = \"big\"\nrouting = \"aggregate\"\n[pool]\nipv4_prefix = 30\n");
     for i in 0..n {
         src.push_str(&format!("[nodes.n{i}]\n"));
     }
