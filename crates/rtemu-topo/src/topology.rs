@@ -782,12 +782,11 @@ impl<'a> Validator<'a> {
             None | Some(("static", _)) => Routing::Static,
             Some(("aggregate", _)) => Routing::Aggregate,
             Some(("none", _)) => Routing::None,
-            Some((other, span)) => return Err(self.err(
-                span,
-                format!(
-                    "unknown routing `{other}`: allowed are \"static\", \"aggregate\" and \"none\""
-                ),
-            )),
+            Some((other, span)) => {
+                let allowed = "\"static\", \"aggregate\" and \"none\"";
+                let message = format!("unknown routing `{other}`: allowed are {allowed}");
+                return Err(self.err(span, message));
+            }
         };
         let neighbours = match spec
             .neighbours
