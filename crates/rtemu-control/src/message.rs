@@ -133,7 +133,17 @@ impl std::fmt::Display for EngineThread {
                 us(self.max_stall_ns)
             )?;
         }
-        write!(f, ": {}", self.links.join(", "))
+        // A line, not a page: a thread may carry thousands of links (`--json` lists them all).
+        const SHOWN: usize = 8;
+        write!(
+            f,
+            ": {}",
+            self.links[..self.links.len().min(SHOWN)].join(", ")
+        )?;
+        if self.links.len() > SHOWN {
+            write!(f, " and {} more", self.links.len() - SHOWN)?;
+        }
+        Ok(())
     }
 }
 
@@ -606,6 +616,19 @@ mod tests {
             t.to_string(),
             "release thread 0 (not pinned), SCHED_OTHER: l"
         );
+    }
+
+    #[test]
+    fn a_thread_of_many_links_names_eight_and_counts_the_rest() {
+        let mut t = thread();
+        t.links = (0..200).map(|i| format!("a{i}-b{i}")).collect();
+        let line = t.to_string();
+        assert!(
+            line.ends_with(": a0-b0, a1-b1, a2-b2, a3-b3, a4-b4, a5-b5, a6-b6, a7-b7 and 192 more"),
+            "{line}"
+        );
+        t.links.truncate(8);
+        assert!(t.to_string().ends_with("a6-b6, a7-b7"), "{t}");
     }
 
     /// Serialises through a map too: the typed form must lay out as the map-built JSON did.
