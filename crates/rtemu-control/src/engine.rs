@@ -59,6 +59,42 @@ const MIN_POOL: usize = 4096;
 /// The most frame buffers a direction gets (about 100 MB at a 1500-byte MTU, locked in memory).
 const MAX_POOL: usize = 1 << 16;
 
+/// Receive-ring frames per engine end while the lab's links fit [`FLOOR_BUDGET`] (8 MiB of
+/// 2 KiB frames; the transmit ring has an eighth of it).
+const RING_FRAMES: usize = 4096;
+
+/// What the fixed part of every impaired link's memory (its rings and its directions'
+/// [`MIN_POOL`] buffers, all locked) may take together. About 30 links get the full floors;
+/// past that each gets its share, so 1,000 links need about 2 GB instead of 30 GB. Buffers a
+/// direction needs for its own rate × delay come on top and are never cut.
+const FLOOR_BUDGET: usize = 1 << 30;
+
+/// The least ring frames and floor buffers a link's share goes down to.
+const LEAST_FLOOR: usize = 256;
+
+/// Each impaired link's share of [`FLOOR_BUDGET`]: its ends' receive-ring frames and its
+/// directions' least buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Floors {
+    ring_frames: usize,
+    pool_frames: usize,
+}
+
+impl Floors {
+    /// The floors of each of `links` impaired links.
+    fn for_links(links: usize) -> Floors {
+        // One link at the full floors: two ends' rings of 2 KiB frames, two directions' buffers
+        // of MTU-sized slots.
+        let full = 2 * (RING_FRAMES + RING_FRAMES / 8) * 2048 + 2 * MIN_POOL * 1536;
+        let share = FLOOR_BUDGET / links.max(1);
+        let scaled = |floor: usize| (floor * share / full).clamp(LEAST_FLOOR, floor);
+        Floors {
+            ring_frames: scaled(RING_FRAMES),
+            pool_frames: scaled(MIN_POOL),
+        }
+    }
+}
+
 /// The delay buffers are sized for when a trace decides delays.
 const TRACE_SIZING_DELAY_NS: u64 = 100_000_000;
 
@@ -273,30 +309,39 @@ impl IoKind {
 trait OpenIo: PacketIo + Send + Sized + 'static {
     const KIND: IoKind;
 
-    /// Opens interface `name` (in this thread's namespace) for frames of a link of `mtu`.
-    fn open_end(name: &str, mtu: u32) -> Result<Self>;
+    /// Opens interface `name` (in this thread's namespace) for frames of a link of `mtu`, with
+    /// about `ring_frames` frames of receive ring where the layer has one.
+    fn open_end(name: &str, mtu: u32, ring_frames: usize) -> Result<Self>;
 
     /// A send-only end on interface `name`, so a link's two directions can run on two
     /// threads; `None` where the layer has none (its links stay whole in one thread).
-    fn open_sender(name: &str, mtu: u32) -> Result<Option<Self>>;
+    fn open_sender(name: &str, mtu: u32, ring_frames: usize) -> Result<Option<Self>>;
+}
+
+/// Rings for frames of a link of `mtu`: `ring_frames` to receive and an eighth to send, each
+/// rounded up to whole ring blocks.
+fn ring_config(mtu: u32, ring_frames: usize) -> AfPacketConfig {
+    let mut ring = AfPacketConfig {
+        frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
+        ..AfPacketConfig::default()
+    };
+    let block = ring.frames_per_block().max(1);
+    let whole = |frames: usize| (u32::try_from(frames).unwrap_or(u32::MAX)).div_ceil(block) * block;
+    ring.rx_frames = whole(ring_frames);
+    ring.tx_frames = whole(ring_frames / 8);
+    ring
 }
 
 impl OpenIo for AfPacket {
     const KIND: IoKind = IoKind::AfPacket;
 
-    fn open_end(name: &str, mtu: u32) -> Result<Self> {
-        let ring = AfPacketConfig {
-            frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
-            ..AfPacketConfig::default()
-        };
-        AfPacket::open(name, &ring).with_context(|| format!("opening {name}"))
+    fn open_end(name: &str, mtu: u32, ring_frames: usize) -> Result<Self> {
+        AfPacket::open(name, &ring_config(mtu, ring_frames))
+            .with_context(|| format!("opening {name}"))
     }
 
-    fn open_sender(name: &str, mtu: u32) -> Result<Option<Self>> {
-        let ring = AfPacketConfig {
-            frame_size: (mtu + 18 + 128).next_power_of_two().max(2048),
-            ..AfPacketConfig::default()
-        };
+    fn open_sender(name: &str, mtu: u32, ring_frames: usize) -> Result<Option<Self>> {
+        let ring = ring_config(mtu, ring_frames);
         AfPacket::open_sender(name, &ring)
             .map(Some)
             .with_context(|| format!("opening a sender on {name}"))
@@ -306,13 +351,13 @@ impl OpenIo for AfPacket {
 impl OpenIo for AfXdp {
     const KIND: IoKind = IoKind::AfXdp;
 
-    fn open_end(name: &str, mtu: u32) -> Result<Self> {
+    fn open_end(name: &str, mtu: u32, _: usize) -> Result<Self> {
         let config = AfXdpConfig::for_mtu(mtu)
             .with_context(|| format!("MTU {mtu} is over what one AF_XDP frame holds"))?;
         AfXdp::open(name, &config).with_context(|| format!("opening {name}"))
     }
 
-    fn open_sender(_: &str, _: u32) -> Result<Option<Self>> {
+    fn open_sender(_: &str, _: u32, _: usize) -> Result<Option<Self>> {
         // One AF_XDP socket per queue: its two rings stay with one thread.
         Ok(None)
     }
@@ -607,6 +652,7 @@ fn direction_config(
     way: Way,
     mtu: u32,
     sizing_pps: u64,
+    floors: Floors,
 ) -> Result<DirectionConfig> {
     let cfg = imp.config_for(way == Way::BToA);
     let model = direction_model(imp, &cfg, label(link, way))?;
@@ -627,10 +673,10 @@ fn direction_config(
     Ok(DirectionConfig {
         model,
         resolution: resolution(imp, &cfg),
-        // The delay's in-flight frames plus a full rate queue; at least MIN_POOL, so a model
-        // swapped in later (`link set`) with a longer delay still finds buffers.
+        // The delay's in-flight frames plus a full rate queue; at least the link's floor, so a
+        // model swapped in later (`link set`) with a longer delay still finds buffers.
         pool_frames: (rtemu_engine::pool::frames_for(sizing_pps, horizon, 64) + queue)
-            .clamp(MIN_POOL, MAX_POOL),
+            .clamp(floors.pool_frames, MAX_POOL),
         slot_size: mtu as usize + 18,
         late_after_ns: LATE_AFTER_NS,
     })
@@ -638,7 +684,12 @@ fn direction_config(
 
 /// Opens the engine's two interfaces of one link (in the lab's namespace, which this thread is
 /// in) with `Io` after switching offloads off on them and on the nodes' ends.
-fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io, Io, u32)> {
+fn open_link<Io: OpenIo>(
+    state: &State,
+    si: usize,
+    seg: &Segment,
+    ring_frames: usize,
+) -> Result<(Io, Io, u32)> {
     let mtu = seg.mtu.unwrap_or(1500);
     let ends = engine_ends(si);
     for (m, end) in seg.members.iter().zip(&ends) {
@@ -653,8 +704,8 @@ fn open_link<Io: OpenIo>(state: &State, si: usize, seg: &Segment) -> Result<(Io,
         netns::run_in(&netns::named(ns), move || offload::disable(&ifname))??;
     }
     Ok((
-        Io::open_end(&ends[0], mtu)?,
-        Io::open_end(&ends[1], mtu)?,
+        Io::open_end(&ends[0], mtu, ring_frames)?,
+        Io::open_end(&ends[1], mtu, ring_frames)?,
         mtu,
     ))
 }
@@ -673,13 +724,14 @@ fn spawn_links<Io: OpenIo>(
     // More threads than links: each link's directions get a thread each, sending through
     // send-only ends.
     let split = config.threads > impaired.len();
+    let floors = Floors::for_links(impaired.len());
     for (si, seg, imp) in impaired {
-        let (a, b, mtu) = open_link::<Io>(state, si, seg)?;
+        let (a, b, mtu) = open_link::<Io>(state, si, seg, floors.ring_frames)?;
         let senders = if split {
             let ends = engine_ends(si);
             match (
-                Io::open_sender(&ends[0], mtu)?,
-                Io::open_sender(&ends[1], mtu)?,
+                Io::open_sender(&ends[0], mtu, floors.ring_frames)?,
+                Io::open_sender(&ends[1], mtu, floors.ring_frames)?,
             ) {
                 (Some(a), Some(b)) => Some((a, b)),
                 _ => None,
@@ -687,9 +739,9 @@ fn spawn_links<Io: OpenIo>(
         } else {
             None
         };
-        let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu, sizing_pps)
+        let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu, sizing_pps, floors)
             .with_context(|| format!("link `{}`", seg.name))?;
-        let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu, sizing_pps)
+        let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu, sizing_pps, floors)
             .with_context(|| format!("link `{}`", seg.name))?;
         pools.insert((seg.name.clone(), Way::AToB), a_to_b.pool_frames);
         pools.insert((seg.name.clone(), Way::BToA), b_to_a.pool_frames);
@@ -1090,6 +1142,48 @@ mod tests {
     use super::*;
     use rtemu_model::{FlowKey, PacketMeta};
     use rtemu_topo::topology::Topology;
+
+    #[test]
+    fn links_get_the_full_floors_until_their_share_of_the_budget_is_smaller() {
+        let full = Floors {
+            ring_frames: RING_FRAMES,
+            pool_frames: MIN_POOL,
+        };
+        assert_eq!(Floors::for_links(0), full);
+        assert_eq!(Floors::for_links(1), full);
+        assert_eq!(Floors::for_links(30), full);
+        // Past the budget the floors shrink with the links, never below the least.
+        let (f200, f1000) = (Floors::for_links(200), Floors::for_links(1000));
+        assert!(f200.ring_frames < RING_FRAMES && f200.pool_frames < MIN_POOL);
+        assert!(f1000.ring_frames < f200.ring_frames);
+        assert_eq!(Floors::for_links(100_000).ring_frames, LEAST_FLOOR);
+        assert_eq!(Floors::for_links(100_000).pool_frames, LEAST_FLOOR);
+        // What 200 links lock at their floors stays within the budget (2 KiB ring frames,
+        // 1536-byte buffers): rings at both ends, an eighth for sending, both directions.
+        let locked = |f: Floors, links: usize| {
+            links * (2 * (f.ring_frames + f.ring_frames / 8) * 2048 + 2 * f.pool_frames * 1536)
+        };
+        assert!(locked(f200, 200) <= FLOOR_BUDGET, "{}", locked(f200, 200));
+        assert!(locked(Floors::for_links(35), 35) <= FLOOR_BUDGET);
+    }
+
+    #[test]
+    fn rings_are_whole_blocks_with_an_eighth_for_sending() {
+        let ring = ring_config(1500, 4096);
+        assert_eq!(
+            (ring.frame_size, ring.rx_frames, ring.tx_frames),
+            (2048, 4096, 512)
+        );
+        // 300 frames of 2 KiB: rounded up to whole 128 KiB blocks of 64 frames.
+        let ring = ring_config(1500, 300);
+        assert_eq!((ring.rx_frames, ring.tx_frames), (320, 64));
+        // Jumbo frames: 16 KiB each, 8 to a block.
+        let ring = ring_config(9000, 256);
+        assert_eq!(
+            (ring.frame_size, ring.rx_frames, ring.tx_frames),
+            (16384, 256, 32)
+        );
+    }
 
     /// A lab whose link has both directions' parameters, one direction's own, and scheduled
     /// changes; with the text of each direction and change, as written.

@@ -94,6 +94,11 @@ pub enum AfPacketError {
 }
 
 impl AfPacketConfig {
+    /// Frames of this size in one ring block: ring sizes are multiples of it.
+    pub fn frames_per_block(&self) -> u32 {
+        BLOCK_SIZE / self.frame_size.max(1)
+    }
+
     fn shapes(&self) -> Result<(RingShape, RingShape), AfPacketConfigError> {
         if !self.frame_size.is_power_of_two() || !(2048..=65536).contains(&self.frame_size) {
             return Err(AfPacketConfigError::FrameSize(self.frame_size));
