@@ -725,20 +725,8 @@ fn spawn_links<Io: OpenIo>(
     // send-only ends.
     let split = config.threads > impaired.len();
     let floors = Floors::for_links(impaired.len());
-    for (si, seg, imp) in impaired {
-        let (a, b, mtu) = open_link::<Io>(state, si, seg, floors.ring_frames)?;
-        let senders = if split {
-            let ends = engine_ends(si);
-            match (
-                Io::open_sender(&ends[0], mtu, floors.ring_frames)?,
-                Io::open_sender(&ends[1], mtu, floors.ring_frames)?,
-            ) {
-                (Some(a), Some(b)) => Some((a, b)),
-                _ => None,
-            }
-        } else {
-            None
-        };
+    let opened = open_links::<Io>(state, &impaired, split, floors.ring_frames)?;
+    for ((_, seg, imp), (a, b, mtu, senders)) in impaired.into_iter().zip(opened) {
         let a_to_b = direction_config(imp, &seg.name, Way::AToB, mtu, sizing_pps, floors)
             .with_context(|| format!("link `{}`", seg.name))?;
         let b_to_a = direction_config(imp, &seg.name, Way::BToA, mtu, sizing_pps, floors)
@@ -755,6 +743,78 @@ fn spawn_links<Io: OpenIo>(
         });
     }
     Ok((rtemu_engine::spawn(config, links)?, pools))
+}
+
+/// Threads that open impaired links at once. Setting up a ring waits for an RCU grace period
+/// (the kernel's `packet_set_ring` calls `synchronize_net`), tens of milliseconds on a busy
+/// machine; concurrent waits share grace periods, so 200 links open in a fraction of the 20 s
+/// they took one after another.
+const OPENERS: usize = 32;
+
+/// One impaired link's I/O: its two ends, its MTU and, when its directions run on two
+/// threads, send-only ends.
+type OpenedLink<Io> = (Io, Io, u32, Option<(Io, Io)>);
+
+/// Opens every link of `impaired` (in the lab's namespace, which this thread is in and the
+/// openers inherit) on up to [`OPENERS`] threads; the links in order, or the first failure.
+fn open_links<Io: OpenIo>(
+    state: &State,
+    impaired: &[(usize, &Segment, &Impairment)],
+    split: bool,
+    ring_frames: usize,
+) -> Result<Vec<OpenedLink<Io>>> {
+    let open = |si: usize, seg: &Segment| -> Result<OpenedLink<Io>> {
+        let (a, b, mtu) = open_link::<Io>(state, si, seg, ring_frames)?;
+        let senders = if split {
+            let ends = engine_ends(si);
+            match (
+                Io::open_sender(&ends[0], mtu, ring_frames)?,
+                Io::open_sender(&ends[1], mtu, ring_frames)?,
+            ) {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        Ok((a, b, mtu, senders))
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let slots: Vec<Mutex<Option<Result<OpenedLink<Io>>>>> =
+        impaired.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..OPENERS.min(impaired.len()) {
+            scope.spawn(|| {
+                // After a failure the others stop taking links: `up` fails and cleans up anyway.
+                while !failed.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(si, seg, _)) = impaired.get(i) else {
+                        break;
+                    };
+                    let opened = open(si, seg);
+                    failed.fetch_or(opened.is_err(), Ordering::Relaxed);
+                    *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(opened);
+                }
+            });
+        }
+    });
+    let mut links = Vec::with_capacity(impaired.len());
+    let mut first_failure = None;
+    for slot in slots {
+        match slot.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(Ok(link)) => links.push(link),
+            Some(Err(e)) => {
+                first_failure.get_or_insert(e);
+            }
+            None => {}
+        }
+    }
+    match first_failure {
+        Some(e) => Err(e),
+        None if links.len() == impaired.len() => Ok(links),
+        None => unreachable!("openers stop early only after a failure"),
+    }
 }
 
 /// Starts the engine with `io`; AF_XDP that cannot be set up is said once and replaced by
