@@ -11,16 +11,10 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use common::{root_or_skip, rtemu, text, Lab};
+use common::{direction, root_or_skip, rtemu, text, Lab};
 
 /// What these tests ask of a running lab.
 impl Lab {
-    fn exec(&self, node: &str, argv: &[&str]) -> Output {
-        let mut args = vec!["exec", "--lab", &self.name, node, "--"];
-        args.extend_from_slice(argv);
-        rtemu(&args)
-    }
-
     /// `rtemu link VERB --lab LAB REST…`.
     fn link(&self, verb: &str, rest: &[&str]) -> Output {
         let mut args = vec!["link", verb, "--lab", &self.name];
@@ -48,12 +42,6 @@ impl Lab {
         let line = s.lines().find(|l| l.contains("min/avg/max"))?;
         let values = line.split('=').nth(1)?.trim();
         values.split('/').next()?.parse().ok()
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = rtemu(&["stats", &self.name, "--json"]);
-        assert!(out.status.success(), "stats: {}", text(&out));
-        serde_json::from_slice(&out.stdout).expect("stats --json is JSON")
     }
 
     /// The engine process of this lab, found by its command line.
@@ -85,15 +73,6 @@ impl Lab {
         }
         left
     }
-}
-
-fn direction<'a>(stats: &'a serde_json::Value, from: &str) -> &'a serde_json::Value {
-    stats["directions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["from"] == from)
-        .unwrap_or_else(|| panic!("no direction from {from}: {stats}"))
 }
 
 const TWO_NODES: &str = r#"

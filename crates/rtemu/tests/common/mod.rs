@@ -68,6 +68,35 @@ impl Lab {
     }
 }
 
+// Not every test binary runs programs in nodes or reads stats.
+#[allow(dead_code)]
+impl Lab {
+    /// `rtemu exec --lab LAB NODE -- ARGV…`.
+    pub fn exec(&self, node: &str, argv: &[&str]) -> Output {
+        let mut args = vec!["exec", "--lab", &self.name, node, "--"];
+        args.extend_from_slice(argv);
+        rtemu(&args)
+    }
+
+    /// The engine's counters, `rtemu stats LAB --json`.
+    pub fn stats(&self) -> serde_json::Value {
+        let out = rtemu(&["stats", &self.name, "--json"]);
+        assert!(out.status.success(), "stats: {}", text(&out));
+        serde_json::from_slice(&out.stdout).expect("stats --json is JSON")
+    }
+}
+
+/// The direction of `stats` whose frames come from node `from`.
+#[allow(dead_code)]
+pub fn direction<'a>(stats: &'a serde_json::Value, from: &str) -> &'a serde_json::Value {
+    stats["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["from"] == from)
+        .unwrap_or_else(|| panic!("no direction from {from}: {stats}"))
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         let _ = rtemu(&["down", &self.name]);
