@@ -16,6 +16,7 @@ use crate::chance::ChanceConfig;
 use crate::dist::MAX_DELAY_NS;
 use crate::loss::{Loss, LossConfig};
 use crate::rate::{RateConfig, DEFAULT_LIMIT};
+use crate::slot::SlotConfig;
 use crate::units::{Percent, Rate, Size, Time};
 
 /// The packet and cell overheads `rate` accepts, in bytes (netem's).
@@ -217,6 +218,9 @@ pub struct LinkConfig {
     /// DualPI2 (RFC 9332), the L4S dual queue, managing the rate queue instead of drop-tail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dualpi2: Option<DualPi2Config>,
+    /// netem's `slot`: copies leave only at slot starts, with per-slot budgets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<SlotConfig>,
     /// A seed for this link alone, overriding the experiment's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -246,6 +250,7 @@ impl Default for LinkConfig {
             fq_codel: None,
             pie: None,
             dualpi2: None,
+            slot: None,
             seed: None,
         }
     }
@@ -406,6 +411,7 @@ impl LinkConfig {
             }
         }
         self.validate_discipline()?;
+        self.validate_slot()?;
         if let Some(b) = self.limit_bytes {
             if b.0 > MAX_LIMIT_BYTES {
                 return Err(fault(
@@ -657,6 +663,71 @@ impl LinkConfig {
         Ok(())
     }
 
+    /// Checks `slot`: one way to draw its gaps, times in range, budgets above zero, and no
+    /// queue discipline beside it.
+    fn validate_slot(&self) -> Result<(), ConfigError> {
+        let Some(s) = &self.slot else {
+            return Ok(());
+        };
+        let bad = |message: String| Err(fault("slot", 0, "", message));
+        let times = match &s.distribution {
+            None if s.delay.0 != 0 || s.jitter.0 != 0 => {
+                return bad(
+                    "delay and jitter belong to `slot distribution NAME DELAY JITTER`; \
+                            `slot MIN [MAX]` takes min_delay and max_delay"
+                        .into(),
+                )
+            }
+            Some(_) if s.min_delay.0 != 0 || s.max_delay.0 != 0 => {
+                return bad("min_delay and max_delay belong to `slot MIN [MAX]`; \
+                            `slot distribution NAME DELAY JITTER` takes delay and jitter"
+                    .into())
+            }
+            None => [("MIN", s.min_delay), ("MAX", s.max_delay)],
+            Some(_) => [("DELAY", s.delay), ("JITTER", s.jitter)],
+        };
+        for (name, t) in times {
+            if t.0 > MAX_DELAY_NS {
+                return bad(format!(
+                    "{name} {t} must be at most 2^53 ns (about 104 days)"
+                ));
+            }
+        }
+        if s.distribution.is_none() && s.max_delay < s.min_delay {
+            return bad(format!(
+                "MAX {} must not be below MIN {}",
+                s.max_delay, s.min_delay
+            ));
+        }
+        if s.distribution.is_none() && s.max_delay.0 == 0 {
+            return bad("slots need a gap: MIN or MAX above 0".into());
+        }
+        if let Some(DistName::Table(name)) = &s.distribution {
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return bad(format!(
+                    "distribution {name:?}: a table is named by one word without spaces"
+                ));
+            }
+        }
+        if s.packets == Some(0) {
+            return bad("packets must be from 1 to 4294967295".into());
+        }
+        if s.bytes.is_some_and(|b| b.0 == 0 || b.0 > MAX_LIMIT_BYTES) {
+            return bad(format!(
+                "bytes must be between 1b and {}",
+                Size(MAX_LIMIT_BYTES)
+            ));
+        }
+        if self.has_discipline() {
+            return bad(
+                "delivers what a plain link decided; a queue discipline decides when copies \
+                 leave its queue, so give slot or the discipline, not both"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Whether a queue discipline (`codel`, …) manages the rate queue: the model then decides
     /// a copy's fate when it leaves the queue ([`crate::Model::depart`]).
     pub fn has_discipline(&self) -> bool {
@@ -773,6 +844,21 @@ fn pie_words(c: &PieConfig) -> String {
     }
     if c.dq_rate_estimator {
         w += " dq_rate_estimator";
+    }
+    w
+}
+
+/// `slot` as tc writes it.
+fn slot_words(s: &SlotConfig) -> String {
+    let mut w = match &s.distribution {
+        Some(d) => format!("slot distribution {} {} {}", d.as_str(), s.delay, s.jitter),
+        None => format!("slot {} {}", s.min_delay, s.max_delay),
+    };
+    if let Some(p) = s.packets {
+        w += &format!(" packets {p}");
+    }
+    if let Some(b) = s.bytes {
+        w += &format!(" bytes {b}");
     }
     w
 }
@@ -915,6 +1001,9 @@ impl fmt::Display for LinkConfig {
         }
         if let Some(c) = &self.dualpi2 {
             parts.push(dualpi2_words(c));
+        }
+        if let Some(s) = &self.slot {
+            parts.push(slot_words(s));
         }
         if let Some(seed) = self.seed {
             parts.push(format!("seed {seed}"));

@@ -14,6 +14,7 @@
 //!   thresholds;
 //! * [`chance`], [`loss`], [`dist`], [`rate`]: one state machine per impairment;
 //! * [`aqm`]: queue disciplines that manage the rate queue (CoDel), deciding at dequeue;
+//! * [`slot`]: netem's delivery in slots, after every other stage;
 //! * [`link`]: the stages in their documented order ([`LinkModel`]);
 //! * [`trace`]: links whose drops, duplicates and delays come from a trace;
 //! * [`config`] and [`netem`]: the structured configuration and the netem syntax that fills it;
@@ -34,6 +35,7 @@ pub mod packet;
 pub mod probability;
 pub mod rate;
 pub mod rng;
+pub mod slot;
 pub mod timing;
 pub mod trace;
 pub mod units;

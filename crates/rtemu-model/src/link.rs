@@ -17,6 +17,8 @@
 //! 6. **delay** — base delay plus jitter from the configured distribution and correlation
 //!    ([`crate::dist`]), added to the time serialization finished.
 //! 7. **order** — with `ordered`, a copy never leaves before the copy decided before it.
+//! 8. **slot** — with `slot`, the copy waits for the next slot start ([`crate::slot`]); its
+//!    leaving time is decided when it is ready ([`Model::depart`]).
 //!
 //! The order differs from netem's in one place on purpose: netem computes the rate relative to
 //! the delayed departure of the previous packet, so jitter and serialization interfere (a
@@ -28,13 +30,14 @@
 
 use crate::aqm::{Bottleneck, Left, Queued};
 use crate::chance::{BadCorrelation, Chance};
-use crate::config::{DistName, LinkConfig};
+use crate::config::{DistName, LinkConfig, TableMode};
 use crate::dist::{DelayConfig, DelayError, DelaySampler, DistTable, Distribution};
 use crate::fate::{BerFlips, Corruption, Delivery, DropReason, Fate};
 use crate::loss::{Loss, LossError};
 use crate::packet::{Nanos, PacketMeta};
 use crate::rate::{QueueLimits, RateQueue};
 use crate::rng::Stream;
+use crate::slot::{Gaps, Slots};
 use crate::{Departure, Model, Outcome};
 
 /// Finds distribution tables by name, for [`DistName::Table`] and for [`crate::config::TableMode::Netem`].
@@ -50,6 +53,18 @@ const FLOW_HASH_LABEL: u64 = 0x4651_4841_5348; // "FQHASH"
 /// The label mixed into a link's stream label for a queue discipline's own draws (PIE's,
 /// DualPI2's).
 const AQM_LABEL: u64 = 0x4151_4d44_5257; // "AQMDRW"
+/// The label mixed into a link's stream label for the gaps between `slot` starts.
+const SLOT_LABEL: u64 = 0x534c_4f54_4741; // "SLOTGA"
+
+/// A built-in distribution by name; `uniform` for a table's name (the caller loads tables).
+fn builtin(name: &DistName) -> Distribution {
+    match name {
+        DistName::Normal => Distribution::Normal,
+        DistName::Pareto => Distribution::Pareto,
+        DistName::Paretonormal => Distribution::ParetoNormal,
+        DistName::Uniform | DistName::Table(_) => Distribution::Uniform,
+    }
+}
 
 /// A [`TableSource`] that has no tables: enough for every configuration that names none.
 #[derive(Debug, Clone, Copy, Default)]
@@ -127,6 +142,8 @@ pub struct LinkModel {
     /// The rate stage when a discipline manages its queue: copies wait there, and leave
     /// through [`Model::depart`].
     bottleneck: Option<Bottleneck>,
+    /// `slot`: copies wait here for a slot start after every other stage.
+    slots: Option<Slots>,
     ordered: bool,
     last_departure: Nanos,
     counters: LinkCounters,
@@ -162,10 +179,7 @@ impl LinkModel {
         };
         let distribution = match (cfg.table_name(), &cfg.distribution) {
             (Some(name), _) => Distribution::Table(load(name)?),
-            (None, DistName::Normal) => Distribution::Normal,
-            (None, DistName::Pareto) => Distribution::Pareto,
-            (None, DistName::Paretonormal) => Distribution::ParetoNormal,
-            (None, _) => Distribution::Uniform,
+            (None, name) => builtin(name),
         };
         let delay = if cfg.delay.0 == 0 && cfg.jitter.0 == 0 {
             None
@@ -183,7 +197,34 @@ impl LinkModel {
             gap: cfg.gap.max(1),
             counter: 0,
         });
+        let slots = match &cfg.slot {
+            None => None,
+            Some(s) => {
+                let gaps = match &s.distribution {
+                    None => Gaps::Uniform {
+                        min: s.min_delay.0,
+                        span: s.max_delay.0 - s.min_delay.0,
+                    },
+                    Some(name) => {
+                        let distribution = match (name, cfg.tables) {
+                            (DistName::Table(table), _) => Distribution::Table(load(table)?),
+                            (DistName::Uniform, _) | (_, TableMode::Exact) => builtin(name),
+                            (_, TableMode::Netem) => Distribution::Table(load(name.as_str())?),
+                        };
+                        Gaps::Drawn(DelaySampler::new(&DelayConfig {
+                            delay_ns: s.delay.0,
+                            jitter_ns: s.jitter.0,
+                            correlation: 0.0,
+                            distribution,
+                        })?)
+                    }
+                };
+                let stream = Stream::new(cfg.seed.unwrap_or(seed), label ^ SLOT_LABEL);
+                Some(Slots::new(s, gaps, stream))
+            }
+        };
         Ok(LinkModel {
+            slots,
             stream: Stream::new(cfg.seed.unwrap_or(seed), label),
             delay,
             loss: cfg.loss.as_ref().map(Loss::new).transpose()?,
@@ -315,13 +356,22 @@ impl LinkModel {
             None => pkt.arrival_ns,
         };
         let at = self.propagate(departure, reordered, traced_delay);
-        fate.delivered.push(Delivery {
+        let delivery = Delivery {
             at_ns: at,
             corruption,
             copy,
             reordered,
             marked,
-        });
+        };
+        match &mut self.slots {
+            Some(slots) => {
+                slots.hold(pkt.seq, pkt.arrival_ns, pkt.len, delivery);
+                fate.hold(copy);
+            }
+            None => {
+                fate.delivered.push(delivery);
+            }
+        }
     }
 }
 
@@ -341,8 +391,12 @@ impl LinkModel {
         at
     }
 
-    /// The next copy leaving the managed queue, with its fate.
+    /// The next copy leaving the managed queue or taking its slot, with its fate.
     pub(crate) fn depart_queued(&mut self) -> Option<Departure> {
+        // `slot` and a queue discipline never come together (`LinkConfig::validate`).
+        if let Some(slots) = &mut self.slots {
+            return slots.depart();
+        }
         let left = self.bottleneck.as_mut()?.depart()?;
         Some(match left {
             Left::Sent {
@@ -373,9 +427,13 @@ impl LinkModel {
         })
     }
 
-    /// When the managed queue next lets a copy go.
+    /// When the managed queue next lets a copy go, or the next copy waiting for a slot is
+    /// ready.
     pub(crate) fn next_queued(&self) -> Option<Nanos> {
-        self.bottleneck.as_ref().and_then(Bottleneck::next)
+        match &self.slots {
+            Some(slots) => slots.next(),
+            None => self.bottleneck.as_ref().and_then(Bottleneck::next),
+        }
     }
 }
 

@@ -9,10 +9,12 @@
 //!         [rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]] [limit PACKETS] [seed N]
 //! rtemu's additions:
 //!         [ber RATE] [limit-bytes SIZE] [ordered] [tables {exact|netem}]
+//!         [slot MIN_DELAY [MAX_DELAY] | slot distribution NAME DELAY JITTER]
+//!              [packets N] [bytes SIZE]
 //! ```
 //!
 //! Units and defaults are tc's (see [`crate::units`]); `drop` is accepted for `loss`, as tc
-//! does. `slot` and `ecn` are recognised and refused with an explanation. Every error names the
+//! does. Every error names the
 //! word, its column and the valid range, e.g. `loss 120% (column 6): must be between 0% and
 //! 100%`.
 
@@ -27,6 +29,7 @@ use crate::config::{
 };
 use crate::loss::LossConfig;
 use crate::rate::RateConfig;
+use crate::slot::SlotConfig;
 use crate::units::{Percent, Rate, Size, Time, UnitError};
 
 /// A netem parameter string that cannot be read.
@@ -290,15 +293,13 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "fq_codel" => cfg.fq_codel = Some(parse_fq_codel(&mut p)?),
             "pie" => cfg.pie = Some(parse_pie(&mut p)?),
             "dualpi2" => cfg.dualpi2 = Some(parse_dualpi2(&mut p)?),
-            "slot" => {
-                return Err(p.error(keyword, Some(&p.words[at]), "is not supported by rtemu yet"));
-            }
+            "slot" => cfg.slot = Some(parse_slot(&mut p)?),
             _ => {
                 return Err(p.error(
                     keyword,
                     Some(&p.words[at]),
                     "unknown keyword; expected one of delay, distribution, loss, ecn, duplicate, corrupt, ber, \
-                     reorder, gap, rate, limit, limit-bytes, codel, fq_codel, pie, dualpi2, ordered, tables, seed",
+                     reorder, gap, rate, limit, limit-bytes, codel, fq_codel, pie, dualpi2, slot, ordered, tables, seed",
                 ))
             }
         }
@@ -319,6 +320,7 @@ pub fn parse(input: &str) -> Result<LinkConfig, NetemError> {
             "fq_codel",
             "pie",
             "dualpi2",
+            "slot",
         ];
         if let Some(k) = known.iter().find(|k| **k == canonical) {
             spans.push((k, at, p.pos));
@@ -390,6 +392,37 @@ fn parse_codel(p: &mut Parser<'_>) -> Result<CodelConfig, NetemError> {
                 c.ecn = false;
             }
             _ => break,
+        }
+    }
+    Ok(c)
+}
+
+/// `slot MIN [MAX]` or `slot distribution NAME DELAY JITTER`, then `packets` and `bytes`.
+fn parse_slot(p: &mut Parser<'_>) -> Result<SlotConfig, NetemError> {
+    let mut c = SlotConfig::default();
+    if p.words.get(p.pos).is_some_and(|w| w.text == "distribution") {
+        p.pos += 1;
+        let name = p.value("slot distribution", "a distribution name", |s| {
+            Ok(DistName::parse(s))
+        })?;
+        c.distribution = Some(name);
+        c.delay = p.value("slot distribution", "a time (DELAY)", Time::parse)?;
+        c.jitter = p.value("slot distribution", "a time (JITTER)", Time::parse)?;
+    } else {
+        c.min_delay = p.value("slot", "a time (MIN_DELAY)", Time::parse)?;
+        c.max_delay = p.optional("slot", Time::parse)?.unwrap_or(c.min_delay);
+    }
+    while let Some(word) = p.words.get(p.pos).map(|w| w.text) {
+        p.pos += 1;
+        match word {
+            "packets" => {
+                c.packets = Some(p.integer("slot packets", "a whole number from 1 to 4294967295")?)
+            }
+            "bytes" => c.bytes = Some(p.value("slot bytes", "a size", Size::parse)?),
+            _ => {
+                p.pos -= 1;
+                break;
+            }
         }
     }
     Ok(c)

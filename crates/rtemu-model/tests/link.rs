@@ -8,7 +8,7 @@ use rtemu_model::link::NoTables;
 use rtemu_model::loss::LossConfig;
 use rtemu_model::rate::RateConfig;
 use rtemu_model::units::{Percent, Rate, Size, Time};
-use rtemu_model::{netem, DropReason, Ecn, Fate, LinkModel, Model, PacketMeta};
+use rtemu_model::{netem, DropReason, Ecn, Fate, LinkModel, Model, Outcome, PacketMeta};
 
 mod strategies;
 use strategies::{arb_config, arb_printable};
@@ -480,4 +480,188 @@ fn the_structured_form_is_held_to_the_netem_rules() {
             .starts_with("distribution \"\": a table is named by one word"),
         "{e}"
     );
+}
+
+// netem's `slot` (`rtemu_model::slot`): known answers worked out by hand from the module's rule,
+// the gap distributions, budgets and order for any arrivals, and its own stream.
+
+const MS: u64 = 1_000_000;
+
+/// Drives `m` as the engines do (departures due by an arrival first) and returns each
+/// packet's fate: its delivery time (decided at once, or when it left a slot), or the drop
+/// reason.
+fn drive(m: &mut LinkModel, packets: &[PacketMeta]) -> Vec<Result<u64, DropReason>> {
+    let mut out = vec![Err(DropReason::Trace); packets.len()];
+    let mut record = |seq: u64, o: Outcome| {
+        out[seq as usize] = match o {
+            Outcome::Delivered(d) => Ok(d.at_ns),
+            Outcome::Dropped(r) => Err(r),
+        }
+    };
+    for p in packets {
+        while let Some(d) = m.depart_by(p.arrival_ns) {
+            record(d.seq, d.outcome);
+        }
+        let fate = m.decide(p);
+        if let Some(d) = fate.delivered.as_slice().first() {
+            record(p.seq, Outcome::Delivered(*d));
+        } else if let Some(r) = fate.drop_reason() {
+            record(p.seq, Outcome::Dropped(r));
+        }
+    }
+    while let Some(d) = m.depart() {
+        record(d.seq, d.outcome);
+    }
+    out
+}
+
+/// Worked out by hand from the module's rule, gaps fixed at 2 ms: a slot of two packets.
+#[test]
+fn a_packet_budget_closes_the_slot_and_a_late_copy_opens_its_own() {
+    let mut m = model("slot 2ms packets 2", 1);
+    let ps = [
+        packet(0, MS / 2, 100),
+        packet(1, 6 * MS / 10, 100),
+        packet(2, 7 * MS / 10, 100),
+        packet(3, 5 * MS, 100),
+    ];
+    // 0 opens a slot at 0.5 + 2; 1 fills it, so the next is 2 ms after it, where 2 goes;
+    // that slot had passed when 3 was ready at 5 ms: 3 opens one at 7 ms.
+    let want = [5 * MS / 2, 5 * MS / 2, 9 * MS / 2, 7 * MS];
+    assert_eq!(drive(&mut m, &ps), want.map(Ok));
+}
+
+/// The copy that crosses the byte budget still goes, and closes the slot.
+#[test]
+fn a_byte_budget_lets_the_crossing_copy_go_and_closes_the_slot() {
+    let mut m = model("slot 2ms bytes 250", 1);
+    let ps = [
+        packet(0, MS / 2, 100),
+        packet(1, 6 * MS / 10, 100),
+        packet(2, 7 * MS / 10, 100),
+        packet(3, 8 * MS / 10, 100),
+    ];
+    let want = [5 * MS / 2, 5 * MS / 2, 5 * MS / 2, 9 * MS / 2];
+    assert_eq!(drive(&mut m, &ps), want.map(Ok));
+}
+
+/// Slots come after the delay: a copy is ready at arrival + delay and waits a gap from
+/// then; copies that become ready while a slot waits share it.
+#[test]
+fn the_delay_comes_first_and_copies_ready_by_a_slot_share_it() {
+    let mut m = model("delay 10ms slot 3ms", 1);
+    let ps = [
+        packet(0, 0, 100),
+        packet(1, MS, 100),
+        packet(2, 4 * MS, 100),
+    ];
+    assert_eq!(drive(&mut m, &ps), [13 * MS, 13 * MS, 17 * MS].map(Ok));
+}
+
+/// Under a standing backlog slots follow each other, so their spacing is the gap
+/// distribution itself: uniform in [1 ms, 3 ms), mean 2 ms, a packet each.
+#[test]
+fn back_to_back_slots_are_spaced_by_the_gap_distribution() {
+    for (line, mean, sd, lo, hi) in [
+        ("slot 1ms 3ms packets 1", 2e6, 2e6 / 12f64.sqrt(), 1e6, 3e6),
+        (
+            "slot distribution normal 2ms 500us packets 1",
+            2e6,
+            0.5e6,
+            0.0,
+            f64::MAX,
+        ),
+    ] {
+        let mut m = model(line, 3);
+        // 20 000 packets at once: the backlog never empties.
+        let ps: Vec<_> = (0..20_000).map(|i| packet(i, 0, 100)).collect();
+        let at: Vec<u64> = drive(&mut m, &ps).into_iter().map(Result::unwrap).collect();
+        let gaps: Vec<f64> = at.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        let n = gaps.len() as f64;
+        let m1 = gaps.iter().sum::<f64>() / n;
+        let var = gaps.iter().map(|g| (g - m1).powi(2)).sum::<f64>() / n;
+        assert!((m1 - mean).abs() < 0.02 * mean, "{line}: mean gap {m1}");
+        assert!(
+            (var.sqrt() - sd).abs() < 0.03 * sd,
+            "{line}: sd {}",
+            var.sqrt()
+        );
+        assert!(gaps.iter().all(|g| (lo..hi).contains(g)), "{line}");
+    }
+}
+
+/// The TOML form (docs/models.md's example) reads to what the netem line does, and
+/// prints back as that line.
+#[test]
+fn the_toml_form_is_the_netem_line() {
+    for (toml, line) in [
+        (
+            r#"slot = { min_delay = "800us", max_delay = "1ms", packets = 4 }"#,
+            "slot 800us 1ms packets 4",
+        ),
+        (
+            r#"slot = { distribution = "normal", delay = "2ms", jitter = "500us", bytes = "16kb" }"#,
+            "slot distribution normal 2ms 500us bytes 16kb",
+        ),
+    ] {
+        let from_toml: LinkConfig = toml::from_str(toml).unwrap();
+        assert_eq!(from_toml, netem::parse(line).unwrap());
+        assert_eq!(from_toml.to_string(), line);
+    }
+}
+
+proptest! {
+    /// For any arrivals and seed: every copy leaves, never before it is ready;
+    /// copies leave in the order they became ready; a slot carries at most its packet
+    /// budget, and its bytes before the last copy stay under the byte budget; distinct
+    /// slot starts are at least the shortest gap apart.
+    #[test]
+    fn slots_keep_their_budgets_and_order(
+        seed in 0u64..1000,
+        gaps in proptest::collection::vec(0u64..3_000_000, 1..300),
+        lens in proptest::collection::vec(60u32..1514, 300),
+    ) {
+        let mut m = model("slot 1ms 2ms packets 5 bytes 4000", seed);
+        let mut t = 0;
+        let ps: Vec<_> = gaps.iter().enumerate().map(|(i, g)| {
+            t += g;
+            packet(i as u64, t, lens[i])
+        }).collect();
+        let at: Vec<u64> = drive(&mut m, &ps).into_iter().map(Result::unwrap).collect();
+        let mut slot_start = None;
+        let (mut count, mut bytes) = (0, 0);
+        for (p, &a) in ps.iter().zip(&at) {
+            prop_assert!(a >= p.arrival_ns);
+            if slot_start == Some(a) {
+                prop_assert!(count < 5 && bytes < 4000);
+            } else {
+                if let Some(s) = slot_start {
+                    prop_assert!(a >= s + MS, "slots {s} and {a}");
+                }
+                slot_start = Some(a);
+                (count, bytes) = (0, 0);
+            }
+            count += 1;
+            bytes += p.len;
+        }
+    }
+}
+
+/// The slots draw from a stream of their own: the loss model decides the same packets
+/// with and without `slot`, and the same seed gives the same slots.
+#[test]
+fn slots_move_no_other_draw_and_repeat_with_the_seed() {
+    let ps: Vec<_> = (0..2000).map(|i| packet(i, i * 100_000, 500)).collect();
+    let lost = |line: &str| -> Vec<bool> {
+        drive(&mut model(line, 9), &ps)
+            .iter()
+            .map(Result::is_err)
+            .collect()
+    };
+    assert_eq!(lost("loss 10%"), lost("loss 10% slot 1ms 5ms packets 3"));
+    let once = drive(&mut model("loss 10% slot 1ms 5ms packets 3", 9), &ps);
+    let again = drive(&mut model("loss 10% slot 1ms 5ms packets 3", 9), &ps);
+    assert_eq!(once, again);
+    let other = drive(&mut model("loss 10% slot 1ms 5ms packets 3", 10), &ps);
+    assert_ne!(once, other);
 }

@@ -333,8 +333,8 @@ fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
     let cfg = netem::parse(&a.model)
         .with_context(|| format!("--model {}", rtemu_sys::terminal::quoted(&a.model)))?;
     anyhow::ensure!(
-        !cfg.has_discipline(),
-        "--model {}: a queue discipline decides when a packet leaves its queue, after later \
+        !cfg.has_discipline() && cfg.slot.is_none(),
+        "--model {}: a queue discipline or `slot` decides when a packet leaves, after later \
          packets arrived, which a trace of one record per packet at its arrival cannot hold; \
          record its decisions with `rtemu sim --log` instead",
         rtemu_sys::terminal::quoted(&a.model)
