@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+mod aqm;
 pub mod cluster;
 mod cputime;
 mod engine;
@@ -29,7 +30,9 @@ mod topo;
   sudo rtemu bench topo --hosts 3
   sudo rtemu bench topo --hosts 2 --nodes 10 --pings 20 --seconds 1
   sudo rtemu bench precision --seconds 5 --rounds 3
-  sudo rtemu bench precision --precision-part idle --seconds 10")]
+  sudo rtemu bench precision --precision-part idle --seconds 10
+  rtemu bench aqm
+  rtemu bench aqm --seed 2 --json")]
 pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
     /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
@@ -41,8 +44,10 @@ pub struct BenchArgs {
     /// `precision` (root): an independent probe through impaired links, idle and beside busy
     /// programs, the engine as it was before real-time scheduling against today's default,
     /// alternated; the engine's CPU with no traffic; many links over one or two release
-    /// threads.
-    #[arg(value_parser = ["sim", "engine", "topo", "precision"], default_value = "sim")]
+    /// threads. `aqm`: an upload and a game flow through a 10 Mbit/s link behind drop-tail,
+    /// CoDel, FQ-CoDel, PIE, DOCSIS-PIE and DualPI2 in virtual time: the game's delay and the
+    /// upload's fate (deterministic for a seed).
+    #[arg(value_parser = ["sim", "engine", "topo", "precision", "aqm"], default_value = "sim")]
     pub what: String,
 
     /// precision: rounds of the probe part (each runs both engines, alternating their order).
@@ -101,6 +106,10 @@ pub struct BenchArgs {
     /// Measurements per case; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub repeat: usize,
+
+    /// aqm: the seed of the upload's arrivals and of the queues' own draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -162,6 +171,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             parts: args.parts.clone(),
             soak_minutes: args.minutes,
         });
+    }
+    if args.what == "aqm" {
+        return aqm::run(args);
     }
     sim::run(args)
 }
