@@ -208,7 +208,7 @@ pub fn files_named(topo: &Topology) -> Vec<PathBuf> {
             .into_iter()
             .flatten();
         let netems = netems.chain(imp.schedule.iter().map(|c| &c.netem));
-        files.extend(netems.filter_map(|n| tables.file_of(n.config())));
+        files.extend(netems.flat_map(|n| tables.files_of(n.config())));
     }
     files
 }

@@ -162,10 +162,11 @@ impl Run {
         }
         let model = built.model;
         // Every file this run reads; no output may be one of them, nor the other output.
-        let table = rtemu_sim::tables::FileTables::from_env().file_of(&config);
-        let inputs: Vec<&Path> = [r.input, r.model_file, table.as_deref()]
+        let tables = rtemu_sim::tables::FileTables::from_env().files_of(&config);
+        let inputs: Vec<&Path> = [r.input, r.model_file]
             .into_iter()
             .flatten()
+            .chain(tables.iter().map(PathBuf::as_path))
             .chain(traces.iter().map(|t| t.path.as_path()))
             .collect();
         refuse_same_outputs(&[("--out", r.out), ("--log", r.log)])?;

@@ -261,7 +261,25 @@ impl LinkConfig {
     /// path), or with `tables netem` netem's own table of a built-in distribution. Its file
     /// is an input of whatever reads this configuration.
     pub fn table_name(&self) -> Option<&str> {
-        match (&self.distribution, self.tables) {
+        self.table_of(&self.distribution)
+    }
+
+    /// The table `slot distribution` draws its gaps from, if any (as for the delay).
+    pub fn slot_table_name(&self) -> Option<&str> {
+        self.slot
+            .as_ref()?
+            .distribution
+            .as_ref()
+            .and_then(|d| self.table_of(d))
+    }
+
+    /// Every table this configuration reads: each file is an input of whatever reads it.
+    pub fn table_names(&self) -> impl Iterator<Item = &str> {
+        self.table_name().into_iter().chain(self.slot_table_name())
+    }
+
+    fn table_of<'a>(&self, name: &'a DistName) -> Option<&'a str> {
+        match (name, self.tables) {
             (DistName::Uniform, _) => None,
             (DistName::Table(name), _) => Some(name),
             (name, TableMode::Netem) => Some(name.as_str()),

@@ -30,7 +30,7 @@
 
 use crate::aqm::{Bottleneck, Left, Queued};
 use crate::chance::{BadCorrelation, Chance};
-use crate::config::{DistName, LinkConfig, TableMode};
+use crate::config::{DistName, LinkConfig};
 use crate::dist::{DelayConfig, DelayError, DelaySampler, DistTable, Distribution};
 use crate::fate::{BerFlips, Corruption, Delivery, DropReason, Fate};
 use crate::loss::{Loss, LossError};
@@ -206,10 +206,9 @@ impl LinkModel {
                         span: s.max_delay.0 - s.min_delay.0,
                     },
                     Some(name) => {
-                        let distribution = match (name, cfg.tables) {
-                            (DistName::Table(table), _) => Distribution::Table(load(table)?),
-                            (DistName::Uniform, _) | (_, TableMode::Exact) => builtin(name),
-                            (_, TableMode::Netem) => Distribution::Table(load(name.as_str())?),
+                        let distribution = match cfg.slot_table_name() {
+                            Some(table) => Distribution::Table(load(table)?),
+                            None => builtin(name),
                         };
                         Gaps::Drawn(DelaySampler::new(&DelayConfig {
                             delay_ns: s.delay.0,

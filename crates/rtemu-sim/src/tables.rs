@@ -66,11 +66,13 @@ impl FileTables {
             .find(|p| p.is_file())
     }
 
-    /// The file of the table `cfg` draws its delay from, if it names one (see
-    /// [`LinkConfig::table_name`]): an input of whatever reads `cfg`, which no output of the
+    /// The files of the tables `cfg` draws its delay and its slots from (see
+    /// [`LinkConfig::table_names`]): inputs of whatever reads `cfg`, which no output of the
     /// same command may overwrite.
-    pub fn file_of(&self, cfg: &LinkConfig) -> Option<PathBuf> {
-        cfg.table_name().and_then(|name| self.path(name))
+    pub fn files_of(&self, cfg: &LinkConfig) -> Vec<PathBuf> {
+        cfg.table_names()
+            .filter_map(|name| self.path(name))
+            .collect()
     }
 
     fn read(path: &Path) -> Result<DistTable, String> {
@@ -179,5 +181,24 @@ mod tests {
             read_small_file(&dir.0.join("missing")).unwrap_err().kind(),
             std::io::ErrorKind::NotFound
         );
+    }
+
+    #[test]
+    fn the_tables_of_the_delay_and_of_the_slots_are_both_inputs() {
+        let dir = TempDir::new("tables-inputs");
+        for name in ["gaps", "lag"] {
+            std::fs::write(dir.0.join(format!("{name}.dist")), "-8192 0 8192\n").unwrap();
+        }
+        let tables = FileTables::in_dirs(vec![dir.0.clone()]);
+        let files = |netem: &str| tables.files_of(&rtemu_model::netem::parse(netem).unwrap());
+        assert_eq!(
+            files("delay 10ms 1ms distribution lag slot distribution gaps 2ms 1ms"),
+            [dir.0.join("lag.dist"), dir.0.join("gaps.dist")]
+        );
+        assert_eq!(
+            files("delay 1ms slot distribution gaps 2ms 1ms"),
+            [dir.0.join("gaps.dist")]
+        );
+        assert!(files("delay 1ms slot 2ms 4ms").is_empty());
     }
 }

@@ -344,7 +344,7 @@ fn netem(a: &NetemGenArgs) -> anyhow::Result<()> {
     let records = ModelRecords::new(model, a.size, 1_000_000_000 / a.pps, a.out.count);
     Generated {
         kind: "netem",
-        inputs: tables.file_of(&cfg).into_iter().collect(),
+        inputs: tables.files_of(&cfg),
         // `seed N` in the model decides over --seed (LinkModel::new).
         seed: cfg.seed.unwrap_or(a.out.seed),
         provenance: format!(
