@@ -374,8 +374,14 @@ fn control_path(lab: &LabName) -> PathBuf {
     lab_dir(lab).join("control.sock")
 }
 
+/// The engine answered a request with an error: it checked the request (its link, its model,
+/// the files the model names) and refused it. The text is the engine's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 /// Sends `request` to lab `lab`'s engine and reads its JSON reply as a `T`; a reply with an
-/// `error` field becomes an error.
+/// `error` field becomes a [`Refused`].
 pub fn ask<T: DeserializeOwned>(lab: &LabName, request: &Request, timeout: Duration) -> Result<T> {
     let reply =
         control::request(&control_path(lab), &request.to_string(), timeout).with_context(|| {
@@ -387,7 +393,7 @@ pub fn ask<T: DeserializeOwned>(lab: &LabName, request: &Request, timeout: Durat
     let value: Value = serde_json::from_str(&reply)
         .with_context(|| format!("the engine's reply is not JSON: {reply:?}"))?;
     if let Some(e) = value.get("error").and_then(Value::as_str) {
-        bail!("{e}");
+        return Err(Refused(e.to_owned()).into());
     }
     serde_json::from_value(value)
         .with_context(|| format!("the engine's reply is not what `{request}` answers: {reply:?}"))

@@ -3,8 +3,10 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rtemu_control::engine::Refused;
 use rtemu_control::error::message;
 use rtemu_topo::lab::LabError;
+use rtemu_topo::launch::LaunchError;
 use rtemu_topo::state::{BadLabName, StateError};
 use rtemu_topo::{LoadError, SpecError};
 use serde::{Deserialize, Serialize};
@@ -47,29 +49,16 @@ impl ApiError {
 }
 
 /// The status an error from the lab libraries deserves, found from the first cause in its chain
-/// whose type tells; anything unrecognised is the server's failure (500).
+/// whose type tells; anything unrecognised is the server's failure (500). The matches name
+/// every variant, so a new kind of error is classed where it is added.
 fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
     let mut cause = Some(err);
     while let Some(e) = cause {
         if let Some(e) = e.downcast_ref::<LabError>() {
-            return match e {
-                LabError::Exists(_) => StatusCode::CONFLICT,
-                LabError::NoSuchLab(_) | LabError::NoSuchNode { .. } => StatusCode::NOT_FOUND,
-                LabError::BadName(_) | LabError::BadTarget(_) | LabError::WhichLab(_) => {
-                    StatusCode::BAD_REQUEST
-                }
-                // Something on the host is in the way of the lab's names or needs.
-                LabError::ForeignNamespace(_)
-                | LabError::NoHostInterface(_)
-                | LabError::CpuLimit(_) => StatusCode::CONFLICT,
-                LabError::State(StateError::BadName(_)) => StatusCode::BAD_REQUEST,
-                LabError::MultiHost { .. } => StatusCode::NOT_IMPLEMENTED,
-                // The request's part does not fit its file (a host, VNIs, an MTU).
-                LabError::Part(_) => StatusCode::BAD_REQUEST,
-                // The part was sent to the wrong machine.
-                LabError::NotThisHost { .. } => StatusCode::CONFLICT,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
-            };
+            return lab_status(e);
+        }
+        if let Some(e) = e.downcast_ref::<StateError>() {
+            return state_status(e);
         }
         if e.is::<BadLabName>() || e.is::<SpecError>() {
             return StatusCode::BAD_REQUEST;
@@ -81,12 +70,63 @@ fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
                 LoadError::Invalid(_) => StatusCode::BAD_REQUEST,
             };
         }
-        if let Some(StateError::BadName(_)) = e.downcast_ref::<StateError>() {
+        // The engine checked the request (its model, the tables and traces that names) and
+        // refused it.
+        if e.is::<Refused>() {
             return StatusCode::BAD_REQUEST;
         }
         cause = e.source();
     }
     StatusCode::INTERNAL_SERVER_ERROR
+}
+
+/// The status of a lab lifecycle error.
+fn lab_status(e: &LabError) -> StatusCode {
+    match e {
+        LabError::Exists(_) => StatusCode::CONFLICT,
+        LabError::NoSuchLab(_) | LabError::NoSuchNode { .. } => StatusCode::NOT_FOUND,
+        // The node has no output to show.
+        LabError::NoLogs(_) => StatusCode::NOT_FOUND,
+        LabError::BadName(_) | LabError::BadTarget(_) | LabError::WhichLab(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        // Something on the host is in the way of the lab's names or needs, or the request
+        // asks for the host's own uplink.
+        LabError::ForeignNamespace(_)
+        | LabError::OtherLabsNamespace { .. }
+        | LabError::Uplink { .. }
+        | LabError::NoHostInterface(_)
+        | LabError::CpuLimit(_)
+        | LabError::LeftAlone { .. } => StatusCode::CONFLICT,
+        LabError::State(e) => state_status(e),
+        LabError::MultiHost { .. } => StatusCode::NOT_IMPLEMENTED,
+        // The request's part does not fit its file (a host, VNIs, an MTU).
+        LabError::Part(_) => StatusCode::BAD_REQUEST,
+        // The part was sent to the wrong machine.
+        LabError::NotThisHost { .. } => StatusCode::CONFLICT,
+        LabError::Containers(e) => match e {
+            // The topology names images the host lacks and may not pull.
+            LaunchError::MissingImages(_) => StatusCode::CONFLICT,
+            LaunchError::Runtime(_)
+            | LaunchError::Pull(_)
+            | LaunchError::Start(_)
+            | LaunchError::Unhealthy(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        },
+        LabError::Io { .. } | LabError::Netlink { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The status of a lab state error.
+fn state_status(e: &StateError) -> StatusCode {
+    match e {
+        StateError::BadName(_) => StatusCode::BAD_REQUEST,
+        // A directory under the state root that rtemu did not make, or does not trust, holds
+        // the lab's name: the host is in the way.
+        StateError::Untrusted { .. }
+        | StateError::NoStateFile { .. }
+        | StateError::Foreign { .. } => StatusCode::CONFLICT,
+        StateError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 impl From<anyhow::Error> for ApiError {
@@ -153,6 +193,14 @@ mod tests {
             hosts: "h1, h2".into(),
         });
         assert_eq!(multi.status, StatusCode::NOT_IMPLEMENTED);
+        let uplink = ApiError::from(LabError::Uplink {
+            host: "eth0".into(),
+            why: "the default route".into(),
+        });
+        assert_eq!(uplink.status, StatusCode::CONFLICT);
+        let refused =
+            anyhow::Error::new(Refused("table /x cannot be read".into())).context("link `ab`");
+        assert_eq!(ApiError::from(refused).status, StatusCode::BAD_REQUEST);
         let other = ApiError::from(anyhow::anyhow!("the engine fell over"));
         assert_eq!(other.status, StatusCode::INTERNAL_SERVER_ERROR);
     }

@@ -200,6 +200,12 @@ fn an_impaired_lab_through_the_api() {
     );
     let e = call(&t, "POST", &set, Some(json!({"netem": "delay 5 parsecs"})));
     assert_eq!(e.status, 400, "{}", e.text());
+    // A model naming a table that cannot be read: the engine refuses it, a 400 naming it.
+    let table = "/nonexistent/rtemu-serve-test.dist";
+    let bad = json!({"netem": format!("delay 5ms 1ms distribution {table}")});
+    let e = call(&t, "POST", &set, Some(bad));
+    assert_eq!(e.status, 400, "{}", e.text());
+    assert!(e.text().contains(table), "{}", e.text());
 
     // Cut, nothing passes; joined again, pings pass.
     ok(call(
