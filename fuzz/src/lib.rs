@@ -355,22 +355,32 @@ pub fn topology(data: &[u8]) {
 /// request prints to a line that parses back to it. (Which link and model a request names is
 /// checked by the engine process in the `rtemu` binary, against its lab.)
 pub fn control(data: &[u8]) {
-    let Ok(line) = control::read_line(data) else {
+    let Ok(text) = control::read_request(data) else {
         return;
     };
+    let lines = text.lines().count();
     assert!(
-        line.len() as u64 <= control::MAX_REQUEST,
-        "a request line of {} bytes",
-        line.len()
+        lines <= 1 + control::MAX_BATCH,
+        "a request of {lines} lines"
     );
-    assert!(!line.trim_end_matches('\n').contains('\n'));
-    if let Ok(req) = line.trim_end().parse::<Request>() {
+    for line in text.split_inclusive('\n') {
+        assert!(
+            line.len() as u64 <= control::MAX_REQUEST,
+            "a request line of {} bytes",
+            line.len()
+        );
+    }
+    if let Ok(req) = text.trim_end().parse::<Request>() {
         let printed = req.to_string();
-        assert!(!printed.contains('\n'));
+        // Only a batch is more than one line: its header and one line per change.
+        match &req {
+            Request::Batch(changes) => assert_eq!(printed.lines().count(), 1 + changes.len()),
+            _ => assert!(!printed.contains('\n')),
+        }
         assert_eq!(
             printed.parse::<Request>().ok(),
             Some(req),
-            "{line:?} printed as {printed:?} does not parse back the same"
+            "{text:?} printed as {printed:?} does not parse back the same"
         );
     }
 }

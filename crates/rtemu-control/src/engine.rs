@@ -1040,13 +1040,6 @@ fn serve(
     schedule: &std::sync::mpsc::Sender<Step>,
     req: &str,
 ) -> Result<Option<String>> {
-    let find = |link: &str| {
-        impaired(state)
-            .into_iter()
-            .find(|(_, s, _)| s.name == link)
-            .map(|(_, seg, imp)| (seg, imp))
-            .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))
-    };
     Ok(Some(match req.parse::<Request>()? {
         Request::Ping => to_json(&Ack::OK),
         Request::Stats => to_json(&Stats {
@@ -1063,38 +1056,25 @@ fn serve(
             h.steerer().set_cut(&link, down)?;
             to_json(&Ack::OK)
         }
-        Request::Schedule {
-            link,
-            ways,
-            after_ns,
-            netem,
-        } => {
-            let (seg, imp) = find(&link)?;
-            let cfg = parse_request(&netem)?;
-            let due = Instant::now()
-                .checked_add(Duration::from_nanos(after_ns))
-                .context("`schedule`: that is too far ahead")?;
-            // Every direction's model is built before any is scheduled: a bad one changes none.
+        change @ Request::Schedule { .. } => {
+            queue(schedule, scheduled(state, pools, Instant::now(), &change)?)?;
+            to_json(&Ack::OK)
+        }
+        Request::Batch(changes) => {
+            // One instant for all: each change's delay counts from when the batch came.
+            let now = Instant::now();
             let mut steps = Vec::new();
-            for &way in ways.ways() {
-                let pool = pools[&(seg.name.clone(), way)];
-                steps.push(Step {
-                    due,
-                    link: link.clone(),
-                    way,
-                    swap: swap(imp, &cfg, &seg.name, way, pool)?,
-                    netem: netem.clone(),
-                });
+            for (i, change) in changes.iter().enumerate() {
+                steps.extend(
+                    scheduled(state, pools, now, change)
+                        .with_context(|| format!("change {} of the batch", i + 1))?,
+                );
             }
-            for step in steps {
-                schedule
-                    .send(step)
-                    .map_err(|_| anyhow!("the schedule has ended"))?;
-            }
+            queue(schedule, steps)?;
             to_json(&Ack::OK)
         }
         Request::Set { link, ways, netem } => {
-            let (seg, imp) = find(&link)?;
+            let (seg, imp) = find_impaired(state, &link)?;
             let cfg = parse_request(&netem)?;
             for &way in ways.ways() {
                 h.steerer().set_model(
@@ -1107,6 +1087,56 @@ fn serve(
             to_json(&Ack::OK)
         }
     }))
+}
+
+/// Impaired link `link` of lab `state`: its segment and impairment.
+fn find_impaired<'a>(state: &'a State, link: &str) -> Result<(&'a Segment, &'a Impairment)> {
+    impaired(state)
+        .into_iter()
+        .find(|(_, s, _)| s.name == link)
+        .map(|(_, seg, imp)| (seg, imp))
+        .with_context(|| format!("lab `{}` has no impaired link `{link}`", state.lab))
+}
+
+/// The steps of the `schedule` request `req` received at `now`, every direction's model built
+/// (a bad one fails the whole request, which then changes nothing).
+fn scheduled(state: &State, pools: &Pools, now: Instant, req: &Request) -> Result<Vec<Step>> {
+    let Request::Schedule {
+        link,
+        ways,
+        after_ns,
+        netem,
+    } = req
+    else {
+        bail!("only `schedule` requests are queued");
+    };
+    let (seg, imp) = find_impaired(state, link)?;
+    let cfg = parse_request(netem)?;
+    let due = now
+        .checked_add(Duration::from_nanos(*after_ns))
+        .context("`schedule`: that is too far ahead")?;
+    let mut steps = Vec::new();
+    for &way in ways.ways() {
+        let pool = pools[&(seg.name.clone(), way)];
+        steps.push(Step {
+            due,
+            link: link.clone(),
+            way,
+            swap: swap(imp, &cfg, &seg.name, way, pool)?,
+            netem: netem.clone(),
+        });
+    }
+    Ok(steps)
+}
+
+/// Hands `steps` to the schedule thread.
+fn queue(schedule: &std::sync::mpsc::Sender<Step>, steps: Vec<Step>) -> Result<()> {
+    for step in steps {
+        schedule
+            .send(step)
+            .map_err(|_| anyhow!("the schedule has ended"))?;
+    }
+    Ok(())
 }
 
 /// CPU time this process used so far (user + system, all threads), ns; `None` if unreadable.

@@ -316,24 +316,32 @@ pub fn set_link(lab: &LabName, link: &str, ways: Ways, netem: &Netem) -> Result<
     engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
 }
 
-/// Gives link `link` of lab `lab` the model `netem` in the directions `ways` once `after` has
-/// passed (measured by the engine from when it gets the request), behind the frames then in
-/// flight; returns when the engine has checked and queued the change.
+/// Gives link `link` of lab `lab` each change of `changes` (the directions, how long after the
+/// engine gets the request, the model), behind the frames then in flight; returns when the
+/// engine has checked and queued them all, in one request (queueing none if one is bad).
 pub fn schedule_link(
     lab: &LabName,
     link: &str,
-    ways: Ways,
-    after: Duration,
-    netem: &Netem,
+    changes: &[(Ways, Duration, &Netem)],
 ) -> Result<()> {
-    let request = Request::Schedule {
-        link: link.to_owned(),
-        ways,
-        after_ns: u64::try_from(after.as_nanos())
-            .context("schedule: give a delay under 584 years")?,
-        netem: netem.text().to_owned(),
+    let mut batch = Vec::with_capacity(changes.len());
+    for &(ways, after, netem) in changes {
+        batch.push(Request::Schedule {
+            link: link.to_owned(),
+            ways,
+            after_ns: u64::try_from(after.as_nanos())
+                .context("schedule: give a delay under 584 years")?,
+            netem: netem.text().to_owned(),
+        });
+    }
+    let request = if batch.len() == 1 {
+        batch.remove(0)
+    } else {
+        Request::Batch(batch)
     };
-    engine::ask::<Ack>(lab, &request, CHANGE_TIMEOUT).map(drop)
+    // The engine builds every model before it answers.
+    let timeout = CHANGE_TIMEOUT + Duration::from_millis(changes.len() as u64);
+    engine::ask::<Ack>(lab, &request, timeout).map(drop)
 }
 
 /// Cuts link `link` of lab `lab` (`down`: it carries nothing) or joins it again.

@@ -1,7 +1,8 @@
-//! The control socket of a lab's engine process: one request line in, one reply out.
+//! The control socket of a lab's engine process: one request in, one reply out.
 //!
-//! A client connects to the Unix socket, writes one line (`stats`, `stop`, …) and reads the
-//! reply until the engine closes the connection. The socket file is made readable and writable
+//! A client connects to the Unix socket, writes one line (`stats`, `stop`, …), or a batch of
+//! changes (`batch N` and N `schedule` lines), and reads the reply until the engine closes the
+//! connection. The socket file is made readable and writable
 //! by its owner only (mode 0600): whoever may talk to it may stop the engine or change a link.
 //! Requests are served on the engine process's main thread, never on the release thread.
 //!
@@ -19,6 +20,10 @@ use crate::engine::Way;
 
 /// The longest request line accepted, bytes.
 pub const MAX_REQUEST: u64 = 4096;
+
+/// The most changes one batch holds (so at most about 40 MB in one request, on a socket only
+/// root may use).
+pub const MAX_BATCH: usize = 10_000;
 
 /// What the server does after answering a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +75,7 @@ impl Server {
                 Err(e) => return Err(e),
             };
             // A client that stalls or goes away must not stop the engine's control.
-            let Ok(line) = read_request(&stream) else {
+            let Ok(line) = read_from(&stream) else {
                 continue;
             };
             let (reply, after) = handle(line.trim_end());
@@ -82,19 +87,54 @@ impl Server {
     }
 }
 
-fn read_request(stream: &UnixStream) -> io::Result<String> {
+fn read_from(stream: &UnixStream) -> io::Result<String> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    read_line(stream)
+    read_request(stream)
 }
 
-/// The request line a client sent: its first line, with the line end, of at most
-/// [`MAX_REQUEST`] bytes (the rest is never read); an error when it is not UTF-8.
-pub fn read_line(src: impl Read) -> io::Result<String> {
+/// The request a client sent: its first line, with the line end, of at most [`MAX_REQUEST`]
+/// bytes (the rest is never read); when that line is `batch N` (N at most [`MAX_BATCH`]), the
+/// N lines after it too, each within the same bound. An error when it is not UTF-8, or a line
+/// of a batch is cut at the bound.
+pub fn read_request(src: impl Read) -> io::Result<String> {
+    let mut src = BufReader::new(src);
+    let mut text = bounded_line(&mut src)?;
+    let Some(n) = batch_len(&text) else {
+        return Ok(text);
+    };
+    for _ in 0..n {
+        let line = bounded_line(&mut src)?;
+        if line.is_empty() {
+            // Fewer lines than announced: the parser says so.
+            break;
+        }
+        if line.len() as u64 == MAX_REQUEST && !line.ends_with('\n') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a line of the batch is over {MAX_REQUEST} bytes"),
+            ));
+        }
+        text.push_str(&line);
+    }
+    Ok(text)
+}
+
+/// One line of `src`, with its line end, of at most [`MAX_REQUEST`] bytes.
+fn bounded_line(src: &mut impl BufRead) -> io::Result<String> {
     let mut line = String::new();
-    BufReader::new(src.take(MAX_REQUEST)).read_line(&mut line)?;
+    src.take(MAX_REQUEST).read_line(&mut line)?;
     Ok(line)
+}
+
+/// The number of lines that follow the line `first` when it is `batch N` with N in range.
+fn batch_len(first: &str) -> Option<usize> {
+    let mut words = first.split_whitespace();
+    let (Some("batch"), Some(n), None) = (words.next(), words.next(), words.next()) else {
+        return None;
+    };
+    n.parse().ok().filter(|n| (1..=MAX_BATCH).contains(n))
 }
 
 /// Which directions of a link a `set` request changes.
@@ -166,10 +206,14 @@ pub enum Request {
         /// The model, in netem's syntax (checked by whoever builds it).
         netem: String,
     },
+    /// `batch N` and N `schedule` lines: the changes are all checked and built, then all
+    /// queued, or none (one request for a long schedule, where one request per change took
+    /// minutes).
+    Batch(Vec<Request>),
 }
 
 /// The verbs, as an error lists them.
-const VERBS: &str = "ping, stats, stop, down, up, set or schedule";
+const VERBS: &str = "ping, stats, stop, down, up, set, schedule or batch";
 
 /// A request line that is not a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -179,8 +223,18 @@ pub struct RequestError(String);
 impl std::str::FromStr for Request {
     type Err = RequestError;
 
-    fn from_str(line: &str) -> Result<Request, RequestError> {
+    fn from_str(text: &str) -> Result<Request, RequestError> {
         let err = |m: String| Err(RequestError(m));
+        let (line, rest) = match text.split_once('\n') {
+            Some((line, rest)) => (line, Some(rest)),
+            None => (text, None),
+        };
+        if line.split_whitespace().next() == Some("batch") {
+            return parse_batch(line, rest.unwrap_or(""));
+        }
+        if rest.is_some() {
+            return err("a request is one line (only a `batch` has more)".into());
+        }
         let mut words = line.split_whitespace();
         let verb = words.next().unwrap_or("");
         let mut link = || words.next().map(str::to_owned);
@@ -240,9 +294,51 @@ impl std::str::FromStr for Request {
     }
 }
 
+/// A batch: its first line `batch N` and the N `schedule` lines of `rest`.
+fn parse_batch(first: &str, rest: &str) -> Result<Request, RequestError> {
+    let err = |m: String| Err(RequestError(m));
+    let mut words = first.split_whitespace().skip(1);
+    let n = match (words.next(), words.next()) {
+        (Some(n), None) => match n.parse::<usize>() {
+            Ok(n) if (1..=MAX_BATCH).contains(&n) => n,
+            _ => return err(format!("`batch`: `{n}` changes: give 1 to {MAX_BATCH}")),
+        },
+        (None, _) => return err("`batch`: how many changes?".into()),
+        (Some(_), Some(extra)) => return err(format!("`batch`: unexpected `{extra}`")),
+    };
+    let lines: Vec<&str> = rest.lines().collect();
+    if lines.len() != n {
+        return err(format!(
+            "`batch {n}`: {} lines follow, not {n}",
+            lines.len()
+        ));
+    }
+    let mut changes = Vec::with_capacity(n);
+    for (i, line) in lines.into_iter().enumerate() {
+        match line.parse::<Request>() {
+            Ok(r @ Request::Schedule { .. }) => changes.push(r),
+            Ok(_) => {
+                return err(format!(
+                    "`batch`: line {}: only `schedule` is batched",
+                    i + 2
+                ))
+            }
+            Err(e) => return err(format!("`batch`: line {}: {e}", i + 2)),
+        }
+    }
+    Ok(Request::Batch(changes))
+}
+
 impl fmt::Display for Request {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Request::Batch(changes) => {
+                write!(f, "batch {}", changes.len())?;
+                for c in changes {
+                    write!(f, "\n{c}")?;
+                }
+                Ok(())
+            }
             Request::Ping => f.write_str("ping"),
             Request::Stats => f.write_str("stats"),
             Request::Stop => f.write_str("stop"),
@@ -382,11 +478,11 @@ mod tests {
         for (line, want) in [
             (
                 "",
-                "empty request (ping, stats, stop, down, up, set or schedule)",
+                "empty request (ping, stats, stop, down, up, set, schedule or batch)",
             ),
             (
                 "halt",
-                "unknown request `halt` (ping, stats, stop, down, up, set or schedule)",
+                "unknown request `halt` (ping, stats, stop, down, up, set, schedule or batch)",
             ),
             (
                 "schedule ab both",
@@ -412,11 +508,70 @@ mod tests {
 
     #[test]
     fn a_request_line_is_cut_at_its_line_end_and_its_bound() {
-        let line = read_line(&b"stats\nstop\n"[..]).unwrap();
+        let line = read_request(&b"stats\nstop\n"[..]).unwrap();
         assert_eq!(line, "stats\n");
         let long = vec![b'x'; 10_000];
-        assert_eq!(read_line(&long[..]).unwrap().len() as u64, MAX_REQUEST);
-        assert!(read_line(&b"\xff\xfe\n"[..]).is_err());
+        assert_eq!(read_request(&long[..]).unwrap().len() as u64, MAX_REQUEST);
+        assert!(read_request(&b"\xff\xfe\n"[..]).is_err());
+    }
+
+    #[test]
+    fn a_batch_is_read_whole_and_parses_to_its_schedules_or_says_which_line_is_wrong() {
+        let text = "batch 2\nschedule ab both 1s delay 1ms\nschedule ab a-b 2s rate 1mbit\nstats\n";
+        let read = read_request(text.as_bytes()).unwrap();
+        assert_eq!(
+            read,
+            "batch 2\nschedule ab both 1s delay 1ms\nschedule ab a-b 2s rate 1mbit\n"
+        );
+        let req: Request = read.trim_end().parse().unwrap();
+        let Request::Batch(changes) = &req else {
+            panic!("{req:?}");
+        };
+        assert_eq!(changes.len(), 2);
+        assert_eq!(
+            changes[1],
+            Request::Schedule {
+                link: "ab".into(),
+                ways: Ways::AToB,
+                after_ns: 2_000_000_000,
+                netem: "rate 1mbit".into(),
+            }
+        );
+        assert_eq!(req.to_string().parse::<Request>().unwrap(), req);
+        for (text, want) in [
+            ("batch", "`batch`: how many changes?"),
+            ("batch 0", "`batch`: `0` changes: give 1 to 10000"),
+            ("batch 10001", "`batch`: `10001` changes: give 1 to 10000"),
+            (
+                "batch 2\nschedule ab both 1s",
+                "`batch 2`: 1 lines follow, not 2",
+            ),
+            (
+                "batch 1\nset ab both delay 1ms",
+                "`batch`: line 2: only `schedule` is batched",
+            ),
+            (
+                "batch 1\nschedule ab both soon",
+                "`batch`: line 2: `schedule`: `soon` is not a duration: give a number and a \
+                 unit, e.g. `50us`, `1.5ms`, `1s`",
+            ),
+            (
+                "stats\nstop",
+                "a request is one line (only a `batch` has more)",
+            ),
+        ] {
+            let e = text.parse::<Request>().unwrap_err();
+            assert_eq!(e.to_string(), want, "{text:?}");
+        }
+        // A batch line over the bound is refused, not read as two.
+        let mut long = b"batch 1\nschedule ab both 1s ".to_vec();
+        long.extend(vec![b'x'; 5000]);
+        assert!(read_request(&long[..]).is_err());
+        // A batch over the bound is one line, which does not parse.
+        assert_eq!(
+            read_request(&b"batch 10001\nping\n"[..]).unwrap(),
+            "batch 10001\n"
+        );
     }
 
     #[test]

@@ -262,8 +262,8 @@ pub fn cut(state: &State, link: &str, down: bool) -> Result<(), ApiError> {
 pub const MAX_CHANGES: usize = 10_000;
 
 /// Queues the changes of `req` in the engine of lab `state`, each for its time after `start`
-/// (when the request came): all are checked first (times, netem texts), so a bad one queues
-/// nothing; the engine then checks and queues each (building its models) in time order.
+/// (when the request came): all are checked first (times, netem texts), then sent in one
+/// request, which the engine checks whole (building every model) before it queues any.
 pub fn schedule(
     state: &State,
     link: &str,
@@ -289,15 +289,14 @@ pub fn schedule(
         })?;
         steps.push((Duration::from_nanos(at.0), c.dir, netem));
     }
-    steps.sort_by_key(|s| s.0);
-    for (at, dir, netem) in steps {
-        // Measured by the engine from when it gets each request: what passed since this one
-        // came is taken off.
-        let after = at.saturating_sub(start.elapsed());
-        rtemu_control::lab::schedule_link(&state.lab, link, dir.into(), after, &netem)
-            .map_err(|e| engine_gone(state, e))?;
-    }
-    Ok(())
+    // Measured by the engine from when it gets the request: what passed since this one came
+    // is taken off.
+    let passed = start.elapsed();
+    let changes: Vec<_> = steps
+        .iter()
+        .map(|(at, dir, netem)| ((*dir).into(), at.saturating_sub(passed), netem))
+        .collect();
+    rtemu_control::lab::schedule_link(&state.lab, link, &changes).map_err(|e| engine_gone(state, e))
 }
 
 #[cfg(test)]

@@ -244,6 +244,35 @@ fn an_impaired_lab_through_the_api() {
         Some(json!({"changes": [{"at": "soon", "netem": "delay 1ms"}]})),
     );
     assert_eq!(e.status, 400, "{}", e.text());
+    // The most changes a schedule holds go to the engine as one request: queued in seconds
+    // (one request each took minutes), all of them far in the future.
+    let many: Vec<Value> = (0..rtemu_serve::ctl::MAX_CHANGES)
+        .map(
+            |i| json!({"at": format!("{}s", 3600 + i), "netem": format!("delay {}ms", 1 + i % 50)}),
+        )
+        .collect();
+    let started = Instant::now();
+    ok(call(
+        &t,
+        "POST",
+        &format!("/v1/labs/{lab}/links/uplink/schedule"),
+        Some(json!({ "changes": many })),
+    ));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "{took:?} for one batch");
+    // One bad change (a table that cannot be read) fails the whole batch, with a 400 naming it.
+    let bad = json!({"changes": [
+        {"at": "3600s", "netem": "delay 2ms"},
+        {"at": "3601s", "netem": format!("delay 5ms 1ms distribution {table}")},
+    ]});
+    let e = call(
+        &t,
+        "POST",
+        &format!("/v1/labs/{lab}/links/uplink/schedule"),
+        Some(bad),
+    );
+    assert_eq!(e.status, 400, "{}", e.text());
+    assert!(e.text().contains("change 2 of the batch"), "{}", e.text());
 
     // Stats, typed: both directions of the link, with what the pings sent.
     let StatsReply::Engine(stats) = ok(call(&t, "GET", &format!("/v1/labs/{lab}/stats"), None))
