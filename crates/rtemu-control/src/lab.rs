@@ -15,7 +15,7 @@ use rtemu_engine::control::{Request, Ways};
 use rtemu_lab::rtt::between::{self, Leg};
 use rtemu_lab::rtt::plan::{Probes, Protocol};
 use rtemu_topo::part::Stitching;
-use rtemu_topo::state::{Detached, LabName, State};
+use rtemu_topo::state::{Detached, LabName, State, Unreadable};
 use rtemu_topo::topology::Netem;
 use rtemu_topo::Topology;
 
@@ -155,17 +155,13 @@ pub fn down(name: &LabName) -> Down {
 }
 
 /// The labs `rtemu ls` lists: `lab` alone (an error when it does not run), else every lab
-/// that runs.
-pub fn states(lab: Option<&LabName>) -> Result<Vec<State>> {
+/// that runs, and apart the lab directories whose state cannot be read.
+pub fn states(lab: Option<&LabName>) -> Result<(Vec<State>, Vec<Unreadable>)> {
     let Some(name) = lab else {
-        let mut states = Vec::new();
-        for name in State::labs()? {
-            states.extend(State::load(&name)?);
-        }
-        return Ok(states);
+        return Ok(State::load_all()?);
     };
     match State::load(name)? {
-        Some(state) => Ok(vec![state]),
+        Some(state) => Ok((vec![state], Vec::new())),
         None => bail!("no lab `{name}` is running"),
     }
 }

@@ -16,6 +16,9 @@ pub enum LabStatus {
     Incomplete,
     /// Its engine does not answer: its impaired links carry nothing; bring it down.
     Degraded,
+    /// Its state directory holds no state rtemu can read (`error` says why): the other labs
+    /// are listed all the same; inspect the directory.
+    Unreadable,
 }
 
 /// A running lab.
@@ -37,6 +40,9 @@ pub struct Lab {
     pub externals: Vec<External>,
     /// The processes `rtemu exec --detach` started in it.
     pub detached: Vec<Detached>,
+    /// Why its state cannot be read, when its status is `unreadable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A node: a network namespace.
@@ -373,6 +379,22 @@ pub fn lab_view(state: &State, status: LabStatus) -> Lab {
                 log: d.log.display().to_string(),
             })
             .collect(),
+        error: None,
+    }
+}
+
+/// The entry of a lab directory whose state cannot be read: its name, status and why.
+pub fn unreadable_view(lab: &rtemu_topo::state::Unreadable) -> Lab {
+    Lab {
+        name: lab.lab.to_string(),
+        file: String::new(),
+        status: LabStatus::Unreadable,
+        nodes: Vec::new(),
+        links: Vec::new(),
+        lans: Vec::new(),
+        externals: Vec::new(),
+        detached: Vec::new(),
+        error: Some(rtemu_control::error::message(&lab.error)),
     }
 }
 

@@ -145,18 +145,16 @@ pub async fn openapi() -> Response {
         .into_response()
 }
 
-/// Every running lab.
+/// Every running lab; a lab directory whose state cannot be read is an entry of status
+/// `unreadable`, with why.
 #[utoipa::path(get, path = "/v1/labs", tag = "labs",
     responses((status = 200, body = [Lab]), (status = 500, body = ErrorBody)))]
 pub async fn list_labs() -> Result<Json<Vec<Lab>>, ApiError> {
     blocking(|| {
-        let mut labs = Vec::new();
-        for name in State::labs()? {
-            // A lab going down meanwhile is simply not listed.
-            if let Some(state) = State::load(&name)? {
-                labs.push(ctl::view(&state));
-            }
-        }
+        let (states, unreadable) = State::load_all()?;
+        let mut labs: Vec<Lab> = states.iter().map(ctl::view).collect();
+        labs.extend(unreadable.iter().map(api::unreadable_view));
+        labs.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(labs)
     })
     .await

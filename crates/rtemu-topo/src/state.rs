@@ -522,6 +522,30 @@ impl State {
         labs.sort();
         Ok(labs)
     }
+
+    /// The state of every lab, and apart the labs whose state cannot be read (a directory
+    /// without a state file, a corrupt or foreign one), each with why: one broken directory
+    /// does not hide the others. Labs that go down meanwhile are left out.
+    pub fn load_all() -> Result<(Vec<State>, Vec<Unreadable>), StateError> {
+        let mut states = Vec::new();
+        let mut unreadable = Vec::new();
+        for lab in State::labs()? {
+            match State::load(&lab) {
+                Ok(state) => states.extend(state),
+                Err(error) => unreadable.push(Unreadable { lab, error }),
+            }
+        }
+        Ok((states, unreadable))
+    }
+}
+
+/// A lab directory whose state cannot be read ([`State::load_all`]).
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The directory's lab name.
+    pub lab: LabName,
+    /// Why its state cannot be read.
+    pub error: StateError,
 }
 
 /// The pid and start time a staging directory's name carries after `.new-<lab>.`:

@@ -95,6 +95,34 @@ impl Drop for LabGuard {
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A lab directory planted in the state root with a state file that is not JSON; removed at
+/// drop.
+struct Planted {
+    lab: String,
+    dir: PathBuf,
+}
+
+impl Planted {
+    fn new(lab: &str) -> Planted {
+        let dir = Path::new(rtemu_topo::state::STATE_ROOT).join(lab);
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&dir)
+            .unwrap();
+        let planted = Planted {
+            lab: lab.to_owned(),
+            dir,
+        };
+        std::fs::write(planted.dir.join("state.json"), "{").unwrap();
+        planted
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> Reply {
     let body = body.map(|b| b.to_string());
     request(
@@ -273,6 +301,31 @@ fn an_impaired_lab_through_the_api() {
     );
     assert_eq!(e.status, 400, "{}", e.text());
     assert!(e.text().contains("change 2 of the batch"), "{}", e.text());
+
+    // A lab directory with a corrupt state is one entry of the list, which lists the others
+    // all the same; `rtemu ls` lists the others, names it and fails.
+    {
+        let planted = Planted::new(&format!("sb{}", std::process::id() % 100_000));
+        let labs: Vec<Value> = ok(call(&t, "GET", "/v1/labs", None)).json().unwrap();
+        let entry = |name: &str| labs.iter().find(|l| l["name"] == name).cloned();
+        assert_eq!(entry(&lab).expect("the lab is listed")["status"], "up");
+        let bad = entry(&planted.lab).expect("the unreadable one is listed");
+        assert_eq!(bad["status"], "unreadable", "{bad}");
+        assert!(
+            bad["error"].as_str().unwrap().contains("state.json"),
+            "{bad}"
+        );
+        let ls = rtemu(&["ls"]);
+        let (out, err) = (
+            String::from_utf8_lossy(&ls.stdout),
+            String::from_utf8_lossy(&ls.stderr),
+        );
+        assert!(!ls.status.success() && out.contains(&lab), "{out}{err}");
+        assert!(
+            err.contains(&format!("warning: lab `{}` is not listed", planted.lab)),
+            "{err}"
+        );
+    }
 
     // Stats, typed: both directions of the link, with what the pings sent.
     let StatsReply::Engine(stats) = ok(call(&t, "GET", &format!("/v1/labs/{lab}/stats"), None))

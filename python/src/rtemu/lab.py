@@ -253,8 +253,10 @@ class Lab:
     :meth:`link` and :meth:`lan` read the server's current ones.
 
     Attributes:
-        status: ``"up"``, ``"incomplete"`` (its ``up`` did not finish) or ``"degraded"`` (its
-            engine is not running).
+        status: ``"up"``, ``"incomplete"`` (its ``up`` did not finish), ``"degraded"`` (its
+            engine is not running) or ``"unreadable"`` (its state directory holds no state rtemu
+            can read: ``error`` says why, and the lab has no nodes or links).
+        error: why its state cannot be read, for an ``"unreadable"`` lab; else ``None``.
         file: the topology file it came from (``<request>`` for inline TOML).
     """
 
@@ -267,6 +269,7 @@ class Lab:
     externals: list[External]
     detached: list[Detached]
     _client: Client = field(repr=False, compare=False)
+    error: str | None = None
 
     @classmethod
     def from_json(cls, value: Any, client: Client, where: str = "lab") -> Lab:
@@ -287,6 +290,8 @@ class Lab:
             externals=parse_list(o.get("externals"), External.from_json, f"{where}.externals"),
             detached=parse_list(o.get("detached"), Detached.from_json, f"{where}.detached"),
             _client=client,
+            # Only an unreadable lab's entry says it.
+            error=_opt_str(o, "error", where) if "error" in o else None,
         )
 
     def __enter__(self) -> Lab:

@@ -104,6 +104,13 @@ impl SpreadLab {
                                  it carries carry nothing"
                             )),
                         ),
+                        LabStatus::Unreadable => (
+                            PartStatus::Incomplete,
+                            Some(format!(
+                                "host `{host}`: its part's state cannot be read: {}",
+                                part.error.unwrap_or_default()
+                            )),
+                        ),
                     }
                 }
             };
@@ -228,6 +235,8 @@ pub struct Listing {
     pub local: Vec<State>,
     /// The labs coordinated here.
     pub spread: Vec<SpreadLab>,
+    /// The lab directories here whose state cannot be read.
+    pub unreadable: Vec<rtemu_topo::state::Unreadable>,
 }
 
 /// `lab` alone (an error when it runs neither here nor across hosts from here), else every
@@ -238,14 +247,18 @@ pub fn list(lab: Option<&LabName>, credentials: &Path) -> Result<Listing> {
         None => Spread::all(credentials)?,
     };
     let spread = spreads.iter().map(spread_lab).collect::<Result<Vec<_>>>()?;
-    let local = if lab.is_some() && !spread.is_empty() {
-        Vec::new()
+    let (local, unreadable) = if lab.is_some() && !spread.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
-        let mut states = rtemu_control::lab::states(lab)?;
+        let (mut states, unreadable) = rtemu_control::lab::states(lab)?;
         states.retain(|s| !spreads.iter().any(|sp| sp.lab == s.lab));
-        states
+        (states, unreadable)
     };
-    Ok(Listing { local, spread })
+    Ok(Listing {
+        local,
+        spread,
+        unreadable,
+    })
 }
 
 impl Listing {

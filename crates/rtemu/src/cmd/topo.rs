@@ -276,10 +276,26 @@ pub fn run_ls(args: &LsArgs) -> Result<()> {
     let listing = cluster::listing::list(args.lab.as_ref(), &args.hosts.credentials)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&listing)?);
-        return Ok(());
+    } else {
+        let mut out = std::io::stdout().lock();
+        listing.write(&mut out).context("writing the list")?;
     }
-    let mut out = std::io::stdout().lock();
-    listing.write(&mut out).context("writing the list")
+    // The others are listed; each unreadable one is named, and the listing fails, as `ls`
+    // does with an entry it cannot read.
+    for u in &listing.unreadable {
+        eprintln!(
+            "rtemu: warning: lab `{}` is not listed: {}",
+            u.lab,
+            rtemu_control::error::message(&u.error)
+        );
+    }
+    if !listing.unreadable.is_empty() {
+        bail!(
+            "{} lab directories hold no state rtemu can read",
+            listing.unreadable.len()
+        );
+    }
+    Ok(())
 }
 
 /// Waits for `cmd` and exits with its exit code (128 + signal when a signal ended it, as a
