@@ -693,6 +693,31 @@ fn lab_names_that_could_become_other_paths_are_refused_everywhere() {
 /// No command writes over one of its own inputs, whatever name the output is given, and the
 /// input is left whole.
 #[test]
+fn a_run_that_delivers_nothing_says_its_output_holds_none() {
+    let dir = Scratch::new("emptyout");
+    let out = dir.path("out.pcap");
+    for (model, empty) in [("loss 100%", true), ("delay 1ms", false)] {
+        let run = rtemu(&[
+            "sim",
+            "--traffic",
+            "cbr 100pps 100B 1s",
+            "--model",
+            model,
+            "--out",
+            &out,
+        ]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let warned = stderr(&run).contains(&format!(
+            "warning: no frame was delivered: {out} holds none"
+        ));
+        assert_eq!(warned, empty, "{model}: {}", stderr(&run));
+        // The file is written either way: a pcap header, and frames only when delivered.
+        let len = std::fs::metadata(&out).unwrap().len();
+        assert_eq!(len == 24, empty, "{model}: {len} bytes");
+    }
+}
+
+#[test]
 fn an_output_that_is_the_commands_own_input_is_refused() {
     let dir = Scratch::new("selfout");
     let pcap = dir.path("in.pcap");

@@ -501,6 +501,25 @@ fn a_capture_of_an_impaired_link_shows_each_frame_before_and_after_the_engine() 
         pairs += 1;
     }
     assert_eq!(pairs, 3, "{} packets captured", packets.len());
+    // A capture of the quiet link writes a valid file of no packets, and says it holds none.
+    let quiet = lab.dir.join("quiet.pcapng");
+    let out = Command::new(env!("CARGO_BIN_EXE_rtemu"))
+        .args([
+            "capture",
+            "--lab",
+            &lab.name,
+            "ab",
+            "--duration",
+            "0.3",
+            "-w",
+        ])
+        .arg(&quiet)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let held = pcapng_packets(&std::fs::read(&quiet).unwrap()).len();
+    let warned = String::from_utf8_lossy(&out.stderr).contains("warning: no packet was captured");
+    assert_eq!((held, warned), (0, true), "{}", text(&out));
 }
 
 #[test]

@@ -170,6 +170,14 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
     let bar = RunBar::new(!args.no_progress && !args.json);
     let report = run.run(&mut |p| bar.show(p))?;
     bar.finish();
+    // An empty output is a result (a link that loses everything), but not one to take for a
+    // run that delivered: said apart, as `capture -w` says a capture of nothing.
+    if let (Some(path), 0) = (&args.out, report.summary.delivered) {
+        eprintln!(
+            "rtemu: warning: no frame was delivered: {} holds none",
+            path.display()
+        );
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &report)?;

@@ -395,5 +395,10 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
         }
     };
     eprintln!("{packets} packets written to {file}");
+    // An empty capture is a result (a quiet link), but not one to take for a capture that
+    // worked: said apart, as `sim --out` says a run that delivered nothing.
+    if packets == 0 {
+        eprintln!("rtemu: warning: no packet was captured: {file} holds none");
+    }
     Ok(())
 }
