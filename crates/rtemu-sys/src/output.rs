@@ -409,6 +409,22 @@ struct Temporary {
 }
 
 impl Temporary {
+    /// After its rename into place (`placed`): forgotten when it was renamed, removed when not.
+    fn settle(&mut self, placed: io::Result<()>) -> io::Result<()> {
+        match placed {
+            Ok(()) => {
+                if let Some(slot) = self.slot.take() {
+                    unregister(slot);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.remove();
+                Err(e)
+            }
+        }
+    }
+
     /// Removes the temporary (it was not committed).
     fn remove(&mut self) {
         if let Some(slot) = self.slot.take() {
@@ -420,8 +436,8 @@ impl Temporary {
 }
 
 /// A new temporary beside `name` in `dir`: `.NAME.rtemu-PID-N.tmp`, made with `O_EXCL`
-/// (never an existing file, never through a link), mode 0666 less the umask.
-fn new_temporary(dir: &OwnedFd, name: &CStr) -> io::Result<(File, Temporary)> {
+/// (never an existing file, never through a link), mode `mode` less the umask.
+fn new_temporary(dir: &OwnedFd, name: &CStr, mode: libc::mode_t) -> io::Result<(File, Temporary)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let base = &name.to_bytes()[..name.to_bytes().len().min(TMP_NAME_PART)];
     for _ in 0..100 {
@@ -431,7 +447,7 @@ fn new_temporary(dir: &OwnedFd, name: &CStr) -> io::Result<(File, Temporary)> {
         tmp.extend_from_slice(format!(".rtemu-{}-{n}.tmp", std::process::id()).as_bytes());
         let tmp = cstring(&tmp)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-        match openat(dir.as_raw_fd(), &tmp, flags, 0o666) {
+        match openat(dir.as_raw_fd(), &tmp, flags, mode) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
             Ok(fd) => {
@@ -501,7 +517,7 @@ impl Output {
                 })
             }
             _ => {
-                let (file, tmp) = new_temporary(&dir, &name)?;
+                let (file, tmp) = new_temporary(&dir, &name, 0o666)?;
                 // A file written over keeps its permissions (not set-id bits: the new file
                 // is this user's).
                 if let Some(st) = stat {
@@ -547,18 +563,7 @@ impl Output {
             })
             .map(drop)
         });
-        match placed {
-            Ok(()) => {
-                if let Some(slot) = tmp.slot.take() {
-                    unregister(slot);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                tmp.remove();
-                Err(e)
-            }
-        }
+        tmp.settle(placed)
     }
 }
 
@@ -568,6 +573,33 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut out = Output::create(path, &[])?;
     out.write_all(bytes)?;
     out.commit()
+}
+
+/// Writes `bytes` to a new file at `path` of mode `mode` (less the umask), whole or not at
+/// all, for a secret rtemu makes (a private key): never over anything already at `path`, a
+/// link included, and never through a link in its last component. The file is written as a
+/// temporary beside it and renamed into place with `RENAME_NOREPLACE`; an error (an existing
+/// `path`: `AlreadyExists`) leaves nothing behind.
+pub fn write_new(path: &Path, bytes: &[u8], mode: libc::mode_t) -> io::Result<()> {
+    let (dir, name) = split(libc::AT_FDCWD, path, path)?;
+    let (mut file, mut tmp) = new_temporary(&dir, &name, mode)?;
+    let placed = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| {
+            // SAFETY: both names are NUL-terminated and alive; both are in the directory
+            // `tmp.dir` is open at.
+            cvt(unsafe {
+                libc::renameat2(
+                    tmp.dir.as_raw_fd(),
+                    tmp.name.as_ptr(),
+                    tmp.dir.as_raw_fd(),
+                    tmp.target.as_ptr(),
+                    libc::RENAME_NOREPLACE,
+                )
+            })
+        });
+    tmp.settle(placed.map(drop))
 }
 
 /// Opens a pipe, a terminal or the null device (or a file behind a `/proc` link) at `name` in
@@ -669,6 +701,27 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn a_new_secret_is_private_and_replaces_nothing_not_even_a_dangling_link() {
+        let dir = Scratch::new("new");
+        let key = dir.join("agent.key");
+        write_new(&key, b"secret", 0o600).unwrap();
+        let meta = std::fs::symlink_metadata(&key).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read(&key).unwrap(), b"secret");
+        let again = write_new(&key, b"other", 0o600).unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&key).unwrap(), b"secret");
+        // A link planted where the key goes is not written through, even one to nothing.
+        let aimed = dir.join("aimed");
+        let link = dir.join("link.key");
+        symlink(&aimed, &link).unwrap();
+        let e = write_new(&link, b"secret", 0o600).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert!(!aimed.exists(), "written through the link");
+        assert_eq!(dir.names(), ["agent.key", "link.key"], "no temporary left");
     }
 
     #[test]
