@@ -8,11 +8,13 @@ hostPath volumes) in a network namespace that plays the node, then driving a lab
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -115,6 +117,10 @@ def test_the_agent_runs_in_the_node_s_network_with_the_node_s_state() -> None:
     assert agent["args"][agent["args"].index("--token-from") + 1] == (
         mounts_of(agent, "token") + "/token"
     )
+    # TLS with a key kept on the node, so a restarted agent keeps its pinned fingerprint.
+    tls = agent["args"][agent["args"].index("--tls-dir") + 1]
+    assert tls == mounts_of(agent, "tls")
+    assert volumes["tls"]["hostPath"]["path"] == tls
 
 
 def mounts_of(container: dict[str, Any], volume: str) -> str:
@@ -163,8 +169,12 @@ def test_the_container_s_command_serves_a_lab_with_the_secret_s_token(tmp_path: 
     (secret_dir / "..data" / "token").chmod(mode)
     (secret_dir / "token").symlink_to("..data/token")
     mount = mounts_of(agent, "token")
+    # The TLS directory: new, made by the agent.
+    tls_dir = tmp_path / "tls"
+    tls_mount = mounts_of(agent, "tls")
     argv = [binary] + [
-        expand(a, env).replace(mount, str(secret_dir)) for a in agent["command"][1:] + agent["args"]
+        expand(a, env).replace(mount, str(secret_dir)).replace(tls_mount, str(tls_dir))
+        for a in agent["command"][1:] + agent["args"]
     ]
     # The node: a namespace with the node's address; its /run/rtemu, /run/netns and
     # /etc/netns private to the agent (they are the node's own in a pod).
@@ -187,7 +197,8 @@ def test_the_container_s_command_serves_a_lab_with_the_secret_s_token(tmp_path: 
             text=True,
         )
         try:
-            drive_a_lab(netns, f"http://{node_ip}:{agent['ports'][0]['containerPort']}", token)
+            url = f"https://{node_ip}:{agent['ports'][0]['containerPort']}"
+            drive_a_lab(netns, url, token, tls_dir / "agent.crt")
         finally:
             server.send_signal(signal.SIGTERM)
             grace = ds["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
@@ -195,21 +206,34 @@ def test_the_container_s_command_serves_a_lab_with_the_secret_s_token(tmp_path: 
         assert server.returncode == 0, err
         assert token not in err, "the shared token went to the agent's log"
         assert "stopped serving" in err
+        # The fingerprint it printed is its certificate's, to pin in the credentials.
+        der = ssl.PEM_cert_to_DER_cert((tls_dir / "agent.crt").read_text())
+        digest = hashlib.sha256(der).hexdigest().upper()
+        shown = ":".join(digest[i : i + 2] for i in range(0, 64, 2))
+        assert f"TLS certificate SHA-256 fingerprint {shown}" in err, err
     finally:
         subprocess.run(["ip", "netns", "del", netns], check=False)
 
 
-def drive_a_lab(netns: str, url: str, token: str) -> None:
-    """Brings a two-node lab up through the agent at ``url`` (from inside the node), pings
-    across it and takes it down; a wrong token is refused."""
+def drive_a_lab(netns: str, url: str, token: str, cert: Path) -> None:
+    """Brings a two-node lab up through the agent at ``url`` (from inside the node, over TLS
+    to the certificate ``cert`` the agent made), pings across it and takes it down; a wrong
+    token is refused."""
     lab = unique_lab("k")
     script = textwrap.dedent(
         f"""
-        import time, rtemu
+        import os, ssl, time, httpx, rtemu
+        def client(token):
+            # The agent's own certificate is the one trusted (it names the node's address).
+            ctx = ssl.create_default_context(cafile={str(cert)!r})
+            ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+            return rtemu.Client(url={url!r}, token=token, transport=httpx.HTTPTransport(verify=ctx))
         deadline = time.monotonic() + 15
         while True:
             try:
-                rtemu.Client(url={url!r}, token="0" * 64).labs()
+                if not os.path.exists({str(cert)!r}):
+                    raise rtemu.RtemuError("no certificate yet")
+                client("0" * 64).labs()
                 raise SystemExit("a wrong token was let in")
             except rtemu.Unauthorized:
                 break
@@ -217,7 +241,7 @@ def drive_a_lab(netns: str, url: str, token: str) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-        c = rtemu.Client(url={url!r}, token={token!r})
+        c = client({token!r})
         topology = '''lab = "{lab}"
         [nodes.a]
         [nodes.b]

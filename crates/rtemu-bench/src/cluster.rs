@@ -27,8 +27,8 @@ pub const PORT: u16 = 7781;
 const WAIT: Duration = Duration::from_secs(60);
 
 /// One host's agent: `rtemu serve` in the host's namespace, in a process group of its own (a
-/// Ctrl-C reaches only its parent, which then cleans up), its state private, its socket, token
-/// and log in the cluster's directory. Takes its labs down and ends when dropped.
+/// Ctrl-C reaches only its parent, which then cleans up), its state private, its socket, token,
+/// log and TLS key and certificate (kept across restarts) in the cluster's directory. Takes its labs down and ends when dropped.
 pub struct Agent {
     child: Child,
     socket: Target,
@@ -66,6 +66,8 @@ impl Agent {
             .arg(&socket)
             .args(["--listen", &format!("{address}:{PORT}"), "--token-file"])
             .arg(&token)
+            .arg("--tls-dir")
+            .arg(tls_dir(dir, host))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -165,6 +167,11 @@ impl Drop for Agent {
     }
 }
 
+/// Where the agent of `host` keeps its TLS key and certificate.
+fn tls_dir(dir: &Path, host: &str) -> PathBuf {
+    dir.join(format!("{host}-tls"))
+}
+
 /// The cluster: `agents` hosts h1, h2, … each with its agent, and a coordinator's namespace.
 /// The fields drop in order: the agents (their labs down) before the namespaces.
 pub struct Cluster {
@@ -220,7 +227,8 @@ impl Cluster {
         )
     }
 
-    /// Writes the credentials file (mode 0600) from the tokens the agents wrote.
+    /// Writes the credentials file (mode 0600) from the tokens the agents wrote and the
+    /// certificates they made: each host bound to its agent's address and certificate.
     pub fn write_credentials(&self) -> Result<()> {
         let mut text = String::new();
         for i in 0..self.agents.len() {
@@ -228,7 +236,18 @@ impl Cluster {
             let path = self.dir.join(format!("{host}.token"));
             let token = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            text += &format!("{host} = \"{}\"\n", token.trim());
+            let tls = tls_dir(&self.dir, &host);
+            let files = rtemu_serve::tls::Source::Files {
+                cert: tls.join(rtemu_serve::tls::CERT_FILE),
+                key: tls.join(rtemu_serve::tls::KEY_FILE),
+            };
+            let address = std::net::SocketAddr::new(host_address(i).parse()?, PORT);
+            let fingerprint = rtemu_serve::tls::AgentCert::load(&files, address)?.fingerprint();
+            text += &format!(
+                "[{host}]\naddress = \"{address}\"\nfingerprint = \"{fingerprint}\"\n\
+                 token = \"{}\"\n",
+                token.trim()
+            );
         }
         let path = self.credentials();
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;

@@ -1,10 +1,14 @@
 //! A minimal blocking client of the API, over its Unix socket or TCP: one HTTP/1.1 request a
-//! connection, the whole reply read (or its body as it arrives). For tests and tools; scripts use the Python package.
+//! connection, the whole reply read (or its body as it arrives); over TLS to an agent whose
+//! certificate is pinned (see [`crate::tls`]). For tests and tools; scripts use the Python
+//! package.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::tls::Fingerprint;
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +17,9 @@ pub enum Target {
     Unix(PathBuf),
     /// Its TCP address.
     Tcp(SocketAddr),
+    /// Its TCP address, over TLS to the certificate of this fingerprint (an agent): nothing
+    /// is sent until the handshake has shown that certificate.
+    Tls(SocketAddr, Fingerprint),
 }
 
 /// A reply.
@@ -78,7 +85,7 @@ pub fn request_streaming(
     timeout: Duration,
 ) -> io::Result<Streaming> {
     let conn = send(target, method, path, headers, body, timeout)?;
-    let closer = Closer(conn.try_clone()?);
+    let closer = conn.closer()?;
     let mut r = BufReader::new(conn);
     let (status, headers) = read_head(&mut r)?;
     let body = Decoded::new(r, &headers);
@@ -104,7 +111,10 @@ pub struct Streaming {
 impl Streaming {
     /// What closes the connection from another thread, ending a read that waits on it.
     pub fn closer(&self) -> io::Result<Closer> {
-        Ok(Closer(self.closer.0.try_clone()?))
+        Ok(Closer(match &self.closer.0 {
+            Socket::Unix(s) => Socket::Unix(s.try_clone()?),
+            Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
+        }))
     }
 }
 
@@ -115,31 +125,43 @@ impl Read for Streaming {
 }
 
 /// Closes a [`Streaming`] reply's connection: the server sees its client leave.
-pub struct Closer(Conn);
+pub struct Closer(Socket);
 
 impl Closer {
     /// Shuts the connection down both ways (again: no harm).
     pub fn close(&self) {
         // A connection already gone is closed as asked.
         let _ = match &self.0 {
-            Conn::Unix(s) => s.shutdown(std::net::Shutdown::Both),
-            Conn::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
         };
     }
 }
+
+/// A connection's socket, as a [`Closer`] shuts it.
+enum Socket {
+    Unix(std::os::unix::net::UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+/// A TLS connection over TCP.
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
 
 /// A connection to the server.
 enum Conn {
     Unix(std::os::unix::net::UnixStream),
     Tcp(std::net::TcpStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Conn {
-    fn try_clone(&self) -> io::Result<Conn> {
-        Ok(match self {
-            Conn::Unix(s) => Conn::Unix(s.try_clone()?),
-            Conn::Tcp(s) => Conn::Tcp(s.try_clone()?),
-        })
+    /// What shuts its socket from another thread.
+    fn closer(&self) -> io::Result<Closer> {
+        Ok(Closer(match self {
+            Conn::Unix(s) => Socket::Unix(s.try_clone()?),
+            Conn::Tcp(s) => Socket::Tcp(s.try_clone()?),
+            Conn::Tls(s) => Socket::Tcp(s.sock.try_clone()?),
+        }))
     }
 }
 
@@ -148,8 +170,33 @@ impl Read for Conn {
         match self {
             Conn::Unix(s) => s.read(buf),
             Conn::Tcp(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
         }
     }
+}
+
+/// A TCP connection to `addr` within `timeout`, its reads and writes giving up after
+/// `timeout` without progress.
+fn connect(addr: &SocketAddr, timeout: Duration) -> io::Result<std::net::TcpStream> {
+    // A host that is down must not hold the caller for the kernel's SYN retries.
+    let s = std::net::TcpStream::connect_timeout(addr, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    Ok(s)
+}
+
+/// A TLS connection to `addr` whose handshake has ended, with the certificate of fingerprint
+/// `pin`: before it has, nothing of the caller's is sent.
+fn connect_tls(addr: &SocketAddr, pin: Fingerprint, timeout: Duration) -> io::Result<TlsStream> {
+    let mut sock = connect(addr, timeout)?;
+    // The pin, not a name, says whom to trust; an address is not sent as SNI.
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let mut tls =
+        rustls::ClientConnection::new(crate::tls::pinned(pin)?, name).map_err(io::Error::other)?;
+    while tls.is_handshaking() {
+        tls.complete_io(&mut sock).map_err(crate::tls::explain)?;
+    }
+    Ok(rustls::StreamOwned::new(tls, sock))
 }
 
 /// Connects to `target` and sends the request; reads on the connection give up after
@@ -183,11 +230,15 @@ fn send(
             Conn::Unix(s)
         }
         Target::Tcp(addr) => {
-            // A host that is down must not hold the caller for the kernel's SYN retries.
-            let mut s = std::net::TcpStream::connect_timeout(addr, timeout)?;
-            s.set_read_timeout(Some(timeout))?;
+            let mut s = connect(addr, timeout)?;
             s.write_all(&message)?;
             Conn::Tcp(s)
+        }
+        Target::Tls(addr, pin) => {
+            let mut s = connect_tls(addr, *pin, timeout)?;
+            s.write_all(&message)?;
+            s.flush()?;
+            Conn::Tls(Box::new(s))
         }
     })
 }

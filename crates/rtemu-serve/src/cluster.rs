@@ -1,5 +1,6 @@
 //! The coordinator of a multi-host lab: `rtemu up FILE` with `[hosts]`, run on any machine,
-//! asks every host's agent (`rtemu serve --listen`, over TCP with that host's token) for the
+//! asks every host's agent (`rtemu serve --listen --tls-dir`, over TLS to the certificate the
+//! credentials pin, with that host's token) for the
 //! VNIs it uses, allocates the lab's from what none uses, and has each agent build its part;
 //! `rtemu down LAB` takes every part down. It lives beside the API's client because it only
 //! speaks the API.
@@ -35,6 +36,7 @@ use crate::api::{PartRequest, Vnis};
 use crate::client::{request, request_streaming, Reply, Streaming, Target};
 use crate::ctl::DownReply;
 use crate::error::ErrorBody;
+use crate::tls::Fingerprint;
 
 /// Where the agents' tokens are read from unless `--credentials` says otherwise.
 pub const DEFAULT_CREDENTIALS: &str = "/etc/rtemu/hosts.toml";
@@ -45,13 +47,28 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an agent may take to build or remove its part (namespaces, tunnels, its engine).
 const PART_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Each host's agent token: a root-only file of `host = "token"` lines (TOML), never the
-/// topology file, which is shared and versioned.
+/// Each host's agent: where it listens, its certificate's fingerprint and its token, in a
+/// root-only TOML file of one table per host, never in the topology file, which is shared and
+/// versioned. The topology only names a host's agent: one it places elsewhere than its
+/// credentials say is refused, and so is an agent that does not show the pinned certificate,
+/// both before its token is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
     path: PathBuf,
-    tokens: BTreeMap<String, String>,
+    hosts: BTreeMap<String, Entry>,
 }
+
+/// One host's credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    address: SocketAddr,
+    fingerprint: Fingerprint,
+    token: String,
+}
+
+/// How one host's credentials are written, for messages.
+const ENTRY_FORM: &str = "address = \"IP:PORT\" (where its agent listens), fingerprint = \"…\" \
+                          (the SHA-256 its `rtemu serve --tls-dir` printed) and token = \"…\"";
 
 impl Credentials {
     /// Reads `path`, refusing it when anyone but its owner, this user, may read or write it.
@@ -73,7 +90,7 @@ impl Credentials {
         let table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| anyhow!("{}: {}", path.display(), e.message()))?;
-        let mut tokens = BTreeMap::new();
+        let mut hosts = BTreeMap::new();
         for (host, value) in table {
             if !valid_name(&host, MAX_NODE_NAME) {
                 bail!(
@@ -81,58 +98,104 @@ impl Credentials {
                     path.display()
                 );
             }
-            let token = value
-                .as_str()
-                .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_graphic()))
-                .ok_or_else(|| {
-                    anyhow!(
-                        "{}: host `{host}`: give its token as a string of printable characters \
-                         (`{host} = \"…\"`, the token its `rtemu serve` wrote)",
-                        path.display()
-                    )
-                })?;
-            tokens.insert(host, token.to_owned());
+            let entry = Entry::parse(&host, value).map_err(|e| {
+                anyhow!(
+                    "{}: host `{host}`: {e}: give [{host}] with {ENTRY_FORM}",
+                    path.display()
+                )
+            })?;
+            hosts.insert(host, entry);
         }
         Ok(Credentials {
             path: path.to_owned(),
-            tokens,
+            hosts,
         })
     }
 
-    /// The agent of every host in `hosts`, or an error naming those without a token.
+    /// The agent of every host in `hosts`, or an error naming those without credentials and
+    /// any whose address differs from the one its credentials bind it to.
     pub(crate) fn agents<'a>(&'a self, hosts: &'a [Host]) -> Result<Vec<Agent<'a>>> {
         let missing: Vec<&str> = hosts
             .iter()
-            .filter(|h| !self.tokens.contains_key(&h.name))
+            .filter(|h| !self.hosts.contains_key(&h.name))
             .map(|h| h.name.as_str())
             .collect();
         if !missing.is_empty() {
             bail!(
-                "{} has no token for host {}",
+                "{} has no credentials for host {}",
                 self.path.display(),
                 missing.join(", ")
             );
         }
-        Ok(hosts
-            .iter()
-            .map(|h| Agent {
-                host: h,
-                token: &self.tokens[&h.name],
-            })
-            .collect())
+        let mut agents = Vec::new();
+        for h in hosts {
+            let entry = &self.hosts[&h.name];
+            let named = SocketAddr::new(h.address, h.port);
+            if named != entry.address {
+                bail!(
+                    "host `{}`: the topology places its agent at {named}, but {} binds it to \
+                     {}: its token is sent nowhere else (correct the topology's [hosts] or the \
+                     credentials)",
+                    h.name,
+                    self.path.display(),
+                    entry.address
+                );
+            }
+            agents.push(Agent { host: h, entry });
+        }
+        Ok(agents)
+    }
+}
+
+impl Entry {
+    /// `value`, the table of host `host`.
+    fn parse(host: &str, value: toml::Value) -> Result<Entry> {
+        let toml::Value::Table(mut table) = value else {
+            bail!("its credentials are a table, not a {}", value.type_str());
+        };
+        let mut field = |name: &str| match table.remove(name) {
+            Some(toml::Value::String(s)) => Ok(s),
+            Some(v) => bail!("`{name}` is a {}, not a string", v.type_str()),
+            None => bail!("`{name}` is missing"),
+        };
+        let (address, fingerprint, token) =
+            (field("address")?, field("fingerprint")?, field("token")?);
+        if let Some(unknown) = table.keys().next() {
+            bail!("unknown key `{unknown}`");
+        }
+        let address = address
+            .parse()
+            .map_err(|_| anyhow!("address `{address}` is not IP:PORT ([IPv6]:PORT)"))?;
+        let fingerprint = fingerprint.parse()?;
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            bail!(
+                "its token is a string of printable characters without spaces (the token the \
+                 agent of `{host}` wrote or read)"
+            );
+        }
+        Ok(Entry {
+            address,
+            fingerprint,
+            token,
+        })
     }
 }
 
 /// One host's agent, as the coordinator reaches it.
 pub(crate) struct Agent<'a> {
     pub(crate) host: &'a Host,
-    token: &'a str,
+    entry: &'a Entry,
 }
 
 impl Agent<'_> {
     /// Where the agent listens.
     pub(crate) fn addr(&self) -> SocketAddr {
-        SocketAddr::new(self.host.address, self.host.port)
+        self.entry.address
+    }
+
+    /// The agent as the client reaches it: over TLS, to its pinned certificate only.
+    fn target(&self) -> Target {
+        Target::Tls(self.addr(), self.entry.fingerprint)
     }
 
     /// Sends `method path` (with `body` as JSON) and reads the whole reply, whatever its
@@ -144,9 +207,9 @@ impl Agent<'_> {
         body: Option<&[u8]>,
         timeout: Duration,
     ) -> Result<Reply> {
-        let bearer = format!("Bearer {}", self.token);
+        let bearer = format!("Bearer {}", self.entry.token);
         request(
-            &Target::Tcp(self.addr()),
+            &self.target(),
             method,
             path,
             &[("Authorization", &bearer)],
@@ -159,10 +222,9 @@ impl Agent<'_> {
     /// Sends `GET path` and reads the reply's head: its body is read as it arrives (see
     /// [`request_streaming`]); no reply is an error naming the host.
     pub(crate) fn streaming(&self, path: &str, timeout: Duration) -> Result<Streaming> {
-        let bearer = format!("Bearer {}", self.token);
-        let target = Target::Tcp(self.addr());
+        let bearer = format!("Bearer {}", self.entry.token);
         request_streaming(
-            &target,
+            &self.target(),
             "GET",
             path,
             &[("Authorization", &bearer)],
@@ -602,22 +664,82 @@ fn went_down(lab: &LabName, done: Vec<String>, why: &[String], again: &str) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::AgentCert;
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    const TOKEN: &str = "t0ken-that-must-not-leak-0123456789abcdef";
+
+    fn entry(address: &str, fingerprint: Fingerprint) -> String {
+        format!("address = \"{address}\"\nfingerprint = \"{fingerprint}\"\ntoken = \"{TOKEN}\"\n")
+    }
+
+    fn host(name: &str, addr: SocketAddr) -> Host {
+        Host {
+            name: name.into(),
+            address: addr.ip(),
+            port: addr.port(),
+        }
+    }
+
+    fn pair() -> AgentCert {
+        AgentCert::new_pair(vec!["rtemu-agent".into()]).unwrap().0
+    }
 
     #[test]
-    fn credentials_are_host_token_lines_with_valid_names_and_tokens() {
+    fn credentials_bind_each_host_to_an_address_a_fingerprint_and_a_token() {
         let p = Path::new("hosts.toml");
-        let c = Credentials::parse(p, "h1 = \"abc\"\nh2 = \"d-e_f\"\n").unwrap();
-        assert_eq!(c.tokens.len(), 2);
-        assert_eq!(c.tokens["h2"], "d-e_f");
+        let f = Fingerprint::of(b"x");
+        let text = format!(
+            "[h1]\n{}[h2]\n{}",
+            entry("192.0.2.1:7781", f),
+            entry("[2001:db8::1]:7781", f)
+        );
+        let c = Credentials::parse(p, &text).unwrap();
+        assert_eq!(c.hosts.len(), 2);
+        assert_eq!(c.hosts["h2"].address, "[2001:db8::1]:7781".parse().unwrap());
+        assert_eq!(c.hosts["h1"].fingerprint, f);
+        assert_eq!(c.hosts["h1"].token, TOKEN);
+        let good = entry("192.0.2.1:7781", f);
         for (bad, says) in [
-            ("H1 = \"abc\"\n", "invalid host name `H1`"),
-            ("h1 = 3\n", "host `h1`: give its token as a string"),
-            ("h1 = \"a b\"\n", "host `h1`: give its token"),
-            ("h1 = \"\"\n", "host `h1`: give its token"),
-            ("h1 = \"a\nb\"\n", "hosts.toml: "),
+            (format!("[H1]\n{good}"), "invalid host name `H1`"),
+            // The old form, a token alone: no address or certificate to hold the agent to.
+            (
+                "h1 = \"abc\"\n".into(),
+                "host `h1`: its credentials are a table, not a string",
+            ),
+            (
+                format!("[h1]\n{}", good.replace("address", "adress")),
+                "`address` is missing",
+            ),
+            (
+                format!(
+                    "[h1]\n{}",
+                    good.replace("fingerprint = ", "fingerprint = 1 #")
+                ),
+                "`fingerprint` is a integer",
+            ),
+            (
+                format!("[h1]\n{}", good.replace(":7781", "")),
+                "address `192.0.2.1` is not IP:PORT",
+            ),
+            (
+                format!("[h1]\n{}", good.replace(&f.to_string(), "AB:CD")),
+                "SHA-256 in hex",
+            ),
+            (
+                format!("[h1]\n{}", good.replace(TOKEN, "a b")),
+                "printable characters",
+            ),
+            (
+                format!("[h1]\n{good}insecure = true\n"),
+                "unknown key `insecure`",
+            ),
+            ("h1 = \"a\nb\"\n".into(), "hosts.toml: "),
         ] {
-            let e = format!("{:#}", Credentials::parse(p, bad).unwrap_err());
+            let e = format!("{:#}", Credentials::parse(p, &bad).unwrap_err());
             assert!(e.contains(says), "{bad:?}: {e}");
+            assert!(!e.contains(TOKEN), "the token shown: {e}");
         }
     }
 
@@ -626,7 +748,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rtemu-cred-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("hosts.toml");
-        std::fs::write(&path, "h1 = \"t\"\n").unwrap();
+        let f = Fingerprint::of(b"x");
+        std::fs::write(&path, format!("[h1]\n{}", entry("192.0.2.1:7781", f))).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = Credentials::load(&path).unwrap_err().to_string();
@@ -634,21 +757,156 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let c = Credentials::load(&path).unwrap();
         let hosts = [
-            Host {
-                name: "h1".into(),
-                address: "192.0.2.1".parse().unwrap(),
-                port: 7781,
-            },
-            Host {
-                name: "h2".into(),
-                address: "192.0.2.2".parse().unwrap(),
-                port: 7781,
-            },
+            host("h1", "192.0.2.1:7781".parse().unwrap()),
+            host("h2", "192.0.2.2:7781".parse().unwrap()),
         ];
         let e = c.agents(&hosts).err().unwrap().to_string();
-        assert!(e.ends_with("hosts.toml has no token for host h2"), "{e}");
+        assert!(
+            e.ends_with("hosts.toml has no credentials for host h2"),
+            "{e}"
+        );
         let e = format!("{:#}", Credentials::load(&dir.join("none")).unwrap_err());
         assert!(e.contains("give another file with --credentials"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Bytes off the wire, and bytes read through TLS.
+    type Got = (Vec<u8>, Vec<u8>);
+
+    /// What a listener with `cert` got from one client: every byte off the wire, and what it
+    /// read through TLS once the handshake ended (nothing when it did not).
+    fn listen_tls(cert: &AgentCert) -> (SocketAddr, std::thread::JoinHandle<Got>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = cert.server_config().unwrap();
+        let got = std::thread::spawn(move || {
+            let (sock, _) = listener.accept().unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            // Every byte the client sends is kept as it passes.
+            struct Tap(std::net::TcpStream, Vec<u8>);
+            impl std::io::Read for Tap {
+                fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                    let n = self.0.read(buf)?;
+                    self.1.extend_from_slice(&buf[..n]);
+                    Ok(n)
+                }
+            }
+            impl std::io::Write for Tap {
+                fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                    self.0.write(buf)
+                }
+                fn flush(&mut self) -> std::io::Result<()> {
+                    self.0.flush()
+                }
+            }
+            let mut tap = Tap(sock, Vec::new());
+            let mut tls = rustls::ServerConnection::new(config).unwrap();
+            let mut plain = Vec::new();
+            while tls.is_handshaking() {
+                if tls.complete_io(&mut tap).is_err() {
+                    // The client's alert may still be on its way: read what is left.
+                    let mut rest = Vec::new();
+                    let _ = tap.0.read_to_end(&mut rest);
+                    tap.1.extend_from_slice(&rest);
+                    return (tap.1, plain);
+                }
+            }
+            let mut stream = rustls::Stream::new(&mut tls, &mut tap);
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                plain.extend_from_slice(&buf[..n]);
+                if plain.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            (tap.1, plain)
+        });
+        (addr, got)
+    }
+
+    fn contains(hay: &[u8], needle: &str) -> bool {
+        hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+    }
+
+    #[test]
+    fn an_agent_without_the_pinned_certificate_gets_no_token() {
+        let (pinned, other) = (pair(), pair());
+        let p = Path::new("hosts.toml");
+        // The pinned agent: the token arrives (so the listener would see it).
+        let (addr, got) = listen_tls(&pinned);
+        let c = Credentials::parse(
+            p,
+            &format!("[h1]\n{}", entry(&addr.to_string(), pinned.fingerprint())),
+        )
+        .unwrap();
+        let hosts = [host("h1", addr)];
+        let agents = c.agents(&hosts).unwrap();
+        let _ = agents[0].reply("GET", "/v1/vnis", None, Duration::from_secs(1));
+        let (wire, plain) = got.join().unwrap();
+        assert!(contains(&plain, TOKEN), "the pinned agent got the request");
+        assert!(
+            !contains(&wire, TOKEN),
+            "the token crossed the wire in clear"
+        );
+        // Another certificate at the same address (a listener of anyone's choosing).
+        let (addr, got) = listen_tls(&other);
+        let c = Credentials::parse(
+            p,
+            &format!("[h1]\n{}", entry(&addr.to_string(), pinned.fingerprint())),
+        )
+        .unwrap();
+        let hosts = [host("h1", addr)];
+        let agents = c.agents(&hosts).unwrap();
+        let e = format!(
+            "{:#}",
+            agents[0]
+                .reply("GET", "/v1/vnis", None, Duration::from_secs(5))
+                .unwrap_err()
+        );
+        let (wire, plain) = got.join().unwrap();
+        assert!(
+            plain.is_empty() && !contains(&wire, TOKEN),
+            "the token was sent"
+        );
+        assert!(!wire.is_empty(), "the client did connect");
+        assert!(
+            e.starts_with(&format!("host `h1`: its agent at {addr}")),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!(
+                "its certificate's SHA-256 fingerprint is {}, but the credentials pin {}",
+                other.fingerprint(),
+                pinned.fingerprint()
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_agent_placed_elsewhere_than_its_credentials_say_is_not_contacted() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let named = listener.local_addr().unwrap();
+        let bound = "127.0.0.1:7781";
+        let p = Path::new("hosts.toml");
+        let c = Credentials::parse(p, &format!("[h1]\n{}", entry(bound, Fingerprint::of(b"x"))))
+            .unwrap();
+        // The topology sends h1's agent to the listener instead.
+        let hosts = [host("h1", named)];
+        let e = c.agents(&hosts).err().unwrap().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "host `h1`: the topology places its agent at {named}, but hosts.toml binds it \
+                 to {bound}: its token is sent nowhere else (correct the topology's [hosts] or \
+                 the credentials)"
+            )
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(listener.accept().is_err(), "the listener was contacted");
     }
 }

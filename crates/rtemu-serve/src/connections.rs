@@ -96,12 +96,15 @@ impl Drop for Slot {
 
 /// Serves `router` on `listener` within `limits` until `stop` ends; then waits for the open
 /// connections to finish their requests (the caller bounds that wait). `peer` gives the
-/// address a connection is counted under (None: counted in the total only).
+/// address a connection is counted under (None: counted in the total only). With `tls`, each
+/// connection is a TLS one, its handshake made in the connection's own task within
+/// [`HEAD_TIMEOUT`], so a peer that stalls it holds up no one else.
 pub async fn serve<L: Listener>(
     mut listener: L,
     router: Router,
     limits: Limits,
     peer: fn(&L::Addr) -> Option<IpAddr>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     stop: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let open = Arc::new(Mutex::new(Open::default()));
@@ -116,19 +119,37 @@ pub async fn serve<L: Listener>(
         let Some(slot) = Slot::take(&open, peer(&addr), limits) else {
             continue;
         };
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEAD_TIMEOUT)
-            .serve_connection(TokioIo::new(io), TowerToHyperService::new(router.clone()));
-        let connection = graceful.watch(connection);
+        let (router, watcher, tls) = (router.clone(), graceful.watcher(), tls.clone());
         tokio::spawn(async move {
-            // A peer that goes away or times out ends its connection; nothing to report.
-            let _ = connection.await;
+            // A peer that goes away, fails its handshake or times out ends its connection;
+            // nothing to report.
+            match tls {
+                None => drop(watcher.watch(http(io, router)).await),
+                Some(tls) => {
+                    if let Ok(Ok(io)) = tokio::time::timeout(HEAD_TIMEOUT, tls.accept(io)).await {
+                        drop(watcher.watch(http(io, router)).await);
+                    }
+                }
+            }
             drop(slot);
         });
     }
     graceful.shutdown().await;
     Ok(())
+}
+
+/// HTTP/1.1 on `io`, answered by `router`.
+fn http<I>(
+    io: I,
+    router: Router,
+) -> hyper::server::conn::http1::Connection<TokioIo<I>, TowerToHyperService<Router>>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(router))
 }
 
 /// The address a TCP connection is counted under.

@@ -10,7 +10,8 @@
 //! * [`connections`]: how many connections a listener holds, in all and per peer, and how
 //!   long one may idle before a request;
 //! * [`client`]: a minimal blocking client, for tests and tools;
-//! * [`cluster`]: the coordinator of a multi-host lab, which drives every host's agent;
+//! * [`cluster`]: the coordinator of a multi-host lab, which drives every host's agent, and
+//!   [`tls`], how they talk: TLS to the certificate the credentials pin;
 //! * [`metrics`]: `GET /metrics`, the labs' and engines' counters for Prometheus;
 //! * [`error`]: errors as `{"error": TEXT}` with the command line's text and a status;
 //! * [`openapi_json`]: the OpenAPI 3.1 document, derived from the handlers and types, also
@@ -33,6 +34,7 @@ pub mod exec;
 pub mod listen;
 pub mod metrics;
 pub mod routes;
+pub mod tls;
 pub mod view;
 pub mod web;
 
@@ -71,6 +73,8 @@ pub struct Options {
     /// Read the token from this file instead of drawing one (with `listen`; nothing is
     /// written): one token shared by every agent of a cluster, from a Kubernetes Secret.
     pub token_from: Option<PathBuf>,
+    /// Serve TCP over TLS with this key and certificate (with `listen`).
+    pub tls: Option<tls::Source>,
 }
 
 impl Default for Options {
@@ -81,6 +85,7 @@ impl Default for Options {
             listen: None,
             token_file: PathBuf::from(DEFAULT_TOKEN_FILE),
             token_from: None,
+            tls: None,
         }
     }
 }
@@ -132,14 +137,25 @@ impl Default for Options {
 )]
 struct ApiDoc;
 
+/// A TCP listener and what a request on it needs: the token, and TLS when asked.
+struct Tcp {
+    listener: std::net::TcpListener,
+    token: String,
+    tls: Option<tls::AgentCert>,
+}
+
 /// Binds TCP at `addr` (non-blocking, for tokio) with `token`.
-fn bind_tcp(addr: SocketAddr, token: String) -> Result<(std::net::TcpListener, String)> {
+fn bind_tcp(addr: SocketAddr, token: String) -> Result<Tcp> {
     let listener =
         std::net::TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     listener
         .set_nonblocking(true)
         .context("making the TCP socket non-blocking")?;
-    Ok((listener, token))
+    Ok(Tcp {
+        listener,
+        token,
+        tls: None,
+    })
 }
 
 /// Declares the bearer token, which requests over TCP need.
@@ -180,6 +196,7 @@ pub struct Server {
     serving: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
     tcp: Option<SocketAddr>,
     token: Option<String>,
+    fingerprint: Option<tls::Fingerprint>,
     files: Vec<listen::OwnFile>,
 }
 
@@ -190,15 +207,18 @@ impl Server {
     pub fn start(opts: &Options) -> Result<Server> {
         let (unix, socket) = listen::bind_unix(&opts.socket, opts.group.as_deref())?;
         let mut files = vec![socket];
-        let tcp = match (opts.listen, &opts.token_from) {
+        let mut tcp = match (opts.listen, &opts.token_from) {
             (None, _) => None,
             (Some(addr), Some(from)) => Some(bind_tcp(addr, listen::read_token(from)?)?),
             (Some(addr), None) => {
                 let tcp = bind_tcp(addr, listen::new_token()?)?;
-                files.push(listen::write_token(&opts.token_file, &tcp.1)?);
+                files.push(listen::write_token(&opts.token_file, &tcp.token)?);
                 Some(tcp)
             }
         };
+        if let (Some(tcp), Some(source)) = (&mut tcp, &opts.tls) {
+            tcp.tls = Some(tls::AgentCert::load(source, tcp.listener.local_addr()?)?);
+        }
         Server::serve(Some(unix), tcp, files)
     }
 
@@ -214,7 +234,7 @@ impl Server {
 
     fn serve(
         unix: Option<std::os::unix::net::UnixListener>,
-        tcp: Option<(std::net::TcpListener, String)>,
+        tcp: Option<Tcp>,
         files: Vec<listen::OwnFile>,
     ) -> Result<Server> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -245,6 +265,7 @@ impl Server {
                 router,
                 connections::UNIX,
                 connections::unix_peer,
+                None,
                 stopped(),
             )));
         }
@@ -266,9 +287,16 @@ impl Server {
                 Ok(())
             }
         }));
-        let (mut addr, mut token) = (None, None);
-        if let Some((listener, secret)) = tcp {
+        let (mut addr, mut token, mut fingerprint) = (None, None, None);
+        if let Some(Tcp {
+            listener,
+            token: secret,
+            tls,
+        }) = tcp
+        {
             addr = Some(listener.local_addr().context("reading the TCP address")?);
+            fingerprint = tls.as_ref().map(tls::AgentCert::fingerprint);
+            let acceptor = tls.as_ref().map(tls::AgentCert::acceptor).transpose()?;
             let listener = tokio::net::TcpListener::from_std(listener).context("serving TCP")?;
             // The page's files need no token; the API, and every path it does not know, does.
             let router = web::router().merge(routes::router(app).layer(
@@ -282,6 +310,7 @@ impl Server {
                 router,
                 connections::TCP,
                 connections::tcp_peer,
+                acceptor,
                 stopped(),
             )));
             token = Some(secret);
@@ -292,6 +321,7 @@ impl Server {
             serving,
             tcp: addr,
             token,
+            fingerprint,
             files,
         })
     }
@@ -304,7 +334,12 @@ impl Server {
     /// Where it listens (started with `opts`), as `rtemu serve` says it: the socket, then the
     /// TCP address with its token file, warned of when it is not a loopback address.
     pub fn describe(&self, opts: &Options) -> String {
-        listening(opts, self.tcp)
+        listening(opts, self.tcp, self.fingerprint)
+    }
+
+    /// The SHA-256 fingerprint of the certificate it serves TCP with, when over TLS.
+    pub fn fingerprint(&self) -> Option<tls::Fingerprint> {
+        self.fingerprint
     }
 
     /// The TCP token.
@@ -315,7 +350,11 @@ impl Server {
     /// The address of the web view, with the token, preselecting `lab` (on TCP only: a
     /// browser does not speak HTTP over a Unix socket).
     pub fn view_url(&self, lab: Option<&str>) -> Option<String> {
-        Some(web::url(self.tcp?, self.token.as_deref()?, lab))
+        let url = web::url(self.tcp?, self.token.as_deref()?, lab);
+        Some(match self.fingerprint {
+            Some(_) => url.replacen("http://", "https://", 1),
+            None => url,
+        })
     }
 
     /// Serves until SIGINT or SIGTERM, then stops.
@@ -356,8 +395,13 @@ impl Server {
     }
 }
 
-/// [`Server::describe`] of a server listening as `opts` say, on `tcp` too.
-fn listening(opts: &Options, tcp: Option<SocketAddr>) -> String {
+/// [`Server::describe`] of a server listening as `opts` say, on `tcp` too (over TLS with the
+/// certificate of `fingerprint`).
+fn listening(
+    opts: &Options,
+    tcp: Option<SocketAddr>,
+    fingerprint: Option<tls::Fingerprint>,
+) -> String {
     let socket = opts.socket.display();
     let mut text = format!("serving the rtemu API on {socket} (Ctrl-C stops)");
     if let Some(group) = &opts.group {
@@ -369,9 +413,23 @@ fn listening(opts: &Options, tcp: Option<SocketAddr>) -> String {
                 "\nwarning: {addr} is not a loopback address: anyone who reaches it with the \
                  token drives this machine's labs"
             );
+            if fingerprint.is_none() {
+                text += " (and, without --tls-dir, reads the token on the way)";
+            }
         }
         let token = opts.token_from.as_ref().unwrap_or(&opts.token_file);
-        text += &format!("\nand on http://{addr}, token in {}", token.display());
+        let scheme = if fingerprint.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        text += &format!("\nand on {scheme}://{addr}, token in {}", token.display());
+        if let Some(f) = fingerprint {
+            text += &format!(
+                "\nTLS certificate SHA-256 fingerprint {f} (the coordinator's credentials \
+                 pin it: `fingerprint = \"{f}\"`)"
+            );
+        }
     }
     text
 }
@@ -388,18 +446,19 @@ mod tests {
             listen: None,
             token_file: "/run/rtemu/api.token".into(),
             token_from: None,
+            tls: None,
         };
-        let unix = listening(&opts, None);
+        let unix = listening(&opts, None, None);
         assert_eq!(
             unix,
             "serving the rtemu API on /run/rtemu/api.sock (Ctrl-C stops)"
         );
-        let local = listening(&opts, Some("127.0.0.1:8470".parse().unwrap()));
+        let local = listening(&opts, Some("127.0.0.1:8470".parse().unwrap()), None);
         assert_eq!(
             local,
             format!("{unix}\nand on http://127.0.0.1:8470, token in /run/rtemu/api.token")
         );
-        let open = listening(&opts, Some("0.0.0.0:8470".parse().unwrap()));
+        let open = listening(&opts, Some("0.0.0.0:8470".parse().unwrap()), None);
         assert!(
             open.contains("\nwarning: 0.0.0.0:8470 is not a loopback address"),
             "{open}"

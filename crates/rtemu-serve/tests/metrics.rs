@@ -170,6 +170,7 @@ fn metrics_follow_the_server_s_access_rules() {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: dir.0.join("api.token"),
         token_from: None,
+        tls: None,
     })
     .unwrap();
     let wait = Duration::from_secs(30);

@@ -33,6 +33,7 @@ fn server(dir: &Path) -> Server {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: dir.join("api.token"),
         token_from: None,
+        tls: None,
     })
     .unwrap()
 }
@@ -54,6 +55,37 @@ fn error(reply: &Reply, status: u16) -> String {
     assert_eq!(reply.header("content-type"), Some("application/json"));
     let body: serde_json::Value = reply.json().unwrap();
     body["error"].as_str().expect("an error text").to_owned()
+}
+
+#[test]
+fn an_agent_serves_tls_to_its_pin_only() {
+    let dir = TempDir::new("serve-tls");
+    let s = Server::start(&Options {
+        socket: dir.0.join("api.sock"),
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        token_file: dir.0.join("api.token"),
+        tls: Some(rtemu_serve::tls::Source::Dir(dir.0.join("tls"))),
+        ..Options::default()
+    })
+    .unwrap();
+    let addr = s.tcp_addr().unwrap();
+    let pin = s.fingerprint().expect("served over TLS");
+    assert!(s.view_url(None).unwrap().starts_with("https://"));
+    let bearer = format!("Bearer {}", s.token().unwrap());
+    let auth = [("Authorization", bearer.as_str())];
+    let labs = get(&Target::Tls(addr, pin), "/v1/labs", &auth);
+    assert_eq!(labs.status, 200, "{}", labs.text());
+    // The token without TLS gets no answer; a wrong pin not even a request.
+    let plain = request(&Target::Tcp(addr), "GET", "/v1/labs", &auth, None, WAIT);
+    assert!(plain.is_err() || plain.unwrap().status != 200);
+    let other = rtemu_serve::tls::Fingerprint::of(b"another certificate");
+    let e = request(&Target::Tls(addr, other), "GET", "/", &auth, None, WAIT).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("the credentials pin {other}")),
+        "{e}"
+    );
+    s.stop().unwrap();
 }
 
 #[test]
@@ -221,6 +253,7 @@ fn a_token_read_from_a_secret_is_the_one_asked_for_and_nothing_is_written() {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: dir.0.join("api.token"),
         token_from: Some(dir.0.join(from)),
+        tls: None,
     };
     let s = Server::start(&opts("token")).unwrap();
     assert_eq!(s.token(), Some(secret));
@@ -280,6 +313,7 @@ fn a_token_file_is_made_new_and_never_replaces_or_removes_another_file() {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: token_file.to_owned(),
         token_from: None,
+        tls: None,
     };
     let e = Server::start(&opts(&state))
         .err()
@@ -315,6 +349,7 @@ fn token_from_checks_the_file_it_reads_and_refuses_a_fifo_at_once() {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         token_file: dir.0.join("api.token"),
         token_from: Some(from.to_owned()),
+        tls: None,
     };
     let fifo = dir.0.join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
@@ -380,6 +415,7 @@ fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
         listen: None,
         token_file: dir.0.join("api.token"),
         token_from: None,
+        tls: None,
     };
     std::fs::write(&sock, "not a socket").unwrap();
     let e = Server::start(&opts).err().expect("a file is not replaced");
@@ -429,6 +465,7 @@ fn a_group_may_use_the_socket_when_given_and_an_unknown_one_is_refused() {
         listen: None,
         token_file: dir.0.join("api.token"),
         token_from: None,
+        tls: None,
     };
     let e = format!(
         "{:#}",

@@ -29,6 +29,12 @@ struct Serve {
 
 impl Serve {
     fn start(tag: &str) -> Serve {
+        Serve::start_with(tag, &[], Stdio::inherit())
+    }
+
+    /// [`Serve::start`] with `extra` arguments (`{dir}` standing for its directory) and
+    /// its stderr to `stderr`.
+    fn start_with(tag: &str, extra: &[&str], stderr: Stdio) -> Serve {
         let dir = std::env::temp_dir().join(format!("rtemu-serve-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
@@ -39,7 +45,13 @@ impl Serve {
             .arg(dir.join("api.sock"))
             .args(["--listen", "127.0.0.1:0", "--token-file"])
             .arg(dir.join("api.token"))
+            .args(
+                extra
+                    .iter()
+                    .map(|a| a.replace("{dir}", &dir.display().to_string())),
+            )
             .stdin(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("rtemu serve runs");
         let serve = Serve { child, dir };
@@ -177,6 +189,61 @@ fn ping_min_ms(t: &Target, lab: &str, node: &str, to: &str, count: u32) -> Optio
         .next()?
         .parse()
         .ok()
+}
+
+/// What `rtemu serve --tls-dir` with `extra` arguments printed, its stderr not a terminal
+/// (checked to hold the fingerprint of the certificate it made), and the token it drew.
+fn serve_tls_printing(tag: &str, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["--tls-dir", "{dir}/tls"];
+    args.extend_from_slice(extra);
+    let mut serve = Serve::start_with(tag, &args, Stdio::piped());
+    // The socket listens a moment before the token and the certificate are written.
+    let started = Instant::now();
+    while !serve.dir.join("tls/agent.crt").exists() || !serve.dir.join("api.token").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no token or certificate"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Then it says where it listens and catches SIGTERM.
+    std::thread::sleep(Duration::from_millis(500));
+    let token = std::fs::read_to_string(serve.dir.join("api.token")).unwrap();
+    let token = token.trim().to_owned();
+    let cert = rtemu_serve::tls::Source::Files {
+        cert: serve.dir.join("tls/agent.crt"),
+        key: serve.dir.join("tls/agent.key"),
+    };
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let fingerprint = rtemu_serve::tls::AgentCert::load(&cert, any)
+        .unwrap()
+        .fingerprint();
+    assert!(serve.terminate());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut serve.child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains(&format!(
+            "TLS certificate SHA-256 fingerprint {fingerprint}"
+        )),
+        "{err}"
+    );
+    (err, token)
+}
+
+#[test]
+fn the_drawn_token_is_printed_only_on_purpose_when_stderr_is_not_a_terminal() {
+    if !root_or_skip("the_drawn_token_is_printed_only_on_purpose") {
+        return;
+    }
+    let (err, token) = serve_tls_printing("quiet", &[]);
+    assert!(!err.contains(&token), "the token went to a log: {err}");
+    assert!(err.contains("(--print-url prints it)"), "{err}");
+    let (err, token) = serve_tls_printing("loud", &["--print-url"]);
+    assert!(
+        err.contains("rtemu serve: web view at https://127.0.0.1:"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("#token={token}")), "{err}");
 }
 
 #[test]

@@ -72,7 +72,7 @@ mod tests {
                 file: "sp.toml".into(),
                 topology: Topology::parse("sp.toml", &text).unwrap(),
             },
-            // No token: asking any agent would fail otherwise.
+            // No credentials: asking any agent would fail otherwise.
             credentials: Credentials::parse(std::path::Path::new("h.toml"), "").unwrap(),
         };
         // The chain's ideal a–b link, and no link at all.
@@ -86,6 +86,9 @@ mod tests {
             );
         }
         let e = change(&spread, "wan", &Change::Cut(true)).unwrap_err();
-        assert!(e.to_string().ends_with("has no token for host h1"), "{e}");
+        assert!(
+            e.to_string().ends_with("has no credentials for host h1"),
+            "{e}"
+        );
     }
 }

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::io::IsTerminal;
+
 use anyhow::Result;
 use clap::Args;
 
@@ -15,7 +17,8 @@ use clap::Args;
   curl --unix-socket /run/rtemu/api.sock http://rtemu/v1/labs
   sudo rtemu serve --listen 127.0.0.1:8470
   curl -H \"Authorization: Bearer $(sudo cat /run/rtemu/api.token)\" http://127.0.0.1:8470/v1/labs
-  sudo rtemu serve --listen 192.0.2.10:7781 --token-from /etc/rtemu/agent.token")]
+  sudo rtemu serve --listen 192.0.2.10:7781 --tls-dir /var/lib/rtemu/tls     an agent (prints
+                                                   the fingerprint the credentials pin)")]
 pub struct ServeArgs {
     /// The Unix socket to listen on (mode 0600: root only; no token needed).
     #[arg(long, value_name = "PATH", default_value = rtemu_serve::DEFAULT_SOCKET)]
@@ -43,6 +46,27 @@ pub struct ServeArgs {
         conflicts_with = "token_file"
     )]
     pub token_from: Option<PathBuf>,
+    /// Serve TCP over TLS with a key and self-signed certificate kept in this directory (only
+    /// root may write it; made, mode 0700, when missing), made there the first time, so a
+    /// restarted agent keeps its certificate. Prints the certificate's SHA-256 fingerprint,
+    /// which the coordinator's credentials pin.
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "listen",
+        conflicts_with_all = ["tls_cert", "tls_key"]
+    )]
+    pub tls_dir: Option<PathBuf>,
+    /// Serve TCP over TLS with this certificate (PEM; with --tls-key).
+    #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM, readable by its owner only).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Print the web view's address, which holds the token, even when stderr is not a
+    /// terminal (a journal, a pod's log) or the token is shared (--token-from).
+    #[arg(long)]
+    pub print_url: bool,
     /// Print the API's OpenAPI document and exit (no root needed).
     #[arg(long)]
     pub print_openapi: bool,
@@ -62,14 +86,51 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         listen: args.listen,
         token_file: args.token_file.clone(),
         token_from: args.token_from.clone(),
+        tls: match (&args.tls_dir, &args.tls_cert, &args.tls_key) {
+            (Some(dir), _, _) => Some(rtemu_serve::tls::Source::Dir(dir.clone())),
+            (None, Some(cert), Some(key)) => Some(rtemu_serve::tls::Source::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        },
     };
     let server = rtemu_serve::Server::start(&opts)?;
     eprintln!("{}", server.describe(&opts));
-    // A shared token stays out of the log an agent's output may go to (a pod's, a journal).
-    if let Some(url) = server.view_url(None).filter(|_| args.token_from.is_none()) {
-        eprintln!("rtemu serve: web view at {url}");
+    if let Some(url) = server.view_url(None) {
+        let terminal = std::io::stderr().is_terminal();
+        if print_url(args.print_url, terminal, args.token_from.is_some()) {
+            eprintln!("rtemu serve: web view at {url}");
+        } else {
+            eprintln!(
+                "rtemu serve: the web view's address holds the token and is not printed here \
+                 (--print-url prints it)"
+            );
+        }
     }
     server.run_until_signal()?;
     eprintln!("stopped serving");
     Ok(())
+}
+
+/// Whether the web view's address, which holds the token, is printed: when asked, else only to
+/// a terminal and only for a token of this server's own. A log (a journal under systemd, a
+/// pod's) keeps what it is given, readable by more than root, and a shared token opens every
+/// agent.
+fn print_url(asked: bool, terminal: bool, shared: bool) -> bool {
+    asked || (terminal && !shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_s_url_goes_only_to_a_terminal_unless_asked() {
+        assert!(print_url(false, true, false));
+        assert!(!print_url(false, false, false), "a journal");
+        assert!(!print_url(false, true, true), "a shared token");
+        assert!(print_url(true, false, false));
+        assert!(print_url(true, false, true));
+    }
 }
