@@ -28,8 +28,15 @@ use crate::pool::{Exhausted, Pool};
 /// (every copy in it gets the same send time, so a long batch would blur the fidelity record).
 pub const RELEASE_BATCH: usize = 64;
 
-/// Records each fidelity ring holds before the reader must drain it (about 0.6 s at 100 kpps).
+/// The most records a fidelity ring holds before the reader must drain it (about 0.6 s at
+/// 100 kpps, 2 MiB).
 const FIDELITY_RING: usize = 1 << 16;
+
+/// Fidelity records per frame buffer. A direction's buffers are sized for the rate it must
+/// carry (`up` gives each of a few links 4,096, each of a thousand 256), and its record ring
+/// follows them: a thousand links with full rings held 4 GB of records. A ring that fills
+/// counts what it loses (`lost`), so a too-small one shows.
+const RECORDS_PER_BUFFER: usize = 16;
 
 /// What happens to address-resolution frames (ARP, IPv6 neighbour discovery).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +163,8 @@ impl Direction {
         steering: Steering,
     ) -> (Direction, Arc<Published>, Consumer) {
         let published = Arc::new(Published::default());
-        let (producer, consumer) = fidelity::ring(FIDELITY_RING);
+        let records = (cfg.pool_frames * RECORDS_PER_BUFFER).clamp(RELEASE_BATCH, FIDELITY_RING);
+        let (producer, consumer) = fidelity::ring(records);
         let d = Direction {
             model: cfg.model,
             resolution: cfg.resolution,
