@@ -805,22 +805,12 @@ fn open_links<Io: OpenIo>(
             });
         }
     });
-    let mut links = Vec::with_capacity(impaired.len());
-    let mut first_failure = None;
-    for slot in slots {
-        match slot.into_inner().unwrap_or_else(PoisonError::into_inner) {
-            Some(Ok(link)) => links.push(link),
-            Some(Err(e)) => {
-                first_failure.get_or_insert(e);
-            }
-            None => {}
-        }
-    }
-    match first_failure {
-        Some(e) => Err(e),
-        None if links.len() == impaired.len() => Ok(links),
-        None => unreachable!("openers stop early only after a failure"),
-    }
+    // Links are taken in order, so every link before a failed one was opened or failed too:
+    // the first failure comes before the first link never taken.
+    slots
+        .into_iter()
+        .map_while(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner))
+        .collect()
 }
 
 /// Starts the engine with `io`; AF_XDP that cannot be set up is said once and replaced by
