@@ -34,6 +34,8 @@ pub enum DropKind {
     /// The model had stopped deciding (its trace ended under the `stop` policy, or failed).
     ModelExhausted,
     /// The link was cut (`rtemu link down`): it carries nothing, not even address resolution.
+    /// Also a frame the kernel queued before the engine brought the link up (see
+    /// `Direction::open`).
     LinkDown,
 }
 

@@ -140,6 +140,11 @@ pub(crate) struct Direction {
     /// (frames received on different CPUs), and models (trace feeds) expect time not to go
     /// back, so an earlier stamp is raised to it (later, never earlier).
     last_arrival_ns: u64,
+    /// When the link came up: its release thread's start. A frame the kernel stamped before
+    /// then waited in the ring while the engine set up (seconds, while a thousand links open);
+    /// it arrived on a link not yet up and is dropped as link-down, so no release is timed
+    /// from an arrival the engine was not there to see.
+    opened_ns: u64,
     late_after_ns: u64,
     counters: Counters,
     changed: bool,
@@ -174,6 +179,7 @@ impl Direction {
             input_seq: 0,
             model_seq: 0,
             last_arrival_ns: 0,
+            opened_ns: 0,
             late_after_ns: cfg.late_after_ns,
             counters: Counters::default(),
             changed: false,
@@ -210,6 +216,11 @@ impl Direction {
         }
     }
 
+    /// Brings the link up at `at_ns`: frames stamped before it are dropped as link-down.
+    pub(crate) fn open(&mut self, at_ns: u64) {
+        self.opened_ns = at_ns;
+    }
+
     /// Decides the fate of a frame that arrived at [`Frame::arrival_ns`] and queues its copies.
     pub(crate) fn receive(&mut self, frame: Frame<'_>) {
         let now_ns = frame.arrival_ns.max(self.last_arrival_ns);
@@ -219,7 +230,7 @@ impl Direction {
         self.counters.received_bytes += frame.wire_len as u64;
         let seq = self.input_seq;
         self.input_seq += 1;
-        if self.steering.cut.load(Ordering::Relaxed) {
+        if frame.arrival_ns < self.opened_ns || self.steering.cut.load(Ordering::Relaxed) {
             self.counters.drop_one(DropKind::LinkDown);
             return;
         }
@@ -796,5 +807,29 @@ mod tests {
         d.receive(at(0, &udp(2)));
         assert_eq!(d.next_release(), Some(1_000_000));
         assert!(d.counters().conserved());
+    }
+
+    /// A frame that waited in the ring while the engine set up is not released late and timed
+    /// as a release error: it arrived before the link was up. One stamped at the opening
+    /// instant, or after, is carried.
+    #[test]
+    fn a_frame_stamped_before_the_link_came_up_is_dropped_as_link_down() {
+        let (mut d, _, fidelity) = direction("delay 1ms", 16);
+        d.open(5_000_000);
+        d.receive(Frame {
+            seen_ns: 5_000_100,
+            ..at(4_999_999, &udp(1))
+        });
+        assert_eq!(d.next_release(), None);
+        d.receive(at(5_000_000, &udp(2)));
+        assert_eq!(d.next_release(), Some(6_000_000));
+        let mut io = MemIo::new(8);
+        assert_eq!(d.release(6_000_000, &mut io, || 6_000_100), 1);
+        assert_eq!(io.sent.iter().map(|f| id(f)).collect::<Vec<_>>(), [2]);
+        let c = d.counters();
+        assert_eq!((c.received, c.dropped(DropKind::LinkDown)), (2, 1));
+        assert!(c.conserved());
+        assert_eq!(fidelity.pop().map(|r| r.arrival_lag_ns), Some(500));
+        assert!(fidelity.pop().is_none());
     }
 }

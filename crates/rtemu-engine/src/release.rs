@@ -127,9 +127,10 @@ pub(crate) fn cpu_time_ns(tid: i32) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-/// Pins, classes and tunes the calling thread; returns the skipped steps and the priority in
-/// force (`None`: `SCHED_OTHER`).
-fn set_up(rt_cfg: &ThreadRt, status: &ThreadStatus) -> Option<u8> {
+/// Pins, classes and tunes the calling thread; returns the priority in force (`None`:
+/// `SCHED_OTHER`) and the instant its links came up, read before the thread says it started,
+/// so a frame sent once the engine is up always arrives after it.
+fn set_up(rt_cfg: &ThreadRt, status: &ThreadStatus) -> (Option<u8>, Instant) {
     let mut notices = Vec::new();
     let mut note = |step: &str, r: Result<(), rt::RtError>| match r {
         Ok(()) => true,
@@ -158,8 +159,9 @@ fn set_up(rt_cfg: &ThreadRt, status: &ThreadStatus) -> Option<u8> {
         .notices
         .lock()
         .unwrap_or_else(PoisonError::into_inner) = notices;
+    let opened = Instant::now();
     status.started.store(true, Ordering::Release);
-    fifo
+    (fifo, opened)
 }
 
 /// The loop's parameters.
@@ -185,7 +187,10 @@ pub(crate) fn run<Io: PacketIo>(
     stop: &AtomicBool,
     status: &ThreadStatus,
 ) -> Result<LoopEnd, EngineError> {
-    let fifo = set_up(rt_cfg, status);
+    let (fifo, opened) = set_up(rt_cfg, status);
+    for w in &mut ways {
+        w.dir.open(opened.as_nanos());
+    }
     let cpu_start = rtemu_clock::time::thread_cpu_time_ns();
     let wall_start = Instant::now();
     let mut budget = RtBudget::engine(wall_start.as_nanos());
