@@ -21,6 +21,8 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use futures_util::TryStreamExt;
 use ipnet::IpNet;
@@ -577,14 +579,23 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     // Examined, then removed all together: each step is one pass, however many nodes.
     let mut ours = Vec::new();
     let mut ids = BTreeSet::new();
-    for ns in &state.namespaces {
-        match find_netns(ns).map_err(io_err(format!("examining namespace {ns}")))? {
+    let examined = on_builders(&state.namespaces, |ns| {
+        let found = find_netns(ns).map_err(io_err(format!("examining namespace {ns}")))?;
+        let id = match &found {
+            Found::Marked(m) if m.as_deref() == Some(mark.as_str()) => {
+                sys::netns_id(ns).map_err(io_err(format!("examining namespace {ns}")))?
+            }
+            _ => None,
+        };
+        Ok((found, id))
+    })?;
+    for (ns, (found, id)) in state.namespaces.iter().zip(examined) {
+        match found {
             Found::Nothing => {}
             Found::Placeholder => {
                 sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?
             }
             Found::Marked(m) if m.as_deref() == Some(mark.as_str()) => {
-                let id = sys::netns_id(ns).map_err(io_err(format!("examining namespace {ns}")))?;
                 ids.extend(id);
                 ours.push(ns);
                 continue;
@@ -602,9 +613,9 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     // Processes keep a namespace alive after its mount is gone: end them first, and once more
     // after, for one that entered in between (a starting engine).
     kill_in_netns(&ids, &lab)?;
-    for ns in &ours {
-        sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))?;
-    }
+    on_builders(&ours, |ns| {
+        sys::delete_netns(ns).map_err(io_err(format!("removing namespace {ns}")))
+    })?;
     kill_in_netns(&ids, &lab)?;
     for ns in ours {
         remove_etc_netns(ns)?;
@@ -919,11 +930,31 @@ fn build(
     state: &State,
     cpu: Option<&cgroup::Controller>,
 ) -> Result<(), LabError> {
-    for ns in &state.namespaces {
-        let mark = ownership_mark(&state.lab);
-        sys::create_netns(ns, move || mark_this_netns(mark))
-            .map_err(io_err(format!("creating namespace {ns}")))?;
+    // Routes and neighbours come from the whole lab, so every host plans the same.
+    let plans = plan(topo);
+    // Each namespace is marked and given its first sysctls from inside, before it is named.
+    let mut first: Vec<(&str, Vec<(String, String)>)> = share
+        .nodes
+        .iter()
+        .zip(&state.nodes)
+        .map(|(&ni, (_, ns))| (ns.as_str(), node_sysctls(&plans[ni])))
+        .collect();
+    let lab_ns = lab_netns(&topo.lab);
+    if state.namespaces.contains(&lab_ns) {
+        // Bridges and their ports carry the nodes' frames and must add none of their own:
+        // without IPv6 they send no duplicate address probes or MLD reports into the LANs.
+        let off =
+            ["all", "default"].map(|c| (format!("net.ipv6.conf.{c}.disable_ipv6"), "1".to_owned()));
+        first.push((&lab_ns, off.into()));
     }
+    on_builders(&first, |(ns, sysctls)| {
+        let (mark, sysctls) = (ownership_mark(&state.lab), sysctls.clone());
+        sys::create_netns(ns, move || {
+            mark_this_netns(mark)?;
+            write_sysctls(&sysctls)
+        })
+        .map_err(io_err(format!("creating namespace {ns}")))
+    })?;
     if let Some(c) = cpu {
         for (node, dir) in &state.cgroups {
             let cores = topo.nodes[topo.node_index(node).expect("a node of the lab")]
@@ -935,86 +966,118 @@ fn build(
             )))?;
         }
     }
-    if let Some(ns) = state
-        .namespaces
-        .iter()
-        .find(|ns| **ns == lab_netns(&topo.lab))
-    {
-        // Bridges and their ports carry the nodes' frames and must add none of their own:
-        // without IPv6 they send no duplicate address probes or MLD reports into the LANs.
-        set_sysctls(
-            ns,
-            vec![
-                ("net.ipv6.conf.all.disable_ipv6".into(), "1".into()),
-                ("net.ipv6.conf.default.disable_ipv6".into(), "1".into()),
-            ],
-        )?;
-    }
-    // Routes and neighbours come from the whole lab, so every host plans the same.
-    let plans = plan(topo);
-    for &ni in &share.nodes {
-        let p = &plans[ni];
-        let mut sysctls = vec![
-            // Addresses are usable at once: nothing else is on these segments, so duplicate
-            // address detection only delays the first packets.
-            ("net.ipv6.conf.all.accept_dad".to_owned(), "0".to_owned()),
-            (
-                "net.ipv6.conf.default.accept_dad".to_owned(),
-                "0".to_owned(),
-            ),
-        ];
-        if p.forwarding {
-            sysctls.push(("net.ipv4.ip_forward".into(), "1".into()));
-            sysctls.push(("net.ipv6.conf.all.forwarding".into(), "1".into()));
-        }
-        set_sysctls(&node_netns(&topo.lab, &topo.nodes[ni].name), sysctls)?;
-    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
         .map_err(io_err("starting the netlink runtime"))?;
-    runtime.block_on(build_links(topo, share, state, &plans))?;
-    for &ni in &share.nodes {
-        let node = &topo.nodes[ni];
-        set_sysctls(&node_netns(&topo.lab, &node.name), node.sysctls.clone())?;
-    }
+    runtime.block_on(build_links(topo, share, state))?;
+    set_up_nodes(topo, share, state, &plans)?;
     write_hosts(topo, &share.nodes)?;
     start_commands(topo, &share.nodes, state)
 }
 
-/// Writes sysctls inside namespace `ns`. Only keys of `net.` can be a namespace's own, and
-/// the kernel shows a namespace other than the host's the machine-wide ones
-/// (`net.core.rmem_max`) read-only or not at all: those are refused.
+/// The sysctls a node's namespace gets when it is made.
+fn node_sysctls(plan: &NodePlan) -> Vec<(String, String)> {
+    // Addresses are usable at once: nothing else is on these segments, so duplicate address
+    // detection only delays the first packets.
+    let mut sysctls = ["all", "default"]
+        .map(|c| (format!("net.ipv6.conf.{c}.accept_dad"), "0".to_owned()))
+        .to_vec();
+    if plan.forwarding {
+        sysctls.push(("net.ipv4.ip_forward".into(), "1".into()));
+        sysctls.push(("net.ipv6.conf.all.forwarding".into(), "1".into()));
+    }
+    sysctls
+}
+
+/// How many threads make a lab's namespaces and set up its nodes at once. The work is the
+/// kernel's, done in the calling thread's system calls, and much of it waits (for locks other
+/// namespaces hold, for RCU) rather than computes: a few threads overlap the waits and use
+/// both CPUs.
+const BUILDERS: usize = 8;
+
+/// `f` of every item, computed on up to [`BUILDERS`] threads (on this one if none can be
+/// started), in the items' order. After a failure no new item is started; the error returned
+/// is that of the first item in `items` that failed, whichever thread saw it, so a failing
+/// `up` says the same every time.
+fn on_builders<T: Sync, R: Send + Sync>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, LabError> + Sync,
+) -> Result<Vec<R>, LabError> {
+    let next = AtomicUsize::new(0);
+    let done: Vec<OnceLock<R>> = items.iter().map(|_| OnceLock::new()).collect();
+    let failed = Mutex::new(None::<(usize, LabError)>);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(item) = items.get(i) else { break };
+        match f(item) {
+            Ok(r) => {
+                let _ = done[i].set(r);
+            }
+            Err(e) => {
+                let mut failed = failed.lock().unwrap_or_else(PoisonError::into_inner);
+                if failed.as_ref().is_none_or(|(j, _)| i < *j) {
+                    *failed = Some((i, e));
+                }
+                // Items not yet started stay so.
+                next.store(items.len(), Ordering::Relaxed);
+                break;
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        let started = (0..BUILDERS.min(items.len()))
+            .filter(|_| std::thread::Builder::new().spawn_scoped(s, work).is_ok())
+            .count();
+        if started == 0 {
+            work();
+        }
+    });
+    if let Some((_, e)) = failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        return Err(e);
+    }
+    Ok(done
+        .into_iter()
+        .map(|r| r.into_inner().expect("every item is done when none failed"))
+        .collect())
+}
+
+/// Writes sysctls inside namespace `ns`.
 fn set_sysctls(ns: &str, sysctls: Vec<(String, String)>) -> Result<(), LabError> {
     if sysctls.is_empty() {
         return Ok(());
     }
-    sys::in_netns(ns, move || {
-        let proc = sys::ProcSys::here();
-        for (key, value) in &sysctls {
-            if !key.starts_with("net.") {
-                return Err(io::Error::other(format!(
-                    "sysctl {key} is the whole machine's"
-                )));
-            }
-            let file = proc.open(key).map_err(|e| match e.kind() {
-                // Root may write every key of a namespace's own that can be written.
-                io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => io::Error::new(
-                    e.kind(),
-                    format!(
-                        "sysctl {key} is not a network namespace's own (the kernel keeps \
-                         it for the whole machine, shows it read-only, or has no such \
-                         key): a node does not set it"
-                    ),
-                ),
-                _ => io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")),
-            })?;
-            std::io::Write::write_all(&mut &file, value.as_bytes())
-                .map_err(|e| io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")))?;
+    sys::in_netns(ns, move || write_sysctls(&sysctls))
+        .map_err(io_err(format!("setting sysctls in {ns}")))
+}
+
+/// Writes sysctls in the calling thread's namespace. Only keys of `net.` can be a namespace's
+/// own, and the kernel shows a namespace other than the host's the machine-wide ones
+/// (`net.core.rmem_max`) read-only or not at all: those are refused.
+fn write_sysctls(sysctls: &[(String, String)]) -> io::Result<()> {
+    let proc = sys::ProcSys::here();
+    for (key, value) in sysctls {
+        if !key.starts_with("net.") {
+            return Err(io::Error::other(format!(
+                "sysctl {key} is the whole machine's"
+            )));
         }
-        Ok(())
-    })
-    .map_err(io_err(format!("setting sysctls in {ns}")))
+        let file = proc.open(key).map_err(|e| match e.kind() {
+            // Root may write every key of a namespace's own that can be written.
+            io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => io::Error::new(
+                e.kind(),
+                format!(
+                    "sysctl {key} is not a network namespace's own (the kernel keeps it for \
+                     the whole machine, shows it read-only, or has no such key): a node does \
+                     not set it"
+                ),
+            ),
+            _ => io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")),
+        })?;
+        std::io::Write::write_all(&mut &file, value.as_bytes())
+            .map_err(|e| io::Error::new(e.kind(), format!("sysctl {key}={value}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// A netlink connection whose socket lives in namespace `ns`, and the future that carries its
@@ -1266,12 +1329,7 @@ async fn flood_to(handle: &Handle, index: u32, remote: IpAddr) -> Result<(), rtn
 /// its links is made and closed soon after ([`Namespaces`]), and a node gets a netlink
 /// connection only while it is set up ([`with_netlink`]). Only the host's connection and the
 /// lab namespace's stay open throughout.
-async fn build_links(
-    topo: &Topology,
-    share: &Share,
-    state: &State,
-    plans: &[NodePlan],
-) -> Result<(), LabError> {
+async fn build_links(topo: &Topology, share: &Share, state: &State) -> Result<(), LabError> {
     let lab = &topo.lab;
     let mark = ownership_mark(lab);
     let (conn, host_handle, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
@@ -1451,7 +1509,18 @@ async fn build_links(
         }
     }
 
-    // Per node, over a connection of its own: interfaces up, addresses, routes, neighbours.
+    Ok(())
+}
+
+/// Per node, over a connection of its own, once every link exists: interfaces up, addresses,
+/// routes, neighbours, and the node's own sysctls (which may name its interfaces).
+fn set_up_nodes(
+    topo: &Topology,
+    share: &Share,
+    state: &State,
+    plans: &[NodePlan],
+) -> Result<(), LabError> {
+    let mark = ownership_mark(&topo.lab);
     let mut members: Vec<Vec<&Attachment>> = vec![Vec::new(); topo.nodes.len()];
     let mut moved = vec![Vec::new(); topo.nodes.len()];
     for seg in &topo.segments {
@@ -1468,8 +1537,13 @@ async fn build_links(
             moved[m.node].push(is_moved);
         }
     }
-    for &ni in &share.nodes {
-        let ns = names[ni].expect("a node of the share");
+    let nodes: Vec<(usize, &str)> = share
+        .nodes
+        .iter()
+        .zip(&state.nodes)
+        .map(|(&ni, (_, ns))| (ni, ns.as_str()))
+        .collect();
+    on_builders(&nodes, |&(ni, ns)| {
         let node = NodeSetUp {
             node: &topo.nodes[ni],
             members: &members[ni],
@@ -1477,9 +1551,17 @@ async fn build_links(
             plan: &plans[ni],
             mark: &mark,
         };
-        with_netlink(ns, |handle| async move { node.run(&handle).await }).await?;
-    }
-    Ok(())
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(io_err("starting the netlink runtime"))?
+            .block_on(with_netlink(
+                ns,
+                |handle| async move { node.run(&handle).await },
+            ))?;
+        set_sysctls(ns, topo.nodes[ni].sysctls.clone())
+    })
+    .map(drop)
 }
 
 /// What one node gets once its links exist.
@@ -1652,4 +1734,44 @@ fn start_commands(topo: &Topology, local: &[usize], state: &State) -> Result<(),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Results come back in the items' order, however the threads shared them out.
+    #[test]
+    fn builders_return_each_result_in_its_items_place() {
+        let items: Vec<u64> = (0..500).collect();
+        let out = on_builders(&items, |&i| {
+            // Uneven work, so the threads finish out of order.
+            std::thread::sleep(std::time::Duration::from_micros((i * 7919) % 200));
+            Ok(i * i)
+        })
+        .unwrap();
+        assert_eq!(out, items.iter().map(|i| i * i).collect::<Vec<_>>());
+        assert_eq!(on_builders(&[] as &[u8], |_| Ok(())).unwrap(), []);
+    }
+
+    /// Every item from the tenth on fails: whichever thread fails first, the error reported
+    /// is the tenth item's (taken before any later one, so always run to its end).
+    #[test]
+    fn builders_report_the_first_failing_item() {
+        let items: Vec<usize> = (0..200).collect();
+        for _ in 0..20 {
+            let e = on_builders(&items, |&i| {
+                std::thread::sleep(std::time::Duration::from_micros(((i * 31) % 7) as u64 * 50));
+                match i {
+                    i if i >= 10 => Err(LabError::NoHostInterface(format!("item {i}"))),
+                    i => Ok(i),
+                }
+            })
+            .unwrap_err();
+            assert!(
+                matches!(&e, LabError::NoHostInterface(n) if n == "item 10"),
+                "{e}"
+            );
+        }
+    }
 }
