@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use rtemu_serve::api::{ExecReply, ExecRequest};
-use rtemu_serve::client::{request, Target};
+use rtemu_api::body::{ExecReply, ExecRequest};
+use rtemu_api::client::{request, Target};
 use rtemu_testutil::multihost::{host_address, Hosts, PRIVATE_STATE};
 use serde_json::Value;
 
@@ -237,12 +237,9 @@ impl Cluster {
             let token = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
             let tls = tls_dir(&self.dir, &host);
-            let files = rtemu_serve::tls::Source::Files {
-                cert: tls.join(rtemu_serve::tls::CERT_FILE),
-                key: tls.join(rtemu_serve::tls::KEY_FILE),
-            };
+            let cert = rtemu_api::tls::read_certificate(&tls.join(rtemu_api::tls::CERT_FILE))?;
+            let fingerprint = rtemu_api::tls::Fingerprint::of(&cert);
             let address = std::net::SocketAddr::new(host_address(i).parse()?, PORT);
-            let fingerprint = rtemu_serve::tls::AgentCert::load(&files, address)?.fingerprint();
             text += &format!(
                 "[{host}]\naddress = \"{address}\"\nfingerprint = \"{fingerprint}\"\n\
                  token = \"{}\"\n",

@@ -6,18 +6,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use rtemu_api::body::{
+    self, Dir, DownReply, InterfaceCounters, Lab, NoEngine, PartRequest, ScheduleRequest,
+    StatsReply, UpRequest, Vnis,
+};
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::lab::Health;
-use rtemu_control::message::{FinalReport, Stats};
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{Netem, SegmentKind};
 use rtemu_topo::Topology;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
-use crate::api::{
-    self, Dir, InterfaceCounters, Lab, PartRequest, ScheduleRequest, UpRequest, Vnis,
-};
 use crate::error::ApiError;
 
 /// The name errors give an inline topology in place of a file's.
@@ -26,11 +24,11 @@ pub const INLINE: &str = "<request>";
 /// The view of lab `state`, its status from its engine's answer.
 pub fn view(state: &State) -> Lab {
     let status = match rtemu_control::lab::health(state) {
-        Health::Up => api::LabStatus::Up,
-        Health::Incomplete => api::LabStatus::Incomplete,
-        Health::Degraded => api::LabStatus::Degraded,
+        Health::Up => body::LabStatus::Up,
+        Health::Incomplete => body::LabStatus::Incomplete,
+        Health::Degraded => body::LabStatus::Degraded,
     };
-    api::lab_view(state, status)
+    body::lab_view(state, status)
 }
 
 /// Checks the topology `text` a request carries; errors name it `file`.
@@ -109,17 +107,6 @@ pub fn vnis() -> Result<Vnis, ApiError> {
     })
 }
 
-/// What `DELETE /v1/labs/{lab}` answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct DownReply {
-    /// The lab.
-    pub lab: String,
-    /// Whether there was a lab to remove.
-    pub removed: bool,
-    /// Its engine's final report; `null` without an engine, or when it did not answer.
-    pub report: Option<FinalReport>,
-}
-
 /// Takes lab `name` down.
 pub fn down(name: &LabName) -> Result<DownReply, ApiError> {
     let down = rtemu_control::lab::down(name);
@@ -128,34 +115,6 @@ pub fn down(name: &LabName) -> Result<DownReply, ApiError> {
         removed: down.removed?,
         report: down.report,
     })
-}
-
-/// What `GET /v1/labs/{lab}/stats` answers: the engine's stats, or, for a lab without impaired
-/// links (hence without an engine), the same shape with no directions and no engine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(untagged)]
-pub enum StatsReply {
-    /// The engine's answer.
-    Engine(Stats),
-    /// A lab without an engine.
-    NoEngine(NoEngine),
-}
-
-/// The stats of a lab without impaired links.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct NoEngine {
-    /// Always empty.
-    pub directions: Vec<rtemu_control::message::Direction>,
-    /// Always `null`.
-    pub io: Option<String>,
-    /// The lab.
-    pub lab: String,
-    /// Always `null`.
-    pub monotonic_ns: Option<u64>,
-    /// Always `null`.
-    pub pid: Option<u32>,
-    /// Always `null`.
-    pub process_cpu_ns: Option<u64>,
 }
 
 /// A 503 when lab `state`'s engine does not answer (its impaired links carry nothing), else
@@ -192,7 +151,7 @@ pub fn stats(state: &State) -> Result<StatsReply, ApiError> {
 /// interfaces), node by node, each node's read at one instant.
 pub fn counters(state: &State) -> Result<Vec<InterfaceCounters>, ApiError> {
     let mut out = Vec::new();
-    for node in api::nodes(state) {
+    for node in body::nodes(state) {
         let names: Vec<&str> = node.interfaces.iter().map(|i| i.name.as_str()).collect();
         let path = rtemu_engine::netns::named(&node.netns);
         let counters = rtemu_engine::ifcounters::interfaces_counters(&path, &names)
@@ -223,7 +182,7 @@ fn impaired_link(state: &State, link: &str) -> Result<(), ApiError> {
         .iter()
         .find(|s| s.name == link && matches!(s.kind, SegmentKind::Link { .. }))
     else {
-        let names: Vec<String> = api::links(state).into_iter().map(|l| l.name).collect();
+        let names: Vec<String> = body::links(state).into_iter().map(|l| l.name).collect();
         return Err(ApiError::not_found(format!(
             "lab `{}` has no link `{link}`; its links are {}",
             state.lab,
@@ -313,7 +272,7 @@ mod tests {
             file: file.to_owned(),
             name: Some("tr2".to_owned()),
             host: "h1".to_owned(),
-            stitching: crate::api::Stitching {
+            stitching: rtemu_api::body::Stitching {
                 port: 4789,
                 vnis: [("a-b".to_owned(), 1 << 20)].into(),
             },

@@ -3,21 +3,13 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rtemu_api::body::ErrorBody;
 use rtemu_control::engine::Refused;
 use rtemu_control::error::message;
 use rtemu_topo::lab::LabError;
 use rtemu_topo::launch::LaunchError;
 use rtemu_topo::state::{BadLabName, StateError};
 use rtemu_topo::{LoadError, SpecError};
-use serde::{Deserialize, Serialize};
-
-/// The body of every reply that is not a success.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    /// What went wrong, as the command line says it (topology errors as FILE:LINE:COLUMN:
-    /// MESSAGE).
-    pub error: String,
-}
 
 /// A failed request: its status and message.
 #[derive(Debug, Clone, PartialEq, Eq)]

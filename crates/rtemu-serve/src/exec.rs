@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use rtemu_api::body::{ExecReply, ExecRequest};
 use rtemu_topo::state::State;
 
-use crate::api::{ExecReply, ExecRequest};
 use crate::error::ApiError;
 
 /// The most arguments a command may have.

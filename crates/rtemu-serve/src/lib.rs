@@ -3,19 +3,21 @@
 //!
 //! * [`Server`]: the listeners (a root-only Unix socket, and TCP with a bearer token when
 //!   asked), their clean shutdown;
-//! * [`routes`]: the handlers, [`api`] and [`ctl`] their bodies and the control plane under
-//!   them, [`exec`] and [`capture`] the two that run processes and stream packets;
+//! * [`routes`]: the handlers, over [`ctl`], the control plane under them (their bodies are
+//!   `rtemu-api`'s), [`exec`] and [`capture`] the two that run processes and stream packets;
 //! * [`web`]: the web view's files, served at `/` without the token (they hold no data), and
 //!   [`view`], `rtemu view`: the view of a lab on localhost TCP, in one command;
 //! * [`connections`]: how many connections a listener holds, in all and per peer, and how
 //!   long one may idle before a request;
-//! * [`client`]: a minimal blocking client, for tests and tools;
-//! * [`cluster`]: the coordinator of a multi-host lab, which drives every host's agent, and
-//!   [`tls`], how they talk: TLS to the certificate the credentials pin;
+//! * [`tls`]: an agent's TCP over TLS, with the certificate a coordinator pins;
 //! * [`metrics`]: `GET /metrics`, the labs' and engines' counters for Prometheus;
 //! * [`error`]: errors as `{"error": TEXT}` with the command line's text and a status;
 //! * [`openapi_json`]: the OpenAPI 3.1 document, derived from the handlers and types, also
 //!   checked in as docs/openapi.json.
+//!
+//! It is only the server: the API's bodies and its client are `rtemu-api`'s, and the
+//! coordinator of a multi-host lab, which drives every host's agent through that client, is
+//! `rtemu-cluster`'s.
 //!
 //! The server runs on a tokio runtime of its own and never in the engine: each lab's engine is
 //! its own process, which the server reaches through the engine's control socket. Handlers run
@@ -23,10 +25,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod api;
 pub mod capture;
-pub mod client;
-pub mod cluster;
 pub mod connections;
 pub mod ctl;
 pub mod error;
@@ -43,6 +42,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use rtemu_api::tls::Fingerprint;
 use tokio::sync::watch;
 use utoipa::OpenApi;
 
@@ -196,7 +196,7 @@ pub struct Server {
     serving: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
     tcp: Option<SocketAddr>,
     token: Option<String>,
-    fingerprint: Option<tls::Fingerprint>,
+    fingerprint: Option<Fingerprint>,
     files: Vec<listen::OwnFile>,
 }
 
@@ -338,7 +338,7 @@ impl Server {
     }
 
     /// The SHA-256 fingerprint of the certificate it serves TCP with, when over TLS.
-    pub fn fingerprint(&self) -> Option<tls::Fingerprint> {
+    pub fn fingerprint(&self) -> Option<Fingerprint> {
         self.fingerprint
     }
 
@@ -397,11 +397,7 @@ impl Server {
 
 /// [`Server::describe`] of a server listening as `opts` say, on `tcp` too (over TLS with the
 /// certificate of `fingerprint`).
-fn listening(
-    opts: &Options,
-    tcp: Option<SocketAddr>,
-    fingerprint: Option<tls::Fingerprint>,
-) -> String {
+fn listening(opts: &Options, tcp: Option<SocketAddr>, fingerprint: Option<Fingerprint>) -> String {
     let socket = opts.socket.display();
     let mut text = format!("serving the rtemu API on {socket} (Ctrl-C stops)");
     if let Some(group) = &opts.group {

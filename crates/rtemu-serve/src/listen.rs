@@ -11,6 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rtemu_api::secret::owner_only;
 use rtemu_topo::state::{state_root, trusted_dir, STATE_ROOT};
 
 use crate::error::ApiError;
@@ -202,28 +203,6 @@ pub fn write_token(path: &Path, token: &str) -> Result<OwnFile> {
     OwnFile::at(path).with_context(|| format!("examining {}", path.display()))
 }
 
-/// Refuses `path` (of metadata `meta`, holding `what`) unless only its owner, this user, may
-/// read or write it, as ssh refuses a private key.
-pub fn owner_only(path: &Path, meta: &std::fs::Metadata, what: &str) -> Result<()> {
-    let mode = meta.mode() & 0o777;
-    if mode & 0o077 != 0 {
-        bail!(
-            "{} holds {what} but is open to group or others (mode {mode:03o}): run `chmod 600 \
-             {}`",
-            path.display(),
-            path.display()
-        );
-    }
-    if meta.uid() != nix::unistd::geteuid().as_raw() {
-        bail!(
-            "{} holds {what} but belongs to user {}, not to this user",
-            path.display(),
-            meta.uid()
-        );
-    }
-    Ok(())
-}
-
 /// The fewest characters a token read with `--token-from` may have: as many as a drawn token
 /// has bytes, so a shared token is not much weaker than a drawn one.
 pub const MIN_TOKEN_LEN: usize = 32;
@@ -233,7 +212,7 @@ const MAX_TOKEN_FILE: u64 = 4096;
 
 /// Reads the token of `path` (a Kubernetes Secret mounted in every agent's pod, say): one line
 /// of at least [`MIN_TOKEN_LEN`] printable characters, in a regular file that only its owner,
-/// this user, may read, as [`crate::cluster::Credentials`] demands of the coordinator's copy.
+/// this user, may read, as `rtemu_cluster::Credentials` demands of the coordinator's copy.
 /// The file is opened once (non-blocking: a FIFO is refused, not waited on) and every check
 /// is made on that descriptor, so a link flipped meanwhile cannot pass one file's checks and
 /// give another's token. The errors never show the file's content.

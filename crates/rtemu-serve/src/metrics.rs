@@ -14,11 +14,11 @@ pub mod exposition;
 
 use std::collections::BTreeMap;
 
+use rtemu_api::body::{Lab, LabStatus, StatsReply};
 use rtemu_control::message::{Direction, EngineThread, Stats};
 use rtemu_topo::state::State;
 
-use crate::api::{Lab, LabStatus};
-use crate::ctl::{self, StatsReply};
+use crate::ctl;
 use crate::error::ApiError;
 use exposition::{Family, Kind, Labels, Sample, Value};
 

@@ -17,13 +17,14 @@ use rtemu_topo::lab::LabError;
 use rtemu_topo::state::{LabName, State};
 use tokio::sync::watch;
 
-use crate::api::{
-    self, ExecReply, ExecRequest, InterfaceCounters, Lab, Lan, Link, Node, PartRequest,
-    ScheduleRequest, SetRequest, UpRequest, Vnis,
+use rtemu_api::body::{
+    self, DownReply, ErrorBody, ExecReply, ExecRequest, InterfaceCounters, Lab, Lan, Link, Node,
+    PartRequest, ScheduleRequest, SetRequest, StatsReply, UpRequest, Vnis,
 };
-use crate::error::{ApiError, ErrorBody};
-use crate::{capture, ctl, exec};
 use rtemu_control::message::Ack;
+
+use crate::error::ApiError;
+use crate::{capture, ctl, exec};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -153,7 +154,7 @@ pub async fn list_labs() -> Result<Json<Vec<Lab>>, ApiError> {
     blocking(|| {
         let (states, unreadable) = State::load_all()?;
         let mut labs: Vec<Lab> = states.iter().map(ctl::view).collect();
-        labs.extend(unreadable.iter().map(api::unreadable_view));
+        labs.extend(unreadable.iter().map(body::unreadable_view));
         labs.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(labs)
     })
@@ -186,10 +187,8 @@ pub async fn get_lab(p: Result<Path<String>, PathRejection>) -> Result<Json<Lab>
 /// made.
 #[utoipa::path(delete, path = "/v1/labs/{lab}", tag = "labs",
     params(("lab" = String, Path, description = "The lab's name")),
-    responses((status = 200, body = ctl::DownReply), (status = 400, body = ErrorBody), (status = 500, body = ErrorBody)))]
-pub async fn down(
-    p: Result<Path<String>, PathRejection>,
-) -> Result<Json<ctl::DownReply>, ApiError> {
+    responses((status = 200, body = DownReply), (status = 400, body = ErrorBody), (status = 500, body = ErrorBody)))]
+pub async fn down(p: Result<Path<String>, PathRejection>) -> Result<Json<DownReply>, ApiError> {
     let name = LabName::new(&params(p)?)?;
     blocking(move || ctl::down(&name)).await.map(Json)
 }
@@ -201,7 +200,7 @@ pub async fn down(
 pub async fn list_nodes(
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Vec<Node>>, ApiError> {
-    Ok(Json(api::nodes(&lab_state(params(p)?).await?)))
+    Ok(Json(body::nodes(&lab_state(params(p)?).await?)))
 }
 
 /// A lab's point-to-point links.
@@ -211,7 +210,7 @@ pub async fn list_nodes(
 pub async fn list_links(
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Vec<Link>>, ApiError> {
-    Ok(Json(api::links(&lab_state(params(p)?).await?)))
+    Ok(Json(body::links(&lab_state(params(p)?).await?)))
 }
 
 /// A lab's LANs.
@@ -219,7 +218,7 @@ pub async fn list_links(
     params(("lab" = String, Path, description = "The lab's name")),
     responses((status = 200, body = [Lan]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list_lans(p: Result<Path<String>, PathRejection>) -> Result<Json<Vec<Lan>>, ApiError> {
-    Ok(Json(api::lans(&lab_state(params(p)?).await?)))
+    Ok(Json(body::lans(&lab_state(params(p)?).await?)))
 }
 
 /// Gives an impaired link new netem parameters, while traffic flows.
@@ -288,11 +287,9 @@ pub async fn schedule(
 /// The counters and fidelity of every impaired link's directions, now.
 #[utoipa::path(get, path = "/v1/labs/{lab}/stats", tag = "stats",
     params(("lab" = String, Path, description = "The lab's name")),
-    responses((status = 200, body = ctl::StatsReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    responses((status = 200, body = StatsReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 503, description = "The lab's engine does not answer", body = ErrorBody)))]
-pub async fn stats(
-    p: Result<Path<String>, PathRejection>,
-) -> Result<Json<ctl::StatsReply>, ApiError> {
+pub async fn stats(p: Result<Path<String>, PathRejection>) -> Result<Json<StatsReply>, ApiError> {
     let state = lab_state(params(p)?).await?;
     blocking(move || ctl::stats(&state)).await.map(Json)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use promql_parser::parser::Expr;
 use promql_parser::util::{walk_expr, ExprVisitor};
-use rtemu_serve::client::{request, Target};
+use rtemu_api::client::{request, Target};
 use rtemu_serve::metrics::exposition::{Kind, CONTENT_TYPE};
 use rtemu_serve::metrics::FAMILIES;
 use rtemu_serve::{Options, Server};

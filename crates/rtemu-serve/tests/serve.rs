@@ -11,7 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
-use rtemu_serve::client::{request, request_streaming, Reply, Target};
+use rtemu_api::client::{request, request_streaming, Reply, Target};
 use rtemu_serve::{Options, Server};
 use rtemu_testutil::{lab_namespaces, pcapng_enhanced_packets, TempDir};
 
@@ -78,7 +78,7 @@ fn an_agent_serves_tls_to_its_pin_only() {
     // The token without TLS gets no answer; a wrong pin not even a request.
     let plain = request(&Target::Tcp(addr), "GET", "/v1/labs", &auth, None, WAIT);
     assert!(plain.is_err() || plain.unwrap().status != 200);
-    let other = rtemu_serve::tls::Fingerprint::of(b"another certificate");
+    let other = rtemu_api::tls::Fingerprint::of(b"another certificate");
     let e = request(&Target::Tls(addr, other), "GET", "/", &auth, None, WAIT).unwrap_err();
     assert!(
         e.to_string()

@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{root_or_skip, rtemu};
-use rtemu_serve::client::{request, Reply, Target};
-use rtemu_serve::ctl::{DownReply, StatsReply};
+use rtemu_api::body::{DownReply, StatsReply};
+use rtemu_api::client::{request, Reply, Target};
 use rtemu_testutil::{lab_namespaces, pcapng_enhanced_packets};
 use serde_json::{json, Value};
 

@@ -7,12 +7,11 @@ use std::io::Write as _;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use rtemu_api::body::Dir;
+use rtemu_cluster::link::Change;
 use rtemu_control::lab;
 use rtemu_control::message;
 use rtemu_control::message::Direction;
-use rtemu_serve::api::Dir;
-use rtemu_serve::cluster;
-use rtemu_serve::cluster::link::Change;
 use rtemu_topo::state::LabName;
 use rtemu_topo::topology::Netem;
 use serde::Serialize;
@@ -51,7 +50,7 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
         Some(s) => bail!("--watch {s} is out of range: give 0.05 to 3600 seconds"),
     };
     if let Some(spread) = args.hosts.spread(args.lab.as_ref())? {
-        let show = |s: &cluster::stats::SpreadStats| {
+        let show = |s: &rtemu_cluster::stats::SpreadStats| {
             let threads: Vec<String> = s
                 .engines
                 .iter()
@@ -59,7 +58,9 @@ pub fn run_stats(args: &StatsArgs) -> Result<()> {
                 .collect();
             show_stats(args, s, &s.directions, &threads)
         };
-        return cluster::stats::watch(&spread, every, show, |e| eprintln!("rtemu: warning: {e}"));
+        return rtemu_cluster::stats::watch(&spread, every, show, |e| {
+            eprintln!("rtemu: warning: {e}")
+        });
     }
     let state = rtemu_topo::lab::resolve_lab(args.lab.as_deref())?;
     lab::watch_stats(&state, every, |s| {
@@ -173,7 +174,7 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
         LinkAction::Up(at) => (at, Change::Cut(false)),
     };
     if let Some(spread) = at.hosts.spread(at.lab.as_ref())? {
-        return cluster::link::change(&spread, &at.link, &change);
+        return rtemu_cluster::link::change(&spread, &at.link, &change);
     }
     let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
     match change {

@@ -6,10 +6,9 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use rtemu_cluster::spread::Spread;
 use rtemu_control::engine::EngineOptions;
 use rtemu_control::lab as control;
-use rtemu_serve::cluster;
-use rtemu_serve::cluster::spread::Spread;
 use rtemu_topo::lab;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
@@ -41,7 +40,7 @@ pub struct UpArgs {
 #[derive(Debug, Args)]
 pub struct Credentials {
     /// The agents' tokens of a lab with [hosts] (a root-only file of `host = "token"` lines).
-    #[arg(long, value_name = "FILE", default_value = cluster::DEFAULT_CREDENTIALS)]
+    #[arg(long, value_name = "FILE", default_value = rtemu_cluster::DEFAULT_CREDENTIALS)]
     pub credentials: PathBuf,
 }
 
@@ -213,9 +212,9 @@ pub fn run_up(args: &UpArgs) -> Result<()> {
     let credentials = &args.hosts.credentials;
     if !topo.hosts.is_empty() {
         let up = if args.replace {
-            cluster::replace(&topo, &args.file, credentials)?
+            rtemu_cluster::replace(&topo, &args.file, credentials)?
         } else {
-            cluster::up(&topo, &args.file, credentials)?
+            rtemu_cluster::up(&topo, &args.file, credentials)?
         };
         eprintln!("{up}");
         return Ok(());
@@ -250,7 +249,7 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
         // One lab failing to go down must not keep the others up.
         let fidelity = args.fidelity.as_deref();
         let here = || control::take_down(&name, fidelity, &mut std::io::stdout().lock());
-        let down = match cluster::down(&name, &args.hosts.credentials, here) {
+        let down = match rtemu_cluster::down(&name, &args.hosts.credentials, here) {
             Some(spread) => spread.map(|d| eprintln!("{d}")).map(|()| true),
             None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
         };
@@ -273,7 +272,7 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
 
 /// `rtemu ls`.
 pub fn run_ls(args: &LsArgs) -> Result<()> {
-    let listing = cluster::listing::list(args.lab.as_ref(), &args.hosts.credentials)?;
+    let listing = rtemu_cluster::listing::list(args.lab.as_ref(), &args.hosts.credentials)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&listing)?);
     } else {
@@ -375,7 +374,7 @@ pub fn run_capture(args: &CaptureArgs) -> Result<()> {
     let file = args.write.display();
     let limits = (duration, args.count);
     let packets = match args.hosts.spread(args.lab.as_ref())? {
-        Some(spread) => cluster::capture::capture_to_file(
+        Some(spread) => rtemu_cluster::capture::capture_to_file(
             &spread,
             &args.interfaces,
             &args.write,

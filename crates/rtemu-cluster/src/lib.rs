@@ -2,14 +2,19 @@
 //! asks every host's agent (`rtemu serve --listen --tls-dir`, over TLS to the certificate the
 //! credentials pin, with that host's token) for the
 //! VNIs it uses, allocates the lab's from what none uses, and has each agent build its part;
-//! `rtemu down LAB` takes every part down. It lives beside the API's client because it only
-//! speaks the API.
+//! `rtemu down LAB` takes every part down.
 //!
 //! The coordinating machine keeps one record per such lab, `/run/rtemu/<lab>.hosts.json` (the
 //! hosts still to take down), written before any part is built, so `down` knows where to go
 //! even after a killed `up`, and whether or not the machine holds a part itself. It also keeps
 //! the lab's topology, from which the lab-wide views ([`listing`], [`stats`], [`link`],
 //! [`capture`]) know every node's and engine's host and reach the right agents.
+//!
+//! It is a crate of its own because it is a client, not a server: it only speaks the API
+//! (`rtemu-api`'s bodies and client) to the agents, so the command line and the benchmarks
+//! coordinate labs without linking the server (`rtemu-serve`).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod capture;
 pub mod link;
@@ -26,17 +31,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use rtemu_api::body::{DownReply, ErrorBody, PartRequest, Vnis};
+use rtemu_api::client::{request, request_streaming, Reply, Streaming, Target};
+use rtemu_api::tls::Fingerprint;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::LabName;
 use rtemu_topo::topology::{valid_name, Host, MAX_NODE_NAME};
 use rtemu_topo::Topology;
 use serde::{Deserialize, Serialize};
-
-use crate::api::{PartRequest, Vnis};
-use crate::client::{request, request_streaming, Reply, Streaming, Target};
-use crate::ctl::DownReply;
-use crate::error::ErrorBody;
-use crate::tls::Fingerprint;
 
 /// Where the agents' tokens are read from unless `--credentials` says otherwise.
 pub const DEFAULT_CREDENTIALS: &str = "/etc/rtemu/hosts.toml";
@@ -79,7 +81,7 @@ impl Credentials {
                 path.display()
             )
         })?;
-        crate::listen::owner_only(path, &meta, "the agents' tokens")?;
+        rtemu_api::secret::owner_only(path, &meta, "the agents' tokens")?;
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         Credentials::parse(path, &text)
@@ -664,7 +666,7 @@ fn went_down(lab: &LabName, done: Vec<String>, why: &[String], again: &str) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::AgentCert;
+    use rtemu_serve::tls::AgentCert;
     use std::io::Read;
     use std::net::TcpListener;
 

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
+use rtemu_api::body::{Dir, SetRequest};
+use rtemu_control::message::Ack;
 use rtemu_engine::engine::EngineError;
 use rtemu_topo::topology::Netem;
 
-use super::spread::Spread;
-use crate::api::{Dir, SetRequest};
-use rtemu_control::message::Ack;
+use crate::spread::Spread;
 
 /// How long the engine host's agent may take to have the change acknowledged.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,7 +59,7 @@ pub fn change(spread: &Spread, link: &str, change: &Change) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{Credentials, Recorded};
+    use crate::{Credentials, Recorded};
     use rtemu_topo::state::LabName;
     use rtemu_topo::Topology;
 

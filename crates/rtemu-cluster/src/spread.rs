@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context, Result};
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
-use super::{recorded, recorded_labs, Agent, Credentials, Recorded};
+use crate::{recorded, recorded_labs, Agent, Credentials, Recorded};
 
 /// A lab this machine brought up across hosts, with the tokens of their agents.
 pub struct Spread {

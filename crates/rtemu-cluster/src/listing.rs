@@ -8,11 +8,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
+use rtemu_api::body::{self, Lab, LabStatus};
 use rtemu_topo::state::{Detached, LabName, State};
 use serde::ser::{Serialize, Serializer};
 
-use super::spread::{ask_each, Spread};
-use crate::api::{self, Lab, LabStatus};
+use crate::spread::{ask_each, Spread};
 
 /// How long an agent may take to say how its part stands before its host counts as gone.
 const LS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -131,7 +131,7 @@ impl SpreadLab {
         } else {
             LabStatus::Degraded
         };
-        let mut lab = api::lab_view(&whole, status);
+        let mut lab = body::lab_view(&whole, status);
         lab.detached = detached;
         for node in &mut lab.nodes {
             node.container = containers.remove(&node.name);
@@ -306,7 +306,7 @@ impl Serialize for Listing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::spread::whole_state;
+    use crate::spread::whole_state;
     use rtemu_topo::Topology;
 
     fn whole() -> State {
@@ -324,8 +324,8 @@ mod tests {
                 .as_deref()
                 == Some(host)
         });
-        let mut lab = api::lab_view(&state, status);
-        lab.detached = vec![api::Detached {
+        let mut lab = body::lab_view(&state, status);
+        lab.detached = vec![body::Detached {
             pid: 42,
             node: state.nodes[0].0.clone(),
             command: vec!["sleep".into(), "9".into()],

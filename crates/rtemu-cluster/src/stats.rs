@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use rtemu_api::body::StatsReply;
 use rtemu_control::message::{Direction, Stats};
 use rtemu_topo::Topology;
 use serde::Serialize;
 
-use super::spread::{ask_each, Spread};
-use crate::ctl::StatsReply;
+use crate::spread::{ask_each, Spread};
 
 /// How long an engine host's agent may take to answer.
 const STATS_TIMEOUT: Duration = Duration::from_secs(5);

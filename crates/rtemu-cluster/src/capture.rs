@@ -13,11 +13,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use rtemu_api::client::{Closer, Reply};
 use rtemu_topo::pcapng::{self, Capture};
 
-use crate::client::{Closer, Reply};
-
-use super::spread::{ask_each, Spread};
+use crate::spread::{ask_each, Spread};
 
 /// How long past its duration (or, with a count alone, at all) an agent's capture may go
 /// without sending anything.

@@ -1,5 +1,5 @@
-//! The API's request and reply bodies (see docs/api.md), and the views of a lab built from its
-//! state file.
+//! The API's request and reply bodies (see docs/api.md), the error body among them, and the
+//! views of a lab built from its state file.
 
 use rtemu_topo::state::State;
 use rtemu_topo::topology::{ExternalMode, SegmentKind};
@@ -355,6 +355,53 @@ pub struct ExecReply {
     pub timed_out: bool,
     /// How long it ran, in seconds.
     pub duration: f64,
+}
+
+/// What `DELETE /v1/labs/{lab}` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DownReply {
+    /// The lab.
+    pub lab: String,
+    /// Whether there was a lab to remove.
+    pub removed: bool,
+    /// Its engine's final report; `null` without an engine, or when it did not answer.
+    pub report: Option<rtemu_control::message::FinalReport>,
+}
+
+/// What `GET /v1/labs/{lab}/stats` answers: the engine's stats, or, for a lab without impaired
+/// links (hence without an engine), the same shape with no directions and no engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum StatsReply {
+    /// The engine's answer.
+    Engine(rtemu_control::message::Stats),
+    /// A lab without an engine.
+    NoEngine(NoEngine),
+}
+
+/// The stats of a lab without impaired links.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NoEngine {
+    /// Always empty.
+    pub directions: Vec<rtemu_control::message::Direction>,
+    /// Always `null`.
+    pub io: Option<String>,
+    /// The lab.
+    pub lab: String,
+    /// Always `null`.
+    pub monotonic_ns: Option<u64>,
+    /// Always `null`.
+    pub pid: Option<u32>,
+    /// Always `null`.
+    pub process_cpu_ns: Option<u64>,
+}
+
+/// The body of every reply that is not a success.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, as the command line says it (topology errors as FILE:LINE:COLUMN:
+    /// MESSAGE).
+    pub error: String,
 }
 
 /// The view of a lab its state file gives, with its `status`.
