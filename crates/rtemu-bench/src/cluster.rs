@@ -1,4 +1,4 @@
-//! A cluster of rtemu hosts on this one machine, as `rtemu bench topo --hosts` and the command
+//! A cluster of rtemu hosts on this one machine, as `rtemu-bench topo --hosts` and the command
 //! line's multi-host tests run labs on: the hosts of [`rtemu_testutil::multihost::Hosts`]
 //! (network namespaces on an underlay bridge), an `rtemu serve` agent in each with its own
 //! `/run/rtemu`, `/run/netns` and `/etc/netns`, and one more namespace on the underlay for the

@@ -1,4 +1,4 @@
-//! `rtemu bench engine`: the real-time engine in labs, with real programs, measured side by
+//! `rtemu-bench engine`: the real-time engine in labs, with real programs, measured side by
 //! side in one run and printed as Markdown tables, never asserted.
 //!
 //! * **Per-hop latency** (the vimage paper's Figure 6b): ping round trips along chains of 1–8
@@ -84,7 +84,7 @@ const RATES: [u64; 6] = [
 /// UDP payload of the rate benchmark, bytes; its frame adds UDP 8, IPv4 20, Ethernet 14.
 const PAYLOAD: u64 = 1400;
 
-/// Options of `rtemu bench engine`.
+/// Options of `rtemu-bench engine`.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Pings per chain.
@@ -155,9 +155,14 @@ fn remove(lab: &str) {
     }
 }
 
-/// Brings `topo` up with its engine and says so on standard error, as `rtemu up` does.
+/// Brings `topo` up with its engine (run from the `rtemu` beside the benchmarks) and says so
+/// on standard error, as `rtemu up` does.
 fn bring_up(topo: &Topology, file: &str, engine: &EngineOptions) -> Result<State> {
-    let up = rtemu_control::lab::up(topo, file, engine)?;
+    let engine = EngineOptions {
+        program: Some(crate::rtemu()?),
+        ..engine.clone()
+    };
+    let up = rtemu_control::lab::up(topo, file, &engine)?;
     eprintln!("{up}");
     Ok(up.state)
 }
@@ -466,7 +471,7 @@ fn load(opts: &Options, out: &mut impl Write) -> Result<()> {
 
 /// The rows of [`load`], with the trace-driven rows' trace written to `trace`.
 fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> Result<()> {
-    let gen = std::process::Command::new(std::env::current_exe()?)
+    let gen = std::process::Command::new(crate::rtemu()?)
         .args([
             "trace", "gen", "fgn", "--hurst", "0.8", "--mean", "1ms", "--std", "100us",
         ])
@@ -1129,14 +1134,14 @@ fn udp_client(
         .with_context(|| format!("iperf3 -c: {}", String::from_utf8_lossy(&client.stderr)))
 }
 
-/// Runs `rtemu bench engine`.
+/// Runs `rtemu-bench engine`.
 pub fn run(opts: &Options) -> Result<()> {
-    rtemu_control::root::need_root("rtemu bench engine")?;
+    rtemu_control::root::need_root("rtemu-bench engine")?;
     let wait = opts.wait.unwrap_or_else(engine::default_wait);
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "rtemu bench engine: {} CPUs, engine wait {wait}, {} pings per chain\n",
+        "rtemu-bench engine: {} CPUs, engine wait {wait}, {} pings per chain\n",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         opts.pings
     )?;

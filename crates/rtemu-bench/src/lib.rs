@@ -1,11 +1,14 @@
-//! rtemu's benchmark harness, `rtemu bench`: how fast the link models decide and the simulator
-//! runs (`sim`), what the real-time engine does in labs (`engine`, root) and how long labs take
-//! to come up and go down (`topo`, root; with `--hosts N`, over N agents on this machine against
-//! one host, and a VXLAN-stitched link against a local one). Everything is measured and printed, never asserted,
-//! except by the soak, which fails when the engine's counters or memory are off.
+//! rtemu's benchmark harness, the `rtemu-bench` binary: how fast the link models decide and the
+//! simulator runs (`sim`), what the real-time engine does in labs (`engine`, root) and how long
+//! labs take to come up and go down (`topo`, root; with `--hosts N`, over N agents on this
+//! machine against one host, and a VXLAN-stitched link against a local one). Everything is
+//! measured and printed, never asserted, except by the soak, which fails when the engine's
+//! counters or memory are off.
 //!
-//! The lab parts run `rtemu` subcommands through the current executable, so they run inside the
-//! `rtemu` binary, which holds only the dispatch to [`run`].
+//! The benchmarks are a binary of their own (the `rtemu` package's `rtemu-bench`, whose `main` is
+//! [`main`]), so the user's `rtemu` does not carry them. The lab parts drive the `rtemu` built
+//! beside them ([`rtemu`]): its subcommands, and its hidden `engine` for the labs they bring up
+//! themselves.
 
 #![warn(missing_docs)]
 
@@ -20,19 +23,27 @@ mod topo;
 
 /// Measure the link models and the simulator (`sim`), or the real-time engine in labs
 /// (`engine`, root).
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:
-  rtemu bench sim
-  rtemu bench sim --packets 20000000 --repeat 7 --json
-  sudo rtemu bench engine --pings 200 --seconds 5
-  sudo rtemu bench engine --part soak --minutes 10
-  sudo rtemu bench topo
-  sudo rtemu bench topo --hosts 3
-  sudo rtemu bench topo --hosts 2 --nodes 10 --pings 20 --seconds 1
-  sudo rtemu bench precision --seconds 5 --rounds 3
-  sudo rtemu bench precision --precision-part idle --seconds 10
-  rtemu bench aqm
-  rtemu bench aqm --seed 2 --json")]
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "rtemu-bench",
+    version,
+    max_term_width = 100,
+    after_help = "Examples:
+  rtemu-bench sim
+  rtemu-bench sim --packets 20000000 --repeat 7 --json
+  sudo rtemu-bench engine --pings 200 --seconds 5
+  sudo rtemu-bench engine --part soak --minutes 10
+  sudo rtemu-bench topo
+  sudo rtemu-bench topo --hosts 3
+  sudo rtemu-bench topo --hosts 2 --nodes 10 --pings 20 --seconds 1
+  sudo rtemu-bench precision --seconds 5 --rounds 3
+  sudo rtemu-bench precision --precision-part idle --seconds 10
+  rtemu-bench aqm
+  rtemu-bench aqm --seed 2 --json
+
+The lab benchmarks run the rtemu executable beside this one (cargo builds both into
+target/release)."
+)]
 pub struct BenchArgs {
     /// What to measure: `sim` (decisions per second of the models, the simulator's packets per
     /// second), `engine` (per-hop latency through chains of impaired links, rate accuracy with
@@ -116,7 +127,41 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-/// Runs `rtemu bench`.
+/// The `rtemu` executable the lab benchmarks drive: the one beside this executable, where
+/// `cargo build` puts both (`target/release/rtemu` and `target/release/rtemu-bench`).
+pub fn rtemu() -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context;
+    let me = std::env::current_exe().context("finding this executable")?;
+    let rtemu = me.with_file_name("rtemu");
+    anyhow::ensure!(
+        rtemu.is_file(),
+        "{} is missing: the lab benchmarks run the rtemu built beside them (`cargo build \
+         --release` builds both)",
+        rtemu.display()
+    );
+    Ok(rtemu)
+}
+
+/// The `rtemu-bench` binary: parses the arguments, runs the benchmark, and says how it ended:
+/// 0, or 2 after an error printed on stderr (as `rtemu` does).
+pub fn main() -> std::process::ExitCode {
+    let args = <BenchArgs as clap::Parser>::parse();
+    match run(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) if rtemu_control::error::is_closed_pipe(&err) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            // An error may quote a file, a command line or a reply: shown, never obeyed.
+            let message = rtemu_control::error::message(err.as_ref());
+            eprintln!(
+                "rtemu-bench: error: {}",
+                rtemu_sys::terminal::printable(&message)
+            );
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the benchmark `args` asks for.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.what == "topo" {
         if let Some(hosts) = args.hosts {

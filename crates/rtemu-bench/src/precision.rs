@@ -1,4 +1,4 @@
-//! `rtemu bench precision`: real time under load, measured by an independent probe.
+//! `rtemu-bench precision`: real time under load, measured by an independent probe.
 //!
 //! The probe ([`rtemu_testutil::probe`]) shares nothing with the engine's clocks: a sender in
 //! node `a` writes `CLOCK_REALTIME` into each UDP datagram just before handing it to the
@@ -46,7 +46,7 @@ use rtemu_topo::Topology;
 /// The UDP port every probe socket uses.
 const PORT: u16 = 7300;
 
-/// Options of `rtemu bench precision`.
+/// Options of `rtemu-bench precision`.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Seconds each run sends.
@@ -78,11 +78,11 @@ struct Variant {
 }
 
 impl Variant {
-    /// This binary, as `up` starts its engine by default.
+    /// The `rtemu` built beside the benchmarks, as `up` starts its engine by default.
     fn default_engine() -> Result<Variant> {
         Ok(Variant {
             name: "default".into(),
-            bin: std::env::current_exe().context("finding the rtemu executable")?,
+            bin: crate::rtemu()?,
             flags: Vec::new(),
         })
     }
@@ -514,10 +514,10 @@ fn print_row(run: &Run, json: bool) {
     );
 }
 
-/// Runs `rtemu bench precision`.
+/// Runs `rtemu-bench precision`.
 pub fn run(opts: &Options) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
-        bail!("rtemu bench precision needs root (namespaces, the engine's sockets)");
+        bail!("rtemu-bench precision needs root (namespaces, the engine's sockets)");
     }
     let variants = variants(opts.before.as_deref(), opts.io.as_deref())?;
     if opts.runs("probe") {

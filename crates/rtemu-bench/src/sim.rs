@@ -1,4 +1,4 @@
-//! `rtemu bench sim`: how fast the models decide, measured and printed, never asserted.
+//! `rtemu-bench sim`: how fast the models decide, measured and printed, never asserted.
 
 use std::hint::black_box;
 use std::io::Write;
@@ -184,7 +184,7 @@ fn sim_run(packets: u64) -> anyhow::Result<f64> {
     Ok(s.packets_in as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Runs `rtemu bench sim`.
+/// Runs `rtemu-bench sim`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.packets > 0 && args.repeat > 0,
@@ -238,7 +238,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "rtemu bench sim: {} packets per measurement, median of {}, one core",
+        "rtemu-bench sim: {} packets per measurement, median of {}, one core",
         report.packets, report.repeat
     )?;
     writeln!(

@@ -1,4 +1,4 @@
-//! The link part of `rtemu bench topo --hosts N`: what a VXLAN-stitched ideal link costs
+//! The link part of `rtemu-bench topo --hosts N`: what a VXLAN-stitched ideal link costs
 //! against a local one. A two-node lab a–b over the cluster's agents, once with both nodes on
 //! h1 (a local veth pair) and once with a on h1 and b on h2 (the link stitched over the
 //! underlay), and the underlay itself between the hosts' namespaces: ping round trips (median
@@ -223,7 +223,7 @@ pub(crate) struct LinkOptions<'a> {
 /// The two-node lab `lab` with b on host `b_host`, a on h1, over two hosts' agents.
 fn pair(lab: &str, b_host: &str) -> String {
     format!(
-        "# rtemu bench topo --hosts: a link a–b\nlab = \"{lab}\"\nrouting = \"none\"\nip = \"ipv4\"\n\
+        "# rtemu-bench topo --hosts: a link a–b\nlab = \"{lab}\"\nrouting = \"none\"\nip = \"ipv4\"\n\
          {}[nodes.a]\nhost = \"h1\"\n[nodes.b]\nhost = \"{b_host}\"\n\
          [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\n",
         hosts_table(2, Some(PORT))

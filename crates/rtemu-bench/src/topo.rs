@@ -1,4 +1,4 @@
-//! `rtemu bench topo`: how long `rtemu up` and `rtemu down` take, and how much memory they
+//! `rtemu-bench topo`: how long `rtemu up` and `rtemu down` take, and how much memory they
 //! peak at, for generated chains, stars, grids and random graphs of 10, 100 and 1000 nodes,
 //! beside the same namespaces and veth pairs made with one `ip` command per object in a shell
 //! script, in the same run. Measured and printed as a Markdown table, never asserted. Needs root.
@@ -147,7 +147,7 @@ fn limit(nodes: usize) -> Duration {
 /// files, the state file).
 fn topology(lab: &str, shape: Shape, nodes: usize, links: &[(usize, usize)]) -> String {
     let mut src =
-        format!("# rtemu bench topo: {shape:?}, {nodes} nodes\nlab = \"{lab}\"\nrouting = \"none\"\nip = \"ipv4\"\n");
+        format!("# rtemu-bench topo: {shape:?}, {nodes} nodes\nlab = \"{lab}\"\nrouting = \"none\"\nip = \"ipv4\"\n");
     for i in 0..nodes {
         src.push_str(&format!("[nodes.n{i}]\n"));
     }
@@ -268,7 +268,7 @@ struct LabGuard(String);
 impl Drop for LabGuard {
     fn drop(&mut self) {
         if let Err(e) = lab::down(&self.0) {
-            eprintln!("rtemu bench topo: removing lab {}: {e}", self.0);
+            eprintln!("rtemu-bench topo: removing lab {}: {e}", self.0);
         }
     }
 }
@@ -338,7 +338,7 @@ fn rtemu_step(
     limit: Duration,
     stop: &Stop,
 ) -> Result<(f64, Option<f64>)> {
-    let exe = std::env::current_exe().context("finding the rtemu executable")?;
+    let exe = crate::rtemu()?;
     let mut cmd = match rss {
         Some(file) => {
             let _ = std::fs::remove_file(file);
@@ -416,7 +416,7 @@ fn shape_tag(shape: Shape) -> char {
 fn begin_run(shape: Shape, nodes: usize, run: usize, stop: &Stop) -> Result<()> {
     stop.check()?;
     eprintln!(
-        "rtemu bench topo: {} of {nodes} nodes, run {run}/{}",
+        "rtemu-bench topo: {} of {nodes} nodes, run {run}/{}",
         shape.name(),
         runs(nodes)
     );
@@ -509,7 +509,7 @@ fn measure(shape: Shape, nodes: usize, dir: &Path, time: bool, stop: &Stop) -> R
     })
 }
 
-/// What `rtemu bench topo` measures.
+/// What `rtemu-bench topo` measures.
 pub struct Options {
     /// Print JSON instead of the tables.
     pub json: bool,
@@ -533,15 +533,15 @@ fn need_programs(programs: &[&str], packages: &str) -> Result<()> {
             .status()
             .is_ok_and(|s| s.success());
         if !found {
-            bail!("rtemu bench topo needs `{program}` (Debian packages {packages})");
+            bail!("rtemu-bench topo needs `{program}` (Debian packages {packages})");
         }
     }
     Ok(())
 }
 
-/// Runs `rtemu bench topo`.
+/// Runs `rtemu-bench topo`.
 pub fn run(opts: &Options) -> Result<()> {
-    rtemu_control::root::need_root("rtemu bench topo")?;
+    rtemu_control::root::need_root("rtemu-bench topo")?;
     need_programs(&["ip", "sh", "seq"], "iproute2, coreutils")?;
     let stop = Stop::install()?;
     let dir = std::env::temp_dir().join(format!("rtemu-bench-topo-{}", std::process::id()));
@@ -568,7 +568,7 @@ fn run_one_host(json: bool, sizes: &[usize], dir: &Path, stop: &Stop) -> Result<
     let time = have_gnu_time();
     if !time {
         eprintln!(
-            "rtemu bench topo: {GNU_TIME} (GNU time, Debian package `time`) is missing: \
+            "rtemu-bench topo: {GNU_TIME} (GNU time, Debian package `time`) is missing: \
              no peak memory"
         );
     }
@@ -589,7 +589,7 @@ fn run_one_host(json: bool, sizes: &[usize], dir: &Path, stop: &Stop) -> Result<
     }
     writeln!(
         out,
-        "rtemu bench topo: wall time of `rtemu up` and `rtemu down` (child processes) and their \
+        "rtemu-bench topo: wall time of `rtemu up` and `rtemu down` (child processes) and their \
          peak resident set size (GNU time's %M, the largest of the runs), beside `ip netns add` \
          per node and `ip link add … netns … type veth peer … netns …` per link in a shell \
          script; median of 3 runs (1 run of 1000 nodes)\n"
@@ -715,8 +715,8 @@ fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &S
         &["ping", "iperf3", "mount", "timeout"],
         "iputils-ping, iperf3, mount, coreutils",
     )?;
-    let exe = std::env::current_exe().context("finding the rtemu executable")?;
-    eprintln!("rtemu bench topo: starting {hosts} agents");
+    let exe = crate::rtemu()?;
+    eprintln!("rtemu-bench topo: starting {hosts} agents");
     let cluster = Cluster::start(&exe, "b", hosts, dir)?;
     let mut rows = Vec::new();
     for &nodes in sizes {
@@ -733,7 +733,7 @@ fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &S
     if !opts.json {
         writeln!(
             out,
-            "rtemu bench topo --hosts {hosts}: wall time of `rtemu up FILE` and `rtemu down LAB` \
+            "rtemu-bench topo --hosts {hosts}: wall time of `rtemu up FILE` and `rtemu down LAB` \
              on one host (this machine), beside the same lab with `[hosts]` h1…h{hosts} (nodes \
              placed by rtemu) brought up and down by a coordinator (`--credentials`, in a \
              namespace of its own) over {hosts} agents (`rtemu serve`, each in a namespace of its \
@@ -766,7 +766,7 @@ fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &S
         }
         out.flush()?;
     }
-    eprintln!("rtemu bench topo: a local and a stitched link");
+    eprintln!("rtemu-bench topo: a local and a stitched link");
     let link_opts = LinkOptions {
         pings: opts.pings,
         seconds: opts.seconds,

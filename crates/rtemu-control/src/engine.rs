@@ -146,6 +146,9 @@ pub struct EngineOptions {
     /// The packet rate, per direction, that each impaired link's frame buffers are sized for
     /// (default [`SIZING_PPS`]).
     pub sizing_pps: Option<u64>,
+    /// The `rtemu` executable the engine process runs from (default: the current one, which
+    /// is `rtemu`, except in a program that brings labs up without being it: the benchmarks).
+    pub program: Option<PathBuf>,
 }
 
 /// The real-time class of an engine's release threads (`up --engine-priority`).
@@ -410,7 +413,8 @@ pub fn alive(lab: &LabName) -> bool {
 }
 
 /// Starts the engine of lab `state` as a detached process with `opts`, waiting with `wait`,
-/// and waits until it answers. The process is the current executable's hidden subcommand
+/// and waits until it answers. The process is the hidden subcommand of `opts.program` (by
+/// default the current executable),
 /// `engine LAB --wait W --priority P --threads N [--cpus LIST] [--io IO] [--sizing-pps PPS]`,
 /// which calls [`run`].
 pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<()> {
@@ -418,7 +422,10 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
     let log_path = dir.join("engine.log");
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("creating {}", log_path.display()))?;
-    let exe = std::env::current_exe().context("finding the rtemu executable")?;
+    let exe = match &opts.program {
+        Some(program) => program.clone(),
+        None => std::env::current_exe().context("finding the rtemu executable")?,
+    };
     let mut cmd = Command::new(exe);
     let allowed = rtemu_clock::rt::affinity().unwrap_or_default();
     let (threads, cpus) = opts.plan(impaired(state).len(), &allowed);

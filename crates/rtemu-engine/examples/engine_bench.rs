@@ -19,7 +19,7 @@
 //!   nothing) through `delay 0ms` and `delay 10ms` with the engine spinning; beside it a bare
 //!   relay over the same I/O with no model and no timing queue (the I/O path's limit). The
 //!   frames, the flood and the relay are [`rtemu_engine::bench`]'s, as in
-//!   `rtemu bench engine --part throughput`, which sets the kernel's own forwarding beside
+//!   `rtemu-bench engine --part throughput`, which sets the kernel's own forwarding beside
 //!   them in labs that `rtemu up` builds.
 //!
 //! The generator and the engine share the VM's cores: the engine is pinned to the last CPU, the

@@ -1,4 +1,4 @@
-//! The pieces of a throughput benchmark on veth, shared by `rtemu bench engine` and
+//! The pieces of a throughput benchmark on veth, shared by `rtemu-bench engine` and
 //! `examples/engine_bench.rs`: a cheap generator, a cheap sink and a bare relay.
 //!
 //! On a small machine the traffic generator competes with what it measures, so it must cost

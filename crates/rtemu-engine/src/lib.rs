@@ -31,7 +31,7 @@
 //!   offloads, and opening sockets inside a lab's namespace;
 //! * [`control`]: the lab engine's control socket, one request line in, one reply out;
 //! * [`bench`]: a throughput benchmark's cheap pieces (a transmit-ring flood, a sink read from
-//!   interface counters, a bare relay), shared by `rtemu bench engine` and the example.
+//!   interface counters, a bare relay), shared by `rtemu-bench engine` and the example.
 //!
 //! # Example
 //!
@@ -75,7 +75,7 @@
 //! AF_XDP layer the same way and the engine over it; without root they print why and pass,
 //! unless `RTEMU_REQUIRE_ROOT=1`. `examples/engine_bench.rs` measures release error per wait
 //! strategy and packets/s against a bare relay, for both I/O layers side by side;
-//! `rtemu bench engine --part throughput` sets the same generator and relay beside the kernel's
+//! `rtemu-bench engine --part throughput` sets the same generator and relay beside the kernel's
 //! own forwarding (figures in `docs/benchmarks.md`).
 //!
 //! # In a lab

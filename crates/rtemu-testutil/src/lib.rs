@@ -1,8 +1,8 @@
 //! Helpers for rtemu's own tests, shared by every crate's test suite instead of copied into
 //! each: whether a test that needs root or a program may run, and saying why it skips; what a
 //! lab left behind, and what a capture holds; [`multihost`], the multi-host tests' hosts
-//! on one machine (which `rtemu bench topo --hosts` builds its cluster on too); and [`probe`],
-//! the independent one-way timing probe of the precision tests and `rtemu bench precision`.
+//! on one machine (which `rtemu-bench topo --hosts` builds its cluster on too); and [`probe`],
+//! the independent one-way timing probe of the precision tests and `rtemu-bench precision`.
 //!
 //! A test that cannot run here prints why and passes, so `cargo test` works for anyone; CI
 //! sets `RTEMU_REQUIRE_ROOT=1`, under which a skip is a failure instead, so nothing that

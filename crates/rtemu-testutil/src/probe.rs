@@ -1,5 +1,5 @@
 //! The independent probe of a link's one-way timing, shared by the engine's precision tests and
-//! `rtemu bench precision`.
+//! `rtemu-bench precision`.
 //!
 //! It shares nothing with the engine's clocks: [`send`] writes `CLOCK_REALTIME` into each UDP
 //! datagram just before handing it to the kernel, and [`receive`] takes the kernel's receive

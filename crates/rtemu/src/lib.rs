@@ -1,9 +1,10 @@
 //! The `rtemu` command line: argument parsing and report printing over the rtemu libraries.
 //!
 //! Each subcommand lives in `cmd/<name>.rs` and exposes a clap `Args` struct and a `run`
-//! function; the work itself belongs to the library crates. `rtemu bench`, arguments and all,
-//! is the `rtemu-bench` crate's. The binary is [`main`]; the command line is a library so that
-//! `rtemu-dist` renders the man pages and shell completions from the same [`Cli`] definition.
+//! function; the work itself belongs to the library crates. The binary is [`main`]; the command
+//! line is a library so that `rtemu-dist` renders the man pages and shell completions from the
+//! same [`Cli`] definition. The benchmarks are not in it: they are the package's other binary,
+//! `rtemu-bench` (the `rtemu-bench` crate's, arguments and all).
 
 #![warn(missing_docs)]
 
@@ -42,7 +43,6 @@ pub struct Cli {
 enum Command {
     Demo(cmd::demo::DemoArgs),
     Sim(cmd::sim::SimArgs),
-    Bench(rtemu_bench::BenchArgs),
     Trace(cmd::trace::TraceArgs),
     Lab(cmd::lab::LabArgs),
     Up(cmd::topo::UpArgs),
@@ -66,7 +66,7 @@ enum Command {
 /// ends cleanly at Ctrl-C, the server and the engine stop at both).
 fn ending_signals(command: &Command) -> &'static [std::ffi::c_int] {
     match command {
-        Command::Serve(_) | Command::View(_) | Command::Engine(_) | Command::Bench(_) => &[],
+        Command::Serve(_) | Command::View(_) | Command::Engine(_) => &[],
         Command::Capture(_) => &[SIGTERM],
         _ => &[SIGINT, SIGTERM],
     }
@@ -103,7 +103,6 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sim(args) => cmd::sim::run(args),
-        Command::Bench(args) => rtemu_bench::run(args),
         Command::Trace(args) => cmd::trace::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Up(args) => cmd::topo::run_up(args),

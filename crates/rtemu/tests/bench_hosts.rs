@@ -1,4 +1,4 @@
-//! `rtemu bench topo --hosts`, small: two agents, labs of 10 nodes, a short link part. The
+//! `rtemu-bench topo --hosts`, small: two agents, labs of 10 nodes, a short link part. The
 //! tables must have a row per shape and per path with positive figures, the stitched links
 //! must be counted, and nothing of the cluster may be left. Root; the range checks without.
 
@@ -6,7 +6,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{root_or_skip, rtemu, text};
+use common::{root_or_skip, rtemu_bench, text};
 
 /// The cells of the Markdown table rows of `out` whose first cell is `first`.
 fn rows<'a>(out: &'a str, first: &str) -> Vec<Vec<&'a str>> {
@@ -31,7 +31,6 @@ fn the_cluster_bench_measures_every_shape_and_path_and_leaves_nothing() {
         return;
     }
     let args = [
-        "bench",
         "topo",
         "--hosts",
         "2",
@@ -42,7 +41,7 @@ fn the_cluster_bench_measures_every_shape_and_path_and_leaves_nothing() {
         "--seconds",
         "1",
     ];
-    let out = rtemu(&args);
+    let out = rtemu_bench(&args);
     let shown = text(&out);
     assert!(out.status.success(), "the benchmark failed:\n{shown}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -85,7 +84,7 @@ fn the_cluster_bench_refuses_hosts_and_nodes_out_of_range() {
         ("--hosts", "9", "--hosts 9: give 2 to 8 hosts"),
         ("--nodes", "1", "--nodes 1: give 2 to 9999 nodes"),
     ] {
-        let out = rtemu(&["bench", "topo", flag, value]);
+        let out = rtemu_bench(&["topo", flag, value]);
         assert!(!out.status.success());
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains(message), "{flag} {value}: {e}");

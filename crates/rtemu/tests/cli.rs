@@ -1735,3 +1735,39 @@ fn negative_numbers_are_refused_with_the_range() {
         );
     }
 }
+
+#[test]
+fn the_benchmarks_are_a_binary_of_their_own() {
+    // The user's binary does not carry them...
+    let o = rtemu(&["bench", "sim"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("unrecognized subcommand 'bench'"),
+        "{}",
+        stderr(&o)
+    );
+    // ... the one beside it does, and refuses a bad benchmark as rtemu refuses a bad command.
+    let bench = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_rtemu-bench"))
+            .args(args)
+            .output()
+            .expect("rtemu-bench runs")
+    };
+    let help = bench(&["--help"]);
+    assert!(help.status.success(), "{}", text(&help));
+    for what in ["sim", "engine", "topo", "precision", "aqm"] {
+        assert!(stdout(&help).contains(what), "{what}: {}", stdout(&help));
+    }
+    assert!(
+        stdout(&help).contains("rtemu-bench sim"),
+        "{}",
+        stdout(&help)
+    );
+    let o = bench(&["simulate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("invalid value 'simulate'"),
+        "{}",
+        stderr(&o)
+    );
+}

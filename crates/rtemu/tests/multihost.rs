@@ -2,7 +2,7 @@
 //! see `rtemu_testutil::multihost`) runs `rtemu serve --listen` as its agent, with its
 //! own `/run/rtemu`, `/run/netns` and `/etc/netns`; `rtemu up FILE --credentials F` and
 //! `rtemu down LAB` run as the coordinator in a third host namespace, with a state directory
-//! of their own (the cluster of `rtemu_bench::cluster`, which `rtemu bench topo --hosts` runs
+//! of their own (the cluster of `rtemu_bench::cluster`, which `rtemu-bench topo --hosts` runs
 //! on too). The test reaches each agent over its Unix socket to run commands in nodes.
 //! The hosts of the test that measures delay are the nodes of an ordinary rtemu lab (`rtemu up`
 //! of its own) whose impaired links give the underlay a delay, so the model's delay is shown to

@@ -1,4 +1,4 @@
-//! The soak benchmark, short: `rtemu bench engine --part soak` for 12 s must pass its own
+//! The soak benchmark, short: `rtemu-bench engine --part soak` for 12 s must pass its own
 //! checks (every snapshot balanced, B's receiver and interface counted what the engine
 //! delivered, the engine's memory flat) and report them in its JSON summary. Root.
 
@@ -6,7 +6,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{root_or_skip, rtemu, text};
+use common::{root_or_skip, rtemu_bench, text};
 use serde_json::Value;
 
 #[test]
@@ -14,7 +14,7 @@ fn a_short_soak_balances_at_every_snapshot_and_the_receiver_counts_what_was_deli
     if !root_or_skip("soak") {
         return;
     }
-    let out = rtemu(&["bench", "engine", "--part", "soak", "--minutes", "0.2"]);
+    let out = rtemu_bench(&["engine", "--part", "soak", "--minutes", "0.2"]);
     let shown = text(&out);
     assert!(out.status.success(), "the soak failed:\n{shown}");
     let summary: Value = String::from_utf8_lossy(&out.stdout)

@@ -80,6 +80,8 @@ impl EngineFlags {
             threads: self.threads.map(|n| n as usize),
             io: self.io.map(IoKind::from),
             sizing_pps: self.sizing_pps,
+            // This executable: `rtemu` itself.
+            program: None,
         }
     }
 }

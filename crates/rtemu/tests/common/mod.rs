@@ -12,6 +12,16 @@ pub fn rtemu(args: &[&str]) -> Output {
         .expect("rtemu runs")
 }
 
+/// Runs `rtemu-bench ARGS…` (the benchmarks, the package's other binary) and waits for it.
+// Only the benchmarks' tests run it.
+#[allow(dead_code)]
+pub fn rtemu_bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtemu-bench"))
+        .args(args)
+        .output()
+        .expect("rtemu-bench runs")
+}
+
 /// Standard output then standard error, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(
