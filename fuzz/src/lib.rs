@@ -12,7 +12,10 @@
 //! * where the parsed value has a printed form, it parses back to the same value (netem, flow
 //!   patterns, control requests, action traces written out as text);
 //! * readers that take a buffer size give the same records and the same error with a buffer
-//!   of 1 byte, 7 bytes or 64 KiB.
+//!   of 1 byte, 7 bytes or 64 KiB;
+//! * what `rtemu serve` reads from a peer (HTTP requests, their bodies and queries, an agent's
+//!   part requests) is answered with a 4xx and a short error, never a 5xx, never the input
+//!   echoed whole, and without the token nothing but the page's files.
 #![forbid(unsafe_code)]
 
 use std::io::Cursor;
@@ -43,6 +46,9 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("flow_pattern", flow_pattern),
     ("topology", topology),
     ("control", control),
+    ("http", http),
+    ("api", api),
+    ("part", part),
 ];
 
 /// Packets a parsed netem model decides in [`netem`]: enough to pass every stage's state.
@@ -382,5 +388,228 @@ pub fn control(data: &[u8]) {
             Some(req),
             "{text:?} printed as {printed:?} does not parse back the same"
         );
+    }
+}
+
+/// The longest error message a request may get, however long the request: values are quoted
+/// short (`rtemu_sys::terminal::quoted`), never echoed whole.
+const MAX_ERROR: usize = 1024;
+
+/// How long one fuzz input's connection may take: hyper reads what is there and ends at its
+/// end, so anything near this is a hang.
+const HANG: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the server answers any request that fails: a 4xx (never a 5xx: the peer's bytes
+/// cannot break the server) with a short message.
+fn assert_api_error(e: &rtemu_serve::error::ApiError, input: &[u8]) {
+    assert!(
+        e.status.is_client_error(),
+        "{} for {} input bytes: {}",
+        e.status,
+        input.len(),
+        e.message
+    );
+    assert!(
+        !e.message.is_empty() && e.message.len() <= MAX_ERROR,
+        "a {}-byte error for {} input bytes: {:?}",
+        e.message.len(),
+        input.len(),
+        e.message
+            .get(..MAX_ERROR.min(e.message.len()))
+            .unwrap_or("")
+    );
+}
+
+/// A server's TCP routes with a token of its own, which no input can hold, on a runtime; the
+/// sender keeps the server from stopping.
+struct HttpServer {
+    runtime: tokio::runtime::Runtime,
+    router: axum::Router,
+    _running: tokio::sync::watch::Sender<bool>,
+}
+
+thread_local! {
+    static HTTP: HttpServer = {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (running, stopped) = tokio::sync::watch::channel(false);
+        let token = rtemu_serve::listen::new_token().expect("a token");
+        let router = rtemu_serve::tcp_router(rtemu_serve::routes::App::new(stopped), &token);
+        HttpServer { runtime, router, _running: running }
+    };
+}
+
+/// The bytes a TCP connection of `rtemu serve` answers `data` with (the peer then closes its
+/// side), served as the server serves them: hyper's HTTP/1.1 with the server's settings, the
+/// token check, the routes.
+fn serve_http(data: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    HTTP.with(|server| {
+        server.runtime.block_on(async {
+            let (client, io) = tokio::io::duplex(1 << 16);
+            let connection = rtemu_serve::connections::http(io, server.router.clone());
+            let (mut from, mut to) = tokio::io::split(client);
+            // The server may close before it read everything: that ends the writing.
+            let write = async move {
+                let _ = to.write_all(data).await;
+                let _ = to.shutdown().await;
+            };
+            let read = async move {
+                let mut out = Vec::new();
+                let _ = from.read_to_end(&mut out).await;
+                out
+            };
+            let all = async { tokio::join!(connection, write, read).2 };
+            tokio::time::timeout(HANG, all)
+                .await
+                .unwrap_or_else(|_| panic!("the connection did not end within {HANG:?}"))
+        })
+    })
+}
+
+/// The requests `rtemu serve` reads on TCP, as bytes on the wire (one connection, any number
+/// of requests), served by the server's own hyper settings, token check and routes with a
+/// token the input cannot hold: every answer is a well-formed HTTP response; none is a
+/// 5xx; every 2xx is one of the page's files (with their content security policy), so no
+/// request reaches the API without the token; every error body is short and, when JSON,
+/// `{"error": TEXT}`.
+pub fn http(data: &[u8]) {
+    let out = serve_http(data);
+    let mut rest = &out[..];
+    while !rest.is_empty() {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut response = httparse::Response::new(&mut headers);
+        let head = match response.parse(rest) {
+            Ok(httparse::Status::Complete(n)) => n,
+            other => panic!(
+                "not an HTTP response ({other:?}): {:?}",
+                String::from_utf8_lossy(&rest[..rest.len().min(200)])
+            ),
+        };
+        let status = response.code.expect("a complete head has a status");
+        // HTTP/1.0 is answered in 1.0.
+        assert!(response.version.is_some(), "an answer without a version");
+        let header = |name: &str| {
+            response
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| String::from_utf8_lossy(h.value).into_owned())
+        };
+        assert!(status < 500, "{status} for {} input bytes", data.len());
+        let content_type = header("content-type").unwrap_or_default();
+        if (200..300).contains(&status) {
+            assert_eq!(
+                header("content-security-policy").as_deref(),
+                Some(rtemu_serve::web::CSP),
+                "a {status} ({content_type}) that is not one of the page's files"
+            );
+        }
+        rest = &rest[head..];
+        // A HEAD request's answer has a length but no body: the next answer, or the end,
+        // follows at once.
+        let bodiless = rest.is_empty() || rest.starts_with(b"HTTP/1.");
+        let length = match header("content-length") {
+            Some(_) if bodiless => 0,
+            Some(n) => n.parse::<usize>().expect("a length"),
+            None => {
+                assert!(
+                    header("transfer-encoding").is_none(),
+                    "a streamed answer ({status})"
+                );
+                rest.len()
+            }
+        };
+        assert!(
+            length <= rest.len(),
+            "an answer cut short: {length} bytes announced"
+        );
+        let body = &rest[..length];
+        rest = &rest[length..];
+        if status >= 400 {
+            assert!(
+                body.len() <= MAX_ERROR,
+                "a {}-byte {status} for {} input bytes",
+                body.len(),
+                data.len()
+            );
+            if content_type.starts_with("application/json") && !bodiless {
+                let error: rtemu_serve::error::ErrorBody = serde_json::from_slice(body)
+                    .unwrap_or_else(|e| panic!("a {status} whose body is not an error ({e})"));
+                assert!(!error.error.is_empty());
+            }
+        }
+    }
+}
+
+/// The bodies and queries of the API's requests, read and checked as the handlers do before
+/// they touch a lab: the first byte picks the request (set, schedule, exec, up, a stats
+/// stream's query, a capture's, a logs request's), the rest is its JSON body or query string.
+/// Whatever is refused is refused with a 4xx and a short message.
+pub fn api(data: &[u8]) {
+    use rtemu_serve::api::{ExecRequest, ScheduleRequest, SetRequest, UpRequest};
+    use rtemu_serve::routes::{json_body, logs_query, query_pairs, stream_query};
+    use rtemu_serve::{capture, ctl, exec};
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let query = || query_pairs(Some(String::from_utf8_lossy(rest).into_owned()));
+    let result = match which % 7 {
+        0 => json_body::<SetRequest>(rest)
+            .and_then(|r| ctl::parse_netem("netem", &r.netem).map(drop)),
+        1 => json_body::<ScheduleRequest>(rest).and_then(|r| {
+            let steps = ctl::schedule_steps(&r)?;
+            assert_eq!(steps.len(), r.changes.len(), "a change lost");
+            Ok(())
+        }),
+        2 => json_body::<ExecRequest>(rest).and_then(|r| {
+            let timeout = exec::check(&r)?;
+            assert!(!timeout.is_zero() && !r.argv.is_empty());
+            Ok(())
+        }),
+        3 => json_body::<UpRequest>(rest).map(drop),
+        4 => stream_query(&query()).map(|(interval, _)| {
+            assert!(
+                (rtemu_serve::routes::MIN_INTERVAL..=rtemu_serve::routes::MAX_INTERVAL)
+                    .contains(&interval)
+            );
+        }),
+        5 => capture::parse(&query()).map(|r| {
+            assert!(
+                r.count.is_some() || r.duration.is_some(),
+                "a capture without an end"
+            );
+        }),
+        _ => logs_query(&query()).map(drop),
+    };
+    if let Err(e) = result {
+        assert_api_error(&e, rest);
+    }
+}
+
+/// An agent's part request (`POST /v1/parts`), read and checked as the agent does before it
+/// makes anything ([`rtemu_serve::ctl::check_part`]: the topology, with the models and traces
+/// it names, the lab name, the host, the VNIs): refused with a 4xx and a short message, or a
+/// topology in which the request's host is one of the file's hosts.
+pub fn part(data: &[u8]) {
+    use rtemu_serve::api::PartRequest;
+    let req = match rtemu_serve::routes::json_body::<PartRequest>(data) {
+        Ok(req) => req,
+        Err(e) => return assert_api_error(&e, data),
+    };
+    match rtemu_serve::ctl::check_part(&req) {
+        Ok(topo) => {
+            assert!(
+                topo.hosts.iter().any(|h| h.name == req.host),
+                "a part for host {:?}, not among the file's",
+                req.host
+            );
+            if let Some(name) = &req.name {
+                assert_eq!(&topo.lab, name, "the part runs under another name");
+            }
+        }
+        Err(e) => assert_api_error(&e, data),
     }
 }

@@ -48,8 +48,9 @@ pub fn parse(pairs: &[(String, String)]) -> Result<Request, ApiError> {
                         .filter(|c| (1..=MAX_COUNT).contains(c))
                         .ok_or_else(|| {
                             ApiError::bad_request(format!(
-                                "count {v:?} is out of range: give a number of packets from 1 \
-                                 to {MAX_COUNT}"
+                                "count {} is out of range: give a number of packets from 1 \
+                                 to {MAX_COUNT}",
+                                rtemu_sys::terminal::quoted(v)
                             ))
                         })?,
                 )
@@ -61,15 +62,17 @@ pub fn parse(pairs: &[(String, String)]) -> Result<Request, ApiError> {
                     .filter(|s| *s > 0.0 && *s <= MAX_DURATION)
                     .ok_or_else(|| {
                         ApiError::bad_request(format!(
-                            "duration {v:?} is out of range: give seconds above 0, at most \
-                             {MAX_DURATION}"
+                            "duration {} is out of range: give seconds above 0, at most \
+                             {MAX_DURATION}",
+                            rtemu_sys::terminal::quoted(v)
                         ))
                     })?;
                 req.duration = Some(Duration::from_secs_f64(s));
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unknown query parameter `{other}`: a capture takes target, count and duration"
+                    "unknown query parameter {}: a capture takes target, count and duration",
+                    rtemu_sys::terminal::quoted(other)
                 )))
             }
         }

@@ -138,8 +138,9 @@ pub async fn serve<L: Listener>(
     Ok(())
 }
 
-/// HTTP/1.1 on `io`, answered by `router`.
-fn http<I>(
+/// HTTP/1.1 on `io`, answered by `router`, its head read within [`HEAD_TIMEOUT`] (the `http`
+/// fuzz target reads its requests with it too).
+pub fn http<I>(
     io: I,
     router: Router,
 ) -> hyper::server::conn::http1::Connection<TokioIo<I>, TowerToHyperService<Router>>

@@ -70,7 +70,7 @@ pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
 
 /// Checks the topology `req` gives and brings up this host's part of it, with its engine.
 pub fn up_part(req: &PartRequest) -> Result<Lab, ApiError> {
-    let topo = part_topology(req)?;
+    let topo = check_part(req)?;
     let stitching = req.stitching.clone().into();
     let up = rtemu_control::lab::up_part(
         &topo,
@@ -80,6 +80,27 @@ pub fn up_part(req: &PartRequest) -> Result<Lab, ApiError> {
         &EngineOptions::default(),
     )?;
     Ok(view(&up.state))
+}
+
+/// The longest file name a part request may give (Linux's `PATH_MAX`): every error names it.
+pub const MAX_PART_FILE: usize = 4096;
+
+/// Checks a part request before anything is made on the host: its file's name, its topology
+/// (with the models and the traces its links name), the lab name it asks for, its host among
+/// the file's `[hosts]`, and VNIs that fit the file's stitched segments. [`up_part`] acts only
+/// on what this returns; the `part` fuzz target calls it too.
+pub fn check_part(req: &PartRequest) -> Result<Topology, ApiError> {
+    if req.file.len() > MAX_PART_FILE || req.file.contains('\0') {
+        return Err(ApiError::bad_request(format!(
+            "file {} is not a file name: give the topology's path, at most {MAX_PART_FILE} \
+             bytes, without NUL",
+            rtemu_sys::terminal::quoted(&req.file)
+        )));
+    }
+    let topo = part_topology(req)?;
+    topo.part(&req.host, &req.stitching.clone().into())
+        .map_err(rtemu_topo::lab::LabError::from)?;
+    Ok(topo)
 }
 
 /// The topology of `req`, under the name it asks for. Trace files are named relative to the
@@ -204,9 +225,7 @@ fn impaired_link(state: &State, link: &str) -> Result<(), ApiError> {
 /// Gives `link` of lab `state` the model `netem` in the directions `dir`.
 pub fn set(state: &State, link: &str, dir: Dir, netem: &str) -> Result<(), ApiError> {
     impaired_link(state, link)?;
-    let netem = Netem::parse(netem).map_err(|e| {
-        ApiError::bad_request(format!("netem {}: {e}", rtemu_sys::terminal::quoted(netem)))
-    })?;
+    let netem = parse_netem("netem", netem)?;
     rtemu_control::lab::set_link(&state.lab, link, dir.into(), &netem)
         .map_err(|e| engine_gone(state, e))
 }
@@ -220,16 +239,20 @@ pub fn cut(state: &State, link: &str, down: bool) -> Result<(), ApiError> {
 /// The most changes one schedule request may hold.
 pub const MAX_CHANGES: usize = 10_000;
 
-/// Queues the changes of `req` in the engine of lab `state`, each for its time after `start`
-/// (when the request came): all are checked first (times, netem texts), then sent in one
-/// request, which the engine checks whole (building every model) before it queues any.
-pub fn schedule(
-    state: &State,
-    link: &str,
-    req: &ScheduleRequest,
-    start: std::time::Instant,
-) -> Result<(), ApiError> {
-    impaired_link(state, link)?;
+/// The netem text `text` of a request's field `field`, parsed (a 400 quoting it short when it
+/// does not parse).
+pub fn parse_netem(field: &str, text: &str) -> Result<Netem, ApiError> {
+    Netem::parse(text).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{field} {}: {e}",
+            rtemu_sys::terminal::quoted(text)
+        ))
+    })
+}
+
+/// The changes of a schedule request, checked (their count, times and netem texts): each
+/// one's time after the request, directions and model.
+pub fn schedule_steps(req: &ScheduleRequest) -> Result<Vec<(Duration, Dir, Netem)>, ApiError> {
     if req.changes.is_empty() || req.changes.len() > MAX_CHANGES {
         return Err(ApiError::bad_request(format!(
             "the schedule has {} changes: give 1 to {MAX_CHANGES}",
@@ -240,14 +263,23 @@ pub fn schedule(
     for (i, c) in req.changes.iter().enumerate() {
         let at = rtemu_model::units::Time::parse(&c.at)
             .map_err(|e| ApiError::bad_request(format!("changes[{i}].at: {e}")))?;
-        let netem = Netem::parse(&c.netem).map_err(|e| {
-            ApiError::bad_request(format!(
-                "changes[{i}].netem {}: {e}",
-                rtemu_sys::terminal::quoted(&c.netem)
-            ))
-        })?;
+        let netem = parse_netem(&format!("changes[{i}].netem"), &c.netem)?;
         steps.push((Duration::from_nanos(at.0), c.dir, netem));
     }
+    Ok(steps)
+}
+
+/// Queues the changes of `req` in the engine of lab `state`, each for its time after `start`
+/// (when the request came): all are checked first (times, netem texts), then sent in one
+/// request, which the engine checks whole (building every model) before it queues any.
+pub fn schedule(
+    state: &State,
+    link: &str,
+    req: &ScheduleRequest,
+    start: std::time::Instant,
+) -> Result<(), ApiError> {
+    impaired_link(state, link)?;
+    let steps = schedule_steps(req)?;
     // Measured by the engine from when it gets the request: what passed since this one came
     // is taken off.
     let passed = start.elapsed();

@@ -189,6 +189,17 @@ pub fn openapi_json() -> String {
     text
 }
 
+/// What TCP serves: the page's files without the token; the API, and every path it does not
+/// know, with `token` (the `http` fuzz target serves its requests with it too).
+pub fn tcp_router(app: routes::App, token: &str) -> axum::Router {
+    web::router().merge(
+        routes::router(app).layer(axum::middleware::from_fn_with_state(
+            std::sync::Arc::<str>::from(token),
+            listen::require_token,
+        )),
+    )
+}
+
 /// A running server: its listeners, and the files it made (removed when it stops).
 pub struct Server {
     runtime: tokio::runtime::Runtime,
@@ -244,10 +255,7 @@ impl Server {
             .build()
             .context("starting the server's runtime")?;
         let (shutdown, rx) = watch::channel(false);
-        let app = routes::App {
-            shutdown: rx.clone(),
-            streams: std::sync::Arc::new(tokio::sync::Semaphore::new(routes::MAX_STATS_STREAMS)),
-        };
+        let app = routes::App::new(rx.clone());
         let stopped = move || {
             let mut rx = rx.clone();
             async move {
@@ -298,16 +306,9 @@ impl Server {
             fingerprint = tls.as_ref().map(tls::AgentCert::fingerprint);
             let acceptor = tls.as_ref().map(tls::AgentCert::acceptor).transpose()?;
             let listener = tokio::net::TcpListener::from_std(listener).context("serving TCP")?;
-            // The page's files need no token; the API, and every path it does not know, does.
-            let router = web::router().merge(routes::router(app).layer(
-                axum::middleware::from_fn_with_state(
-                    std::sync::Arc::<str>::from(secret.as_str()),
-                    listen::require_token,
-                ),
-            ));
             serving.push(runtime.spawn(connections::serve(
                 listener,
-                router,
+                tcp_router(app, &secret),
                 connections::TCP,
                 connections::tcp_peer,
                 acceptor,

@@ -41,6 +41,14 @@ pub struct App {
 pub const MAX_STATS_STREAMS: usize = 32;
 
 impl App {
+    /// What the handlers of a server share, which stops when `shutdown` becomes `true`.
+    pub fn new(shutdown: watch::Receiver<bool>) -> App {
+        App {
+            shutdown,
+            streams: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_STATS_STREAMS)),
+        }
+    }
+
     /// Resolves when the server stops.
     fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut rx = self.shutdown.clone();
@@ -106,6 +114,12 @@ fn params<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
         .map_err(|e| ApiError::bad_request(e.body_text()))
 }
 
+/// A request body's bytes read as the JSON of a `T`, as the handlers' `Json` extractor reads
+/// them once it found a JSON content type (the fuzz targets read bodies with it).
+pub fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    body(Json::from_bytes(bytes))
+}
+
 /// A JSON body, or a 400 (415 without a JSON content type) saying why it is not one.
 fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(t)| t).map_err(|e| {
@@ -129,7 +143,7 @@ async fn lab_state(lab: String) -> Result<State, ApiError> {
 }
 
 /// A query string's pairs, decoded.
-fn query_pairs(q: Option<String>) -> Vec<(String, String)> {
+pub fn query_pairs(q: Option<String>) -> Vec<(String, String)> {
     form_urlencoded::parse(q.unwrap_or_default().as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
@@ -338,8 +352,9 @@ pub fn stream_query(pairs: &[(String, String)]) -> Result<(f64, Option<u64>), Ap
                     .filter(|s| (MIN_INTERVAL..=MAX_INTERVAL).contains(s))
                     .ok_or_else(|| {
                         ApiError::bad_request(format!(
-                            "interval {v:?} is out of range: give seconds from {MIN_INTERVAL} \
-                             to {MAX_INTERVAL}"
+                            "interval {} is out of range: give seconds from {MIN_INTERVAL} \
+                             to {MAX_INTERVAL}",
+                            rtemu_sys::terminal::quoted(v)
                         ))
                     })?
             }
@@ -350,20 +365,46 @@ pub fn stream_query(pairs: &[(String, String)]) -> Result<(f64, Option<u64>), Ap
                         .filter(|c| (1..=MAX_EVENTS).contains(c))
                         .ok_or_else(|| {
                             ApiError::bad_request(format!(
-                                "count {v:?} is out of range: give a number of events from 1 \
-                                 to {MAX_EVENTS}"
+                                "count {} is out of range: give a number of events from 1 \
+                                 to {MAX_EVENTS}",
+                                rtemu_sys::terminal::quoted(v)
                             ))
                         })?,
                 )
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unknown query parameter `{other}`: a stats stream takes interval and count"
+                    "unknown query parameter {}: a stats stream takes interval and count",
+                    rtemu_sys::terminal::quoted(other)
                 )))
             }
         }
     }
     Ok((interval, count))
+}
+
+/// Reads `tail` of a logs request (the range is checked where the lines are read).
+pub fn logs_query(pairs: &[(String, String)]) -> Result<Option<u32>, ApiError> {
+    let mut tail = None;
+    for (k, v) in pairs {
+        match (k.as_str(), v.parse::<u32>()) {
+            ("tail", Ok(n)) => tail = Some(n),
+            ("tail", Err(_)) => {
+                return Err(ApiError::bad_request(format!(
+                    "tail {} is not a number of lines: give 1 to {}",
+                    rtemu_sys::terminal::quoted(v),
+                    exec::MAX_LOG_LINES
+                )))
+            }
+            (other, _) => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown query parameter {}: logs takes `tail`",
+                    rtemu_sys::terminal::quoted(other)
+                )))
+            }
+        }
+    }
+    Ok(tail)
 }
 
 /// Stats as Server-Sent Events: an `event: stats` every `interval` seconds (the first at
@@ -514,23 +555,7 @@ pub async fn logs(
     RawQuery(q): RawQuery,
 ) -> Result<Json<ExecReply>, ApiError> {
     let (lab, node) = params(p)?;
-    let mut tail = None;
-    for (k, v) in query_pairs(q) {
-        match (k.as_str(), v.parse::<u32>()) {
-            ("tail", Ok(n)) => tail = Some(n),
-            ("tail", Err(_)) => {
-                return Err(ApiError::bad_request(format!(
-                    "tail {v:?} is not a number of lines: give 1 to {}",
-                    exec::MAX_LOG_LINES
-                )))
-            }
-            (other, _) => {
-                return Err(ApiError::bad_request(format!(
-                    "unknown query parameter `{other}`: logs takes `tail`"
-                )))
-            }
-        }
-    }
+    let tail = logs_query(&query_pairs(q))?;
     let state = lab_state(lab).await?;
     blocking(move || exec::logs(&state, &node, tail))
         .await
