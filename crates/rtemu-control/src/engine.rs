@@ -26,7 +26,8 @@ use rtemu_clock::WaitStrategy;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::control::{self, After, Request};
 use rtemu_engine::engine::{
-    DirectionReport, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way, DEFAULT_FIFO_PRIORITY,
+    DirectionReport, EngineConfig, EngineError, EngineHandle, LinkSpec, RtConfig, Way,
+    DEFAULT_FIFO_PRIORITY,
 };
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
@@ -43,7 +44,7 @@ use serde_json::Value;
 
 use crate::assemble::{build_model, TraceArg, TraceContext, TraceKind, TraceOptions};
 use crate::message::{
-    Ack, Direction, Done, EngineThread, ErrorReply, FinalReport, Stats, Underlay,
+    Ack, Direction, Done, EngineThread, ErrorKind, ErrorReply, FinalReport, Stats, Underlay,
 };
 
 /// A copy released more than this after its intended time counts as late.
@@ -377,14 +378,21 @@ fn control_path(lab: &LabName) -> PathBuf {
     lab_dir(lab).join("control.sock")
 }
 
-/// The engine answered a request with an error: it checked the request (its link, its model,
-/// the files the model names) and refused it. The text is the engine's.
+/// The engine answered a request with an error: it refused the request (`kind`
+/// [`ErrorKind::Request`]: its link, its model, the files the model names), could not take it
+/// yet ([`ErrorKind::Busy`]), or failed itself ([`ErrorKind::Internal`]). The text is the
+/// engine's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Refused(pub String);
+#[error("{message}")]
+pub struct Refused {
+    /// Whose failure it is.
+    pub kind: ErrorKind,
+    /// The engine's message.
+    pub message: String,
+}
 
 /// Sends `request` to lab `lab`'s engine and reads its JSON reply as a `T`; a reply with an
-/// `error` field becomes a [`Refused`].
+/// `error` field becomes a [`Refused`] of the kind it gives.
 pub fn ask<T: DeserializeOwned>(lab: &LabName, request: &Request, timeout: Duration) -> Result<T> {
     let reply =
         control::request(&control_path(lab), &request.to_string(), timeout).with_context(|| {
@@ -393,10 +401,21 @@ pub fn ask<T: DeserializeOwned>(lab: &LabName, request: &Request, timeout: Durat
              `rtemu down {lab}` removes the lab)"
             )
         })?;
-    let value: Value = serde_json::from_str(&reply)
+    read_reply(&reply, request)
+}
+
+/// The engine's reply `reply` to `request`, as a `T` or a [`Refused`].
+fn read_reply<T: DeserializeOwned>(reply: &str, request: &Request) -> Result<T> {
+    let value: Value = serde_json::from_str(reply)
         .with_context(|| format!("the engine's reply is not JSON: {reply:?}"))?;
-    if let Some(e) = value.get("error").and_then(Value::as_str) {
-        return Err(Refused(e.to_owned()).into());
+    if value.get("error").is_some_and(Value::is_string) {
+        let reply: ErrorReply = serde_json::from_value(value)
+            .with_context(|| format!("the engine's error reply is not one: {reply:?}"))?;
+        return Err(Refused {
+            kind: reply.kind,
+            message: reply.error,
+        }
+        .into());
     }
     serde_json::from_value(value)
         .with_context(|| format!("the engine's reply is not what `{request}` answers: {reply:?}"))
@@ -943,9 +962,10 @@ pub fn run(args: &RunOptions) -> Result<()> {
                 final_report = Some(report);
                 (reply, After::Stop)
             }
-            Some(Err(e)) => (
+            Some(Err(Failure { kind, error })) => (
                 to_json(&ErrorReply {
-                    error: format!("{e:#}"),
+                    error: format!("{error:#}"),
+                    kind,
                 }),
                 After::Continue,
             ),
@@ -1027,6 +1047,46 @@ fn to_json<T: serde::Serialize>(reply: &T) -> String {
     serde_json::to_string(reply).expect("replies serialise")
 }
 
+/// A control request that failed, and whose failure it is.
+#[derive(Debug)]
+struct Failure {
+    kind: ErrorKind,
+    error: anyhow::Error,
+}
+
+impl Failure {
+    /// The request's failure.
+    fn request(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            kind: ErrorKind::Request,
+            error: error.into(),
+        }
+    }
+
+    /// The engine's own failure.
+    fn internal(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            kind: ErrorKind::Internal,
+            error: error.into(),
+        }
+    }
+
+    /// A failure of the running engine to take a change: the request's when it names no link
+    /// of the engine, busy when the direction's last change is still pending, else the
+    /// engine's.
+    fn steering(error: EngineError) -> Failure {
+        let kind = match error {
+            EngineError::NoSuchLink(_) => ErrorKind::Request,
+            EngineError::ChangePending { .. } => ErrorKind::Busy,
+            _ => ErrorKind::Internal,
+        };
+        Failure {
+            kind,
+            error: error.into(),
+        }
+    }
+}
+
 /// Answers one control request; `Ok(None)` for `stop`.
 fn serve(
     state: &State,
@@ -1036,54 +1096,61 @@ fn serve(
     h: &EngineHandle,
     schedule: &std::sync::mpsc::Sender<Step>,
     req: &str,
-) -> Result<Option<String>> {
-    Ok(Some(match req.parse::<Request>()? {
-        Request::Ping => to_json(&Ack::OK),
-        Request::Stats => to_json(&Stats {
-            monotonic_ns: rtemu_clock::Instant::now().as_nanos(),
-            directions: directions(state, pools, in_force, &h.snapshot()),
-            io: io.as_str().to_owned(),
-            lab: state.lab.clone(),
-            pid: std::process::id(),
-            process_cpu_ns: process_cpu_ns(),
-            threads: h.threads().iter().map(EngineThread::from).collect(),
-        }),
-        Request::Stop => return Ok(None),
-        Request::Cut { link, down } => {
-            h.steerer().set_cut(&link, down)?;
-            to_json(&Ack::OK)
-        }
-        change @ Request::Schedule { .. } => {
-            queue(schedule, scheduled(state, pools, Instant::now(), &change)?)?;
-            to_json(&Ack::OK)
-        }
-        Request::Batch(changes) => {
-            // One instant for all: each change's delay counts from when the batch came.
-            let now = Instant::now();
-            let mut steps = Vec::new();
-            for (i, change) in changes.iter().enumerate() {
-                steps.extend(
-                    scheduled(state, pools, now, change)
-                        .with_context(|| format!("change {} of the batch", i + 1))?,
-                );
+) -> Result<Option<String>, Failure> {
+    Ok(Some(
+        match req.parse::<Request>().map_err(Failure::request)? {
+            Request::Ping => to_json(&Ack::OK),
+            Request::Stats => to_json(&Stats {
+                monotonic_ns: rtemu_clock::Instant::now().as_nanos(),
+                directions: directions(state, pools, in_force, &h.snapshot()),
+                io: io.as_str().to_owned(),
+                lab: state.lab.clone(),
+                pid: std::process::id(),
+                process_cpu_ns: process_cpu_ns(),
+                threads: h.threads().iter().map(EngineThread::from).collect(),
+            }),
+            Request::Stop => return Ok(None),
+            Request::Cut { link, down } => {
+                h.steerer()
+                    .set_cut(&link, down)
+                    .map_err(Failure::steering)?;
+                to_json(&Ack::OK)
             }
-            queue(schedule, steps)?;
-            to_json(&Ack::OK)
-        }
-        Request::Set { link, ways, netem } => {
-            let (seg, imp) = find_impaired(state, &link)?;
-            let cfg = parse_request(&netem)?;
-            for &way in ways.ways() {
-                h.steerer().set_model(
-                    &link,
-                    way,
-                    swap(imp, &cfg, &seg.name, way, pools[&(seg.name.clone(), way)])?,
-                )?;
-                in_force.set(&link, way, Some(netem.clone()));
+            change @ Request::Schedule { .. } => {
+                let steps =
+                    scheduled(state, pools, Instant::now(), &change).map_err(Failure::request)?;
+                queue(schedule, steps).map_err(Failure::internal)?;
+                to_json(&Ack::OK)
             }
-            to_json(&Ack::OK)
-        }
-    }))
+            Request::Batch(changes) => {
+                // One instant for all: each change's delay counts from when the batch came.
+                let now = Instant::now();
+                let mut steps = Vec::new();
+                for (i, change) in changes.iter().enumerate() {
+                    steps.extend(
+                        scheduled(state, pools, now, change)
+                            .with_context(|| format!("change {} of the batch", i + 1))
+                            .map_err(Failure::request)?,
+                    );
+                }
+                queue(schedule, steps).map_err(Failure::internal)?;
+                to_json(&Ack::OK)
+            }
+            Request::Set { link, ways, netem } => {
+                let (seg, imp) = find_impaired(state, &link).map_err(Failure::request)?;
+                let cfg = parse_request(&netem).map_err(Failure::request)?;
+                for &way in ways.ways() {
+                    let pool = pools[&(seg.name.clone(), way)];
+                    let model = swap(imp, &cfg, &seg.name, way, pool).map_err(Failure::request)?;
+                    h.steerer()
+                        .set_model(&link, way, model)
+                        .map_err(Failure::steering)?;
+                    in_force.set(&link, way, Some(netem.clone()));
+                }
+                to_json(&Ack::OK)
+            }
+        },
+    ))
 }
 
 /// Impaired link `link` of lab `state`: its segment and impairment.
@@ -1235,6 +1302,51 @@ mod tests {
     use super::*;
     use rtemu_model::{FlowKey, PacketMeta};
     use rtemu_topo::topology::Topology;
+
+    #[test]
+    fn an_error_reply_says_whose_failure_it_is_and_the_reader_keeps_it() {
+        let refused = |reply: &str| {
+            let err = read_reply::<Ack>(reply, &Request::Ping).unwrap_err();
+            err.downcast::<Refused>().expect("a refusal")
+        };
+        for (failure, kind) in [
+            (
+                Failure::steering(EngineError::NoSuchLink("x".into())),
+                ErrorKind::Request,
+            ),
+            (
+                Failure::steering(EngineError::ChangePending {
+                    link: "x".into(),
+                    way: "a-b",
+                }),
+                ErrorKind::Busy,
+            ),
+            (Failure::steering(EngineError::Stopped), ErrorKind::Internal),
+            (Failure::request(anyhow!("netem \"x\"")), ErrorKind::Request),
+            (
+                Failure::internal(anyhow!("the schedule has ended")),
+                ErrorKind::Internal,
+            ),
+        ] {
+            assert_eq!(failure.kind, kind);
+            let reply = to_json(&ErrorReply {
+                error: format!("{:#}", failure.error),
+                kind: failure.kind,
+            });
+            let back = refused(&reply);
+            assert_eq!((back.kind, back.message), (kind, failure.error.to_string()));
+        }
+        assert_eq!(
+            to_json(&ErrorReply {
+                error: "e".into(),
+                kind: ErrorKind::Request
+            }),
+            r#"{"error":"e","kind":"request"}"#
+        );
+        // An engine that does not say is taken to have failed itself.
+        assert_eq!(refused(r#"{"error":"e"}"#).kind, ErrorKind::Internal);
+        assert!(read_reply::<Ack>(r#"{"ok":true}"#, &Request::Ping).is_ok());
+    }
 
     #[test]
     fn links_get_the_full_floors_until_their_share_of_the_budget_is_smaller() {

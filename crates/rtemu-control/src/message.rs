@@ -30,6 +30,26 @@ impl Ack {
 pub struct ErrorReply {
     /// Why, with its causes.
     pub error: String,
+    /// Whose failure it is (an engine that does not say: `internal`).
+    #[serde(default)]
+    pub kind: ErrorKind,
+}
+
+/// Whose failure a refused request is: the request's, or the engine's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorKind {
+    /// The request's: it does not parse, names a link the engine lacks, or a model that does
+    /// not build (a netem text out of range, a table or trace that cannot be read).
+    Request,
+    /// A change of the same direction is still on its way to the release loop: the same
+    /// request may succeed a moment later.
+    Busy,
+    /// The engine's own: its schedule or release threads have ended, or anything it does not
+    /// class.
+    #[default]
+    Internal,
 }
 
 /// The answer to `stats`: counters and fidelity of every impaired link's directions.

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use rtemu_api::body::ErrorBody;
 use rtemu_control::engine::Refused;
 use rtemu_control::error::message;
+use rtemu_control::message::ErrorKind;
 use rtemu_topo::lab::LabError;
 use rtemu_topo::launch::LaunchError;
 use rtemu_topo::state::{BadLabName, StateError};
@@ -62,10 +63,14 @@ fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
                 LoadError::Invalid(_) => StatusCode::BAD_REQUEST,
             };
         }
-        // The engine checked the request (its model, the tables and traces that names) and
-        // refused it.
-        if e.is::<Refused>() {
-            return StatusCode::BAD_REQUEST;
+        // The engine refused the request (its link, its model, the tables and traces that
+        // names), could not take it yet, or failed itself.
+        if let Some(e) = e.downcast_ref::<Refused>() {
+            return match e.kind {
+                ErrorKind::Request => StatusCode::BAD_REQUEST,
+                ErrorKind::Busy => StatusCode::CONFLICT,
+                ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            };
         }
         cause = e.source();
     }
@@ -190,9 +195,18 @@ mod tests {
             why: "the default route".into(),
         });
         assert_eq!(uplink.status, StatusCode::CONFLICT);
-        let refused =
-            anyhow::Error::new(Refused("table /x cannot be read".into())).context("link `ab`");
-        assert_eq!(ApiError::from(refused).status, StatusCode::BAD_REQUEST);
+        let refused = |kind| {
+            let refused = Refused {
+                kind,
+                message: "table /x cannot be read".into(),
+            };
+            ApiError::from(anyhow::Error::new(refused).context("link `ab`"))
+        };
+        assert_eq!(refused(ErrorKind::Request).status, StatusCode::BAD_REQUEST);
+        assert_eq!(refused(ErrorKind::Busy).status, StatusCode::CONFLICT);
+        let internal = refused(ErrorKind::Internal);
+        assert_eq!(internal.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(internal.message, "link `ab`: table /x cannot be read");
         let other = ApiError::from(anyhow::anyhow!("the engine fell over"));
         assert_eq!(other.status, StatusCode::INTERNAL_SERVER_ERROR);
     }
