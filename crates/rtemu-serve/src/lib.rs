@@ -75,6 +75,9 @@ pub struct Options {
     pub token_from: Option<PathBuf>,
     /// Serve TCP over TLS with this key and certificate (with `listen`).
     pub tls: Option<tls::Source>,
+    /// Serve TCP in clear text on an address other than loopback all the same: the token
+    /// crosses the network readable by anyone on the way ([`check_clear_text`]).
+    pub insecure_listen: bool,
 }
 
 impl Default for Options {
@@ -86,8 +89,25 @@ impl Default for Options {
             token_file: PathBuf::from(DEFAULT_TOKEN_FILE),
             token_from: None,
             tls: None,
+            insecure_listen: false,
         }
     }
+}
+
+/// Refuses to serve TCP at `addr` in clear text (without `tls`) when `addr` is not a loopback
+/// address, unless `insecure` says to: every request carries the token, which is root on this
+/// machine, and anyone on the network's path would read it.
+pub fn check_clear_text(addr: SocketAddr, tls: bool, insecure: bool) -> Result<()> {
+    if tls || insecure || addr.ip().is_loopback() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--listen {addr} is not a loopback address, and without TLS every request would carry \
+         the API token (root on this machine) in clear text to anyone on the way: give \
+         --tls-dir DIR (or --tls-cert and --tls-key) to serve TLS, listen on 127.0.0.1 and \
+         reach it through `ssh -L`, or give --insecure-listen if no one else can see the \
+         network"
+    )
 }
 
 /// The OpenAPI document's parts that are not derived from a handler.
@@ -216,6 +236,9 @@ impl Server {
     /// file (or reads the one given), and starts serving on a runtime of its own. Needs root
     /// for the default paths.
     pub fn start(opts: &Options) -> Result<Server> {
+        if let Some(addr) = opts.listen {
+            check_clear_text(addr, opts.tls.is_some(), opts.insecure_listen)?;
+        }
         let (unix, socket) = listen::bind_unix(&opts.socket, opts.group.as_deref())?;
         let mut files = vec![socket];
         let mut tcp = match (opts.listen, &opts.token_from) {
@@ -436,6 +459,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn clear_text_beyond_loopback_needs_tls_or_the_flag_that_says_so() {
+        let addr = |a: &str| a.parse::<SocketAddr>().unwrap();
+        for local in ["127.0.0.1:8470", "127.3.2.1:1", "[::1]:8470"] {
+            check_clear_text(addr(local), false, false).unwrap();
+        }
+        for open in [
+            "0.0.0.0:8470",
+            "192.0.2.10:7781",
+            "[::]:8470",
+            "[2001:db8::1]:1",
+        ] {
+            let e = check_clear_text(addr(open), false, false).unwrap_err();
+            let text = e.to_string();
+            for flag in ["--tls-dir", "--tls-cert", "--insecure-listen", open] {
+                assert!(text.contains(flag), "{flag} not in {text}");
+            }
+            check_clear_text(addr(open), true, false).unwrap();
+            check_clear_text(addr(open), false, true).unwrap();
+        }
+    }
+
+    #[test]
     fn a_server_says_where_it_listens_and_warns_of_an_open_address() {
         let opts = Options {
             socket: "/run/rtemu/api.sock".into(),
@@ -444,6 +489,7 @@ mod tests {
             token_file: "/run/rtemu/api.token".into(),
             token_from: None,
             tls: None,
+            insecure_listen: false,
         };
         let unix = listening(&opts, None, None);
         assert_eq!(

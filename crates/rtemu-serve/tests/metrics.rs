@@ -171,6 +171,7 @@ fn metrics_follow_the_server_s_access_rules() {
         token_file: dir.0.join("api.token"),
         token_from: None,
         tls: None,
+        insecure_listen: false,
     })
     .unwrap();
     let wait = Duration::from_secs(30);

@@ -34,6 +34,7 @@ fn server(dir: &Path) -> Server {
         token_file: dir.join("api.token"),
         token_from: None,
         tls: None,
+        insecure_listen: false,
     })
     .unwrap()
 }
@@ -55,6 +56,33 @@ fn error(reply: &Reply, status: u16) -> String {
     assert_eq!(reply.header("content-type"), Some("application/json"));
     let body: serde_json::Value = reply.json().unwrap();
     body["error"].as_str().expect("an error text").to_owned()
+}
+
+#[test]
+fn clear_text_on_an_open_address_is_refused_before_anything_is_made() {
+    let dir = TempDir::new("serve-clear");
+    let opts = Options {
+        socket: dir.0.join("api.sock"),
+        listen: Some("0.0.0.0:0".parse().unwrap()),
+        token_file: dir.0.join("api.token"),
+        ..Options::default()
+    };
+    let e = Server::start(&opts).err().expect("refused").to_string();
+    assert!(
+        e.contains("--tls-dir") && e.contains("--insecure-listen"),
+        "{e}"
+    );
+    assert!(!dir.0.join("api.sock").exists() && !dir.0.join("api.token").exists());
+    // Said explicitly, it serves (the token then crosses the network in clear text).
+    let s = Server::start(&Options {
+        insecure_listen: true,
+        ..opts
+    })
+    .unwrap();
+    assert!(s
+        .describe(&Options::default())
+        .contains("without --tls-dir"));
+    s.stop().unwrap();
 }
 
 #[test]
@@ -254,6 +282,7 @@ fn a_token_read_from_a_secret_is_the_one_asked_for_and_nothing_is_written() {
         token_file: dir.0.join("api.token"),
         token_from: Some(dir.0.join(from)),
         tls: None,
+        insecure_listen: false,
     };
     let s = Server::start(&opts("token")).unwrap();
     assert_eq!(s.token(), Some(secret));
@@ -314,6 +343,7 @@ fn a_token_file_is_made_new_and_never_replaces_or_removes_another_file() {
         token_file: token_file.to_owned(),
         token_from: None,
         tls: None,
+        insecure_listen: false,
     };
     let e = Server::start(&opts(&state))
         .err()
@@ -350,6 +380,7 @@ fn token_from_checks_the_file_it_reads_and_refuses_a_fifo_at_once() {
         token_file: dir.0.join("api.token"),
         token_from: Some(from.to_owned()),
         tls: None,
+        insecure_listen: false,
     };
     let fifo = dir.0.join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
@@ -416,6 +447,7 @@ fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
         token_file: dir.0.join("api.token"),
         token_from: None,
         tls: None,
+        insecure_listen: false,
     };
     std::fs::write(&sock, "not a socket").unwrap();
     let e = Server::start(&opts).err().expect("a file is not replaced");
@@ -466,6 +498,7 @@ fn a_group_may_use_the_socket_when_given_and_an_unknown_one_is_refused() {
         token_file: dir.0.join("api.token"),
         token_from: None,
         tls: None,
+        insecure_listen: false,
     };
     let e = format!(
         "{:#}",

@@ -63,6 +63,11 @@ pub struct ServeArgs {
     /// The private key of --tls-cert (PEM, readable by its owner only).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Serve --listen in clear text on an address other than loopback (refused otherwise:
+    /// the token, root on this machine, would cross the network readable). Only on a network
+    /// no one else can see; prefer --tls-dir.
+    #[arg(long, requires = "listen")]
+    pub insecure_listen: bool,
     /// Print the web view's address, which holds the token, even when stderr is not a
     /// terminal (a journal, a pod's log) or the token is shared (--token-from).
     #[arg(long)]
@@ -94,6 +99,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             }),
             _ => None,
         },
+        insecure_listen: args.insecure_listen,
     };
     let server = rtemu_serve::Server::start(&opts)?;
     eprintln!("{}", server.describe(&opts));
