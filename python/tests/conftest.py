@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -49,6 +50,14 @@ def require_root() -> None:
     """Skips the test when not root, with the reason; fails instead under RTEMU_REQUIRE_ROOT=1."""
     if os.geteuid() != 0:
         skip_or_fail("needs root (labs are network namespaces); run as root to include it")
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def rtt_ms(ping: rtemu.ExecResult) -> float:

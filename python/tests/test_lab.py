@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import threading
@@ -14,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import lab_up, namespaces, require_root, rtt_ms, unique_lab
+from conftest import free_port, lab_up, namespaces, require_root, rtt_ms, unique_lab
 
 import rtemu
 
@@ -160,13 +159,6 @@ def test_unbounded_stream_ends_when_the_lab_goes_down(client: rtemu.Client) -> N
         reader.join(timeout=15)
         assert not reader.is_alive(), "the stream went on after its lab went down"
         assert len(got) >= 2 and all(s.lab == name for s in got)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_tcp_with_the_token_file(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from . import server
+from . import pin, server
 from .errors import ConnectionFailed, ProtocolError, RtemuError, error_for
 from .lab import Lab, segment
 from .types import DownResult, parse_list
@@ -30,7 +30,10 @@ class Client:
     starting ``rtemu serve`` (``$RTEMU_BIN`` or ``rtemu`` on ``PATH``) when none answers; a
     server it started is stopped when the interpreter exits. ``Client(url="http://127.0.0.1:PORT")``
     talks TCP to a server started with ``--listen``, with the bearer ``token`` given or read
-    from ``token_file`` (default ``/run/rtemu/api.token``); it never starts one.
+    from ``token_file`` (default ``/run/rtemu/api.token``); it never starts one. For a server
+    serving TLS with a self-signed certificate (``--tls-dir``), give ``url="https://..."`` and
+    the ``fingerprint`` the server printed: any other certificate is refused during the
+    handshake, before the token is sent.
 
     Args:
         socket: the server's Unix socket (default ``/run/rtemu/api.sock``).
@@ -40,6 +43,12 @@ class Client:
         start_server: whether to start ``rtemu serve`` when nothing answers on ``socket``.
         timeout: seconds a control request may take.
         transport: an httpx transport to use instead of the socket or TCP one (for tests).
+        fingerprint: the SHA-256 fingerprint of the certificate an ``https`` ``url`` must
+            show (``AB:CD:...`` as ``rtemu serve --tls-dir`` prints it, ``sha256:`` in front
+            allowed); without it, the certificate is checked against the system's CAs.
+
+    Raises:
+        ValueError: ``fingerprint`` is not one, or is given without an ``https`` ``url``.
     """
 
     def __init__(
@@ -51,9 +60,15 @@ class Client:
         start_server: bool = True,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        fingerprint: str | None = None,
     ) -> None:
         if url is not None and socket is not None:
             raise ValueError("give either socket or url, not both")
+        pinned = None
+        if fingerprint is not None:
+            if url is None or not url.lower().startswith("https://"):
+                raise ValueError("a fingerprint pins a TLS server's certificate: give an https url")
+            pinned = pin.pinned_context(pin.parse_fingerprint(fingerprint))
         headers = {"Accept": "application/json"}
         # A server can only be started for the socket this client itself connects to.
         self._start_server = start_server and url is None and transport is None
@@ -63,7 +78,7 @@ class Client:
             if token is None:
                 token = _read_token(Path(token_file or server.DEFAULT_TOKEN_FILE))
             headers["Authorization"] = f"Bearer {token}"
-            transport = transport or httpx.HTTPTransport()
+            transport = transport or httpx.HTTPTransport(verify=pinned or True)
             self.socket, self.url = None, url.rstrip("/")
         else:
             self.socket = os.fspath(socket or server.DEFAULT_SOCKET)
@@ -205,6 +220,9 @@ class Client:
         try:
             return self._http.send(request, stream=stream)
         except httpx.ConnectError as e:
+            refused = pin.mismatch(e)
+            if refused is not None:
+                raise ConnectionFailed(f"{self._where()}: {refused}") from e
             if not self._start_server or self.socket is None:
                 raise ConnectionFailed(f"no rtemu server answers at {self._where()}: {e}") from e
         except httpx.TimeoutException as e:
