@@ -11,6 +11,7 @@
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -54,7 +55,9 @@ impl Server {
     }
 
     /// Serves requests until `handle` says [`After::Stop`] or `stopped()` becomes true (checked
-    /// every `poll`). `handle` gets the request line without its line end and returns the reply.
+    /// every `poll`, and after each request). `handle` gets the request line without its line
+    /// end and returns the reply. Between requests the thread sleeps in `poll(2)` on the
+    /// socket, so a request is taken the moment it comes, not at the next check.
     pub fn serve(
         &self,
         poll: Duration,
@@ -68,7 +71,8 @@ impl Server {
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(poll);
+                    let ms = i32::try_from(poll.as_millis()).unwrap_or(i32::MAX);
+                    crate::sys::wait_readable(self.listener.as_fd(), ms)?;
                     continue;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -425,6 +429,46 @@ mod tests {
         let (a, b) = client.join().unwrap();
         assert_eq!((a.as_str(), b.as_str()), ("got echo one", "bye"));
         assert_eq!(seen, ["echo one", "stop"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_request_is_taken_when_it_comes_not_at_the_next_check() {
+        let dir = std::env::temp_dir().join(format!("rtemu-ctl-wake-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("control.sock");
+        let server = Server::bind(&path).unwrap();
+        let client = std::thread::spawn(move || {
+            // Well after the server went to sleep on its socket.
+            std::thread::sleep(Duration::from_millis(200));
+            let t = Duration::from_secs(30);
+            let start = std::time::Instant::now();
+            let reply = request(&path, "ping", t).unwrap();
+            let took = start.elapsed();
+            request(&path, "stop", t).unwrap();
+            (reply, took)
+        });
+        let checks = std::cell::Cell::new(0u32);
+        // A check interval far longer than a request may wait.
+        let poll = Duration::from_secs(10);
+        server
+            .serve(
+                poll,
+                || {
+                    checks.set(checks.get() + 1);
+                    false
+                },
+                |req| match req {
+                    "stop" => (String::new(), After::Stop),
+                    _ => ("pong".to_owned(), After::Continue),
+                },
+            )
+            .unwrap();
+        let (reply, took) = client.join().unwrap();
+        assert_eq!(reply, "pong");
+        // Generous for a loaded machine; the old loop took the full interval.
+        assert!(took < Duration::from_secs(2), "a request waited {took:?}");
+        assert!(checks.get() >= 2, "stopped() is asked between requests");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -2,7 +2,8 @@
 //!
 //! * [`PacketSocket`]: an `AF_PACKET` socket with a `TPACKET_V2` receive ring and transmit ring
 //!   in one shared mapping (`Documentation/networking/packet_mmap.rst` in the kernel tree);
-//! * [`set_ethtool_flag`]: the legacy `SIOCETHTOOL` "set" commands that switch one offload.
+//! * [`set_ethtool_flag`]: the legacy `SIOCETHTOOL` "set" commands that switch one offload;
+//! * [`wait_readable`]: `poll(2)` on one descriptor, where the control thread sleeps.
 //!
 //! Each wrapper turns the C convention (negative return and `errno`) into `io::Result` through
 //! [`cvt`]. Ring frames are shared with the kernel: a frame belongs to user space only while its
@@ -354,4 +355,19 @@ pub fn set_ethtool_flag(name: &str, flag: EthtoolFlag, on: bool) -> io::Result<(
     // SAFETY: `req` names the interface (NUL-terminated: the name is shorter than IFNAMSIZ) and
     // points at `value`, a live ethtool_value the kernel reads; both outlive the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) }).map(drop)
+}
+
+/// Sleeps until `fd` has input (a listener: a client connected) or `timeout_ms` passed; a
+/// signal ends the sleep early too (not an error: the caller looks at what it waits for again).
+pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> io::Result<()> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd for the call's duration, and nfds is 1.
+    match cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }) {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+        other => other.map(drop),
+    }
 }
