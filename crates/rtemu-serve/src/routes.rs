@@ -127,8 +127,35 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
             JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             _ => StatusCode::BAD_REQUEST,
         };
-        ApiError::new(status, e.body_text())
+        ApiError::new(status, bounded(e.body_text()))
     })
+}
+
+/// The most bytes of a body's JSON error kept whole: longer ones quote a value of the body
+/// (an unknown field or variant, a string of the wrong type).
+const MAX_JSON_ERROR: usize = 800;
+
+/// `text` whole when short, else its start (what was wrong where) and end (what was
+/// expected, the line and column) around a note of what was cut, so a value of the body is
+/// never echoed whole.
+fn bounded(text: String) -> String {
+    if text.len() <= MAX_JSON_ERROR {
+        return text;
+    }
+    let keep = MAX_JSON_ERROR / 2 - 20;
+    let (mut head, mut tail) = (keep, text.len() - keep);
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}… ({} bytes cut) …{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
 }
 
 /// The state of lab `name` (a 404 when there is none). Blocks.
@@ -586,6 +613,22 @@ pub async fn up_part(b: Result<Json<PartRequest>, JsonRejection>) -> Result<Resp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_s_json_error_never_echoes_a_long_value_whole() {
+        let long = format!(
+            "{{\"netem\": \"delay 1ms\", \"dir\": \"{}é\"}}",
+            "x".repeat(5000)
+        );
+        let e = json_body::<SetRequest>(long.as_bytes()).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e.message.len() <= MAX_JSON_ERROR, "{}", e.message.len());
+        assert!(e.message.contains("unknown variant"), "{}", e.message);
+        assert!(e.message.contains("bytes cut"), "{}", e.message);
+        assert!(e.message.contains("expected one of"), "{}", e.message);
+        let short = json_body::<SetRequest>(b"{\"netem\": 1}").unwrap_err();
+        assert!(!short.message.contains("cut"), "{}", short.message);
+    }
 
     #[test]
     fn stream_queries_are_checked_with_the_valid_range() {
