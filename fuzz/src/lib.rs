@@ -536,7 +536,7 @@ pub fn http(data: &[u8]) {
                 data.len()
             );
             if content_type.starts_with("application/json") && !bodiless {
-                let error: rtemu_serve::error::ErrorBody = serde_json::from_slice(body)
+                let error: rtemu_api::body::ErrorBody = serde_json::from_slice(body)
                     .unwrap_or_else(|e| panic!("a {status} whose body is not an error ({e})"));
                 assert!(!error.error.is_empty());
             }
@@ -549,7 +549,7 @@ pub fn http(data: &[u8]) {
 /// stream's query, a capture's, a logs request's), the rest is its JSON body or query string.
 /// Whatever is refused is refused with a 4xx and a short message.
 pub fn api(data: &[u8]) {
-    use rtemu_serve::api::{ExecRequest, ScheduleRequest, SetRequest, UpRequest};
+    use rtemu_api::body::{ExecRequest, ScheduleRequest, SetRequest, UpRequest};
     use rtemu_serve::routes::{json_body, logs_query, query_pairs, stream_query};
     use rtemu_serve::{capture, ctl, exec};
     let Some((&which, rest)) = data.split_first() else {
@@ -594,7 +594,7 @@ pub fn api(data: &[u8]) {
 /// it names, the lab name, the host, the VNIs): refused with a 4xx and a short message, or a
 /// topology in which the request's host is one of the file's hosts.
 pub fn part(data: &[u8]) {
-    use rtemu_serve::api::PartRequest;
+    use rtemu_api::body::PartRequest;
     let req = match rtemu_serve::routes::json_body::<PartRequest>(data) {
         Ok(req) => req,
         Err(e) => return assert_api_error(&e, data),
