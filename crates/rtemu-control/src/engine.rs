@@ -688,25 +688,29 @@ fn direction_config(
 ) -> Result<DirectionConfig> {
     let cfg = imp.config_for(way == Way::BToA);
     let model = direction_model(imp, &cfg, label(link, way))?;
-    let horizon = if imp.trace.is_some() {
+    let delay = if imp.trace.is_some() {
         TRACE_SIZING_DELAY_NS
     } else {
         cfg.delay.0 + 4 * cfg.jitter.0
     };
-    // The longest rate queue this direction will have, its schedule included.
-    let mut queue = queue_frames(&cfg);
+    // The longest rate queue and wait for a slot this direction will have, its schedule
+    // included: a ready copy keeps its buffer until its slot starts.
+    let (mut queue, mut slot_wait) = (queue_frames(&cfg), cfg.slot_wait_ns());
     for change in imp
         .schedule
         .iter()
         .filter(|c| c.ways.includes(way == Way::BToA))
     {
         queue = queue.max(queue_frames(change.netem.config()));
+        slot_wait = slot_wait.max(change.netem.config().slot_wait_ns());
     }
+    let horizon = delay.saturating_add(slot_wait);
     Ok(DirectionConfig {
         model,
         resolution: resolution(imp, &cfg),
-        // The delay's in-flight frames plus a full rate queue; at least the link's floor, so a
-        // model swapped in later (`link set`) with a longer delay still finds buffers.
+        // The frames in flight over the delay and the wait for a slot, plus a full rate queue;
+        // at least the link's floor, so a model swapped in later (`link set`) with a longer
+        // delay still finds buffers.
         pool_frames: (rtemu_engine::pool::frames_for(sizing_pps, horizon, 64) + queue)
             .clamp(floors.pool_frames, MAX_POOL),
         slot_size: mtu as usize + 18,
@@ -1387,6 +1391,47 @@ mod tests {
         assert_eq!(
             (ring.frame_size, ring.rx_frames, ring.tx_frames),
             (16384, 256, 32)
+        );
+    }
+
+    /// A copy keeps its buffer while it waits for its slot: a direction's buffers cover the
+    /// frames in flight over its delay and its longest slot wait, a scheduled slot's included.
+    #[test]
+    fn buffers_hold_the_copies_waiting_for_their_slot() {
+        let dir = std::env::temp_dir().join(format!("rtemu-control-slot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("slots.toml");
+        std::fs::write(
+            &file,
+            r#"lab = "slots"
+[nodes.a]
+[nodes.b]
+[[links]]
+name = "ab"
+endpoints = ["a", "b"]
+netem_ab = "delay 10ms slot 90ms 100ms packets 4"
+netem_ba = "delay 10ms"
+schedule = [{ at = "1s", dir = "b-a", netem = "slot distribution normal 20ms 5ms" }]
+"#,
+        )
+        .unwrap();
+        let topology = Topology::load_checked(&file, &BuildModels).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let imp = topology.segments[0].impairment().unwrap();
+        let floors = Floors::for_links(1);
+        let pool = |way| {
+            direction_config(imp, "ab", way, 1500, SIZING_PPS, floors)
+                .unwrap()
+                .pool_frames
+        };
+        // 100 kpps over 10 ms of delay and up to 100 ms waiting for a slot; over 10 ms and a
+        // scheduled normal gap of 20 ms and four spreads.
+        assert_eq!(pool(Way::AToB), 2 * 100_000 * 110 / 1000 + 64);
+        assert_eq!(pool(Way::BToA), 2 * 100_000 * 50 / 1000 + 64);
+        // The delay alone asks for 2,064, less than the floor.
+        assert_eq!(
+            rtemu_engine::pool::frames_for(SIZING_PPS, 10_000_000, 64).max(floors.pool_frames),
+            MIN_POOL
         );
     }
 

@@ -196,7 +196,8 @@ pub struct LinkConfig {
     /// Serialization at a link rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateConfig>,
-    /// Packet limit of the rate queue (only with `rate`; a delay alone never drops).
+    /// Packet limit of the rate queue (only with `rate`; a delay alone never drops), and of
+    /// the copies `slot` holds until they are ready.
     pub limit: u32,
     /// Byte limit of the rate queue.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -471,6 +472,18 @@ impl LinkConfig {
             .bytes_at(rate.rate)
             .map_or(u64::MAX, |b| b / u64::from(min_len.max(1)) + 1);
         u64::from(self.limit).min(by_bytes)
+    }
+
+    /// The longest a ready copy waits for its slot to start (0 without `slot`): the longest
+    /// gap, or a drawn gap's mean and four spreads. An engine sizes its frame buffers with it.
+    pub fn slot_wait_ns(&self) -> u64 {
+        match &self.slot {
+            None => 0,
+            Some(s) if s.distribution.is_some() => {
+                s.delay.0.saturating_add(s.jitter.0.saturating_mul(4))
+            }
+            Some(s) => s.max_delay.0.max(s.min_delay.0),
+        }
     }
 
     /// Checks the queue discipline: it manages the rate queue, so it needs a rate, and it

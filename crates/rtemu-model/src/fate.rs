@@ -10,7 +10,7 @@ use crate::rng::Stream;
 pub enum DropReason {
     /// The loss model (random, 4-state Markov or Gilbert–Elliott) dropped it.
     Loss,
-    /// The rate queue was full (packet or byte limit): drop-tail.
+    /// The rate queue was full (packet or byte limit), or `slot` held `limit` copies: drop-tail.
     QueueFull,
     /// A trace said to drop it.
     Trace,

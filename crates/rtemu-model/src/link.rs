@@ -219,7 +219,7 @@ impl LinkModel {
                     }
                 };
                 let stream = Stream::new(cfg.seed.unwrap_or(seed), label ^ SLOT_LABEL);
-                Some(Slots::new(s, gaps, stream))
+                Some(Slots::new(s, gaps, stream, cfg.limit))
             }
         };
         Ok(LinkModel {
@@ -363,10 +363,10 @@ impl LinkModel {
             marked,
         };
         match &mut self.slots {
-            Some(slots) => {
-                slots.hold(pkt.seq, pkt.arrival_ns, pkt.len, delivery);
-                fate.hold(copy);
-            }
+            Some(slots) => match slots.hold(pkt.seq, pkt.arrival_ns, pkt.len, delivery) {
+                true => fate.hold(copy),
+                false => fate.record_drop(DropReason::QueueFull),
+            },
             None => {
                 fate.delivered.push(delivery);
             }

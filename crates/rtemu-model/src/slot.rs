@@ -24,6 +24,10 @@
 //! the moment the copy is ready, which is the same in the simulator and in real time.
 //!
 //! Gaps come from the link's own slot stream, so adding `slot` moves no other draw.
+//!
+//! The stage holds at most the link's `limit` copies, as netem's `limit` counts every packet
+//! netem holds: a copy that finds `limit` copies waiting to be ready is dropped (`queue-full`).
+//! Its queue is sized for them when the link is built, so holding a copy never allocates.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -119,12 +123,21 @@ pub(crate) struct Slots {
     start: Option<Nanos>,
     packets_left: i64,
     bytes_left: i64,
+    /// The most copies `waiting` holds.
+    limit: usize,
     waiting: BinaryHeap<Reverse<Waiting>>,
 }
 
+/// The most copies a slot stage makes room for when it is built: 65,536, an engine
+/// direction's most frame buffers. Only a larger `limit` (`limit TIME` alone lifts it) lets
+/// the queue grow past it, once, while it fills.
+const PRESIZED: usize = 1 << 16;
+
 impl Slots {
-    /// A slot stage drawing its gaps with `gaps` from `stream`.
-    pub(crate) fn new(cfg: &SlotConfig, gaps: Gaps, stream: Stream) -> Slots {
+    /// A slot stage drawing its gaps with `gaps` from `stream`, holding at most `limit`
+    /// copies.
+    pub(crate) fn new(cfg: &SlotConfig, gaps: Gaps, stream: Stream, limit: u32) -> Slots {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let packets = cfg.packets.map_or(i64::MAX, i64::from);
         let bytes = cfg
             .bytes
@@ -137,18 +150,31 @@ impl Slots {
             start: None,
             packets_left: packets,
             bytes_left: bytes,
-            waiting: BinaryHeap::new(),
+            limit,
+            waiting: BinaryHeap::with_capacity(limit.min(PRESIZED)),
         }
     }
 
     /// Holds a copy of `len` bytes until its slot; `delivery.at_ns` is when it is ready.
-    pub(crate) fn hold(&mut self, seq: u64, arrival_ns: Nanos, len: u32, delivery: Delivery) {
+    /// Returns false, holding nothing, when `limit` copies wait already.
+    #[must_use]
+    pub(crate) fn hold(
+        &mut self,
+        seq: u64,
+        arrival_ns: Nanos,
+        len: u32,
+        delivery: Delivery,
+    ) -> bool {
+        if self.waiting.len() >= self.limit {
+            return false;
+        }
         self.waiting.push(Reverse(Waiting {
             seq,
             arrival_ns,
             len,
             delivery,
         }));
+        true
     }
 
     /// When the next waiting copy is ready: its slot is decided then.

@@ -558,6 +558,33 @@ fn the_delay_comes_first_and_copies_ready_by_a_slot_share_it() {
     assert_eq!(drive(&mut m, &ps), [13 * MS, 13 * MS, 17 * MS].map(Ok));
 }
 
+/// `limit` bounds the copies waiting to be ready, as netem's limit counts every packet it
+/// holds: with two in their delay a third is dropped; once the first is ready there is room.
+#[test]
+fn a_slot_stage_holds_at_most_limit_copies() {
+    let mut m = model("delay 10ms slot 3ms limit 2", 1);
+    let ps = [
+        packet(0, 0, 100),
+        packet(1, MS, 100),
+        packet(2, 2 * MS, 100),
+        packet(3, 10 * MS, 100),
+    ];
+    // 0 is ready at 10 ms and opens a slot at 13; 1 (ready at 11) shares it; 3, taken in
+    // once 0 had left the stage, is ready at 20 ms, after that slot: its own at 23.
+    let want = [
+        Ok(13 * MS),
+        Ok(13 * MS),
+        Err(DropReason::QueueFull),
+        Ok(23 * MS),
+    ];
+    assert_eq!(drive(&mut m, &ps), want);
+    let cfg = netem::parse("slot 800us 1ms").unwrap();
+    assert_eq!(cfg.slot_wait_ns(), MS);
+    let cfg = netem::parse("slot distribution normal 2ms 500us").unwrap();
+    assert_eq!(cfg.slot_wait_ns(), 4 * MS);
+    assert_eq!(netem::parse("delay 5ms").unwrap().slot_wait_ns(), 0);
+}
+
 /// Under a standing backlog slots follow each other, so their spacing is the gap
 /// distribution itself: uniform in [1 ms, 3 ms), mean 2 ms, a packet each.
 #[test]
