@@ -1,5 +1,6 @@
 //! rtemu's reports: what its commands write for people and for other programs.
 //!
+//! * [`bufferbloat`]: the bufferbloat scenario's table and its figure of delay over time;
 //! * [`output`]: files written whole or not at all, never over one of the command's inputs;
 //! * [`plot`]: figures (charts and heat maps) as SVG or PNG;
 //! * [`progress`]: progress bars on standard error while a command measures or runs;
@@ -14,6 +15,7 @@
 //! nothing to draw, each said once with its path, for the command line to print.
 #![warn(missing_docs)]
 
+pub mod bufferbloat;
 pub mod lab;
 pub mod output;
 pub mod plot;

@@ -98,6 +98,9 @@ pub enum Style {
     Points,
     /// Points joined in their order, for a curve over a swept parameter.
     Lines,
+    /// Points joined in their order without a mark on each, for a series too dense to mark
+    /// (a quantity over time, thousands of samples).
+    Trace,
 }
 
 /// A named set of points, one entry of the legend.
@@ -125,6 +128,9 @@ pub struct Chart {
     /// Draw the ideal `y = x` (labelled "ideal"), with one range shared by both axes so that
     /// it is the diagonal: for requested-vs-achieved figures.
     pub diagonal: bool,
+    /// Raise the top of the vertical axis so the legend sits above every point, for series
+    /// that fill the plot from side to side (a quantity over time).
+    pub legend_above: bool,
 }
 
 /// The range an axis shows for values from `lo` to `hi`.
@@ -167,7 +173,17 @@ impl Chart {
             (y_lo, y_hi) = (x_lo, x_hi);
         }
         let x_range = axis_range(self.x.scale, x_lo, x_hi);
-        let y_range = axis_range(self.y.scale, y_lo, y_hi);
+        let mut y_range = axis_range(self.y.scale, y_lo, y_hi);
+        if self.legend_above {
+            // The legend takes about 16 pixels a series of the plot's 560: the points keep
+            // the rest of its height.
+            let free = 1.0 - (16.0 * self.series.len() as f64 + 16.0) / 560.0;
+            let (lo, hi) = (y_range.start, y_range.end);
+            y_range.end = match self.y.scale {
+                Scale::Log => lo * (hi / lo).powf(1.0 / free.max(0.3)),
+                Scale::Linear => lo + (hi - lo) / free.max(0.3),
+            };
+        }
         render(path, |root| {
             let mut builder = ChartBuilder::on(root);
             builder
@@ -201,21 +217,30 @@ impl Chart {
                             .points
                             .iter()
                             .map(|&p| Circle::new(p, 3, color.filled()));
+                        // A dense trace in thin lines, so the lines under it still show.
+                        let width = if series.style == Style::Trace { 1 } else { 2 };
+                        let line = || {
+                            LineSeries::new(
+                                series.points.iter().copied(),
+                                color.stroke_width(width),
+                            )
+                        };
                         let drawn = match series.style {
                             Style::Points => chart.draw_series(dots).map_err(err)?,
+                            Style::Trace => chart.draw_series(line()).map_err(err)?,
                             Style::Lines => {
-                                chart
-                                    .draw_series(LineSeries::new(
-                                        series.points.iter().copied(),
-                                        color.stroke_width(2),
-                                    ))
-                                    .map_err(err)?;
+                                chart.draw_series(line()).map_err(err)?;
                                 chart.draw_series(dots).map_err(err)?
                             }
                         };
-                        drawn
-                            .label(series.name.as_str())
-                            .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled()));
+                        let drawn = drawn.label(series.name.as_str());
+                        match series.style {
+                            Style::Trace => drawn.legend(move |(x, y)| {
+                                PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2))
+                            }),
+                            _ => drawn
+                                .legend(move |(x, y)| Circle::new((x + 7, y), 4, color.filled())),
+                        };
                     }
                     chart
                         .configure_series_labels()
@@ -402,6 +427,7 @@ mod tests {
                 },
             ],
             diagonal: false,
+            legend_above: false,
         }
     }
 

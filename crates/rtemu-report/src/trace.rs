@@ -180,6 +180,7 @@ pub fn variance_time_chart(file: &Path, s: &TraceStats) -> anyhow::Result<Chart>
             },
         ],
         diagonal: false,
+        legend_above: false,
     })
 }
 /// What a trace file holds, as `trace stats` is told.

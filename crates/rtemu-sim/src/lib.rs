@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bufferbloat;
 pub mod capture;
 pub mod capture_pair;
 pub mod engine;

@@ -461,6 +461,7 @@ fn every_subcommand_help_shows_worked_examples() {
         "up",
         "link set",
         "demo",
+        "demo bufferbloat",
     ] {
         assert!(
             checked.iter().any(|c| c == expect),
@@ -583,6 +584,70 @@ fn trace_stats_draws_the_variance_time_plot_with_the_fit_it_reports() {
     let o = rtemu(&["trace", "stats", &trace, "--plot", &dir.path("vt.pdf")]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains(".svg or .png"), "{}", stderr(&o));
+}
+
+/// `rtemu demo bufferbloat` runs without root: a row per queue with the figures the
+/// scenario gives for the seed, the same for the same seed, and a figure with a line per
+/// queue; a bad `--plot` name fails before anything runs.
+#[test]
+fn demo_bufferbloat_tabulates_and_plots_each_queue() {
+    let dir = Scratch::new("bufferbloat");
+    let svg = dir.path("bloat.svg");
+    let o = rtemu(&["demo", "bufferbloat", "--seed", "3", "--plot", &svg]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("rtemu demo bufferbloat: "), "{out}");
+    assert!(out.contains("(seed 3)"), "{out}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| queue") && !l.starts_with("| ---"))
+        .map(|l| l.split(" | ").collect())
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0].trim_start_matches("| ")).collect();
+    assert_eq!(
+        names,
+        [
+            "drop-tail, 500 ms",
+            "drop-tail, 1000 packets",
+            "CoDel",
+            "FQ-CoDel",
+            "PIE",
+            "DOCSIS-PIE",
+            "DualPI2"
+        ]
+    );
+    let p99 = |name: &str| -> f64 {
+        rows[names.iter().position(|n| *n == name).unwrap()][2]
+            .parse()
+            .unwrap()
+    };
+    // Bufferbloat and its cure.
+    assert!(p99("drop-tail, 500 ms") > 450.0, "{out}");
+    assert!(p99("FQ-CoDel") < 2.5, "{out}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg"), "{drawn}");
+    for name in &names {
+        assert!(
+            drawn.contains(&format!("{name}\n</text>")),
+            "no legend entry {name}"
+        );
+    }
+    // One long line per queue (the others are the axes' and the legend's).
+    let long = drawn
+        .split("<polyline")
+        .skip(1)
+        .filter(|l| l.split("points=\"").nth(1).unwrap().split(' ').count() > 1000)
+        .count();
+    assert_eq!(long, names.len());
+    let again = rtemu(&["demo", "bufferbloat", "--seed", "3"]);
+    assert_eq!(stdout(&again), out);
+    let o = rtemu(&["demo", "bufferbloat", "--plot", &dir.path("bloat.pdf")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(".svg or .png"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    // The default demo keeps its options; they belong to it alone.
+    let o = rtemu(&["demo", "--count", "3", "bufferbloat"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
 #[test]

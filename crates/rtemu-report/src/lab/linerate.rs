@@ -132,6 +132,7 @@ impl Report for LinerateReport {
             y: Axis::log("achieved, bit/s"),
             series,
             diagonal: true,
+            legend_above: false,
         }
         .draw(path)
     }

@@ -353,6 +353,7 @@ fn one_protocol(run: &RttRun) -> Chart {
         y: rtt_axis(),
         series,
         diagonal: false,
+        legend_above: false,
     }
 }
 
@@ -386,5 +387,6 @@ fn protocols_compared(runs: &[RttRun]) -> Chart {
         y: rtt_axis(),
         series,
         diagonal: false,
+        legend_above: false,
     }
 }

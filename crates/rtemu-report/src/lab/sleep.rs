@@ -187,6 +187,7 @@ impl Report for SleepReport {
             y: Axis::linear("actual, µs"),
             series,
             diagonal: true,
+            legend_above: false,
         }
         .draw(path)
     }
