@@ -126,9 +126,14 @@ pub fn check(req: &ExecRequest) -> Result<Duration, ApiError> {
     Ok(Duration::from_secs_f64(timeout))
 }
 
-/// Reads `from` to its end, keeping the first [`MAX_OUTPUT`] bytes.
-fn collect(mut from: impl Read + Send + 'static, done: mpsc::Sender<(bool, Vec<u8>)>, err: bool) {
-    std::thread::spawn(move || {
+/// Reads `from` to its end on a thread of its own, keeping the first [`MAX_OUTPUT`] bytes;
+/// fails only if the thread cannot be started.
+fn collect(
+    mut from: impl Read + Send + 'static,
+    done: mpsc::Sender<(bool, Vec<u8>)>,
+    err: bool,
+) -> std::io::Result<()> {
+    std::thread::Builder::new().spawn(move || {
         let mut kept = Vec::new();
         let mut buf = [0u8; 1 << 16];
         loop {
@@ -143,7 +148,8 @@ fn collect(mut from: impl Read + Send + 'static, done: mpsc::Sender<(bool, Vec<u
             }
         }
         let _ = done.send((err, kept));
-    });
+    })?;
+    Ok(())
 }
 
 /// Runs `req.argv` in node `node` of lab `state` in a process group of its own, standard input
@@ -221,8 +227,21 @@ fn wait(
     argv: &[String],
 ) -> Result<ExecReply, ApiError> {
     let (tx, rx) = mpsc::channel();
-    collect(child.stdout.take().expect("piped"), tx.clone(), false);
-    collect(child.stderr.take().expect("piped"), tx, true);
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let reading = collect(stdout, tx.clone(), false).and_then(|()| collect(stderr, tx, true));
+    if let Err(e) = reading {
+        // The machine is out of threads: the command is not left running unread.
+        let _ = killpg(group, Signal::SIGKILL);
+        let _ = child.wait();
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "starting a thread to read the output of `{}`: {e}",
+                argv.join(" ")
+            ),
+        ));
+    }
     let mut timed_out = false;
     let mut pause = Duration::from_millis(1);
     let status = loop {

@@ -262,9 +262,19 @@ pub fn render_svg(program: &str, dot_text: &str) -> Result<String, SvgError> {
     // read all its input, so writing and reading in one thread could wait on each other.
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let text = dot_text.to_owned();
-    let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+    let writer = match std::thread::Builder::new().spawn(move || stdin.write_all(text.as_bytes())) {
+        Ok(w) => w,
+        Err(e) => {
+            // No thread to write with: `dot` is not left waiting for its input.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io_error(e));
+        }
+    };
     let out = child.wait_with_output().map_err(io_error)?;
-    let written = writer.join().expect("the writer thread does not panic");
+    let written = writer
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the thread writing to dot panicked")));
     if !out.status.success() {
         return Err(SvgError::Failed {
             program: program.to_owned(),
