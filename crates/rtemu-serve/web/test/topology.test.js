@@ -74,19 +74,21 @@ function chain(n) {
 }
 
 test('laying out grows linearly with the lab: ten times the nodes, far less than a hundred times the time', () => {
-  const median = (topo) => {
-    const times = [0, 1, 2].map(() => {
-      const t = performance.now();
-      layout(topo);
-      return performance.now() - t;
-    });
-    return times.sort((a, b) => a - b)[1];
-  };
-  const [small, large] = [chain(1000), chain(10000)];
-  median(small); // warm up the JIT
-  const ratio = median(large) / median(small);
-  // Linear is 10; the quadratic sweep this replaced measured 52 (10 s at 10,000 nodes).
-  assert.ok(ratio < 30, `10,000 nodes took ${ratio.toFixed(1)} times as long as 1,000`);
+  // The fastest of five runs: the least disturbed by the collector and by other work.
+  const fastest = (topo) =>
+    Math.min(
+      ...[0, 1, 2, 3, 4].map(() => {
+        const t = performance.now();
+        layout(topo);
+        return performance.now() - t;
+      }),
+    );
+  const [small, large] = [chain(2000), chain(20000)];
+  fastest(small); // warm up the JIT
+  const ratio = fastest(large) / fastest(small);
+  // Linear is 10 (measured 5-31 on a shared machine); the quadratic sweep this replaced
+  // measured 52-112 from 1,000 to 10,000 nodes.
+  assert.ok(ratio < 50, `20,000 nodes took ${ratio.toFixed(1)} times as long as 2,000`);
   const g = layout(chain(10000));
   assert.equal(new Set(g.vertices.map((v) => v.x)).size, 10000, 'one column per node of a chain');
 });
