@@ -3,49 +3,14 @@
 //! sized for its limit when it is built, also when it is full and drops.
 //!
 //! A counting global allocator counts the allocations made on the test's own thread while it
-//! is armed (the approach of `rtemu-trace`'s `no_alloc` test).
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+//! is armed (`rtemu_testutil::alloc_count`).
 
 use rtemu_model::link::NoTables;
 use rtemu_model::{netem, LinkModel, Model, Outcome, PacketMeta, Stream};
-
-struct Counting;
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counting touches only
-// const-initialised thread-locals, which do not allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if ARMED.with(Cell::get) {
-            COUNT.with(|c| c.set(c.get() + 1));
-        }
-        // SAFETY: the caller's contract for `alloc` is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use rtemu_testutil::alloc_count::{counted, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` with the counting armed; returns its result and the allocations it made.
-fn counted<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    COUNT.with(|c| c.set(0));
-    ARMED.with(|a| a.set(true));
-    let out = f();
-    ARMED.with(|a| a.set(false));
-    (out, COUNT.with(Cell::get))
-}
 
 /// What `packets` Poisson arrivals at `pps` of `len` bytes met: (delivered, dropped).
 fn drive(m: &mut LinkModel, packets: u64, pps: f64, len: u32) -> (u64, u64) {

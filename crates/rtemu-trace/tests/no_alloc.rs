@@ -4,11 +4,10 @@
 //! A counting global allocator counts the allocations made on the test's own thread while it
 //! is armed; the reader thread is not counted.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::Cursor;
 use std::time::{Duration, Instant};
 
+use rtemu_testutil::alloc_count::{counted, Counting};
 use rtemu_trace::mahimahi::{OpportunityReader, OpportunityStream};
 use rtemu_trace::series::{Interpolation, SeriesReader, SeriesStream};
 use rtemu_trace::{
@@ -16,41 +15,8 @@ use rtemu_trace::{
     UnderrunPolicy,
 };
 
-struct Counting;
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counting touches only
-// const-initialised thread-locals, which do not allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if ARMED.with(Cell::get) {
-            COUNT.with(|c| c.set(c.get() + 1));
-        }
-        // SAFETY: the caller's contract for `alloc` is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` with the counting armed; returns its result and the allocations it made.
-fn counted<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    COUNT.with(|c| c.set(0));
-    ARMED.with(|a| a.set(true));
-    let out = f();
-    ARMED.with(|a| a.set(false));
-    (out, COUNT.with(Cell::get))
-}
 
 // The streams below never wait for their reader, as in the real-time engine (a blocking
 // receive may allocate its waiter once per thread): each is given 200 ms to read ahead, and what
@@ -127,12 +93,12 @@ fn next_action_and_block_swaps_do_not_allocate() {
     std::thread::sleep(Duration::from_millis(50));
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut got = Vec::with_capacity(64);
-    ARMED.with(|a| a.set(true));
-    while got.len() < 40 && Instant::now() < deadline {
-        got.push(p.next_action().unwrap().unwrap());
-    }
-    ARMED.with(|a| a.set(false));
-    assert_eq!(COUNT.with(Cell::get), 0, "allocations on the consumer path");
+    let ((), allocations) = counted(|| {
+        while got.len() < 40 && Instant::now() < deadline {
+            got.push(p.next_action().unwrap().unwrap());
+        }
+    });
+    assert_eq!(allocations, 0, "allocations on the consumer path");
     assert_eq!(p.counters().underruns, 0);
     assert_eq!(&got[..35], &records[..]);
     assert_eq!(p.counters().after_end, 5);
