@@ -44,6 +44,8 @@ use crate::state::{
 use crate::sys;
 use crate::topology::{Attachment, ExternalMode, Host, Mac, SegmentKind, Topology};
 
+pub use crate::naming::{engine_ends, lab_netns, legacy_node_netns, node_netns, ownership_mark};
+
 /// Errors of the lab lifecycle.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
@@ -163,37 +165,6 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LabError {
 fn nl_err(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> LabError {
     let what = what.into();
     move |source| LabError::Netlink { what, source }
-}
-
-/// The namespace of node `node` in lab `lab`: `rtemu-<lab>.<node>`. Lab and node names hold no
-/// `.`, so no two labs' nodes ever share a name (with a `-` they did: lab `sxk` node `a-b` and
-/// lab `sxk-a` node `b`).
-pub fn node_netns(lab: &str, node: &str) -> String {
-    format!("rtemu-{lab}.{node}")
-}
-
-/// The namespace an rtemu from before [`node_netns`] gave node `node` of lab `lab`, which a
-/// state file written then names: `down` still takes such a lab down (its namespaces carry the
-/// lab's mark, so another lab's of the same name is never touched).
-pub fn legacy_node_netns(lab: &str, node: &str) -> String {
-    format!("rtemu-{lab}-{node}")
-}
-
-/// The lab's own namespace, holding the LAN bridges.
-pub fn lab_netns(lab: &str) -> String {
-    format!("rtemu-{lab}")
-}
-
-/// The engine's two interfaces of segment `index` (an impaired link), in the lab namespace:
-/// the one facing the link's first node and the one facing its second.
-pub fn engine_ends(index: usize) -> [String; 2] {
-    [format!("e{index}a"), format!("e{index}b")]
-}
-
-/// The ownership mark (interface alias) of every interface and namespace rtemu creates in lab
-/// `lab`.
-pub fn ownership_mark(lab: &str) -> String {
-    format!("rtemu:{lab}")
 }
 
 /// The loopback interface's index, the same in every network namespace (the kernel registers

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::container::{Container, Pull};
-use crate::lab::node_netns;
+use crate::naming::node_netns;
 use crate::runtime::podman::{self, Podman};
 use crate::runtime::{Listed, RunSpec, Runtime, RuntimeError, Status};
 use crate::state::{lab_dir, State};

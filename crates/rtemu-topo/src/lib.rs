@@ -11,6 +11,7 @@
 //!   comes up, so it can be shown beside the links between hosts;
 //! * [`routing`]: the routes, static neighbours and forwarding flags every node gets;
 //! * [`graph`]: the topology as Graphviz DOT or Mermaid text, or as SVG through Graphviz;
+//! * [`naming`]: the names of what a lab makes (namespaces, engine ends, the ownership mark);
 //! * [`lab`]: bringing a lab up and down through netlink, with [`state`] (the state file that
 //!   makes teardown exact) and [`sys`] (named namespaces; the crate's only `unsafe`);
 //! * [`external`]: what a host interface moved into a node carried, checked before it moves
@@ -33,6 +34,7 @@ pub mod external;
 pub mod graph;
 pub mod lab;
 pub mod launch;
+pub mod naming;
 pub mod part;
 pub mod pcapng;
 pub mod placement;

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::{engine_ends, lab_netns, node_netns};
+use crate::naming::{engine_ends, lab_netns, node_netns};
 use crate::topology::{Host, SegmentKind, Topology};
 
 /// The UDP port of the tunnels unless told otherwise: IANA's VXLAN port.

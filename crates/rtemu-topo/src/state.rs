@@ -410,14 +410,14 @@ impl State {
         if self.lab != *lab {
             return Err(format!("it names lab `{}`", self.lab));
         }
-        let mut allowed = BTreeSet::from([crate::lab::lab_netns(lab)]);
+        let mut allowed = BTreeSet::from([crate::naming::lab_netns(lab)]);
         for (node, ns) in &self.nodes {
             if !valid_name(node, MAX_NODE_NAME) {
                 return Err(format!("invalid node name {node:?}"));
             }
-            let expected = crate::lab::node_netns(lab, node);
+            let expected = crate::naming::node_netns(lab, node);
             // A lab brought up by an rtemu from before the namespaces' `.`.
-            let legacy = crate::lab::legacy_node_netns(lab, node);
+            let legacy = crate::naming::legacy_node_netns(lab, node);
             if *ns != expected && *ns != legacy {
                 return Err(format!(
                     "node `{node}` has namespace {ns:?}, not {expected}"
