@@ -5,12 +5,12 @@
 //! kernel's 15 characters and are unique per node, subnets that do not overlap one another or
 //! any loopback address, and subnets large enough for their members.
 //!
-//! * [`model`]: what a topology is made of (nodes, segments, their interfaces and hosts);
-//! * [`impairment`]: an impaired link's netem parameters, trace and schedule;
-//! * [`record`]: an impairment as a state file holds it, validated again when read back;
-//! * [`load`]: reading a file and checking what only building its links shows;
-//! * [`names`]: which lab, node and interface names are valid;
-//! * [`validate`]: the file checked in passes, each named for what it checks.
+//! * `model`: what a topology is made of (nodes, segments, their interfaces and hosts);
+//! * `impairment`: an impaired link's netem parameters, trace and schedule;
+//! * `record`: an impairment as a state file holds it, validated again when read back;
+//! * `load`: reading a file and checking what only building its links shows;
+//! * `names`: which lab, node and interface names are valid;
+//! * `validate`: the file checked in passes, each named for what it checks.
 
 mod impairment;
 mod load;
