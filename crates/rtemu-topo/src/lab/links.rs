@@ -150,14 +150,13 @@ impl<'a> Namespaces<'a> {
         Ok(fd)
     }
 }
-
 /// Makes the links, LANs and tunnels of `share`, then sets up every node: interfaces up,
 /// addresses, routes and neighbours.
 ///
 /// Descriptors stay bounded whatever the lab's size: a node's namespace is opened when one of
 /// its links is made and closed soon after ([`Namespaces`]), and a node gets a netlink
-/// connection only while it is set up ([`with_netlink`]). Only the host's connection and the
-/// lab namespace's stay open throughout.
+/// connection only while it is set up ([`super::netns::with_netlink`]). Only the host's
+/// connection and the lab namespace's stay open throughout.
 pub(super) async fn build_links(
     topo: &Topology,
     share: &Share,
@@ -167,180 +166,240 @@ pub(super) async fn build_links(
     let mark = ownership_mark(lab);
     let (conn, host_handle, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
     tokio::spawn(conn);
-    let host = &host_handle;
     let mut names = vec![None; topo.nodes.len()];
     for (&ni, (_, ns)) in share.nodes.iter().zip(&state.nodes) {
         names[ni] = Some(ns.as_str());
     }
-    let local = |m: &&Attachment| names[m.node].is_some();
-    let mut nodes = Namespaces::new(&names);
     let lab_ns = state.namespaces.iter().find(|ns| **ns == lab_netns(lab));
     let lab_side = match lab_ns {
         Some(ns) => Some((open_netns(ns)?, connect(ns)?)),
         None => None,
+    };
+    let mut links = Links {
+        topo,
+        share,
+        host: &host_handle,
+        nodes: Namespaces::new(&names),
+        lab_side: lab_side.as_ref(),
     };
 
     // Links, LAN ports and tunnels.
     let mut bridges = Vec::new();
     let mut engine_links = Vec::new();
     for &si in &share.segments {
-        let seg = &topo.segments[si];
-        let tunnel_of = share.tunnel(si);
-        let stitch = share.stitch.as_ref();
-        let make_tunnel = |netns, mac| {
-            let t = tunnel_of.expect("a stitched segment");
-            let st = stitch.expect("a part");
-            let what = format!(
-                "creating the VXLAN tunnel {} (VNI {}) of `{}`",
-                t.ifname, t.vni, seg.name
-            );
-            async move {
-                tunnel(host, t, st, netns, mac, seg.mtu)
-                    .await
-                    .map_err(nl_err(what))
-            }
-        };
-        match &seg.kind {
+        match &topo.segments[si].kind {
             SegmentKind::Link { impairment } => {
-                let engine_here = impairment.is_some() && share.runs_engine_of(topo, si);
-                if engine_here {
-                    let (fd, _) = lab_side
-                        .as_ref()
-                        .expect("a lab with impaired links has a lab namespace");
-                    for (m, end) in seg.members.iter().zip(engine_ends(si)) {
-                        if !local(&m) {
-                            continue;
-                        }
-                        let node_fd = nodes.get(m.node)?;
-                        let node = End::node(m, &node_fd, seg.mtu);
-                        veth(host, node, End::lab(&end, fd, seg.mtu))
-                            .await
-                            .map_err(nl_err(format!(
-                                "joining `{}` to the engine of link `{}`",
-                                topo.nodes[m.node].name, seg.name
-                            )))?;
-                    }
-                    if tunnel_of.is_some() {
-                        make_tunnel(fd, None).await?;
-                    }
+                if links.link(si, impairment.is_some()).await? {
                     engine_links.push(si);
-                } else if let Some(t) = tunnel_of {
-                    let TunnelRole::Node { member } = t.role else {
-                        unreachable!("a link's tunnel away from its engine is a node's interface")
-                    };
-                    let m = &seg.members[member];
-                    make_tunnel(&*nodes.get(m.node)?, Some(m.mac)).await?;
-                } else {
-                    let (a, b) = (&seg.members[0], &seg.members[1]);
-                    let (a_fd, b_fd) = (nodes.get(a.node)?, nodes.get(b.node)?);
-                    let ends = (End::node(a, &a_fd, seg.mtu), End::node(b, &b_fd, seg.mtu));
-                    veth(host, ends.0, ends.1)
-                        .await
-                        .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
                 }
             }
-            SegmentKind::Lan => {
-                let (fd, handle) = lab_side
-                    .as_ref()
-                    .expect("a lab with LANs has a lab namespace");
-                let bridge = format!("br{si}");
-                let mut msg = LinkBridge::new(&bridge);
-                if let Some(mtu) = seg.mtu {
-                    msg = msg.mtu(mtu);
-                }
-                handle
-                    .link()
-                    .add(msg.build())
-                    .execute()
-                    .await
-                    .map_err(nl_err(format!("creating the bridge of LAN `{}`", seg.name)))?;
-                let mut ports = Vec::new();
-                for (mi, m) in seg.members.iter().enumerate().filter(|(_, m)| local(m)) {
-                    let port = format!("s{si}p{mi}");
-                    let node_fd = nodes.get(m.node)?;
-                    let node = End::node(m, &node_fd, seg.mtu);
-                    veth(host, node, End::lab(&port, fd, seg.mtu))
-                        .await
-                        .map_err(nl_err(format!(
-                            "joining `{}` to LAN `{}`",
-                            topo.nodes[m.node].name, seg.name
-                        )))?;
-                    ports.push(port);
-                }
-                if let Some(t) = tunnel_of {
-                    make_tunnel(fd, None).await?;
-                    ports.push(t.ifname.clone());
-                }
-                bridges.push((bridge, ports));
-            }
+            SegmentKind::Lan => bridges.push(links.lan(si).await?),
             SegmentKind::External {
                 host: name, mode, ..
-            } => {
-                let m = &seg.members[0];
-                let index = host_index(host, name).await?;
-                let node_fd = nodes.get(m.node)?;
-                let msg = match mode {
-                    ExternalMode::Move => LinkUnspec::new_with_index(index)
-                        .setns_by_fd(node_fd.as_raw_fd())
-                        .name(m.ifname.clone())
-                        .build(),
-                    ExternalMode::Macvlan => {
-                        LinkMacVlan::new(&m.ifname, index, MacVlanMode::Bridge)
-                            .setns_by_fd(node_fd.as_raw_fd())
-                            .address(m.mac.0.to_vec())
-                            .build()
-                    }
-                };
-                let request = match mode {
-                    ExternalMode::Move => host.link().set(msg).execute().await,
-                    ExternalMode::Macvlan => host.link().add(msg).execute().await,
-                };
-                request.map_err(nl_err(format!(
-                    "handing host interface {name} to node `{}`",
-                    topo.nodes[m.node].name
-                )))?;
-            }
+            } => links.external(si, name, *mode).await?,
         }
     }
-    drop(nodes);
+    drop(links);
 
-    // Bridges and their ports up, in the lab namespace.
     if let Some((_, handle)) = &lab_side {
-        let idx = link_indices(handle)
+        lab_side_up(handle, &mark, share, &engine_links, &bridges).await?;
+    }
+    Ok(())
+}
+
+/// What making a share's segments needs at hand.
+struct Links<'a> {
+    topo: &'a Topology,
+    share: &'a Share,
+    /// The host's netlink connection, which makes every pair with its ends in place.
+    host: &'a Handle,
+    /// The nodes' namespaces, a few kept open.
+    nodes: Namespaces<'a>,
+    /// The lab namespace and a connection into it, when the share has one.
+    lab_side: Option<&'a (OwnedFd, Handle)>,
+}
+
+impl Links<'_> {
+    /// Makes the VXLAN tunnel of stitched segment `si` in namespace `netns`, with `mac`.
+    async fn tunnel(&self, si: usize, netns: &OwnedFd, mac: Option<Mac>) -> Result<(), LabError> {
+        let seg = &self.topo.segments[si];
+        let t = self.share.tunnel(si).expect("a stitched segment");
+        let st = self.share.stitch.as_ref().expect("a part");
+        let what = format!(
+            "creating the VXLAN tunnel {} (VNI {}) of `{}`",
+            t.ifname, t.vni, seg.name
+        );
+        tunnel(self.host, t, st, netns, mac, seg.mtu)
             .await
-            .map_err(nl_err("listing the lab's bridges"))?;
-        for end in engine_links.iter().flat_map(|si| engine_ends(*si)) {
-            mark_up(handle, idx[&end], Some(&mark), None)
-                .await
-                .map_err(nl_err(format!("setting up {end}")))?;
-        }
-        for (bridge, ports) in &bridges {
-            let b = idx[bridge];
-            mark_up(handle, b, Some(&mark), None)
-                .await
-                .map_err(nl_err(format!("setting up {bridge}")))?;
-            for port in ports {
-                mark_up(handle, idx[port], Some(&mark), Some(b))
-                    .await
-                    .map_err(nl_err(format!("attaching {port} to {bridge}")))?;
-            }
-        }
-        let lan_tunnels = share
-            .stitch
-            .iter()
-            .flat_map(|st| &st.state.tunnels)
-            .filter(|t| t.role == TunnelRole::Bridge);
-        for t in lan_tunnels {
-            for &remote in &t.remotes {
-                flood_to(handle, idx[&t.ifname], remote)
+            .map_err(nl_err(what))
+    }
+
+    /// Makes link `si` (`impaired`: it has an impairment): its nodes joined to the engine's
+    /// ends when the engine runs here, a node's tunnel to the engine's host, or one veth pair.
+    /// Whether the engine runs here.
+    async fn link(&mut self, si: usize, impaired: bool) -> Result<bool, LabError> {
+        let (topo, share, host) = (self.topo, self.share, self.host);
+        let seg = &topo.segments[si];
+        let tunnel_of = share.tunnel(si);
+        let names = self.nodes.names;
+        let local = |m: &Attachment| names[m.node].is_some();
+        let engine_here = impaired && share.runs_engine_of(topo, si);
+        if engine_here {
+            let (fd, _) = self
+                .lab_side
+                .expect("a lab with impaired links has a lab namespace");
+            for (m, end) in seg.members.iter().zip(engine_ends(si)) {
+                if !local(m) {
+                    continue;
+                }
+                let node_fd = self.nodes.get(m.node)?;
+                let node = End::node(m, &node_fd, seg.mtu);
+                veth(host, node, End::lab(&end, fd, seg.mtu))
                     .await
                     .map_err(nl_err(format!(
-                        "adding {remote} to the flood list of {}",
-                        t.ifname
+                        "joining `{}` to the engine of link `{}`",
+                        topo.nodes[m.node].name, seg.name
                     )))?;
             }
+            if tunnel_of.is_some() {
+                self.tunnel(si, fd, None).await?;
+            }
+        } else if let Some(t) = tunnel_of {
+            let TunnelRole::Node { member } = t.role else {
+                unreachable!("a link's tunnel away from its engine is a node's interface")
+            };
+            let m = &seg.members[member];
+            let node_fd = self.nodes.get(m.node)?;
+            self.tunnel(si, &node_fd, Some(m.mac)).await?;
+        } else {
+            let (a, b) = (&seg.members[0], &seg.members[1]);
+            let (a_fd, b_fd) = (self.nodes.get(a.node)?, self.nodes.get(b.node)?);
+            let ends = (End::node(a, &a_fd, seg.mtu), End::node(b, &b_fd, seg.mtu));
+            veth(host, ends.0, ends.1)
+                .await
+                .map_err(nl_err(format!("creating link `{}`", seg.name)))?;
         }
+        Ok(engine_here)
     }
 
+    /// Makes LAN `si`: its bridge in the lab namespace, a port per local member, its tunnel.
+    /// The bridge and its ports, to be set up once all exist.
+    async fn lan(&mut self, si: usize) -> Result<(String, Vec<String>), LabError> {
+        let (topo, host) = (self.topo, self.host);
+        let seg = &topo.segments[si];
+        let (fd, handle) = self.lab_side.expect("a lab with LANs has a lab namespace");
+        let names = self.nodes.names;
+        let bridge = format!("br{si}");
+        let mut msg = LinkBridge::new(&bridge);
+        if let Some(mtu) = seg.mtu {
+            msg = msg.mtu(mtu);
+        }
+        handle
+            .link()
+            .add(msg.build())
+            .execute()
+            .await
+            .map_err(nl_err(format!("creating the bridge of LAN `{}`", seg.name)))?;
+        let mut ports = Vec::new();
+        for (mi, m) in seg
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| names[m.node].is_some())
+        {
+            let port = format!("s{si}p{mi}");
+            let node_fd = self.nodes.get(m.node)?;
+            let node = End::node(m, &node_fd, seg.mtu);
+            veth(host, node, End::lab(&port, fd, seg.mtu))
+                .await
+                .map_err(nl_err(format!(
+                    "joining `{}` to LAN `{}`",
+                    topo.nodes[m.node].name, seg.name
+                )))?;
+            ports.push(port);
+        }
+        if let Some(t) = self.share.tunnel(si) {
+            self.tunnel(si, fd, None).await?;
+            ports.push(t.ifname.clone());
+        }
+        Ok((bridge, ports))
+    }
+
+    /// Hands host interface `name` to the only member of external segment `si`, moved or
+    /// through a macvlan interface.
+    async fn external(
+        &mut self,
+        si: usize,
+        name: &str,
+        mode: ExternalMode,
+    ) -> Result<(), LabError> {
+        let (topo, host) = (self.topo, self.host);
+        let m = &topo.segments[si].members[0];
+        let index = host_index(host, name).await?;
+        let node_fd = self.nodes.get(m.node)?;
+        let msg = match mode {
+            ExternalMode::Move => LinkUnspec::new_with_index(index)
+                .setns_by_fd(node_fd.as_raw_fd())
+                .name(m.ifname.clone())
+                .build(),
+            ExternalMode::Macvlan => LinkMacVlan::new(&m.ifname, index, MacVlanMode::Bridge)
+                .setns_by_fd(node_fd.as_raw_fd())
+                .address(m.mac.0.to_vec())
+                .build(),
+        };
+        let request = match mode {
+            ExternalMode::Move => host.link().set(msg).execute().await,
+            ExternalMode::Macvlan => host.link().add(msg).execute().await,
+        };
+        request.map_err(nl_err(format!(
+            "handing host interface {name} to node `{}`",
+            topo.nodes[m.node].name
+        )))
+    }
+}
+
+/// Once every segment exists, in the lab namespace (`handle`): the engine's ends of
+/// `engine_links` up, the `bridges` and their ports up, and each LAN tunnel's flood list.
+async fn lab_side_up(
+    handle: &Handle,
+    mark: &str,
+    share: &Share,
+    engine_links: &[usize],
+    bridges: &[(String, Vec<String>)],
+) -> Result<(), LabError> {
+    let idx = link_indices(handle)
+        .await
+        .map_err(nl_err("listing the lab's bridges"))?;
+    for end in engine_links.iter().flat_map(|si| engine_ends(*si)) {
+        mark_up(handle, idx[&end], Some(mark), None)
+            .await
+            .map_err(nl_err(format!("setting up {end}")))?;
+    }
+    for (bridge, ports) in bridges {
+        let b = idx[bridge];
+        mark_up(handle, b, Some(mark), None)
+            .await
+            .map_err(nl_err(format!("setting up {bridge}")))?;
+        for port in ports {
+            mark_up(handle, idx[port], Some(mark), Some(b))
+                .await
+                .map_err(nl_err(format!("attaching {port} to {bridge}")))?;
+        }
+    }
+    let lan_tunnels = share
+        .stitch
+        .iter()
+        .flat_map(|st| &st.state.tunnels)
+        .filter(|t| t.role == TunnelRole::Bridge);
+    for t in lan_tunnels {
+        for &remote in &t.remotes {
+            flood_to(handle, idx[&t.ifname], remote)
+                .await
+                .map_err(nl_err(format!(
+                    "adding {remote} to the flood list of {}",
+                    t.ifname
+                )))?;
+        }
+    }
     Ok(())
 }
