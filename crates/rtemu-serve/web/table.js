@@ -8,6 +8,16 @@ import { directionsOf, HISTORY } from './series.js';
 /** The shortest span a sparkline is drawn over, seconds. */
 const SPARK_MIN = 30;
 
+/** How many rows off screen each refresh rewrites, besides the rows on screen. A table of up
+ * to this many rows is rewritten whole on every tick; a large lab's (20,000 rows for 10,000
+ * links) is not, yet each of its rows is at most rows / ROTATE ticks old, and a row is
+ * rewritten as soon as it scrolls into view. */
+export const ROTATE = 200;
+
+/** Per table body: its rows, which of them are on screen, where the rotation is, the last
+ * figures (for a row scrolling into view) and the observer that watches the rows. */
+const tables = new WeakMap();
+
 /** Writes the rows of lab `topo`'s links into `tbody`; `onSelect` opens a link. */
 export function renderTable(tbody, topo, onSelect) {
   const rows = [];
@@ -53,10 +63,43 @@ export function renderTable(tbody, topo, onSelect) {
       );
     }
   }
+  const table = { rows, shown: new Set(), cursor: 0, all: null, observer: null };
+  tables.get(tbody)?.observer?.disconnect();
+  tables.set(tbody, table);
   if (!rows.length) {
     rows.push(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'This lab has no point-to-point links.')));
   }
   tbody.replaceChildren(...rows);
+  if (typeof IntersectionObserver === 'function' && table.rows.length > ROTATE) {
+    const index = new Map(table.rows.map((row, i) => [row, i]));
+    // Half a screen beyond each edge: rows about to be scrolled to are already current.
+    table.observer = new IntersectionObserver(
+      (entries) => {
+        for (const e of entries) {
+          const i = index.get(e.target);
+          if (!e.isIntersecting) {
+            table.shown.delete(i);
+          } else if (!table.shown.has(i)) {
+            table.shown.add(i);
+            if (table.all) refreshRow(e.target, table.all);
+          }
+        }
+      },
+      { rootMargin: '50% 0px' },
+    );
+    for (const row of table.rows) table.observer.observe(row);
+  }
+}
+
+/** Which of `count` rows a refresh rewrites: every one when there are at most `budget`;
+ * otherwise those `shown` (indices) and the next `budget` from `cursor` on, wrapping. Returns
+ * the indices in ascending order and where the next refresh's rotation starts. */
+export function rowsToRefresh(count, shown, cursor, budget) {
+  if (count <= budget) return { rows: [...Array(count).keys()], cursor: 0 };
+  const picked = new Set(shown);
+  const start = cursor % count;
+  for (let k = 0; k < budget; k++) picked.add((start + k) % count);
+  return { rows: [...picked].sort((a, b) => a - b), cursor: (start + budget) % count };
 }
 
 /** A direction's drops by reason, the non-zero ones: `loss 12, queue-full 3`, or `0`. */
@@ -101,16 +144,25 @@ export function fill(root, series) {
   }
 }
 
-/** Updates every row of `tbody` from the live figures `all`. */
+/** Updates the rows of `tbody` on screen, and a few more in turn ([`rowsToRefresh`]), from
+ * the live figures `all`. */
 export function refreshTable(tbody, all) {
-  for (const row of tbody.querySelectorAll('tr[data-link]')) {
-    const series = all.get(`${row.dataset.link}/${row.dataset.dir}`);
-    if (!series || !series.samples.length) continue;
-    fill(row, series);
-    if (series.last) row.querySelector('[data-field="dropsum"]').title = `dropped: ${dropsText(series.last)}`;
-    const cell = row.querySelector('[data-field-spark]');
-    cell.replaceChildren(sparkline(series.samples, !!series.last));
-  }
+  const table = tables.get(tbody);
+  if (!table) return;
+  table.all = all;
+  const { rows, cursor } = rowsToRefresh(table.rows.length, table.shown, table.cursor, ROTATE);
+  table.cursor = cursor;
+  for (const i of rows) refreshRow(table.rows[i], all);
+}
+
+/** Rewrites one row from the live figures `all`. */
+function refreshRow(row, all) {
+  const series = all.get(`${row.dataset.link}/${row.dataset.dir}`);
+  if (!series || !series.samples.length) return;
+  fill(row, series);
+  if (series.last) row.querySelector('[data-field="dropsum"]').title = `dropped: ${dropsText(series.last)}`;
+  const cell = row.querySelector('[data-field-spark]');
+  cell.replaceChildren(sparkline(series.samples, !!series.last));
 }
 
 /** The span a sparkline of `samples` covers, seconds: up to HISTORY; a younger series is

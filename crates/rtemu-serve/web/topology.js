@@ -2,7 +2,7 @@
 // vertices of their own; point-to-point links as edges), laid out from the topology alone, so
 // a reload draws the same picture. `layout` is pure; the rest builds and updates the SVG.
 
-import { $, focusable, s, setText } from './dom.js';
+import { focusable, h, s, setText } from './dom.js';
 import { truncate } from './format.js';
 import { isCut, linkLabel } from './series.js';
 
@@ -124,6 +124,18 @@ function interfacesOf(node) {
 /** Draws lab `topo` into `container`; `onSelect({kind, name}, fromKeyboard)` opens a vertex
  * or link. `series` (the live figures) gives the links' models. */
 export function renderGraph(container, topo, series, onSelect) {
+  pictures.delete(container);
+  if (!drawable(topo)) {
+    const count = topo.nodes.length + topo.lans.length + topo.externals.length;
+    container.replaceChildren(
+      h(
+        'p',
+        { class: 'muted too-large' },
+        `Lab ${topo.name} has ${count} nodes, LANs and host interfaces: more than the ${DRAW_MAX} this page draws (a picture of them all would hold the tab for minutes). The table below has every link; \`rtemu graph ${topo.name} --format svg\` draws the whole lab.`,
+      ),
+    );
+    return;
+  }
   const g = layout(topo);
   const svg = s('svg', {
     viewBox: `0 0 ${g.width} ${g.height}`,
@@ -145,6 +157,7 @@ export function renderGraph(container, topo, series, onSelect) {
       ),
     ),
   );
+  const drawn = { links: new Map(), vertices: [] };
   const edgeLayer = s('g', { class: 'edges' });
   const labelLayer = s('g', { class: 'edge-labels' });
   const vertexLayer = s('g', { class: 'vertices' });
@@ -168,22 +181,40 @@ export function renderGraph(container, topo, series, onSelect) {
       edgeLayer.append(group);
       const mx = (a.x + b.x) / 2;
       const my = (a.y + b.y) / 2;
-      labelLayer.append(
-        s(
-          'g',
-          { class: 'edge-label', 'data-link-label': link.name, 'aria-hidden': 'true' },
-          s('text', { x: mx, y: my - 9, class: 'link-name' }, link.name),
-          s('text', { x: mx, y: my + 17, class: 'link-model', 'data-field': 'model' }, truncate(linkLabel(series, link), 30)),
-        ),
+      const tag = s(
+        'g',
+        { class: 'edge-label', 'data-link-label': link.name, 'aria-hidden': 'true' },
+        s('text', { x: mx, y: my - 9, class: 'link-name' }, link.name),
+        s('text', { x: mx, y: my + 17, class: 'link-model', 'data-field': 'model' }, truncate(linkLabel(series, link), 30)),
       );
+      labelLayer.append(tag);
+      drawn.links.set(link.name, { edge: group, label: tag });
     } else {
       edgeLayer.append(s('line', { ...line, class: `edge ${e.kind}` }));
     }
   }
-  for (const v of g.vertices) vertexLayer.append(vertexShape(v, onSelect));
+  for (const v of g.vertices) {
+    const shape = vertexShape(v, onSelect);
+    vertexLayer.append(shape);
+    drawn.vertices.push({ el: shape, kind: v.kind, name: v.name });
+  }
   svg.append(edgeLayer, vertexLayer, labelLayer);
   container.replaceChildren(svg);
+  pictures.set(container, drawn);
 }
+
+/** The most vertices the page draws. A browser holds a picture of 10,000 nodes and their
+ * live labels only with minutes of style and layout work, freezing the tab. */
+export const DRAW_MAX = 1000;
+
+/** Whether the page draws `topo` ([`DRAW_MAX`]). */
+export function drawable(topo) {
+  return topo.nodes.length + topo.lans.length + topo.externals.length <= DRAW_MAX;
+}
+
+/** Per container, the elements its picture draws each link and vertex with: a refresh finds
+ * them at once (looking each link up by selector scanned the whole picture: quadratic). */
+const pictures = new WeakMap();
 
 function vertexShape(v, onSelect) {
   const { x, y } = v;
@@ -247,9 +278,10 @@ function vertexShape(v, onSelect) {
 
 /** Updates what changes in the picture in `container`: models, cuts, the selection. */
 export function refreshGraph(container, topo, series, selected) {
+  const drawn = pictures.get(container);
+  if (!drawn) return;
   for (const link of topo.links) {
-    const edge = $(`[data-link="${CSS.escape(link.name)}"]`, container);
-    const label = $(`[data-link-label="${CSS.escape(link.name)}"]`, container);
+    const { edge, label } = drawn.links.get(link.name) ?? {};
     if (!edge || !label) continue;
     const cut = isCut(series, link);
     edge.classList.toggle('cut', cut);
@@ -262,9 +294,7 @@ export function refreshGraph(container, topo, series, selected) {
       `link ${link.name}: ${link.a} to ${link.b}, ${link.impaired ? 'impaired' : 'ideal'}${cut ? ', cut' : ''}, ${linkLabel(series, link)}`,
     );
   }
-  for (const el of container.querySelectorAll('.vertex')) {
-    const name = el.dataset.node || el.dataset.lan || el.dataset.external;
-    const kind = el.dataset.node ? 'node' : el.dataset.lan ? 'lan' : 'ext';
+  for (const { el, kind, name } of drawn.vertices) {
     el.classList.toggle('selected', !!selected && selected.kind === kind && selected.name === name);
   }
 }

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { dropsText, sparkPoints, sparkSpan } from '../table.js';
+import { dropsText, rowsToRefresh, sparkPoints, sparkSpan } from '../table.js';
 
 test('drops list the non-zero reasons, or 0', () => {
   assert.equal(dropsText({ dropped: { loss: 12, 'queue-full': 0, 'link-down': 30000 } }), 'loss 12, link-down 30.0 k');
@@ -24,4 +24,31 @@ test('the newest point is at the right edge, the largest at the top, unknown val
   ];
   assert.equal(sparkPoints(samples, 'bps', 30, 90, 26), '30.0,13.0 60.0,2.0 90.0,24.0');
   assert.equal(sparkPoints(samples.slice(0, 2), 'bps', 30, 90, 26), null, 'one point is no line');
+});
+
+test('a small table is refreshed whole on every tick', () => {
+  assert.deepEqual(rowsToRefresh(5, new Set([3]), 2, 200), { rows: [0, 1, 2, 3, 4], cursor: 0 });
+});
+
+test('a large table refreshes the rows on screen and a rotating few, reaching every row', () => {
+  const count = 20000;
+  const budget = 200;
+  const shown = new Set([7000, 7001, 7002]);
+  const first = rowsToRefresh(count, shown, 0, budget);
+  assert.equal(first.rows.length, budget + shown.size);
+  assert.ok(first.rows.includes(7001) && first.rows.includes(0) && first.rows.includes(199));
+  assert.equal(first.cursor, budget);
+  // Over count / budget ticks every row has been refreshed at least once.
+  const seen = new Set();
+  let cursor = 0;
+  for (let tick = 0; tick < count / budget; tick++) {
+    const next = rowsToRefresh(count, shown, cursor, budget);
+    assert.ok(next.rows.length <= budget + shown.size);
+    next.rows.forEach((i) => seen.add(i));
+    cursor = next.cursor;
+  }
+  assert.equal(seen.size, count);
+  // The rotation wraps at the end.
+  assert.deepEqual(rowsToRefresh(250, new Set(), 200, 100).rows, [...Array(50).keys()].map((k) => k + 200).concat([...Array(50).keys()]).sort((a, b) => a - b));
+  assert.equal(rowsToRefresh(250, new Set(), 200, 100).cursor, 50);
 });
