@@ -298,11 +298,10 @@ impl fmt::Display for CpuList {
 }
 
 /// Whether this process may use `SCHED_FIFO`: tries it on a short-lived thread, which leaves
-/// the caller untouched.
+/// the caller untouched (no when that thread cannot be started: nothing was shown to work).
 pub fn fifo_permitted() -> bool {
-    std::thread::spawn(|| set_fifo(1).is_ok())
-        .join()
-        .unwrap_or(false)
+    rtemu_sys::thread::spawn("rtemu-fifo-probe", || set_fifo(1).is_ok())
+        .is_ok_and(|t| t.join().unwrap_or(false))
 }
 
 #[cfg(test)]

@@ -61,8 +61,11 @@ pub fn capture_to_file(
     let timeout = duration.unwrap_or(MAX_DURATION) + SLACK;
     let closers = Mutex::new(Vec::new());
     let finished = AtomicBool::new(false);
-    let captures = std::thread::scope(|s| {
-        s.spawn(|| close_on_stop(&stop, &finished, &closers));
+    let captures = std::thread::scope(|s| -> Result<Vec<Result<Capture>>> {
+        // Ctrl-C could not end the captures without it: no agent is asked.
+        rtemu_sys::thread::spawn_scoped(s, "rtemu-cap-stop", || {
+            close_on_stop(&stop, &finished, &closers)
+        })?;
         let captures = ask_each(&agents, |a| -> Result<Capture> {
             let mut query = form_urlencoded::Serializer::new(String::new());
             for t in &by_host[a.host.name.as_str()] {
@@ -92,8 +95,8 @@ pub fn capture_to_file(
                 .with_context(|| format!("host `{}`: its agent's capture", a.host.name))
         });
         finished.store(true, Ordering::Relaxed);
-        captures
-    });
+        Ok(captures)
+    })?;
     let captures = captures.into_iter().collect::<Result<Vec<_>>>()?;
     let mut file = rtemu_report::output::Output::create(path, &[])?;
     let written = pcapng::merge(captures, &mut file, count)

@@ -150,10 +150,17 @@ pub(crate) fn ask_each<T: Send>(
     ask: impl Fn(&Agent<'_>) -> T + Sync,
 ) -> Vec<T> {
     std::thread::scope(|s| {
-        let asking: Vec<_> = agents.iter().map(|a| s.spawn(|| ask(a))).collect();
+        // An agent whose thread cannot be started is asked by this thread, after the others.
+        let asking: Vec<_> = agents
+            .iter()
+            .map(|a| rtemu_sys::thread::spawn_scoped(s, "rtemu-ask", || ask(a)).map_err(|_| a))
+            .collect();
         asking
             .into_iter()
-            .map(|t| t.join().expect("asking an agent does not panic"))
+            .map(|t| match t {
+                Ok(t) => t.join().expect("asking an agent does not panic"),
+                Err(a) => ask(a),
+            })
             .collect()
     })
 }

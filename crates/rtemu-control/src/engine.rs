@@ -819,20 +819,25 @@ fn open_links<Io: OpenIo>(
     let failed = AtomicBool::new(false);
     let slots: Vec<Mutex<Option<Result<OpenedLink<Io>>>>> =
         impaired.iter().map(|_| Mutex::new(None)).collect();
+    let work = || {
+        // After a failure the others stop taking links: `up` fails and cleans up anyway.
+        while !failed.load(Ordering::Relaxed) {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(si, seg, _)) = impaired.get(i) else {
+                break;
+            };
+            let opened = open(si, seg);
+            failed.fetch_or(opened.is_err(), Ordering::Relaxed);
+            *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(opened);
+        }
+    };
     std::thread::scope(|scope| {
-        for _ in 0..OPENERS.min(impaired.len()) {
-            scope.spawn(|| {
-                // After a failure the others stop taking links: `up` fails and cleans up anyway.
-                while !failed.load(Ordering::Relaxed) {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(si, seg, _)) = impaired.get(i) else {
-                        break;
-                    };
-                    let opened = open(si, seg);
-                    failed.fetch_or(opened.is_err(), Ordering::Relaxed);
-                    *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(opened);
-                }
-            });
+        // A machine out of threads gets fewer openers, or none: then this thread opens them.
+        let started = (0..OPENERS.min(impaired.len()))
+            .filter(|_| rtemu_sys::thread::spawn_scoped(scope, "rtemu-opener", work).is_ok())
+            .count();
+        if started == 0 {
+            work();
         }
     });
     // Links are taken in order, so every link before a failed one was opened or failed too:

@@ -34,6 +34,9 @@ pub enum NetnsError {
     /// The closure panicked.
     #[error("the set-up thread in network namespace {0} panicked")]
     Panicked(String),
+    /// No thread could be started to enter the namespace.
+    #[error(transparent)]
+    Spawn(rtemu_sys::thread::SpawnError),
 }
 
 /// The path of a namespace named by `ip netns add NAME`.
@@ -80,6 +83,7 @@ pub fn run_in<T: Send + 'static>(
             source,
         },
         RunError::Panicked => NetnsError::Panicked(shown),
+        RunError::Spawn(e) => NetnsError::Spawn(e),
     })
 }
 

@@ -197,9 +197,9 @@ pub enum SleepTestError {
     /// A wait failed.
     #[error(transparent)]
     Wait(#[from] rtemu_clock::wait::WaitError),
-    /// The test's thread could not be started.
-    #[error("starting the sleep test's thread: {0}")]
-    Spawn(std::io::Error),
+    /// A thread of the test could not be started.
+    #[error(transparent)]
+    Spawn(#[from] rtemu_sys::thread::SpawnError),
     /// The test's thread panicked.
     #[error("the sleep test's thread panicked")]
     Panicked,
@@ -228,21 +228,29 @@ pub fn sleep_test(
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Bounded: the loops end with the test, or after its length and a second at the latest.
     let limit = std::time::Duration::from_nanos(duration_ns) + std::time::Duration::from_secs(1);
-    let load: Vec<_> = (0..if loaded { cpus } else { 0 })
-        .map(|_| {
-            let stop = std::sync::Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let start = std::time::Instant::now();
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() < limit {
-                    std::hint::spin_loop();
-                }
-            })
-        })
-        .collect();
+    let mut load = Vec::new();
+    let mut failed = None;
+    for _ in 0..if loaded { cpus } else { 0 } {
+        let stop = std::sync::Arc::clone(&stop);
+        let spawned = rtemu_sys::thread::spawn("rtemu-doctor-load", move || {
+            let start = std::time::Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() < limit {
+                std::hint::spin_loop();
+            }
+        });
+        match spawned {
+            Ok(l) => load.push(l),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
     let count = (duration_ns / Workload::Micro.mean_ns()).max(1) as usize;
-    let result = std::thread::Builder::new()
-        .name("rtemu-doctor".into())
-        .spawn(move || {
+    // Without its whole load the test does not run; the load started ends with the stop below.
+    let result = match failed {
+        Some(e) => Err(SleepTestError::from(e)),
+        None => rtemu_sys::thread::spawn("rtemu-doctor", move || {
             if fifo {
                 // Best effort: the verdict reports what it measured with.
                 let _ = rt::set_fifo(ENGINE_FIFO_PRIORITY);
@@ -252,13 +260,14 @@ pub fn sleep_test(
             sleep::measure(method, &requests, duration_ns)
                 .map(|samples| MethodResult::from_samples(&samples, count))
         })
-        .map_err(SleepTestError::Spawn)?
-        .join();
+        .map_err(SleepTestError::from)
+        .and_then(|t| t.join().map_err(|_| SleepTestError::Panicked)),
+    };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for l in load {
         let _ = l.join();
     }
-    let result = result.map_err(|_| SleepTestError::Panicked)??;
+    let result = result??;
     if result.completed == 0 {
         return Err(SleepTestError::NoSamples(duration_ns));
     }

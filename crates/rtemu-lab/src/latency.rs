@@ -28,11 +28,13 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
 
 use rtemu_clock::rt::{self, Policy, RtError};
 use rtemu_clock::time::{format_duration_ns, thread_cpu_time_ns};
 use rtemu_clock::wait::WaitError;
 use rtemu_clock::{Instant, WaitStrategy, Waiter};
+use rtemu_sys::thread::{spawn, SpawnError};
 use serde::Serialize;
 
 use crate::stats::Distribution;
@@ -68,6 +70,9 @@ pub enum LatencyError {
     /// A test thread panicked.
     #[error("a {0} test thread panicked")]
     Panicked(&'static str),
+    /// A test thread could not be started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
     /// The CPUs this process may use could not be read.
     #[error("reading the CPU affinity")]
     Affinity(#[source] RtError),
@@ -193,8 +198,54 @@ fn enter(cpu: usize, policy: Policy) -> Result<(), RtError> {
     rt::set_affinity(&[cpu])
 }
 
-fn join<T>(handle: std::thread::JoinHandle<T>, test: &'static str) -> Result<T, LatencyError> {
+fn join<T>(handle: JoinHandle<T>, test: &'static str) -> Result<T, LatencyError> {
     handle.join().map_err(|_| LatencyError::Panicked(test))
+}
+
+/// Where a test's two threads meet once both are set up, so that neither measures the other's
+/// start. When the second cannot be started, the caller meets the first in its place and calls
+/// the test off, so no thread is left waiting for one that never came.
+struct Start {
+    barrier: Barrier,
+    off: AtomicBool,
+}
+
+impl Start {
+    fn new() -> Arc<Start> {
+        Arc::new(Start {
+            barrier: Barrier::new(2),
+            off: AtomicBool::new(false),
+        })
+    }
+
+    /// Waits for the other thread; `false` when the test was called off.
+    fn meet(&self) -> bool {
+        self.barrier.wait();
+        !self.off.load(Ordering::Acquire)
+    }
+
+    /// Calls the test off, releasing the thread waiting in [`Start::meet`].
+    fn call_off(&self) {
+        self.off.store(true, Ordering::Release);
+        self.barrier.wait();
+    }
+}
+
+/// The test's two threads, or, when the second could not be started, it could not be started, the first released from `start`
+/// and joined and the error returned.
+fn both<F, S>(
+    start: &Start,
+    first: JoinHandle<F>,
+    spawned: Result<JoinHandle<S>, SpawnError>,
+) -> Result<(JoinHandle<F>, JoinHandle<S>), LatencyError> {
+    match spawned {
+        Ok(second) => Ok((first, second)),
+        Err(e) => {
+            start.call_off();
+            let _ = first.join();
+            Err(e.into())
+        }
+    }
 }
 
 /// Two equal-priority threads alternate through `sched_yield`; returns the switch latencies.
@@ -202,45 +253,46 @@ pub fn task_switch(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Lat
     let turn = Arc::new(AtomicU32::new(0));
     let stamp = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
-    let barrier = Arc::new(Barrier::new(2));
+    let start = Start::new();
     let end = Instant::now() + config.time_limit_ns;
     let per_thread = config.iterations.div_ceil(2);
-    let threads: Vec<_> = (0..2u32)
-        .map(|me| {
-            let (turn, stamp, done, barrier) = (
-                Arc::clone(&turn),
-                Arc::clone(&stamp),
-                Arc::clone(&done),
-                Arc::clone(&barrier),
-            );
-            let cpu = config.cpu;
-            std::thread::spawn(move || {
-                let setup = enter(cpu, class.policy(LOW));
-                let mut samples = Vec::with_capacity(per_thread);
-                barrier.wait();
-                while !done.load(Ordering::Acquire) && Instant::now() < end {
-                    if turn.load(Ordering::Acquire) != me {
-                        yield_now();
-                        continue;
-                    }
-                    let now = Instant::now();
-                    let then = stamp.load(Ordering::Acquire);
-                    if then != 0 {
-                        samples.push(now.signed_nanos_since(Instant::from_nanos(then)));
-                    }
-                    if samples.len() >= per_thread {
-                        done.store(true, Ordering::Release);
-                    }
-                    stamp.store(Instant::now().as_nanos(), Ordering::Release);
-                    turn.store(1 - me, Ordering::Release);
+    let thread = |me: u32| {
+        let (turn, stamp, done, start) = (
+            Arc::clone(&turn),
+            Arc::clone(&stamp),
+            Arc::clone(&done),
+            Arc::clone(&start),
+        );
+        let cpu = config.cpu;
+        spawn(format!("rtemu-switch-{me}"), move || {
+            let setup = enter(cpu, class.policy(LOW));
+            let mut samples = Vec::with_capacity(per_thread);
+            if !start.meet() {
+                return setup.map(|()| samples);
+            }
+            while !done.load(Ordering::Acquire) && Instant::now() < end {
+                if turn.load(Ordering::Acquire) != me {
                     yield_now();
+                    continue;
                 }
-                setup.map(|()| samples)
-            })
+                let now = Instant::now();
+                let then = stamp.load(Ordering::Acquire);
+                if then != 0 {
+                    samples.push(now.signed_nanos_since(Instant::from_nanos(then)));
+                }
+                if samples.len() >= per_thread {
+                    done.store(true, Ordering::Release);
+                }
+                stamp.store(Instant::now().as_nanos(), Ordering::Release);
+                turn.store(1 - me, Ordering::Release);
+                yield_now();
+            }
+            setup.map(|()| samples)
         })
-        .collect();
+    };
+    let (first, second) = both(&start, thread(0)?, thread(1))?;
     let mut all = Vec::with_capacity(config.iterations);
-    for thread in threads {
+    for thread in [first, second] {
         all.extend(join(thread, "task-switch")??);
     }
     Ok(all)
@@ -251,14 +303,16 @@ pub fn task_switch(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Lat
 pub fn preemption(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyError> {
     config.check()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let barrier = Arc::new(Barrier::new(2));
+    let start = Start::new();
     let end = Instant::now() + config.time_limit_ns;
     let cpu = config.cpu;
     let spinner = {
-        let (stop, barrier) = (Arc::clone(&stop), Arc::clone(&barrier));
-        std::thread::spawn(move || {
+        let (stop, start) = (Arc::clone(&stop), Arc::clone(&start));
+        spawn("rtemu-spinner", move || {
             let setup = enter(cpu, class.policy(LOW));
-            barrier.wait();
+            if !start.meet() {
+                return setup;
+            }
             // Spin in bursts with short sleeps: a SCHED_FIFO thread spinning without pause
             // would exhaust the kernel's real-time budget (sched_rt_runtime_us, 95 % by
             // default) and the throttling would stall the measuring thread too, for 50 ms.
@@ -271,14 +325,18 @@ pub fn preemption(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Late
                 std::hint::spin_loop();
             }
             setup
-        })
+        })?
     };
     let (iterations, period) = (config.iterations, config.period_ns);
-    let measurer = std::thread::spawn(move || {
+    let measuring = Arc::clone(&start);
+    let measurer = spawn("rtemu-measurer", move || {
         let setup = enter(cpu, class.policy(HIGH));
-        barrier.wait();
+        let met = measuring.meet();
         let result = (|| {
             setup?;
+            if !met {
+                return Ok(Vec::new());
+            }
             let mut waiter = Waiter::new(WaitStrategy::Sleep)?;
             let mut samples = Vec::with_capacity(iterations);
             let mut next = Instant::now() + period;
@@ -298,6 +356,7 @@ pub fn preemption(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Late
         stop.store(true, Ordering::Relaxed);
         result
     });
+    let (spinner, measurer) = both(&start, spinner, measurer)?;
     let samples = join(measurer, "preemption")?;
     join(spinner, "preemption")??;
     samples
@@ -309,19 +368,21 @@ pub fn ipc(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyErro
     let ping = Arc::new(Semaphore::new()?);
     let pong = Arc::new(Semaphore::new()?);
     let stamp = Arc::new(AtomicU64::new(0));
-    let barrier = Arc::new(Barrier::new(2));
+    let start = Start::new();
     let (cpu, iterations) = (config.cpu, config.iterations);
     let receiver = {
-        let (ping, pong, stamp, barrier) = (
+        let (ping, pong, stamp, start) = (
             Arc::clone(&ping),
             Arc::clone(&pong),
             Arc::clone(&stamp),
-            Arc::clone(&barrier),
+            Arc::clone(&start),
         );
-        std::thread::spawn(move || {
+        spawn("rtemu-ipc-rx", move || {
             let setup = enter(cpu, class.policy(HIGH));
             let mut samples = Vec::with_capacity(iterations);
-            barrier.wait();
+            if !start.meet() {
+                return setup.map(|()| samples);
+            }
             for _ in 0..iterations {
                 ping.wait();
                 let posted = Instant::from_nanos(stamp.load(Ordering::Acquire));
@@ -329,11 +390,14 @@ pub fn ipc(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyErro
                 pong.post();
             }
             setup.map(|()| samples)
-        })
+        })?
     };
-    let sender = std::thread::spawn(move || {
+    let sending = Arc::clone(&start);
+    let sender = spawn("rtemu-ipc-tx", move || {
         let setup = enter(cpu, class.policy(LOW));
-        barrier.wait();
+        if !sending.meet() {
+            return setup;
+        }
         for _ in 0..iterations {
             stamp.store(Instant::now().as_nanos(), Ordering::Release);
             ping.post();
@@ -341,6 +405,7 @@ pub fn ipc(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, LatencyErro
         }
         setup
     });
+    let (receiver, sender) = both(&start, receiver, sender)?;
     join(sender, "ipc")??;
     Ok(join(receiver, "ipc")??)
 }
@@ -355,23 +420,25 @@ pub fn ipc_mutex(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Laten
     let done = Arc::new(Semaphore::new()?);
     let asking = Arc::new(AtomicBool::new(false));
     let stamp = Arc::new(AtomicU64::new(0));
-    let barrier = Arc::new(Barrier::new(2));
+    let start = Start::new();
     let (cpu, iterations) = (config.cpu, config.iterations);
     let end = Instant::now() + config.time_limit_ns;
     let receiver = {
-        let (token, go, done, asking, stamp, barrier) = (
+        let (token, go, done, asking, stamp, start) = (
             Arc::clone(&token),
             Arc::clone(&go),
             Arc::clone(&done),
             Arc::clone(&asking),
             Arc::clone(&stamp),
-            Arc::clone(&barrier),
+            Arc::clone(&start),
         );
-        std::thread::spawn(move || {
+        spawn("rtemu-mutex-rx", move || {
             let setup = enter(cpu, class.policy(HIGH));
             let mut samples = Vec::with_capacity(iterations);
             let mut failed = None;
-            barrier.wait();
+            if !start.meet() {
+                return setup.map(|()| samples).map_err(LatencyError::from);
+            }
             for _ in 0..iterations {
                 go.wait();
                 asking.store(true, Ordering::Release);
@@ -389,12 +456,15 @@ pub fn ipc_mutex(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Laten
             }
             setup?;
             failed.map_or(Ok(samples), |e| Err(LatencyError::Sync(e)))
-        })
+        })?
     };
-    let sender = std::thread::spawn(move || -> Result<(), LatencyError> {
+    let sending = Arc::clone(&start);
+    let sender = spawn("rtemu-mutex-tx", move || -> Result<(), LatencyError> {
         let setup = enter(cpu, class.policy(LOW));
         let mut failed = None;
-        barrier.wait();
+        if !sending.meet() {
+            return Ok(setup?);
+        }
         for _ in 0..iterations {
             let guard = token.lock();
             go.post();
@@ -414,6 +484,7 @@ pub fn ipc_mutex(config: &LatencyConfig, class: Class) -> Result<Vec<i64>, Laten
         setup?;
         failed.map_or(Ok(()), |e| Err(LatencyError::Sync(e)))
     });
+    let (receiver, sender) = both(&start, receiver, sender)?;
     join(sender, "ipc-mutex")??;
     join(receiver, "ipc-mutex")?
 }
@@ -553,7 +624,7 @@ pub fn priority_inversion_with(
             Arc::clone(&locked),
             Arc::clone(&medium_running),
         );
-        std::thread::spawn(move || -> Result<(), LatencyError> {
+        spawn("rtemu-inv-low", move || -> Result<(), LatencyError> {
             enter(cpu, Policy::Fifo(LOW))?;
             // Uncontended: nobody else asks before `locked` is set.
             mutex.with(
@@ -574,7 +645,7 @@ pub fn priority_inversion_with(
                 },
             )?;
             Ok(())
-        })
+        })?
     };
     wait_for(&locked, bound);
     // The watchdog runs from the moment the high thread asks for the mutex, so an inversion
@@ -586,7 +657,7 @@ pub fn priority_inversion_with(
             Arc::clone(&stop),
             Arc::clone(&asked_at),
         );
-        std::thread::spawn(move || -> Result<bool, LatencyError> {
+        spawn("rtemu-inv-medium", move || -> Result<bool, LatencyError> {
             enter(cpu, Policy::Fifo(MEDIUM))?;
             medium_running.store(true, Ordering::Release);
             loop {
@@ -602,31 +673,47 @@ pub fn priority_inversion_with(
             }
         })
     };
+    let medium = match medium {
+        Ok(medium) => medium,
+        Err(e) => {
+            // Released as if the medium thread ran: the low one ends its critical section.
+            medium_running.store(true, Ordering::Release);
+            let _ = low.join();
+            return Err(e.into());
+        }
+    };
     wait_for(&medium_running, bound);
     let high = {
         let (mutex, stop) = (Arc::clone(&mutex), Arc::clone(&stop));
-        std::thread::spawn(move || -> Result<(u64, bool), LatencyError> {
-            enter(cpu, Policy::Fifo(HIGH))?;
-            let asked = Instant::now();
-            asked_at.store(asked.as_nanos(), Ordering::Release);
-            // A spinning waiter keeps the medium thread off the CPU as well, so it applies
-            // the watchdog itself.
-            let give_up = || {
-                let now = Instant::now();
-                now >= asked + watchdog_ns || now >= bound
-            };
-            let got = mutex.with(give_up, || ());
-            let waited = Instant::now().nanos_since(asked);
-            stop.store(true, Ordering::Release);
-            Ok((waited, got?.is_none()))
-        })
+        spawn(
+            "rtemu-inv-high",
+            move || -> Result<(u64, bool), LatencyError> {
+                enter(cpu, Policy::Fifo(HIGH))?;
+                let asked = Instant::now();
+                asked_at.store(asked.as_nanos(), Ordering::Release);
+                // A spinning waiter keeps the medium thread off the CPU as well, so it applies
+                // the watchdog itself.
+                let give_up = || {
+                    let now = Instant::now();
+                    now >= asked + watchdog_ns || now >= bound
+                };
+                let got = mutex.with(give_up, || ());
+                let waited = Instant::now().nanos_since(asked);
+                stop.store(true, Ordering::Release);
+                Ok((waited, got?.is_none()))
+            },
+        )
     };
-    let high = join(high, "priority-inversion")?;
+    // Without a high thread the test ends here: the stop below releases the medium thread,
+    // and the low one then ends its critical section.
+    let high = high
+        .map_err(LatencyError::from)
+        .and_then(|h| join(h, "priority-inversion"));
     // Whatever happened, release the medium thread before joining it.
     stop.store(true, Ordering::Release);
     let medium_fired = join(medium, "priority-inversion")??;
     join(low, "priority-inversion")??;
-    let (high_wait_ns, high_gave_up) = high?;
+    let (high_wait_ns, high_gave_up) = high??;
     Ok(InversionResult {
         lock: kind,
         priority_inheritance: kind == InversionLock::Inherit,
@@ -770,6 +857,33 @@ pub fn run_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_test_whose_second_thread_never_came_releases_the_first() {
+        // Two threads meet and measure.
+        let start = Start::new();
+        let other = Arc::clone(&start);
+        let t = std::thread::spawn(move || other.meet());
+        assert!(start.meet());
+        assert!(t.join().unwrap());
+        // The second never started: the first is released, told the test is off, and joined.
+        let start = Start::new();
+        let first = spawn("rtemu-test-first", {
+            let start = Arc::clone(&start);
+            move || start.meet()
+        })
+        .unwrap();
+        let refused = spawn("no\0thread", || false);
+        let e = both(&start, first, refused).unwrap_err();
+        assert!(matches!(e, LatencyError::Spawn(_)), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("starting the thread \"no\\0thread\""),
+            "{e}"
+        );
+        // `both` joined the first thread: nothing holds the start but this test.
+        assert_eq!(Arc::strong_count(&start), 1);
+    }
 
     #[test]
     fn rows_summarise_their_samples() {

@@ -5,6 +5,7 @@
 //! * [`netns`]: moving a thread into a network namespace, and running code there;
 //! * [`packet`]: opening and binding an `AF_PACKET` socket, interface indices, socket options;
 //! * [`terminal`]: text from outside escaped before it reaches a terminal;
+//! * [`thread`]: starting a named thread, a refused one an error rather than a panic;
 //! * [`output`]: opening a file to write at a path a user names, so it cannot be aimed
 //!   elsewhere (links of other users, devices, inputs), and writing it whole.
 //!
@@ -21,3 +22,4 @@ pub mod netns;
 pub mod output;
 pub mod packet;
 pub mod terminal;
+pub mod thread;

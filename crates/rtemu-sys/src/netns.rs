@@ -29,6 +29,8 @@ pub fn enter(ns: BorrowedFd<'_>) -> io::Result<()> {
 pub enum RunError {
     /// `setns` refused; the closure did not run.
     Enter(io::Error),
+    /// No thread could be started to enter it; the closure did not run.
+    Spawn(crate::thread::SpawnError),
     /// The closure panicked.
     Panicked,
 }
@@ -37,6 +39,7 @@ impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RunError::Enter(e) => write!(f, "entering the network namespace: {e}"),
+            RunError::Spawn(e) => e.fmt(f),
             RunError::Panicked => f.write_str("the thread in the network namespace panicked"),
         }
     }
@@ -46,6 +49,7 @@ impl std::error::Error for RunError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RunError::Enter(e) => Some(e),
+            RunError::Spawn(e) => Some(e),
             RunError::Panicked => None,
         }
     }
@@ -57,10 +61,11 @@ pub fn run_in<T: Send + 'static>(
     ns: OwnedFd,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, RunError> {
-    std::thread::spawn(move || {
+    crate::thread::spawn("rtemu-in-netns", move || {
         enter(ns.as_fd())?;
         Ok(f())
     })
+    .map_err(RunError::Spawn)?
     .join()
     .map_err(|_| RunError::Panicked)?
     .map_err(RunError::Enter)

@@ -404,14 +404,19 @@ fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R>
     let mut results: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
     let slots: Vec<std::sync::Mutex<&mut Option<R>>> =
         results.iter_mut().map(std::sync::Mutex::new).collect();
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(item) = items.get(i) else { break };
+        let r = f(item);
+        **slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    };
     std::thread::scope(|s| {
-        for _ in 0..PARALLEL.min(items.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                **slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
+        // A machine out of threads gets fewer workers, or none: then the caller does the work.
+        let started = (0..PARALLEL.min(items.len()))
+            .filter(|_| rtemu_sys::thread::spawn_scoped(s, "rtemu-launch", work).is_ok())
+            .count();
+        if started == 0 {
+            work();
         }
     });
     drop(slots);

@@ -41,7 +41,7 @@ pub fn create_netns(
     // unshare() moves only the calling thread into the new namespace, so a short-lived thread
     // does it and leaves the rest of the process where it was.
     let target = path.clone();
-    let made = std::thread::spawn(move || -> io::Result<()> {
+    let made = rtemu_sys::thread::spawn("rtemu-new-netns", move || -> io::Result<()> {
         unshare(CloneFlags::CLONE_NEWNET)?;
         init()?;
         mount(
@@ -53,8 +53,12 @@ pub fn create_netns(
         )?;
         Ok(())
     })
-    .join()
-    .map_err(|_| io::Error::other("namespace thread panicked"))?;
+    .map_err(io::Error::from)
+    .and_then(|t| {
+        t.join()
+            .map_err(|_| io::Error::other("namespace thread panicked"))
+    })
+    .and_then(|made| made);
     if made.is_err() {
         let _ = std::fs::remove_file(&path);
     }
@@ -140,6 +144,7 @@ pub fn in_netns<T: Send + 'static>(
     netns::run_in(ns.into(), f).map_err(|e| match e {
         netns::RunError::Enter(e) => e,
         netns::RunError::Panicked => io::Error::other("namespace thread panicked"),
+        netns::RunError::Spawn(e) => e.into(),
     })?
 }
 

@@ -185,6 +185,9 @@ pub enum RttError {
     /// The peer's address reaches a group, which the echo does not answer.
     #[error("--peer {0} is a group (multicast or broadcast) address: give the echo station's own MAC address")]
     PeerNotUnicast(Mac),
+    /// The echo's thread could not be started.
+    #[error(transparent)]
+    Spawn(#[from] rtemu_sys::thread::SpawnError),
     /// A socket call failed.
     #[error("{what}: {source}")]
     Io {
@@ -540,22 +543,22 @@ impl Echo {
         local: Endpoint,
         max_ns: u64,
         mut serve: impl FnMut() -> io::Result<bool> + Send + 'static,
-    ) -> Echo {
+    ) -> Result<Echo, RttError> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let end = Instant::now() + max_ns;
-        let thread = std::thread::spawn(move || {
+        let thread = rtemu_sys::thread::spawn("rtemu-echo", move || {
             let mut echoed = 0u64;
             while !flag.load(Ordering::Relaxed) && Instant::now() < end {
                 echoed += u64::from(serve()?);
             }
             Ok(echoed)
-        });
-        Echo {
+        })?;
+        Ok(Echo {
             local,
             stop,
             thread: Some(thread),
-        }
+        })
     }
 
     /// Where it listens: the UDP address (with the port chosen), or the interface and its MAC.

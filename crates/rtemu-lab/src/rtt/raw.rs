@@ -187,7 +187,7 @@ pub(super) fn echo(interface: &str, max_ns: u64) -> Result<Echo, RttError> {
         interface: interface.to_owned(),
         mac,
     };
-    Ok(Echo::spawn(local, max_ns, move || {
+    Echo::spawn(local, max_ns, move || {
         let d = match sys::recv(socket.as_fd(), &mut buf) {
             Ok(d) => d,
             Err(e)
@@ -207,7 +207,7 @@ pub(super) fn echo(interface: &str, max_ns: u64) -> Result<Echo, RttError> {
         let (destination, rest) = frame.split_at_mut(6);
         destination.swap_with_slice(&mut rest[..6]);
         sys::send(socket.as_fd(), frame).map(|()| true)
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -86,10 +86,8 @@ pub(super) fn echo(addr: SocketAddr, max_ns: u64) -> Result<Echo, RttError> {
         .set_read_timeout(Some(super::ECHO_WAKE_UP))
         .map_err(io_err("setting the echo timeout"))?;
     let mut buf = vec![0u8; 65_536];
-    Ok(Echo::spawn(
-        Endpoint::Udp(addr),
-        max_ns,
-        move || match socket.recv_from(&mut buf) {
+    Echo::spawn(Endpoint::Udp(addr), max_ns, move || {
+        match socket.recv_from(&mut buf) {
             Ok((n, from)) => socket.send_to(&buf[..n], from).map(|_| true),
             Err(e)
                 if matches!(
@@ -102,6 +100,6 @@ pub(super) fn echo(addr: SocketAddr, max_ns: u64) -> Result<Echo, RttError> {
                 Ok(false)
             }
             Err(e) => Err(e),
-        },
-    ))
+        }
+    })
 }
