@@ -569,7 +569,30 @@ pub fn api(data: &[u8]) {
             assert!(!timeout.is_zero() && !r.argv.is_empty());
             Ok(())
         }),
-        3 => json_body::<UpRequest>(rest).map(drop),
+        3 => json_body::<UpRequest>(rest).and_then(|r| {
+            let (topo, name) = ctl::check_up(&r)?;
+            assert!(
+                r.topology.is_some() != r.file.is_some(),
+                "an up request with {} of topology and file accepted",
+                if r.topology.is_some() {
+                    "both"
+                } else {
+                    "neither"
+                }
+            );
+            assert_eq!(
+                topo.lab,
+                name.to_string(),
+                "the lab runs under another name"
+            );
+            if let Some(asked) = &r.name {
+                assert_eq!(
+                    &topo.lab, asked,
+                    "the lab runs under another name than asked"
+                );
+            }
+            Ok(())
+        }),
         4 => stream_query(&query()).map(|(interval, _)| {
             assert!(
                 (rtemu_serve::routes::MIN_INTERVAL..=rtemu_serve::routes::MAX_INTERVAL)

@@ -45,6 +45,19 @@ fn parse_inline(file: &str, text: &str, dir: &Path) -> Result<Topology, ApiError
 
 /// Reads, checks and brings up the topology `req` gives.
 pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
+    let (topo, name) = check_up(req)?;
+    if req.replace {
+        rtemu_control::lab::down(&name).removed?;
+    }
+    let file = req.file.as_deref().unwrap_or(INLINE);
+    let up = rtemu_control::lab::up(&topo, file, &EngineOptions::default())?;
+    Ok(view(&up.state))
+}
+
+/// Checks an up request before anything is made or removed on the host: exactly one of its
+/// topology and file, the topology (with the models and the traces its links name) and the
+/// lab name. [`up`] acts only on what this returns; the `api` fuzz target calls it too.
+pub fn check_up(req: &UpRequest) -> Result<(Topology, LabName), ApiError> {
     let mut topo = match (&req.topology, &req.file) {
         (Some(text), None) => parse_inline(INLINE, text, Path::new(""))?,
         (None, Some(file)) => {
@@ -60,12 +73,7 @@ pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
         topo.lab = LabName::new(name)?.to_string();
     }
     let name = LabName::new(&topo.lab)?;
-    if req.replace {
-        rtemu_control::lab::down(&name).removed?;
-    }
-    let file = req.file.as_deref().unwrap_or(INLINE);
-    let up = rtemu_control::lab::up(&topo, file, &EngineOptions::default())?;
-    Ok(view(&up.state))
+    Ok((topo, name))
 }
 
 /// Checks the topology `req` gives and brings up this host's part of it, with its engine.
