@@ -142,11 +142,10 @@ pub fn rtemu() -> anyhow::Result<std::path::PathBuf> {
     Ok(rtemu)
 }
 
-/// The `rtemu-bench` binary: parses the arguments, runs the benchmark, and says how it ended:
-/// 0, or 2 after an error printed on stderr (as `rtemu` does).
-pub fn main() -> std::process::ExitCode {
-    let args = <BenchArgs as clap::Parser>::parse();
-    match run(&args) {
+/// The `rtemu-bench` binary: runs the benchmark `args` (parsed by the binary, as `rtemu` parses
+/// its own) and says how it ended: 0, or 2 after an error printed on stderr (as `rtemu` does).
+pub fn main(args: &BenchArgs) -> std::process::ExitCode {
+    match run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) if rtemu_control::error::is_closed_pipe(&err) => std::process::ExitCode::SUCCESS,
         Err(err) => {

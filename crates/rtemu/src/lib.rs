@@ -86,16 +86,17 @@ fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(negative_numbers_as_values)
 }
 
-/// The command line, parsed (clap's own error and exit for a bad one).
-fn parse() -> Cli {
-    let matches = negative_numbers_as_values(Cli::command()).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+/// The command line of a binary of this package (`rtemu`, `rtemu-bench`), parsed with every
+/// option taking a negative number as its value (clap's own error and exit for a bad one).
+pub fn parse<P: clap::Parser>() -> P {
+    let matches = negative_numbers_as_values(P::command()).get_matches();
+    P::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// Parses the arguments, runs the subcommand, and says how it ended: 0, or 2 after an error
 /// printed on stderr.
 pub fn main() -> ExitCode {
-    let cli = parse();
+    let cli: Cli = parse();
     if let Err(e) = rtemu_sys::output::remove_temporaries_on(ending_signals(&cli.command)) {
         eprintln!("rtemu: error: installing the signal handlers: {e}");
         return ExitCode::from(2);

@@ -1818,6 +1818,14 @@ fn the_benchmarks_are_a_binary_of_their_own() {
             .output()
             .expect("rtemu-bench runs")
     };
+    // A negative value is out of range, as for `rtemu`, not an unknown flag.
+    let o = bench(&["engine", "--minutes", "-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("--minutes -1: give the soak's length from 0.05 (3 s) to 1440"),
+        "{}",
+        stderr(&o)
+    );
     let help = bench(&["--help"]);
     assert!(help.status.success(), "{}", text(&help));
     for what in ["sim", "engine", "topo", "precision", "aqm"] {

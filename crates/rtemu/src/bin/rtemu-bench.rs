@@ -1,5 +1,6 @@
 //! The `rtemu-bench` binary: rtemu's benchmarks (the `rtemu-bench` crate), beside `rtemu`.
 
 fn main() -> std::process::ExitCode {
-    rtemu_bench::main()
+    // Parsed as `rtemu` parses its own: a negative value is refused with its range.
+    rtemu_bench::main(&rtemu::parse())
 }
