@@ -96,9 +96,26 @@ pub fn url(addr: std::net::SocketAddr, token: &str, lab: Option<&str>) -> String
     url
 }
 
+/// Whether the view's address, which holds the token, is printed: when `asked`, else only to a
+/// `terminal` and only for a token of this server's own (not `shared`, given by `--token-from`).
+/// A log (a journal under systemd, a pod's) keeps what it is given, readable by more than root,
+/// and a shared token opens every agent.
+pub fn print_url(asked: bool, terminal: bool, shared: bool) -> bool {
+    asked || (terminal && !shared)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_s_url_goes_only_to_a_terminal_unless_asked() {
+        assert!(print_url(false, true, false));
+        assert!(!print_url(false, false, false), "a journal");
+        assert!(!print_url(false, true, true), "a shared token");
+        assert!(print_url(true, false, false));
+        assert!(print_url(true, false, true));
+    }
 
     #[test]
     fn the_url_carries_the_token_and_the_lab_in_its_fragment() {

@@ -105,7 +105,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     eprintln!("{}", server.describe(&opts));
     if let Some(url) = server.view_url(None) {
         let terminal = std::io::stderr().is_terminal();
-        if print_url(args.print_url, terminal, args.token_from.is_some()) {
+        if rtemu_serve::web::print_url(args.print_url, terminal, args.token_from.is_some()) {
             eprintln!("rtemu serve: web view at {url}");
         } else {
             eprintln!(
@@ -117,26 +117,4 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     server.run_until_signal()?;
     eprintln!("stopped serving");
     Ok(())
-}
-
-/// Whether the web view's address, which holds the token, is printed: when asked, else only to
-/// a terminal and only for a token of this server's own. A log (a journal under systemd, a
-/// pod's) keeps what it is given, readable by more than root, and a shared token opens every
-/// agent.
-fn print_url(asked: bool, terminal: bool, shared: bool) -> bool {
-    asked || (terminal && !shared)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_token_s_url_goes_only_to_a_terminal_unless_asked() {
-        assert!(print_url(false, true, false));
-        assert!(!print_url(false, false, false), "a journal");
-        assert!(!print_url(false, true, true), "a shared token");
-        assert!(print_url(true, false, false));
-        assert!(print_url(true, false, true));
-    }
 }
