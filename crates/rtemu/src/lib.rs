@@ -10,7 +10,7 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches, Subcommand};
+use clap::Subcommand;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 mod cmd;
@@ -136,6 +136,7 @@ pub fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
     fn cli_definition_is_consistent() {
