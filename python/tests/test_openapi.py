@@ -55,6 +55,7 @@ MATCHES = [
     Match(rtypes.InterfaceCounters, "InterfaceCounters"),
     Match(rtypes.Detached, "Detached"),
     Match(rtypes.Container, "NodeContainer"),
+    Match(rtypes.HostPart, "HostPart"),
     # `lab`: the lab the object belongs to; `_client`: the connection its methods use.
     Match(Node, "Node", local=frozenset({"lab", "_client"})),
     Match(Link, "Link", local=frozenset({"lab", "_client"})),

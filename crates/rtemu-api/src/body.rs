@@ -43,6 +43,40 @@ pub struct Lab {
     /// Why its state cannot be read, when its status is `unreadable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A lab across hosts, as the server that coordinates it shows it: each host's part,
+    /// in `[hosts]` order (its status is `up` only when every part is). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostPart>,
+}
+
+/// How one host's part of a lab across hosts stands, as its agent says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PartStatus {
+    /// Built, its engine (if it runs one) answering.
+    Up,
+    /// Its `up` did not finish.
+    Incomplete,
+    /// Its engine does not answer: the impaired links it carries carry nothing.
+    Degraded,
+    /// The agent answers but holds no part of the lab (taken down, or the host restarted).
+    Missing,
+    /// The agent does not answer, or refuses the question.
+    Unreachable,
+}
+
+/// One host of a lab across hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HostPart {
+    /// The host.
+    pub host: String,
+    /// Where its agent listens (IP:PORT).
+    pub agent: String,
+    /// How its part stands.
+    pub status: PartStatus,
+    /// Why it is not up, naming the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// A node: a network namespace.
@@ -375,6 +409,8 @@ pub struct DownReply {
 pub enum StatsReply {
     /// The engine's answer.
     Engine(rtemu_control::message::Stats),
+    /// A lab across hosts: every engine's directions merged.
+    Hosts(SpreadStats),
     /// A lab without an engine.
     NoEngine(NoEngine),
 }
@@ -394,6 +430,60 @@ pub struct NoEngine {
     pub pid: Option<u32>,
     /// Always `null`.
     pub process_cpu_ns: Option<u64>,
+}
+
+/// The stats of a lab across hosts: every impaired link's directions, from the engine of the
+/// host that carries it, and each engine that counted them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SpreadStats {
+    /// The lab.
+    pub lab: String,
+    /// Each direction of each impaired link, in the topology's order.
+    pub directions: Vec<rtemu_control::message::Direction>,
+    /// The engines, one per engine host, in `[hosts]` order.
+    pub engines: Vec<HostEngine>,
+    /// The engine hosts that gave no stats (the lab is degraded there), with their links.
+    pub missing: Vec<MissingStats>,
+}
+
+/// An engine host whose stats could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MissingStats {
+    /// The host.
+    pub host: String,
+    /// The impaired links whose engine runs there, which the report therefore lacks.
+    pub links: Vec<String>,
+    /// Why (the agent's words, or that it did not answer).
+    pub problem: String,
+}
+
+impl std::fmt::Display for MissingStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no stats of {} (engine on `{}`): {}",
+            self.links.join(", "),
+            self.host,
+            self.problem
+        )
+    }
+}
+
+/// One host's engine, as its stats describe it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HostEngine {
+    /// Its host.
+    pub host: String,
+    /// The packet I/O it runs on.
+    pub io: String,
+    /// When it read its counters, ns on its host's `CLOCK_MONOTONIC` (hosts' clocks differ).
+    pub monotonic_ns: u64,
+    /// Its process id on its host.
+    pub pid: u32,
+    /// The CPU time it used so far, ns.
+    pub process_cpu_ns: Option<u64>,
+    /// Its release threads (a direction's `thread` indexes those of its link's engine).
+    pub threads: Vec<rtemu_control::message::EngineThread>,
 }
 
 /// The body of every reply that is not a success.
@@ -427,6 +517,7 @@ pub fn lab_view(state: &State, status: LabStatus) -> Lab {
             })
             .collect(),
         error: None,
+        hosts: Vec::new(),
     }
 }
 
@@ -442,6 +533,7 @@ pub fn unreadable_view(lab: &rtemu_topo::state::Unreadable) -> Lab {
         externals: Vec::new(),
         detached: Vec::new(),
         error: Some(rtemu_control::error::message(&lab.error)),
+        hosts: Vec::new(),
     }
 }
 

@@ -54,7 +54,7 @@ pub fn capture_to_file(
     let agents = by_host
         .keys()
         .map(|h| spread.agent(h))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let stop = rtemu_control::lab::stop_on_ctrl_c()?;
     let names: Vec<String> = by_host.values().flatten().cloned().collect();
     on_start(&names);

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod error;
 pub mod link;
 pub mod listing;
 pub mod spread;
@@ -39,6 +40,8 @@ use rtemu_topo::state::LabName;
 use rtemu_topo::topology::{valid_name, Host, MAX_NODE_NAME};
 use rtemu_topo::Topology;
 use serde::{Deserialize, Serialize};
+
+pub use crate::error::ClusterError;
 
 /// Where the agents' tokens are read from unless `--credentials` says otherwise.
 pub const DEFAULT_CREDENTIALS: &str = "/etc/rtemu/hosts.toml";
@@ -116,36 +119,38 @@ impl Credentials {
 
     /// The agent of every host in `hosts`, or an error naming those without credentials and
     /// any whose address differs from the one its credentials bind it to.
-    pub(crate) fn agents<'a>(&'a self, hosts: &'a [Host]) -> Result<Vec<Agent<'a>>> {
+    pub(crate) fn agents<'a>(&'a self, hosts: &'a [Host]) -> Result<Vec<Agent<'a>>, ClusterError> {
         let missing: Vec<&str> = hosts
             .iter()
             .filter(|h| !self.hosts.contains_key(&h.name))
             .map(|h| h.name.as_str())
             .collect();
         if !missing.is_empty() {
-            bail!(
-                "{} has no credentials for host {}",
-                self.path.display(),
-                missing.join(", ")
-            );
+            return Err(ClusterError::NoCredentials {
+                file: self.path.clone(),
+                hosts: missing.join(", "),
+            });
         }
         let mut agents = Vec::new();
         for h in hosts {
             let entry = &self.hosts[&h.name];
             let named = SocketAddr::new(h.address, h.port);
             if named != entry.address {
-                bail!(
-                    "host `{}`: the topology places its agent at {named}, but {} binds it to \
-                     {}: its token is sent nowhere else (correct the topology's [hosts] or the \
-                     credentials)",
-                    h.name,
-                    self.path.display(),
-                    entry.address
-                );
+                return Err(ClusterError::Misplaced {
+                    host: h.name.clone(),
+                    named,
+                    file: self.path.clone(),
+                    bound: entry.address,
+                });
             }
             agents.push(Agent { host: h, entry });
         }
         Ok(agents)
+    }
+
+    /// Where each host's agent listens, by host name.
+    pub fn addresses(&self) -> impl Iterator<Item = (&str, SocketAddr)> {
+        self.hosts.iter().map(|(h, e)| (h.as_str(), e.address))
     }
 }
 
@@ -208,7 +213,7 @@ impl Agent<'_> {
         path: &str,
         body: Option<&[u8]>,
         timeout: Duration,
-    ) -> Result<Reply> {
+    ) -> Result<Reply, ClusterError> {
         let bearer = format!("Bearer {}", self.entry.token);
         request(
             &self.target(),
@@ -218,7 +223,16 @@ impl Agent<'_> {
             body,
             timeout,
         )
-        .with_context(|| format!("host `{}`: its agent at {}", self.host.name, self.addr()))
+        .map_err(|e| self.unreachable(format!("{e:#}")))
+    }
+
+    /// The error of this agent failing as `e` says.
+    fn unreachable(&self, why: String) -> ClusterError {
+        ClusterError::Unreachable {
+            host: self.host.name.clone(),
+            agent: self.addr(),
+            why,
+        }
     }
 
     /// Sends `GET path` and reads the reply's head: its body is read as it arrives (see
@@ -233,7 +247,7 @@ impl Agent<'_> {
             None,
             timeout,
         )
-        .with_context(|| format!("host `{}`: its agent at {}", self.host.name, self.addr()))
+        .map_err(|e| self.unreachable(format!("{e:#}")).into())
     }
 
     /// Sends `method path` (with `body` as JSON) and reads the reply as `T`; an error reply
@@ -244,29 +258,32 @@ impl Agent<'_> {
         path: &str,
         body: Option<&[u8]>,
         timeout: Duration,
-    ) -> Result<T> {
-        Ok(self.ok(self.reply(method, path, body, timeout)?)?.json()?)
+    ) -> Result<T, ClusterError> {
+        let reply = self.ok(self.reply(method, path, body, timeout)?)?;
+        reply
+            .json()
+            .map_err(|e| self.unreachable(format!("its reply: {e}")))
     }
 
     /// `reply` when its status is a success, else an error naming the host with the agent's
     /// reason.
-    pub(crate) fn ok(&self, reply: Reply) -> Result<Reply> {
-        let addr = self.addr();
+    pub(crate) fn ok(&self, reply: Reply) -> Result<Reply, ClusterError> {
         if !(200..300).contains(&reply.status) {
-            let text = reply
+            let message = reply
                 .json::<ErrorBody>()
                 .map_or_else(|_| reply.text(), |e| e.error);
-            bail!(
-                "host `{}`: {text} (HTTP {} from its agent at {addr})",
-                self.host.name,
-                reply.status
-            );
+            return Err(ClusterError::Refused {
+                host: self.host.name.clone(),
+                agent: self.addr(),
+                status: reply.status,
+                message,
+            });
         }
         Ok(reply)
     }
 
     /// Takes the part of lab `lab` on this host down; whether there was one.
-    fn down(&self, lab: &LabName) -> Result<bool> {
+    fn down(&self, lab: &LabName) -> Result<bool, ClusterError> {
         let reply: DownReply =
             self.call("DELETE", &format!("/v1/labs/{lab}"), None, PART_TIMEOUT)?;
         Ok(reply.removed)
@@ -408,7 +425,7 @@ impl fmt::Display for ClusterUp {
 /// may rename it) up: every host's part, through its agent, with the tokens in
 /// `credentials`. When a host cannot be reached or fails its part, the parts already built
 /// are taken down again and the error names the host and why.
-pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp> {
+pub fn up(topo: &Topology, file: &Path, credentials: &Path) -> Result<ClusterUp, ClusterError> {
     up_avoiding(topo, file, credentials, BTreeSet::new())
 }
 
@@ -418,38 +435,66 @@ fn up_avoiding(
     file: &Path,
     credentials: &Path,
     avoid: BTreeSet<u32>,
-) -> Result<ClusterUp> {
-    let started = Instant::now();
-    let lab = LabName::new(&topo.lab)?;
+) -> Result<ClusterUp, ClusterError> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     // The agents look for trace files relative to the file's absolute path, not their own
     // working directory.
     let file = std::path::absolute(file).with_context(|| format!("locating {}", file.display()))?;
     let credentials = Credentials::load(credentials)?;
+    up_text(
+        topo,
+        &text,
+        &file.display().to_string(),
+        &credentials,
+        avoid,
+    )
+}
+
+/// [`up`] of a topology given as its text (`text`, named `file` in messages and in the
+/// agents' state, e.g. a topology an API request carried inline), with `credentials` already
+/// read.
+pub fn up_from_text(
+    topo: &Topology,
+    text: &str,
+    file: &str,
+    credentials: &Credentials,
+) -> Result<ClusterUp, ClusterError> {
+    up_text(topo, text, file, credentials, BTreeSet::new())
+}
+
+fn up_text(
+    topo: &Topology,
+    text: &str,
+    file: &str,
+    credentials: &Credentials,
+    avoid: BTreeSet<u32>,
+) -> Result<ClusterUp, ClusterError> {
+    let started = Instant::now();
+    let lab = LabName::new(&topo.lab).map_err(anyhow::Error::from)?;
     let agents = credentials.agents(&topo.hosts)?;
     if let Some(r) = Record::load(&lab)? {
         let hosts: Vec<&str> = r.hosts.iter().map(|h| h.name.as_str()).collect();
-        bail!(
-            "lab `{lab}` is already up on {} (coordinated from here): `rtemu down {lab}` first",
-            hosts.join(", ")
-        );
+        return Err(ClusterError::Exists {
+            lab,
+            hosts: hosts.join(", "),
+        });
     }
     let mut in_use = avoid;
     for a in &agents {
         let vnis: Vnis = a.call("GET", "/v1/vnis", None, ASK_TIMEOUT)?;
         in_use.extend(vnis.vnis);
     }
-    let stitching = Stitching::allocate(topo, &in_use)?;
+    let stitching = Stitching::allocate(topo, &in_use).map_err(anyhow::Error::from)?;
     let part = |host: &str| PartRequest {
-        topology: text.clone(),
-        file: file.display().to_string(),
+        topology: text.to_owned(),
+        file: file.to_owned(),
         name: Some(lab.to_string()),
         host: host.to_owned(),
         stitching: stitching.clone().into(),
     };
     let recorded = Recorded {
-        file: file.display().to_string(),
+        file: file.to_owned(),
         topology: topo.clone(),
     };
     Record {
@@ -458,12 +503,16 @@ fn up_avoiding(
     }
     .save(&lab)?;
     for (i, a) in agents.iter().enumerate() {
-        let body = serde_json::to_vec(&part(&a.host.name))?;
-        let built: Result<serde_json::Value> =
+        let body = serde_json::to_vec(&part(&a.host.name)).map_err(anyhow::Error::from)?;
+        let built: Result<serde_json::Value, ClusterError> =
             a.call("POST", "/v1/parts", Some(&body), PART_TIMEOUT);
         if let Err(e) = built {
             let undone = undo(&lab, &agents[..i], &recorded);
-            return Err(e.context(format!("bringing up lab `{lab}`: {undone}")));
+            return Err(ClusterError::Up {
+                lab,
+                undone,
+                cause: Box::new(e),
+            });
         }
     }
     Ok(ClusterUp {
@@ -533,8 +582,8 @@ pub fn replace(topo: &Topology, file: &Path, credentials: &Path) -> Result<Clust
             record.hosts.push(h.clone());
         }
     }
-    down_recorded(&lab, &record, credentials)?;
-    up_avoiding(topo, file, credentials, avoid)
+    down_recorded(&lab, &record, &tokens)?;
+    Ok(up_avoiding(topo, file, credentials, avoid)?)
 }
 
 /// What taking a lab down across its hosts did.
@@ -569,7 +618,9 @@ pub fn down(
         Err(e) => return Some(Err(e)),
     };
     if let Some(record) = record {
-        return Some(down_recorded(lab, &record, credentials));
+        let down =
+            Credentials::load(credentials).and_then(|c| Ok(down_recorded(lab, &record, &c)?));
+        return Some(down);
     }
     match spread::part_here(lab, credentials) {
         Ok(None) => None,
@@ -614,11 +665,32 @@ fn down_from_part(
             Err(e) => why.push(format!("{e:#}")),
         }
     }
-    went_down(lab, done, &why, "`rtemu down {lab}` tries again")
+    Ok(went_down(
+        lab,
+        done,
+        &why,
+        "`rtemu down {lab}` tries again",
+    )?)
 }
 
-fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<ClusterDown> {
-    let credentials = Credentials::load(credentials)?;
+/// Takes lab `lab` down on every host this machine's record of it names, with the tokens in
+/// `credentials`; `None` when this machine coordinates no such lab (it may run here alone).
+/// A host that cannot be reached stays in the record, for a later `down`.
+pub fn down_coordinated(
+    lab: &LabName,
+    credentials: &Credentials,
+) -> Result<Option<ClusterDown>, ClusterError> {
+    match Record::load(lab)? {
+        Some(record) => down_recorded(lab, &record, credentials).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn down_recorded(
+    lab: &LabName,
+    record: &Record,
+    credentials: &Credentials,
+) -> Result<ClusterDown, ClusterError> {
     let agents = credentials.agents(&record.hosts)?;
     let mut done = Vec::new();
     let mut left = Vec::new();
@@ -628,7 +700,7 @@ fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<C
             Ok(_) => done.push(a.host.name.clone()),
             Err(e) => {
                 left.push(a.host.clone());
-                why.push(format!("{e:#}"));
+                why.push(e.to_string());
             }
         }
     }
@@ -644,9 +716,14 @@ fn down_recorded(lab: &LabName, record: &Record, credentials: &Path) -> Result<C
 
 /// What a lab-wide `down` did: the hosts in `done` took their part down; an error when any
 /// could not (`why`, naming each), saying what to do (`again`, `{lab}` standing for the lab).
-fn went_down(lab: &LabName, done: Vec<String>, why: &[String], again: &str) -> Result<ClusterDown> {
+fn went_down(
+    lab: &LabName,
+    done: Vec<String>,
+    why: &[String],
+    again: &str,
+) -> Result<ClusterDown, ClusterError> {
     if !why.is_empty() {
-        bail!(
+        return Err(ClusterError::Partly(format!(
             "lab `{lab}` is down on {}, but not everywhere: {} ({})",
             if done.is_empty() {
                 "no host".to_owned()
@@ -655,7 +732,7 @@ fn went_down(lab: &LabName, done: Vec<String>, why: &[String], again: &str) -> R
             },
             why.join("; "),
             again.replace("{lab}", lab.as_str())
-        );
+        )));
     }
     Ok(ClusterDown {
         lab: lab.clone(),

@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
-use rtemu_api::body::{Dir, SetRequest};
+use rtemu_api::body::{Dir, ScheduleRequest, SetRequest};
 use rtemu_control::message::Ack;
-use rtemu_engine::engine::EngineError;
 use rtemu_topo::topology::Netem;
 
 use crate::spread::Spread;
+use crate::ClusterError;
 
 /// How long the engine host's agent may take to have the change acknowledged.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,27 +29,47 @@ pub enum Change {
 
 /// Has the engine host of `link` of `spread` make `change`; a link that no engine carries is
 /// refused as the engine of a lab on one machine refuses it.
-pub fn change(spread: &Spread, link: &str, change: &Change) -> Result<()> {
+pub fn change(spread: &Spread, link: &str, change: &Change) -> Result<(), ClusterError> {
+    let (action, body) = match change {
+        Change::Set { dir, netem } => {
+            let req = SetRequest {
+                netem: netem.text().to_owned(),
+                dir: *dir,
+            };
+            (
+                "set",
+                Some(serde_json::to_vec(&req).map_err(anyhow::Error::from)?),
+            )
+        }
+        Change::Cut(true) => ("down", None),
+        Change::Cut(false) => ("up", None),
+    };
+    send(spread, link, action, body)
+}
+
+/// Has the engine host of `link` of `spread` queue the changes of `req`, each at its time
+/// after the agent gets the request (the coordinator's hop to it comes first).
+pub fn schedule(spread: &Spread, link: &str, req: &ScheduleRequest) -> Result<(), ClusterError> {
+    let body = serde_json::to_vec(req).map_err(anyhow::Error::from)?;
+    send(spread, link, "schedule", Some(body))
+}
+
+/// Posts `body` to `action` of `link` on the agent of the host whose engine carries it.
+fn send(
+    spread: &Spread,
+    link: &str,
+    action: &str,
+    body: Option<Vec<u8>>,
+) -> Result<(), ClusterError> {
     let host = spread
         .topology()
         .segments
         .iter()
         .find(|s| s.name == link && s.impairment().is_some())
         .and_then(|s| s.engine_host.as_deref())
-        .ok_or_else(|| anyhow!(EngineError::NoSuchLink(link.to_owned())))?;
+        .ok_or_else(|| ClusterError::NoSuchLink(link.to_owned()))?;
     let agent = spread.agent(host)?;
-    let at = format!("/v1/labs/{}/links/{link}", spread.lab);
-    let (path, body) = match change {
-        Change::Set { dir, netem } => {
-            let req = SetRequest {
-                netem: netem.text().to_owned(),
-                dir: *dir,
-            };
-            (format!("{at}/set"), Some(serde_json::to_vec(&req)?))
-        }
-        Change::Cut(true) => (format!("{at}/down"), None),
-        Change::Cut(false) => (format!("{at}/up"), None),
-    };
+    let path = format!("/v1/labs/{}/links/{link}/{action}", spread.lab);
     agent
         .call::<Ack>("POST", &path, body.as_deref(), CHANGE_TIMEOUT)
         .map(drop)

@@ -13,49 +13,20 @@ use rtemu_topo::state::{Detached, LabName, State};
 use serde::ser::{Serialize, Serializer};
 
 use crate::spread::{ask_each, Spread};
+use crate::ClusterError;
 
 /// How long an agent may take to say how its part stands before its host counts as gone.
 const LS_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How one host's part of a lab stands, as its agent says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PartStatus {
-    /// Built, its engine (if it runs one) answering.
-    Up,
-    /// Its `up` did not finish.
-    Incomplete,
-    /// Its engine does not answer: the impaired links it carries carry nothing.
-    Degraded,
-    /// The agent answers but holds no part of the lab (taken down, or the host restarted).
-    Missing,
-    /// The agent does not answer, or refuses the question.
-    Unreachable,
-}
-
-/// One host of a lab across hosts, as `rtemu ls` shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct HostPart {
-    /// The host.
-    pub host: String,
-    /// Where its agent listens.
-    pub agent: String,
-    /// How its part stands.
-    pub status: PartStatus,
-    /// Why it is not up, naming the host.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem: Option<String>,
-}
+pub use rtemu_api::body::{HostPart, PartStatus};
 
 /// A lab across hosts as one lab: the API's view of the whole lab (every node with its
 /// host; `status` up only when every host's part is), and each host's part.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SpreadLab {
-    /// The whole lab.
+    /// The whole lab, with its hosts (`hosts`, in `[hosts]` order).
     #[serde(flatten)]
     pub lab: Lab,
-    /// Its hosts, in `[hosts]` order.
-    pub hosts: Vec<HostPart>,
     #[serde(skip)]
     whole: State,
 }
@@ -133,6 +104,7 @@ impl SpreadLab {
         };
         let mut lab = body::lab_view(&whole, status);
         lab.detached = detached;
+        lab.hosts = hosts;
         for node in &mut lab.nodes {
             node.container = containers.remove(&node.name);
         }
@@ -143,7 +115,7 @@ impl SpreadLab {
                 .find(|l| l.name == link.name && l.underlay.is_some())
                 .and_then(|l| l.underlay.clone());
         }
-        SpreadLab { lab, hosts, whole }
+        SpreadLab { lab, whole }
     }
 
     /// Writes the lab as `rtemu ls` shows a lab, its status naming its hosts (and, when it
@@ -153,6 +125,7 @@ impl SpreadLab {
         let status = match self.lab.status {
             LabStatus::Up => {
                 let on: Vec<String> = self
+                    .lab
                     .hosts
                     .iter()
                     .map(|h| format!("{} at {}", h.host, h.agent))
@@ -161,6 +134,7 @@ impl SpreadLab {
             }
             bad => {
                 let problems: Vec<&str> = self
+                    .lab
                     .hosts
                     .iter()
                     .filter_map(|h| h.problem.as_deref())
@@ -211,7 +185,7 @@ impl SpreadLab {
 }
 
 /// Asks every host's agent of `spread` how its part stands.
-pub fn spread_lab(spread: &Spread) -> Result<SpreadLab> {
+pub fn spread_lab(spread: &Spread) -> Result<SpreadLab, ClusterError> {
     let agents = spread.agents()?;
     let path = format!("/v1/labs/{}", spread.lab);
     let answers = ask_each(&agents, |a| {
@@ -219,9 +193,16 @@ pub fn spread_lab(spread: &Spread) -> Result<SpreadLab> {
             .reply("GET", &path, None, LS_TIMEOUT)
             .and_then(|r| match r.status {
                 404 => Ok(None),
-                _ => Ok(Some(a.ok(r)?.json::<Lab>()?)),
+                _ => {
+                    let lab = a.ok(r)?.json::<Lab>();
+                    Ok(Some(lab.map_err(|e| ClusterError::Unreachable {
+                        host: a.host.name.clone(),
+                        agent: a.addr(),
+                        why: format!("its reply: {e}"),
+                    })?))
+                }
             })
-            .map_err(|e| format!("{e:#}"));
+            .map_err(|e| e.to_string());
         (a.host.name.clone(), a.addr().to_string(), answer)
     });
     Ok(SpreadLab::merge(spread.state(), answers))
@@ -246,7 +227,10 @@ pub fn list(lab: Option<&LabName>, credentials: &Path) -> Result<Listing> {
         Some(l) => Spread::open(l, credentials)?.into_iter().collect(),
         None => Spread::all(credentials)?,
     };
-    let spread = spreads.iter().map(spread_lab).collect::<Result<Vec<_>>>()?;
+    let spread = spreads
+        .iter()
+        .map(spread_lab)
+        .collect::<Result<Vec<_>, _>>()?;
     let (local, unreadable) = if lab.is_some() && !spread.is_empty() {
         (Vec::new(), Vec::new())
     } else {
@@ -394,7 +378,7 @@ mod tests {
         ];
         let lab = SpreadLab::merge(w.clone(), answers);
         assert_eq!(lab.lab.status, LabStatus::Degraded);
-        assert_eq!(lab.hosts[1].status, PartStatus::Unreachable);
+        assert_eq!(lab.lab.hosts[1].status, PartStatus::Unreachable);
         let t = text(&lab);
         assert!(
             t.starts_with(&format!(

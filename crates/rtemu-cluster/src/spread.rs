@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context, Result};
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
-use crate::{recorded, recorded_labs, Agent, Credentials, Recorded};
+use crate::{recorded, recorded_labs, Agent, ClusterError, Credentials, Recorded};
 
 /// A lab this machine brought up across hosts, with the tokens of their agents.
 pub struct Spread {
@@ -36,6 +36,30 @@ impl Spread {
             recorded,
             credentials: Credentials::load(credentials)?,
         }))
+    }
+
+    /// Lab `lab` when this machine coordinates it (it brought it up across hosts), with the
+    /// agents' tokens `credentials`; `None` otherwise. Unlike [`Spread::open`], a part this
+    /// host holds as an agent is not seen whole: a server that coordinates labs may be an
+    /// agent too, and its agents' questions must not come back to it as questions to them.
+    pub fn coordinated(
+        lab: &LabName,
+        credentials: &Credentials,
+    ) -> Result<Option<Spread>, ClusterError> {
+        Ok(recorded(lab)?.map(|recorded| Spread {
+            lab: lab.clone(),
+            recorded,
+            credentials: credentials.clone(),
+        }))
+    }
+
+    /// Every lab this machine coordinates (see [`Spread::coordinated`]), in name order.
+    pub fn all_coordinated(credentials: &Credentials) -> Result<Vec<Spread>, ClusterError> {
+        let mut labs = Vec::new();
+        for lab in recorded_labs()? {
+            labs.extend(Spread::coordinated(&lab, credentials)?);
+        }
+        Ok(labs)
     }
 
     /// Every lab this machine coordinates or holds a part of (see [`Spread::open`]); the
@@ -67,19 +91,20 @@ impl Spread {
     }
 
     /// The agent of every host of the lab, in `[hosts]` order.
-    pub(crate) fn agents(&self) -> Result<Vec<Agent<'_>>> {
+    pub(crate) fn agents(&self) -> Result<Vec<Agent<'_>>, ClusterError> {
         self.credentials.agents(&self.recorded.topology.hosts)
     }
 
     /// The agent of host `host`.
-    pub(crate) fn agent(&self, host: &str) -> Result<Agent<'_>> {
+    pub(crate) fn agent(&self, host: &str) -> Result<Agent<'_>, ClusterError> {
         let h = self
             .recorded
             .topology
             .hosts
             .iter()
             .find(|h| h.name == host)
-            .ok_or_else(|| anyhow!("lab `{}` has no host `{host}`", self.lab))?;
+            .ok_or_else(|| anyhow!("lab `{}` has no host `{host}`", self.lab))
+            .map_err(ClusterError::Local)?;
         let mut agents = self.credentials.agents(std::slice::from_ref(h))?;
         Ok(agents.remove(0))
     }

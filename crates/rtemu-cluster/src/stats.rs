@@ -8,118 +8,62 @@ use anyhow::{bail, Result};
 use rtemu_api::body::StatsReply;
 use rtemu_control::message::{Direction, Stats};
 use rtemu_topo::Topology;
-use serde::Serialize;
 
 use crate::spread::{ask_each, Spread};
+use crate::ClusterError;
 
 /// How long an engine host's agent may take to answer.
 const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The stats of a lab across hosts: every impaired link's directions, and each engine that
-/// counted them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SpreadStats {
-    /// The lab.
-    pub lab: String,
-    /// Each direction of each impaired link, in the topology's order.
-    pub directions: Vec<Direction>,
-    /// The engines, one per engine host, in the order they were read (`[hosts]` order).
-    pub engines: Vec<Engine>,
-    /// The engine hosts that gave no stats (the lab is degraded there), with their links.
-    pub missing: Vec<Missing>,
-}
+pub use rtemu_api::body::{HostEngine as Engine, MissingStats as Missing, SpreadStats};
 
-/// An engine host whose stats could not be read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Missing {
-    /// The host.
-    pub host: String,
-    /// The impaired links whose engine runs there, which the report therefore lacks.
-    pub links: Vec<String>,
-    /// Why (the agent's words, or that it did not answer).
-    pub problem: String,
-}
-
-impl std::fmt::Display for Missing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "no stats of {} (engine on `{}`): {}",
-            self.links.join(", "),
-            self.host,
-            self.problem
-        )
+/// The report of lab `topo` from each engine host's stats, and the hosts (with why) that gave
+/// none.
+pub fn merge(
+    topo: &Topology,
+    each: Vec<(String, Stats)>,
+    failed: Vec<(String, String)>,
+) -> SpreadStats {
+    let mut directions = Vec::new();
+    let mut engines = Vec::new();
+    for (host, stats) in each {
+        directions.extend(stats.directions);
+        engines.push(Engine {
+            host,
+            io: stats.io,
+            monotonic_ns: stats.monotonic_ns,
+            pid: stats.pid,
+            process_cpu_ns: stats.process_cpu_ns,
+            threads: stats.threads,
+        });
+    }
+    // Stable: each link's directions keep their engine's order (a-b, then b-a).
+    let place = |d: &Direction| topo.segments.iter().position(|s| s.name == d.link);
+    directions.sort_by_key(place);
+    let missing = failed
+        .into_iter()
+        .map(|(host, problem)| Missing {
+            links: links_on(topo, &host),
+            host,
+            problem,
+        })
+        .collect();
+    SpreadStats {
+        lab: topo.lab.clone(),
+        directions,
+        engines,
+        missing,
     }
 }
 
-/// One host's engine, as its stats describe it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Engine {
-    /// Its host.
-    pub host: String,
-    /// The packet I/O it runs on.
-    pub io: String,
-    /// When it read its counters, ns on its host's `CLOCK_MONOTONIC` (hosts' clocks differ).
-    pub monotonic_ns: u64,
-    /// Its process id on its host.
-    pub pid: u32,
-    /// The CPU time it used so far, ns.
-    pub process_cpu_ns: Option<u64>,
-    /// Its release threads (a direction's `thread` indexes those of its link's engine).
-    pub threads: Vec<rtemu_control::message::EngineThread>,
-}
-
-impl SpreadStats {
-    /// The report of lab `topo` from each engine host's stats, and the hosts (with why) that
-    /// gave none.
-    pub fn merge(
-        topo: &Topology,
-        each: Vec<(String, Stats)>,
-        failed: Vec<(String, String)>,
-    ) -> SpreadStats {
-        let mut directions = Vec::new();
-        let mut engines = Vec::new();
-        for (host, stats) in each {
-            directions.extend(stats.directions);
-            engines.push(Engine {
-                host,
-                io: stats.io,
-                monotonic_ns: stats.monotonic_ns,
-                pid: stats.pid,
-                process_cpu_ns: stats.process_cpu_ns,
-                threads: stats.threads,
-            });
-        }
-        // Stable: each link's directions keep their engine's order (a-b, then b-a).
-        let place = |d: &Direction| topo.segments.iter().position(|s| s.name == d.link);
-        directions.sort_by_key(place);
-        let missing = failed
-            .into_iter()
-            .map(|(host, problem)| Missing {
-                links: links_on(topo, &host),
-                host,
-                problem,
-            })
-            .collect();
-        SpreadStats {
-            lab: topo.lab.clone(),
-            directions,
-            engines,
-            missing,
-        }
+/// An error naming every engine host of `stats` that gave no stats, and its links; `Ok` when
+/// none is missing.
+pub fn complete(stats: &SpreadStats) -> Result<()> {
+    if stats.missing.is_empty() {
+        return Ok(());
     }
-}
-
-impl SpreadStats {
-    /// An error naming every engine host that gave no stats, and its links; `Ok` when none
-    /// is missing.
-    pub fn complete(&self) -> Result<()> {
-        if self.missing.is_empty() {
-            return Ok(());
-        }
-        let missing: Vec<String> = self.missing.iter().map(ToString::to_string).collect();
-        bail!("lab `{}` is degraded: {}", self.lab, missing.join("; "))
-    }
+    let missing: Vec<String> = stats.missing.iter().map(ToString::to_string).collect();
+    bail!("lab `{}` is degraded: {}", stats.lab, missing.join("; "))
 }
 
 /// `rtemu stats [--watch]` of `spread`: gives `show` a reading, then again every `every`. A
@@ -136,7 +80,7 @@ pub fn watch(
         || read(spread),
         |s| {
             show(s)?;
-            match s.complete() {
+            match complete(s) {
                 Err(e) if every.is_some() => {
                     warn(&e);
                     Ok(())
@@ -174,20 +118,26 @@ fn engine_hosts(topo: &Topology) -> Vec<&str> {
 /// what runs); it is an error only when no engine host gives any.
 pub fn read(spread: &Spread) -> Result<SpreadStats> {
     rtemu_control::lab::need_impaired(&spread.state())?;
+    Ok(read_engines(spread)?)
+}
+
+/// [`read`] of a lab with or without impaired links: one without gives a report of no
+/// directions and no engine, as a lab on one machine does.
+pub fn read_engines(spread: &Spread) -> Result<SpreadStats, ClusterError> {
     let topo = spread.topology();
     let agents = engine_hosts(topo)
         .into_iter()
         .map(|h| spread.agent(h))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let path = format!("/v1/labs/{}/stats", spread.lab);
     let answers = ask_each(&agents, |a| {
         let stats = match a.call::<StatsReply>("GET", &path, None, STATS_TIMEOUT) {
             Ok(StatsReply::Engine(s)) => Ok(s),
-            Ok(StatsReply::NoEngine(_)) => Err(format!(
+            Ok(StatsReply::NoEngine(_) | StatsReply::Hosts(_)) => Err(format!(
                 "host `{}`: its part of the lab runs no engine",
                 a.host.name
             )),
-            Err(e) => Err(format!("{e:#}")),
+            Err(e) => Err(e.to_string()),
         };
         (a.host.name.clone(), stats)
     });
@@ -199,15 +149,15 @@ pub fn read(spread: &Spread) -> Result<SpreadStats> {
             Err(why) => failed.push((host, why)),
         }
     }
-    if each.is_empty() {
+    if each.is_empty() && !failed.is_empty() {
         let why: Vec<String> = failed.into_iter().map(|(_, why)| why).collect();
-        bail!(
+        return Err(ClusterError::Unavailable(format!(
             "the stats of lab `{}` could not be read from any engine host: {}",
             spread.lab,
             why.join("; ")
-        );
+        )));
     }
-    Ok(SpreadStats::merge(topo, each, failed))
+    Ok(merge(topo, each, failed))
 }
 
 #[cfg(test)]
@@ -276,7 +226,7 @@ mod tests {
             vec![direction("cd", "a-b", 3), direction("cd", "b-a", 4)],
         );
         // The later link's engine answers first: the report still follows the topology.
-        let merged = SpreadStats::merge(
+        let merged = merge(
             &topo,
             vec![("h2".into(), h2), ("h1".into(), h1)],
             Vec::new(),
@@ -316,7 +266,7 @@ mod tests {
             "h2".to_owned(),
             "its agent at 192.0.2.5:7781: refused".to_owned(),
         );
-        let merged = SpreadStats::merge(&topo, vec![("h1".into(), h1)], vec![gone]);
+        let merged = merge(&topo, vec![("h1".into(), h1)], vec![gone]);
         assert_eq!(merged.directions.len(), 2);
         assert_eq!(
             merged.missing,
@@ -332,7 +282,7 @@ mod tests {
         );
         let json = serde_json::to_value(&merged).unwrap();
         assert_eq!(json["missing"][0]["links"], json!(["cd"]));
-        let e = merged.complete().unwrap_err().to_string();
+        let e = complete(&merged).unwrap_err().to_string();
         assert_eq!(e, format!("lab `sp` is degraded: {}", merged.missing[0]));
     }
 }

@@ -17,6 +17,7 @@ use rtemu_topo::topology::{Netem, SegmentKind};
 use rtemu_topo::Topology;
 
 use crate::error::ApiError;
+use crate::spread::Coordinator;
 
 /// The name errors give an inline topology in place of a file's.
 pub const INLINE: &str = "<request>";
@@ -43,9 +44,25 @@ fn parse_inline(file: &str, text: &str, dir: &Path) -> Result<Topology, ApiError
     Ok(Topology::parse_checked(file, text, dir, &BuildModels).map_err(anyhow::Error::from)?)
 }
 
-/// Reads, checks and brings up the topology `req` gives.
-pub fn up(req: &UpRequest) -> Result<Lab, ApiError> {
+/// Reads, checks and brings up the topology `req` gives: one with `[hosts]` across its hosts'
+/// agents when the server coordinates (`coordinator`).
+pub fn up(req: &UpRequest, coordinator: Option<&Coordinator>) -> Result<Lab, ApiError> {
     let (topo, name) = check_up(req)?;
+    if let (false, Some(c)) = (topo.hosts.is_empty(), coordinator) {
+        let (text, file) = match (&req.topology, &req.file) {
+            (Some(text), _) => (text.clone(), INLINE.to_owned()),
+            (None, file) => {
+                let file = Path::new(file.as_deref().unwrap_or_default());
+                let read = std::fs::read_to_string(file)
+                    .and_then(|text| Ok((text, std::path::absolute(file)?)))
+                    .map_err(|e| {
+                        ApiError::bad_request(format!("reading {}: {e}", file.display()))
+                    })?;
+                (read.0, read.1.display().to_string())
+            }
+        };
+        return crate::spread::up(c, &topo, &text, &file, req.replace);
+    }
     if req.replace {
         rtemu_control::lab::down(&name).removed?;
     }

@@ -4,6 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rtemu_api::body::ErrorBody;
+use rtemu_cluster::ClusterError;
 use rtemu_control::engine::Refused;
 use rtemu_control::error::message;
 use rtemu_control::message::ErrorKind;
@@ -151,6 +152,35 @@ impl From<BadLabName> for ApiError {
     }
 }
 
+/// The status a coordinator's failure deserves: the request's own fault is a 4xx, an agent's
+/// refusal for the request (4xx) is relayed as it is, an agent that failed or cannot be
+/// reached is a 502 (the server is a gateway to it), none answering a 503, this machine's
+/// own failure a 500.
+fn cluster_status(e: &ClusterError) -> StatusCode {
+    match e {
+        ClusterError::Exists { .. } => StatusCode::CONFLICT,
+        // The topology names hosts the credentials do not, or places them elsewhere.
+        ClusterError::NoCredentials { .. } | ClusterError::Misplaced { .. } => {
+            StatusCode::BAD_REQUEST
+        }
+        ClusterError::NoSuchLink(_) | ClusterError::NoSuchNode { .. } => StatusCode::NOT_FOUND,
+        ClusterError::Refused { status, .. } => match StatusCode::from_u16(*status) {
+            Ok(s) if s.is_client_error() => s,
+            _ => StatusCode::BAD_GATEWAY,
+        },
+        ClusterError::Unreachable { .. } | ClusterError::Partly(_) => StatusCode::BAD_GATEWAY,
+        ClusterError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        ClusterError::Up { cause, .. } => cluster_status(cause),
+        ClusterError::Local(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<ClusterError> for ApiError {
+    fn from(err: ClusterError) -> ApiError {
+        ApiError::new(cluster_status(&err), err.to_string())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (
@@ -166,6 +196,7 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtemu_topo::state::LabName;
 
     #[test]
     fn statuses_follow_the_cause_in_the_chain() {
@@ -207,6 +238,31 @@ mod tests {
         let internal = refused(ErrorKind::Internal);
         assert_eq!(internal.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(internal.message, "link `ab`: table /x cannot be read");
+        let agent = |status| ClusterError::Refused {
+            host: "h2".into(),
+            agent: "192.0.2.2:7781".parse().unwrap(),
+            status,
+            message: "no".into(),
+        };
+        assert_eq!(ApiError::from(agent(400)).status, StatusCode::BAD_REQUEST);
+        assert_eq!(ApiError::from(agent(500)).status, StatusCode::BAD_GATEWAY);
+        let failed_up = ClusterError::Up {
+            lab: LabName::new("m").unwrap(),
+            undone: "no part had been built".into(),
+            cause: Box::new(agent(409)),
+        };
+        assert_eq!(ApiError::from(failed_up).status, StatusCode::CONFLICT);
+        let gone = ClusterError::Unreachable {
+            host: "h1".into(),
+            agent: "192.0.2.1:7781".parse().unwrap(),
+            why: "Connection refused".into(),
+        };
+        assert_eq!(ApiError::from(gone).status, StatusCode::BAD_GATEWAY);
+        let unknown = ClusterError::NoCredentials {
+            file: "hosts.toml".into(),
+            hosts: "h3".into(),
+        };
+        assert_eq!(ApiError::from(unknown).status, StatusCode::BAD_REQUEST);
         let other = ApiError::from(anyhow::anyhow!("the engine fell over"));
         assert_eq!(other.status, StatusCode::INTERNAL_SERVER_ERROR);
     }

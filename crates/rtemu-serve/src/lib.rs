@@ -33,12 +33,13 @@ pub mod exec;
 pub mod listen;
 pub mod metrics;
 pub mod routes;
+pub mod spread;
 pub mod tls;
 pub mod view;
 pub mod web;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -78,6 +79,11 @@ pub struct Options {
     /// Serve TCP in clear text on an address other than loopback all the same: the token
     /// crosses the network readable by anyone on the way ([`check_clear_text`]).
     pub insecure_listen: bool,
+    /// Coordinate labs across hosts with the agents' tokens in this file (the command line's
+    /// `--credentials` format): `POST /v1/labs` of a topology with `[hosts]` brings it up on
+    /// their agents, and the lab's routes show and drive it whole. The API token then opens
+    /// every host's agent: it is root on all of them.
+    pub credentials: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -90,6 +96,7 @@ impl Default for Options {
             token_from: None,
             tls: None,
             insecure_listen: false,
+            credentials: None,
         }
     }
 }
@@ -108,6 +115,23 @@ pub fn check_clear_text(addr: SocketAddr, tls: bool, insecure: bool) -> Result<(
          reach it through `ssh -L`, or give --insecure-listen if no one else can see the \
          network"
     )
+}
+
+/// The agents' credentials at `path`, read and checked (owner-only, every entry well formed)
+/// for a server that coordinates labs across hosts and listens on `listen`: an agent at the
+/// server's own address is refused, since the coordinator would then ask itself.
+pub fn coordinator(path: &Path, listen: Option<SocketAddr>) -> Result<spread::Coordinator> {
+    let credentials = rtemu_cluster::Credentials::load(path)
+        .with_context(|| format!("--credentials {}", path.display()))?;
+    if let Some((host, _)) = credentials.addresses().find(|(_, a)| Some(*a) == listen) {
+        anyhow::bail!(
+            "--credentials {}: host `{host}`'s agent is this server's own --listen address: \
+             a coordinating server does not coordinate itself (run the agent of `{host}` as \
+             another `rtemu serve`, or coordinate from another machine)",
+            path.display()
+        );
+    }
+    Ok(std::sync::Arc::new(credentials))
 }
 
 /// The OpenAPI document's parts that are not derived from a handler.
@@ -239,6 +263,11 @@ impl Server {
         if let Some(addr) = opts.listen {
             check_clear_text(addr, opts.tls.is_some(), opts.insecure_listen)?;
         }
+        // Checked before anything is bound or written.
+        let coordinator = match &opts.credentials {
+            Some(path) => Some(coordinator(path, opts.listen)?),
+            None => None,
+        };
         let (unix, socket) = listen::bind_unix(&opts.socket, opts.group.as_deref())?;
         let mut files = vec![socket];
         let mut tcp = match (opts.listen, &opts.token_from) {
@@ -253,7 +282,7 @@ impl Server {
         if let (Some(tcp), Some(source)) = (&mut tcp, &opts.tls) {
             tcp.tls = Some(tls::AgentCert::load(source, tcp.listener.local_addr()?)?);
         }
-        Server::serve(Some(unix), tcp, files)
+        Server::serve(Some(unix), tcp, files, coordinator)
     }
 
     /// Listens on TCP at `addr` only, with a token that is written nowhere: the caller hands
@@ -263,6 +292,7 @@ impl Server {
             None,
             Some(bind_tcp(addr, listen::new_token()?)?),
             Vec::new(),
+            None,
         )
     }
 
@@ -270,6 +300,7 @@ impl Server {
         unix: Option<std::os::unix::net::UnixListener>,
         tcp: Option<Tcp>,
         files: Vec<listen::OwnFile>,
+        coordinator: Option<spread::Coordinator>,
     ) -> Result<Server> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -278,7 +309,7 @@ impl Server {
             .build()
             .context("starting the server's runtime")?;
         let (shutdown, rx) = watch::channel(false);
-        let app = routes::App::new(rx.clone());
+        let app = routes::App::new(rx.clone()).coordinating(coordinator);
         let stopped = move || {
             let mut rx = rx.clone();
             async move {
@@ -490,6 +521,7 @@ mod tests {
             token_from: None,
             tls: None,
             insecure_listen: false,
+            credentials: None,
         };
         let unix = listening(&opts, None, None);
         assert_eq!(

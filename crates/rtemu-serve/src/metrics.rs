@@ -47,8 +47,9 @@ pub fn gather() -> Result<Vec<LabScrape>, ApiError> {
             has_engine: state.topology.impaired_links().next().is_some(),
             stats: match stats {
                 Ok(StatsReply::Engine(s)) => Some(s),
-                // No engine, or one that does not answer: the lab's status says which.
-                Ok(StatsReply::NoEngine(_)) | Err(_) => None,
+                // No engine, or one that does not answer: the lab's status says which. (A
+                // lab's state here is this host's part at most: never a lab across hosts.)
+                Ok(StatsReply::NoEngine(_) | StatsReply::Hosts(_)) | Err(_) => None,
             },
         });
     }

@@ -23,8 +23,12 @@ use rtemu_api::body::{
 };
 use rtemu_control::message::Ack;
 
+use rtemu_cluster::link::Change;
+use rtemu_cluster::spread::Spread;
+
 use crate::error::ApiError;
-use crate::{capture, ctl, exec};
+use crate::spread::Coordinator;
+use crate::{capture, ctl, exec, spread};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -34,6 +38,9 @@ pub struct App {
     /// Places for stats streams open at once ([`MAX_STATS_STREAMS`]): each takes a snapshot
     /// on a blocking thread at every tick.
     pub streams: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The agents' credentials when the server coordinates labs across hosts
+    /// ([`App::coordinating`]); `None`: it serves its own labs only.
+    pub coordinator: Option<Coordinator>,
 }
 
 /// The most stats streams (`GET /v1/labs/{lab}/stats/stream`) open at once; one more is
@@ -46,7 +53,25 @@ impl App {
         App {
             shutdown,
             streams: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_STATS_STREAMS)),
+            coordinator: None,
         }
+    }
+
+    /// The same, coordinating labs across hosts with the agents' credentials `coordinator`.
+    pub fn coordinating(self, coordinator: Option<Coordinator>) -> App {
+        App {
+            coordinator,
+            ..self
+        }
+    }
+
+    /// Lab `lab` across hosts, when this server brought it up so; `None` for any other lab.
+    async fn spread(&self, lab: &str) -> Result<Option<Spread>, ApiError> {
+        let Some(c) = self.coordinator.clone() else {
+            return Ok(None);
+        };
+        let name = LabName::new(lab)?;
+        blocking(move || spread::open(&c, &name)).await
     }
 
     /// Resolves when the server stops.
@@ -191,11 +216,14 @@ pub async fn openapi() -> Response {
 /// `unreadable`, with why.
 #[utoipa::path(get, path = "/v1/labs", tag = "labs",
     responses((status = 200, body = [Lab]), (status = 500, body = ErrorBody)))]
-pub async fn list_labs() -> Result<Json<Vec<Lab>>, ApiError> {
-    blocking(|| {
+pub async fn list_labs(AxumState(app): AxumState<App>) -> Result<Json<Vec<Lab>>, ApiError> {
+    blocking(move || {
         let (states, unreadable) = State::load_all()?;
         let mut labs: Vec<Lab> = states.iter().map(ctl::view).collect();
         labs.extend(unreadable.iter().map(body::unreadable_view));
+        if let Some(c) = &app.coordinator {
+            labs.extend(spread::labs(c)?);
+        }
         labs.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(labs)
     })
@@ -209,9 +237,12 @@ pub async fn list_labs() -> Result<Json<Vec<Lab>>, ApiError> {
         (status = 400, description = "Bad TOML (FILE:LINE:COLUMN: …), bad name", body = ErrorBody),
         (status = 409, description = "The lab exists (and `replace` is false)", body = ErrorBody),
         (status = 500, body = ErrorBody)))]
-pub async fn up(b: Result<Json<UpRequest>, JsonRejection>) -> Result<Response, ApiError> {
+pub async fn up(
+    AxumState(app): AxumState<App>,
+    b: Result<Json<UpRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
     let req = body(b)?;
-    let lab = blocking(move || ctl::up(&req)).await?;
+    let lab = blocking(move || ctl::up(&req, app.coordinator.as_ref())).await?;
     Ok((StatusCode::CREATED, Json(lab)).into_response())
 }
 
@@ -219,8 +250,15 @@ pub async fn up(b: Result<Json<UpRequest>, JsonRejection>) -> Result<Response, A
 #[utoipa::path(get, path = "/v1/labs/{lab}", tag = "labs",
     params(("lab" = String, Path, description = "The lab's name")),
     responses((status = 200, body = Lab), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn get_lab(p: Result<Path<String>, PathRejection>) -> Result<Json<Lab>, ApiError> {
-    let state = lab_state(params(p)?).await?;
+pub async fn get_lab(
+    AxumState(app): AxumState<App>,
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<Lab>, ApiError> {
+    let lab = params(p)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        return blocking(move || spread::view(&spread)).await.map(Json);
+    }
+    let state = lab_state(lab).await?;
     blocking(move || Ok(ctl::view(&state))).await.map(Json)
 }
 
@@ -229,9 +267,21 @@ pub async fn get_lab(p: Result<Path<String>, PathRejection>) -> Result<Json<Lab>
 #[utoipa::path(delete, path = "/v1/labs/{lab}", tag = "labs",
     params(("lab" = String, Path, description = "The lab's name")),
     responses((status = 200, body = DownReply), (status = 400, body = ErrorBody), (status = 500, body = ErrorBody)))]
-pub async fn down(p: Result<Path<String>, PathRejection>) -> Result<Json<DownReply>, ApiError> {
+pub async fn down(
+    AxumState(app): AxumState<App>,
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<DownReply>, ApiError> {
     let name = LabName::new(&params(p)?)?;
-    blocking(move || ctl::down(&name)).await.map(Json)
+    blocking(move || {
+        if let Some(c) = &app.coordinator {
+            if let Some(down) = spread::down(c, &name)? {
+                return Ok(down);
+            }
+        }
+        ctl::down(&name)
+    })
+    .await
+    .map(Json)
 }
 
 /// A lab's nodes with their interfaces and addresses.
@@ -239,9 +289,16 @@ pub async fn down(p: Result<Path<String>, PathRejection>) -> Result<Json<DownRep
     params(("lab" = String, Path, description = "The lab's name")),
     responses((status = 200, body = [Node]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list_nodes(
+    AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Vec<Node>>, ApiError> {
-    Ok(Json(body::nodes(&lab_state(params(p)?).await?)))
+    let lab = params(p)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        return blocking(move || Ok(spread::view(&spread)?.nodes))
+            .await
+            .map(Json);
+    }
+    Ok(Json(body::nodes(&lab_state(lab).await?)))
 }
 
 /// A lab's point-to-point links.
@@ -249,17 +306,31 @@ pub async fn list_nodes(
     params(("lab" = String, Path, description = "The lab's name")),
     responses((status = 200, body = [Link]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list_links(
+    AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Vec<Link>>, ApiError> {
-    Ok(Json(body::links(&lab_state(params(p)?).await?)))
+    let lab = params(p)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        return blocking(move || Ok(spread::view(&spread)?.links))
+            .await
+            .map(Json);
+    }
+    Ok(Json(body::links(&lab_state(lab).await?)))
 }
 
 /// A lab's LANs.
 #[utoipa::path(get, path = "/v1/labs/{lab}/lans", tag = "labs",
     params(("lab" = String, Path, description = "The lab's name")),
     responses((status = 200, body = [Lan]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn list_lans(p: Result<Path<String>, PathRejection>) -> Result<Json<Vec<Lan>>, ApiError> {
-    Ok(Json(body::lans(&lab_state(params(p)?).await?)))
+pub async fn list_lans(
+    AxumState(app): AxumState<App>,
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<Vec<Lan>>, ApiError> {
+    let lab = params(p)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        return Ok(Json(body::lans(&spread.state())));
+    }
+    Ok(Json(body::lans(&lab_state(lab).await?)))
 }
 
 /// Gives an impaired link new netem parameters, while traffic flows.
@@ -268,11 +339,21 @@ pub async fn list_lans(p: Result<Path<String>, PathRejection>) -> Result<Json<Ve
     responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 503, description = "The lab's engine does not answer", body = ErrorBody)))]
 pub async fn set_link(
+    AxumState(app): AxumState<App>,
     p: Result<Path<(String, String)>, PathRejection>,
     b: Result<Json<SetRequest>, JsonRejection>,
 ) -> Result<Json<Ack>, ApiError> {
     let (lab, link) = params(p)?;
     let req = body(b)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        let netem = ctl::parse_netem("netem", &req.netem)?;
+        let change = Change::Set {
+            dir: req.dir,
+            netem,
+        };
+        blocking(move || spread::change(&spread, &link, &change)).await?;
+        return Ok(Json(Ack::OK));
+    }
     let state = lab_state(lab).await?;
     blocking(move || ctl::set(&state, &link, req.dir, &req.netem)).await?;
     Ok(Json(Ack::OK))
@@ -283,9 +364,10 @@ pub async fn set_link(
     params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
     responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn link_down(
+    AxumState(app): AxumState<App>,
     p: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<Ack>, ApiError> {
-    cut(p, true).await
+    cut(app, p, true).await
 }
 
 /// Joins a cut link again.
@@ -293,16 +375,22 @@ pub async fn link_down(
     params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
     responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn link_up(
+    AxumState(app): AxumState<App>,
     p: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<Ack>, ApiError> {
-    cut(p, false).await
+    cut(app, p, false).await
 }
 
 async fn cut(
+    app: App,
     p: Result<Path<(String, String)>, PathRejection>,
     down: bool,
 ) -> Result<Json<Ack>, ApiError> {
     let (lab, link) = params(p)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        blocking(move || spread::change(&spread, &link, &Change::Cut(down))).await?;
+        return Ok(Json(Ack::OK));
+    }
     let state = lab_state(lab).await?;
     blocking(move || ctl::cut(&state, &link, down)).await?;
     Ok(Json(Ack::OK))
@@ -314,12 +402,19 @@ async fn cut(
     params(("lab" = String, Path, description = "The lab's name"), ("link" = String, Path, description = "An impaired link of the lab")),
     responses((status = 200, body = Ack), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn schedule(
+    AxumState(app): AxumState<App>,
     p: Result<Path<(String, String)>, PathRejection>,
     b: Result<Json<ScheduleRequest>, JsonRejection>,
 ) -> Result<Json<Ack>, ApiError> {
     let start = std::time::Instant::now();
     let (lab, link) = params(p)?;
     let req = body(b)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        // Checked here, so a bad request is refused before any agent is asked.
+        ctl::schedule_steps(&req)?;
+        blocking(move || spread::schedule(&spread, &link, &req)).await?;
+        return Ok(Json(Ack::OK));
+    }
     let state = lab_state(lab).await?;
     blocking(move || ctl::schedule(&state, &link, &req, start)).await?;
     Ok(Json(Ack::OK))
@@ -330,8 +425,15 @@ pub async fn schedule(
     params(("lab" = String, Path, description = "The lab's name")),
     responses((status = 200, body = StatsReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 503, description = "The lab's engine does not answer", body = ErrorBody)))]
-pub async fn stats(p: Result<Path<String>, PathRejection>) -> Result<Json<StatsReply>, ApiError> {
-    let state = lab_state(params(p)?).await?;
+pub async fn stats(
+    AxumState(app): AxumState<App>,
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Json<StatsReply>, ApiError> {
+    let lab = params(p)?;
+    if let Some(spread) = app.spread(&lab).await? {
+        return blocking(move || spread::stats(&spread)).await.map(Json);
+    }
+    let state = lab_state(lab).await?;
     blocking(move || ctl::stats(&state)).await.map(Json)
 }
 
@@ -460,21 +562,21 @@ pub async fn stats_stream(
             ),
         )
     })?;
-    let state = lab_state(lab).await?;
+    let source = match app.spread(&lab).await? {
+        Some(spread) => Source::Hosts(std::sync::Arc::new(spread)),
+        None => Source::Here(lab_state(lab).await?.lab),
+    };
     // The first snapshot is taken before answering, so a lab whose engine is gone is an error
     // status rather than an empty stream.
-    let first = {
-        let state = state.clone();
-        blocking(move || ctl::stats(&state)).await?
-    };
+    let first = source.snapshot().await?;
     // Snapshots keep the interval's cadence however long each takes (a late one is not
     // followed by a burst).
     let mut ticks = tokio::time::interval(std::time::Duration::from_secs_f64(interval));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     let events = futures_util::stream::unfold(
-        (Some(first), 0u64, state, ticks, false),
-        move |(ready, sent, state, mut ticks, ended)| async move {
+        (Some(first), 0u64, source, ticks, false),
+        move |(ready, sent, source, mut ticks, ended)| async move {
             if ended || count.is_some_and(|c| sent >= c) {
                 return None;
             }
@@ -482,22 +584,20 @@ pub async fn stats_stream(
                 Some(s) => Ok(s),
                 None => {
                     ticks.tick().await;
-                    // Loaded again each time: a lab that went down ends the stream.
-                    let name = state.lab.clone();
-                    blocking(move || ctl::stats(&load(&name)?)).await
+                    source.snapshot().await
                 }
             };
             let Ok(snapshot) = snapshot else {
                 // The lab went down, or its engine stopped answering.
                 let end = Event::default().event("end").data("{}");
-                return Some((Ok(end), (None, sent, state, ticks, true)));
+                return Some((Ok(end), (None, sent, source, ticks, true)));
             };
             let event = Event::default()
                 .event("stats")
                 .data(serde_json::to_string(&snapshot).expect("stats serialise"));
             Some((
                 Ok::<_, Infallible>(event),
-                (None, sent + 1, state, ticks, false),
+                (None, sent + 1, source, ticks, false),
             ))
         },
     )
@@ -509,6 +609,27 @@ pub async fn stats_stream(
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+/// Where a stats stream's snapshots come from.
+#[derive(Clone)]
+enum Source {
+    /// A lab of this host, loaded again at each snapshot: a lab that went down ends the
+    /// stream.
+    Here(LabName),
+    /// A lab across hosts this server coordinates: its engine hosts' agents, whose lab gone
+    /// down ends the stream.
+    Hosts(std::sync::Arc<Spread>),
+}
+
+impl Source {
+    /// A snapshot of the lab's stats, taken on a blocking thread.
+    async fn snapshot(&self) -> Result<StatsReply, ApiError> {
+        match self.clone() {
+            Source::Here(name) => blocking(move || ctl::stats(&load(&name)?)).await,
+            Source::Hosts(spread) => blocking(move || spread::stats(&spread)).await,
+        }
+    }
 }
 
 /// Packets of a lab's interfaces, as a pcapng file written while they are captured.

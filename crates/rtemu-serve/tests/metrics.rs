@@ -172,6 +172,7 @@ fn metrics_follow_the_server_s_access_rules() {
         token_from: None,
         tls: None,
         insecure_listen: false,
+        credentials: None,
     })
     .unwrap();
     let wait = Duration::from_secs(30);

@@ -35,6 +35,7 @@ fn server(dir: &Path) -> Server {
         token_from: None,
         tls: None,
         insecure_listen: false,
+        credentials: None,
     })
     .unwrap()
 }
@@ -283,6 +284,7 @@ fn a_token_read_from_a_secret_is_the_one_asked_for_and_nothing_is_written() {
         token_from: Some(dir.0.join(from)),
         tls: None,
         insecure_listen: false,
+        credentials: None,
     };
     let s = Server::start(&opts("token")).unwrap();
     assert_eq!(s.token(), Some(secret));
@@ -344,6 +346,7 @@ fn a_token_file_is_made_new_and_never_replaces_or_removes_another_file() {
         token_from: None,
         tls: None,
         insecure_listen: false,
+        credentials: None,
     };
     let e = Server::start(&opts(&state))
         .err()
@@ -381,6 +384,7 @@ fn token_from_checks_the_file_it_reads_and_refuses_a_fifo_at_once() {
         token_from: Some(from.to_owned()),
         tls: None,
         insecure_listen: false,
+        credentials: None,
     };
     let fifo = dir.0.join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
@@ -448,6 +452,7 @@ fn a_path_in_use_is_refused_and_a_stale_socket_replaced() {
         token_from: None,
         tls: None,
         insecure_listen: false,
+        credentials: None,
     };
     std::fs::write(&sock, "not a socket").unwrap();
     let e = Server::start(&opts).err().expect("a file is not replaced");
@@ -499,6 +504,7 @@ fn a_group_may_use_the_socket_when_given_and_an_unknown_one_is_refused() {
         token_from: None,
         tls: None,
         insecure_listen: false,
+        credentials: None,
     };
     let e = format!(
         "{:#}",

@@ -165,7 +165,8 @@ function labUp(lab) {
   view.counters.clear();
   view.engine = null;
   document.title = `rtemu: ${lab.name}`;
-  $('#lab-title').textContent = `lab ${lab.name}`;
+  const hosts = (lab.hosts || []).map((p) => (p.status === 'up' ? p.host : `${p.host} (${p.status})`));
+  $('#lab-title').textContent = hosts.length ? `lab ${lab.name} across ${hosts.join(', ')}` : `lab ${lab.name}`;
   document.body.classList.remove('lab-down');
   renderGraph(graph(), lab, view.series, select);
   refreshGraph(graph(), lab, view.series, view.selected);
@@ -240,7 +241,13 @@ function onStats(stats) {
     });
     series.last = d;
   }
-  if (stats.pid) {
+  if (stats.engines) {
+    // A lab across hosts: an engine on each engine host (their clocks differ: rates are timed
+    // here), and the hosts whose stats are missing.
+    const engines = stats.engines.map((e) => `engine on ${e.host} pid ${e.pid} · ${e.io}`);
+    const missing = (stats.missing || []).map((m) => `no stats from ${m.host}: ${m.problem}`);
+    $('#engine').textContent = [...engines, ...missing].join(' · ');
+  } else if (stats.pid) {
     const prev = view.engine;
     let cpu = null;
     if (prev && prev.pid === stats.pid && stats.process_cpu_ns !== null && t > prev.t) {

@@ -18,6 +18,23 @@ export const ROTATE = 200;
  * figures (for a row scrolling into view) and the observer that watches the rows. */
 const tables = new WeakMap();
 
+/** Each lab's node → host map, for [`linkHosts`]. */
+const hostMaps = new WeakMap();
+
+/** The hosts link `link` of lab `topo` joins, for a lab across hosts: `h1 ↔ h2` between two,
+ * `on h1` within one; null on one machine (its nodes name no host). */
+export function linkHosts(topo, link) {
+  // A map per lab, made once: a search of the nodes per link grew with the square of the lab.
+  let hosts = hostMaps.get(topo);
+  if (!hosts) {
+    hosts = new Map(topo.nodes.map((n) => [n.name, n.host]));
+    hostMaps.set(topo, hosts);
+  }
+  const [a, b] = [hosts.get(link.a), hosts.get(link.b)];
+  if (!a || !b) return null;
+  return a === b ? `on ${a}` : `${a} ↔ ${b}`;
+}
+
 /** Writes the rows of lab `topo`'s links into `tbody`; `onSelect` opens a link. */
 export function renderTable(tbody, topo, onSelect) {
   const rows = [];
@@ -42,6 +59,7 @@ export function renderTable(tbody, topo, onSelect) {
                 'th',
                 { scope: 'rowgroup', rowspan: 2, class: 'link-cell' },
                 h('div', {}, link.name),
+                linkHosts(topo, link) && h('div', { class: 'hosts muted small', 'data-hosts': '' }, linkHosts(topo, link)),
                 h('span', { class: `tag ${link.impaired ? 'impaired' : 'ideal'}` }, link.impaired ? 'impaired' : 'ideal'),
               )
             : null,

@@ -600,3 +600,228 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     assert!(!down.status.success());
     assert!(stderr(&down).contains(&gone), "{}", stderr(&down));
 }
+
+/// `rtemu serve --credentials F` as the coordinator runs it (in its namespace, its state
+/// directory as `/run/rtemu`), its socket in `dir`; ended (SIGTERM, then waited for) when
+/// dropped, whatever the test did.
+struct Coordinator {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Coordinator {
+    fn start(cluster: &Cluster, dir: &Path, creds: &str) -> Coordinator {
+        let socket = dir.join("coordinator.sock");
+        let log = std::fs::File::create(dir.join("coordinator.log")).unwrap();
+        let child = cluster
+            .coordinate(&[
+                "serve",
+                "--socket",
+                socket.to_str().unwrap(),
+                "--credentials",
+                creds,
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let c = Coordinator { child, socket };
+        let started = std::time::Instant::now();
+        while c.try_call("GET", "/v1/labs", None).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the coordinator did not answer: {}",
+                std::fs::read_to_string(dir.join("coordinator.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c
+    }
+
+    fn try_call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> std::io::Result<(u16, String)> {
+        let body = body.map(Value::to_string);
+        let target = rtemu_api::client::Target::Unix(self.socket.clone());
+        let headers = [("Content-Type", "application/json")];
+        let r = rtemu_api::client::request(
+            &target,
+            method,
+            path,
+            &headers,
+            body.as_deref().map(str::as_bytes),
+            Duration::from_secs(120),
+        )?;
+        Ok((r.status, r.text()))
+    }
+
+    /// `method path` over its socket: the status, the raw body (to look for tokens in) and
+    /// the body as JSON.
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String, Value) {
+        let (status, text) = self.try_call(method, path, body).unwrap();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, text, json)
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        // SIGTERM: the server stops and removes its socket.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// The median round trip of three pings from b (h1) to c (h2) across wan, ms.
+fn rtt_b_to_c(cluster: &Cluster, lab: &str) -> f64 {
+    let (code, out) = exec(
+        &cluster.agents[0],
+        lab,
+        "b",
+        &["ping", "-c", "3", "-i", "0.1", "c"],
+    );
+    assert_eq!(code, 0, "{out}");
+    median_rtt(&out)
+}
+
+#[test]
+fn the_api_of_a_coordinating_server_drives_a_lab_across_hosts_as_one_lab() {
+    if !root_or_skip("api_across_hosts", "creates network namespaces") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = TempDir::new("mh-api");
+    let dir = tmp.0.as_path();
+    let cluster = Cluster::start(RTEMU.as_ref(), "api", 2, dir).unwrap();
+    let creds_path = cluster.credentials();
+    let creds = creds_path.to_str().unwrap();
+    let tokens: Vec<String> = (1..=2)
+        .map(|h| std::fs::read_to_string(dir.join(format!("h{h}.token"))).unwrap())
+        .map(|t| t.trim().to_owned())
+        .collect();
+    let coordinator = Coordinator::start(&cluster, dir, creds);
+    let lab = format!("mha{}", std::process::id() % 100_000);
+    let topology = chain(&lab, Some("delay 10ms"), Some(PORT));
+    let up_body = json!({ "topology": topology });
+    let mut said = String::new();
+
+    // Up across both hosts, shown as one lab with its hosts.
+    let (status, text, up) = coordinator.call("POST", "/v1/labs", Some(&up_body));
+    assert_eq!(status, 201, "{text}");
+    said += &text;
+    assert_eq!(up["status"], "up", "{text}");
+    let hosts: Vec<(&str, &str)> = up["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["host"].as_str().unwrap(), h["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(hosts, [("h1", "up"), ("h2", "up")]);
+    let (status, text, labs) = coordinator.call("GET", "/v1/labs", None);
+    assert_eq!(status, 200, "{text}");
+    said += &text;
+    let listed: Vec<&Value> = labs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["name"] == lab.as_str())
+        .collect();
+    assert_eq!(listed.len(), 1, "{text}");
+    assert_eq!(listed[0]["hosts"].as_array().unwrap().len(), 2);
+    let (_, text, nodes) = coordinator.call("GET", &format!("/v1/labs/{lab}/nodes"), None);
+    said += &text;
+    let placed: Vec<(&str, &str)> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap(), n["host"].as_str().unwrap()))
+        .collect();
+    assert_eq!(placed, [("a", "h1"), ("b", "h1"), ("c", "h2"), ("d", "h2")]);
+    let (_, text, links) = coordinator.call("GET", &format!("/v1/labs/{lab}/links"), None);
+    said += &text;
+    assert!(
+        links.as_array().unwrap().iter().any(|l| l["name"] == "wan"),
+        "{text}"
+    );
+
+    // The same lab again is a conflict, and builds nothing more.
+    let (status, text, _) = coordinator.call("POST", "/v1/labs", Some(&up_body));
+    assert_eq!(status, 409, "{text}");
+    said += &text;
+
+    // Traffic across wan, then the stats of every engine host, merged.
+    let before = rtt_b_to_c(&cluster, &lab);
+    assert!(
+        (20.0..60.0).contains(&before),
+        "rtt {before} ms over delay 10ms each way"
+    );
+    let (status, text, stats) = coordinator.call("GET", &format!("/v1/labs/{lab}/stats"), None);
+    assert_eq!(status, 200, "{text}");
+    said += &text;
+    let engines: Vec<&str> = stats["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["h1"], "{text}");
+    let wan: Vec<&Value> = stats["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["link"] == "wan")
+        .collect();
+    assert_eq!(wan.len(), 2, "{text}");
+    assert!(
+        wan.iter().all(|d| d["delivered"].as_u64().unwrap() >= 3),
+        "{text}"
+    );
+    assert!(stats["missing"].as_array().unwrap().is_empty(), "{text}");
+
+    // A change of wan goes to its engine's host (h1) and takes effect there.
+    let set = json!({ "netem": "delay 60ms" });
+    let (status, text, _) =
+        coordinator.call("POST", &format!("/v1/labs/{lab}/links/wan/set"), Some(&set));
+    assert_eq!(status, 200, "{text}");
+    let after = rtt_b_to_c(&cluster, &lab);
+    assert!(
+        after > before + 80.0,
+        "rtt {before} ms, then {after} ms after delay 60ms"
+    );
+    // The request's faults are 4xx, named; the agent's refusal is relayed as it is.
+    for (path, body, want) in [
+        ("links/nope/set", json!({ "netem": "delay 1ms" }), 404),
+        ("links/wan/set", json!({ "netem": "delay lots" }), 400),
+        ("links/wan/schedule", json!({ "changes": [] }), 400),
+    ] {
+        let (status, text, _) =
+            coordinator.call("POST", &format!("/v1/labs/{lab}/{path}"), Some(&body));
+        assert_eq!(status, want, "{path}: {text}");
+        said += &text;
+    }
+
+    // Down everywhere: nothing is left on any host, nor the coordinator's record.
+    let (status, text, down) = coordinator.call("DELETE", &format!("/v1/labs/{lab}"), None);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(down["removed"], true);
+    for agent in &cluster.agents {
+        assert_eq!(leftovers(agent), Vec::<String>::new());
+    }
+    let records: Vec<_> = std::fs::read_dir(cluster.state())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".hosts.json"))
+        .collect();
+    assert!(records.is_empty(), "the record of the lab is left");
+    let (status, text, _) = coordinator.call("GET", &format!("/v1/labs/{lab}"), None);
+    assert_eq!(status, 404, "{text}");
+    said += &text;
+    for token in &tokens {
+        assert!(!said.contains(token.as_str()), "an agent's token was shown");
+    }
+}

@@ -19,6 +19,7 @@ from .types import (
     DownResult,
     ExecResult,
     External,
+    HostPart,
     Interface,
     InterfaceCounters,
     Stats,
@@ -258,6 +259,8 @@ class Lab:
             can read: ``error`` says why, and the lab has no nodes or links).
         error: why its state cannot be read, for an ``"unreadable"`` lab; else ``None``.
         file: the topology file it came from (``<request>`` for inline TOML).
+        hosts: for a lab across hosts (on the server that coordinates it), each host's part;
+            else empty.
     """
 
     name: str
@@ -270,6 +273,7 @@ class Lab:
     detached: list[Detached]
     _client: Client = field(repr=False, compare=False)
     error: str | None = None
+    hosts: list[HostPart] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, value: Any, client: Client, where: str = "lab") -> Lab:
@@ -292,6 +296,8 @@ class Lab:
             _client=client,
             # Only an unreadable lab's entry says it.
             error=_opt_str(o, "error", where) if "error" in o else None,
+            # Only a lab across hosts has them.
+            hosts=parse_list(o.get("hosts", []), HostPart.from_json, f"{where}.hosts"),
         )
 
     def __enter__(self) -> Lab:

@@ -663,3 +663,32 @@ class Detached:
             _field(o, "running", bool, where),
             _str(o, "log", where),
         )
+
+
+@dataclass(frozen=True)
+class HostPart:
+    """One host of a lab across hosts, as the server that coordinates it shows it.
+
+    Attributes:
+        host: the host's name in ``[hosts]``.
+        agent: where its agent listens (``IP:PORT``).
+        status: ``"up"``, ``"incomplete"``, ``"degraded"``, ``"missing"`` (the agent holds no
+            part) or ``"unreachable"``.
+        problem: why it is not up, naming the host; else ``None``.
+    """
+
+    host: str
+    agent: str
+    status: str
+    problem: str | None = None
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "host") -> HostPart:
+        """Parses the API's ``HostPart`` object."""
+        o = _obj(value, where)
+        return cls(
+            host=_str(o, "host", where),
+            agent=_str(o, "agent", where),
+            status=_str(o, "status", where),
+            problem=_opt_str(o, "problem", where) if "problem" in o else None,
+        )

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { dropsText, rowsToRefresh, sparkPoints, sparkSpan } from '../table.js';
+import { dropsText, linkHosts, rowsToRefresh, sparkPoints, sparkSpan } from '../table.js';
 
 test('drops list the non-zero reasons, or 0', () => {
   assert.equal(dropsText({ dropped: { loss: 12, 'queue-full': 0, 'link-down': 30000 } }), 'loss 12, link-down 30.0 k');
@@ -51,4 +51,15 @@ test('a large table refreshes the rows on screen and a rotating few, reaching ev
   // The rotation wraps at the end.
   assert.deepEqual(rowsToRefresh(250, new Set(), 200, 100).rows, [...Array(50).keys()].map((k) => k + 200).concat([...Array(50).keys()]).sort((a, b) => a - b));
   assert.equal(rowsToRefresh(250, new Set(), 200, 100).cursor, 50);
+});
+
+test('a link of a lab across hosts names the hosts it joins; on one machine none', () => {
+  const nodes = [
+    { name: 'b', host: 'h1' },
+    { name: 'a', host: 'h1' },
+    { name: 'c', host: 'h2' },
+  ];
+  assert.equal(linkHosts({ nodes }, { a: 'b', b: 'c' }), 'h1 ↔ h2');
+  assert.equal(linkHosts({ nodes }, { a: 'a', b: 'b' }), 'on h1');
+  assert.equal(linkHosts({ nodes: [{ name: 'a' }, { name: 'b' }] }, { a: 'a', b: 'b' }), null);
 });

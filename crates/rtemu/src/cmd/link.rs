@@ -174,7 +174,7 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
         LinkAction::Up(at) => (at, Change::Cut(false)),
     };
     if let Some(spread) = at.hosts.spread(at.lab.as_ref())? {
-        return rtemu_cluster::link::change(&spread, &at.link, &change);
+        return Ok(rtemu_cluster::link::change(&spread, &at.link, &change)?);
     }
     let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
     match change {

@@ -72,6 +72,12 @@ pub struct ServeArgs {
     /// terminal (a journal, a pod's log) or the token is shared (--token-from).
     #[arg(long)]
     pub print_url: bool,
+    /// Coordinate labs across hosts with the agents' tokens in this file (as `rtemu up
+    /// --credentials`): `POST /v1/labs` of a topology with [hosts] brings it up on every
+    /// host's agent, and the API and web view show and drive it as one lab. The API token
+    /// then opens every agent: root on every host.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
     /// Print the API's OpenAPI document and exit (no root needed).
     #[arg(long)]
     pub print_openapi: bool,
@@ -100,6 +106,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             _ => None,
         },
         insecure_listen: args.insecure_listen,
+        credentials: args.credentials.clone(),
     };
     let server = rtemu_serve::Server::start(&opts)?;
     eprintln!("{}", server.describe(&opts));
