@@ -56,6 +56,8 @@ MATCHES = [
     Match(rtypes.Detached, "Detached"),
     Match(rtypes.Container, "NodeContainer"),
     Match(rtypes.HostPart, "HostPart"),
+    Match(rtypes.HostEngine, "HostEngine"),
+    Match(rtypes.MissingStats, "MissingStats"),
     # `lab`: the lab the object belongs to; `_client`: the connection its methods use.
     Match(Node, "Node", local=frozenset({"lab", "_client"})),
     Match(Link, "Link", local=frozenset({"lab", "_client"})),
@@ -203,7 +205,7 @@ def test_every_reply_object_of_the_document_has_its_class() -> None:
     # Read by the client, not kept: its own answer (`ok`), an error's text, the agents' VNIs.
     unkept = {"Ack", "ErrorBody", "Vnis"}
     # The variants of replies of several shapes, matched as a whole.
-    variants = {"Stats", "NoEngine", "Done"}
+    variants = {"Stats", "NoEngine", "SpreadStats", "Done"}
     enums = {name for name, s in schemas().items() if "enum" in s}
     held = {m.schema for m in MATCHES}
     assert set(schemas()) - requests - unkept - variants - enums == held

@@ -8,7 +8,7 @@ fails here with a :class:`~rtemu.ProtocolError` naming the field, rather than la
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import ProtocolError
@@ -257,6 +257,66 @@ def _threads(o: Json, where: str) -> list[EngineThread]:
 
 
 @dataclass(frozen=True)
+class HostEngine:
+    """The engine of one host of a lab across hosts.
+
+    Attributes:
+        host: its host.
+        io: its packet I/O.
+        pid: its process id on its host.
+        monotonic_ns: when it read its counters, on its host's monotonic clock.
+        process_cpu_ns: CPU time it used so far, when readable.
+        threads: its release threads.
+    """
+
+    host: str
+    io: str
+    pid: int
+    monotonic_ns: int
+    process_cpu_ns: int | None
+    threads: list[EngineThread]
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "engine") -> HostEngine:
+        """Parses the API's ``HostEngine`` object."""
+        o = _obj(value, where)
+        return cls(
+            host=_str(o, "host", where),
+            io=_str(o, "io", where),
+            pid=_int(o, "pid", where),
+            monotonic_ns=_int(o, "monotonic_ns", where),
+            process_cpu_ns=_opt_int(o, "process_cpu_ns", where),
+            threads=_threads(o, where),
+        )
+
+
+@dataclass(frozen=True)
+class MissingStats:
+    """An engine host of a lab across hosts whose stats could not be read.
+
+    Attributes:
+        host: the host.
+        links: the impaired links its engine carries, which the snapshot lacks.
+        problem: why.
+    """
+
+    host: str
+    links: list[str]
+    problem: str
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "missing") -> MissingStats:
+        """Parses the API's ``MissingStats`` object."""
+        o = _obj(value, where)
+        links = o.get("links")
+        if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
+            raise ValueError(f"{where}.links: expected a list of strings")
+        return cls(
+            host=_str(o, "host", where), links=list(links), problem=_str(o, "problem", where)
+        )
+
+
+@dataclass(frozen=True)
 class Direction:
     """The engine's counters for one direction of one impaired link.
 
@@ -407,6 +467,9 @@ class Stats:
         directions: every direction of every impaired link, as the API lists them.
         links: the same directions by link name, each with ``a_to_b`` and ``b_to_a``.
         threads: the engine's release threads.
+        engines: for a lab across hosts, the engine of each engine host (``io``, ``pid`` and
+            ``monotonic_ns`` are then ``None``); else empty.
+        missing: for a lab across hosts, the engine hosts whose stats could not be read.
     """
 
     lab: str
@@ -417,6 +480,8 @@ class Stats:
     directions: list[Direction]
     links: dict[str, LinkStats]
     threads: list[EngineThread]
+    engines: list[HostEngine] = field(default_factory=list)
+    missing: list[MissingStats] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, value: Any, where: str = "stats") -> Stats:
@@ -430,6 +495,8 @@ class Stats:
             monotonic_ns=_opt_int(o, "monotonic_ns", where),
             process_cpu_ns=_opt_int(o, "process_cpu_ns", where),
             threads=_threads(o, where),
+            engines=parse_list(o.get("engines", []), HostEngine.from_json, f"{where}.engines"),
+            missing=parse_list(o.get("missing", []), MissingStats.from_json, f"{where}.missing"),
         )
 
 
