@@ -64,11 +64,23 @@ pub struct Credentials {
 }
 
 /// One host's credentials.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct Entry {
     address: SocketAddr,
     fingerprint: Fingerprint,
     token: String,
+}
+
+/// Everything but the token: a debug print (a log line, a panic message) must not carry a
+/// key that is root on the agent's host.
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("address", &self.address)
+            .field("fingerprint", &self.fingerprint)
+            .field("token", &"(hidden)")
+            .finish()
+    }
 }
 
 /// How one host's credentials are written, for messages.
@@ -779,6 +791,11 @@ mod tests {
         assert_eq!(c.hosts["h2"].address, "[2001:db8::1]:7781".parse().unwrap());
         assert_eq!(c.hosts["h1"].fingerprint, f);
         assert_eq!(c.hosts["h1"].token, TOKEN);
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains(TOKEN) && shown.contains("(hidden)") && shown.contains("192.0.2.1"),
+            "a debug print shows where the agents are, never their tokens: {shown}"
+        );
         let good = entry("192.0.2.1:7781", f);
         for (bad, says) in [
             (format!("[H1]\n{good}"), "invalid host name `H1`"),
