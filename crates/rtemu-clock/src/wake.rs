@@ -183,11 +183,20 @@ mod tests {
         let ringer = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(20));
             bell.ring();
-            bell.ring();
         });
         assert_eq!(set.sleep_until(None).unwrap(), Woke::Bell);
         ringer.join().unwrap();
-        // Both rings were silenced by the one wake: the next sleep waits for its deadline.
+        // Two rings from another thread, both done before the sleep (a second ring racing the
+        // sleeper's wake could come after it and ring again): one wake silences both, and the
+        // next sleep waits for its deadline.
+        let bell = set.bell();
+        std::thread::spawn(move || {
+            bell.ring();
+            bell.ring();
+        })
+        .join()
+        .unwrap();
+        assert_eq!(set.sleep_until(None).unwrap(), Woke::Bell);
         let soon = Instant::now() + 2_000_000;
         assert_eq!(set.sleep_until(Some(soon)).unwrap(), Woke::Deadline);
         // A ring before the sleep is not lost.
