@@ -29,8 +29,8 @@ fi
 # when missing.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --editable './python[test]'
 
-(cd python && "$venv/bin/python" -m ruff check src tests examples \
-    && "$venv/bin/python" -m ruff format --check src tests examples && "$venv/bin/python" -m mypy)
+(cd python && "$venv/bin/python" -m ruff check src tests examples benchmarks \
+    && "$venv/bin/python" -m ruff format --check src tests examples benchmarks && "$venv/bin/python" -m mypy)
 node --test crates/rtemu-serve/web/test/
 
 cargo build --release --workspace

@@ -419,3 +419,45 @@ def test_the_page_lists_labs_and_follows_one_down_and_back_up(
     )
     # One lab again: no list to choose from.
     assert not page.find_element("id", "labs").is_displayed()
+
+
+def test_a_lab_of_more_links_than_a_page_is_shown_a_page_at_a_time(
+    page: Any, web_lab: rtemu.Lab, client: rtemu.Client
+) -> None:
+    name = unique_lab("p")
+    links = 130
+    text = f'lab = "{name}"\nrouting = "none"\nip = "ipv4"\n[pool]\nipv4_prefix = 30\n'
+    text += "".join(f"[nodes.n{i}]\n" for i in range(links + 1))
+    text += "".join(f'[[links]]\nendpoints = ["n{i}", "n{i + 1}"]\n' for i in range(links))
+    pager = page.find_element("id", "links-page")
+
+    def rows() -> list[str]:
+        return [r.get_attribute("data-link") for r in by_css(page, "#links-table tr[data-link]")]
+
+    with client.up(text):
+        wait_for(lambda: by_css(page, f'#labs [data-lab="{name}"]'), 5, "the lab is not listed")
+        by_css(page, f'#labs [data-lab="{name}"]')[0].click()
+        wait_for(lambda: pager.text == "links 1–100 of 130", 5, f"the pager says {pager.text!r}")
+        assert page.find_element("id", "links-pager").is_displayed()
+        assert rows() == [f"n{i}-n{i + 1}" for i in range(100) for _ in "ab"]
+        assert not page.find_element("id", "links-prev").is_enabled()
+        page.find_element("id", "links-next").click()
+        assert pager.text == "links 101–130 of 130"
+        assert rows() == [f"n{i}-n{i + 1}" for i in range(100, 130) for _ in "ab"]
+        assert not page.find_element("id", "links-next").is_enabled()
+        page.find_element("id", "links-filter").send_keys("n125-")
+        assert pager.text == 'links 1–1 of 1 matching "n125-"'
+        assert rows() == ["n125-n126"] * 2
+        # The page's rows get their figures (an ideal link's kernel counters: no drops).
+        cell = '#links-table tr[data-link="n125-n126"][data-dir="a-b"] [data-field="dropsum"]'
+        wait_for(lambda: by_css(page, cell)[0].text == "0", 5, "the row has no figures")
+    # Back to the lab the other tests show.
+    wait_for(lambda: by_css(page, f'#labs [data-lab="{web_lab.name}"]'), 5, "no lab button")
+    by_css(page, f'#labs [data-lab="{web_lab.name}"]')[0].click()
+    status = page.find_element("id", "status")
+    wait_for(
+        lambda: f"lab {web_lab.name}: live" in status.text, 10, f"the page says {status.text!r}"
+    )
+    labs = page.find_element("id", "labs")
+    wait_for(lambda: not labs.is_displayed(), 5, "the page still lists two labs")
+    assert not page.find_element("id", "links-pager").is_displayed()

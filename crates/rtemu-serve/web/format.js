@@ -44,6 +44,11 @@ export function fmtCount(n) {
   return String(n);
 }
 
+/** A whole number exactly, a comma between thousands: `9,999`. */
+export function fmtInt(n) {
+  return n.toLocaleString('en-US');
+}
+
 /** A size in bytes: `1.23 MB`. */
 export function fmtBytes(n) {
   if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;

@@ -12,8 +12,8 @@ import { ApiError, Client, labPath, sseParser } from './api.js';
 import { renderDetails, refreshDetails, findSelected } from './details.js';
 import { $, h } from './dom.js';
 import { fmtThread } from './format.js';
-import { addSample } from './series.js';
-import { refreshTable, renderTable } from './table.js';
+import { addSample, HISTORY, RATE_WINDOW } from './series.js';
+import { PAGE, pageOf, pageText, refreshTable, renderTable } from './table.js';
 import { refreshGraph, renderGraph } from './topology.js';
 
 /** Seconds between stats events (the page updates at least once a second). */
@@ -40,6 +40,9 @@ const view = {
   engine: null,
   stream: null,
   lastEvent: 0,
+  /** The table's filter and page, and the `link/dir` keys of the page's rows when the lab
+   * has more links than a page (null: every direction is on it). */
+  table: { query: '', page: 0, shown: null },
 };
 
 const graph = () => $('#graph');
@@ -150,6 +153,8 @@ function chooseLab(name, labs) {
   view.lab = name;
   view.up = false;
   view.selected = null;
+  view.table = { query: '', page: 0, shown: null };
+  $('#links-filter').value = '';
   rewriteAddress();
   renderLabList(labs);
   const lab = labs.find((l) => l.name === name);
@@ -170,7 +175,7 @@ function labUp(lab) {
   document.body.classList.remove('lab-down');
   renderGraph(graph(), lab, view.series, select);
   refreshGraph(graph(), lab, view.series, view.selected);
-  renderTable(tbody(), lab, select);
+  showPage();
   if (view.selected && !findSelected(lab, view.selected)) view.selected = null;
   renderDetails(details());
   connectStream();
@@ -190,6 +195,49 @@ function select(sel, fromKeyboard) {
   renderDetails(details());
   refreshGraph(graph(), view.topo, view.series, view.selected);
   if (fromKeyboard) $('#details-title').focus();
+}
+
+// ---- the table's pages ---------------------------------------------------------------
+
+/** Draws the table's page of the lab's links and its pager (shown when the lab has more
+ * links than a page). */
+function showPage() {
+  const topo = view.topo;
+  const p = pageOf(topo, view.table.query, view.table.page);
+  view.table.page = p.page;
+  renderTable(tbody(), topo, p.links, select);
+  const paged = topo.links.length > PAGE;
+  $('#links-pager').hidden = !paged;
+  $('#links-page').textContent = pageText(p, view.table.query);
+  $('#links-prev').disabled = p.page === 0;
+  $('#links-next').disabled = p.page >= p.pages - 1;
+  view.table.shown = paged ? new Set(p.links.flatMap((l) => [`${l.name}/a-b`, `${l.name}/b-a`])) : null;
+  refreshTable(tbody(), view.series);
+}
+
+/** Seconds of history kept for direction `key` (`link/dir`): the sparklines' for a row on the
+ * table's page or the link selected, a rate's worth for the others, so a large lab's
+ * thousands of directions hold a few samples each. */
+function keepFor(key) {
+  const shown = view.table.shown;
+  const link = key.slice(0, key.lastIndexOf('/'));
+  const selected = view.selected && view.selected.kind === 'link' && view.selected.name === link;
+  return !shown || shown.has(key) || selected ? HISTORY : RATE_WINDOW;
+}
+
+$('#links-filter').addEventListener('input', (e) => {
+  view.table.query = e.target.value;
+  view.table.page = 0;
+  if (view.topo) showPage();
+});
+for (const [id, step] of [
+  ['#links-prev', -1],
+  ['#links-next', 1],
+]) {
+  $(id).addEventListener('click', () => {
+    view.table.page += step;
+    if (view.topo) showPage();
+  });
 }
 
 // ---- the stats stream ------------------------------------------------------------------
@@ -236,9 +284,8 @@ function onStats(stats) {
   const t = stats.monotonic_ns ? stats.monotonic_ns / 1e9 : performance.now() / 1000;
   view.lastEvent = performance.now() / 1000;
   for (const d of stats.directions || []) {
-    const series = addSample(view.series, `${d.link}/${d.dir}`, t, d.delivered_bytes, d.delivered, {
-      p99: d.fidelity.released.p99_ns,
-    });
+    const key = `${d.link}/${d.dir}`;
+    const series = addSample(view.series, key, t, d.delivered_bytes, d.delivered, { p99: d.fidelity.released.p99_ns }, keepFor(key));
     series.last = d;
   }
   if (stats.engines) {
@@ -282,7 +329,8 @@ async function pollCounters() {
           const tx = view.counters.get(`${from}/${link.name}`);
           const rx = view.counters.get(`${to}/${link.name}`);
           if (!tx || !rx) continue;
-          const series = addSample(view.series, `${link.name}/${dir}`, t, rx.rx_bytes, rx.rx_packets, {});
+          const key = `${link.name}/${dir}`;
+          const series = addSample(view.series, key, t, rx.rx_bytes, rx.rx_packets, {}, keepFor(key));
           series.kernel = { tx, rx };
         }
       }

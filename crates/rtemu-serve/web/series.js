@@ -15,9 +15,10 @@ export function directionsOf(link) {
   ];
 }
 
-/** Adds a sample at `t` seconds to the series `key` of `all`; returns the series. A counter
- * that went back (the engine restarted with the lab) starts the series again. */
-export function addSample(all, key, t, bytes, packets, extra) {
+/** Adds a sample at `t` seconds to the series `key` of `all`, keeping the last `keep`
+ * seconds of them (and the rate's window); returns the series. A counter that went back (the
+ * engine restarted with the lab) starts the series again. */
+export function addSample(all, key, t, bytes, packets, extra, keep = HISTORY) {
   let series = all.get(key);
   if (!series) {
     series = { samples: [], last: null };
@@ -44,7 +45,7 @@ export function addSample(all, key, t, bytes, packets, extra) {
     pps: dt > 0 ? (packets - base.packets) / dt : null,
     ...extra,
   });
-  while (samples.length && samples[0].t < t - HISTORY - RATE_WINDOW) samples.shift();
+  while (samples.length && samples[0].t < t - keep - RATE_WINDOW) samples.shift();
   return series;
 }
 

@@ -2,20 +2,19 @@
 // and sparklines, rewritten in place as figures arrive. `fill` also writes the details' cards.
 
 import { focusable, h, s, setText } from './dom.js';
-import { fmtBits, fmtCount, fmtNs, fmtNsTriple, fmtRate } from './format.js';
+import { fmtBits, fmtCount, fmtInt, fmtNs, fmtNsTriple, fmtRate } from './format.js';
 import { directionsOf, HISTORY } from './series.js';
 
 /** The shortest span a sparkline is drawn over, seconds. */
 const SPARK_MIN = 30;
 
-/** How many rows off screen each refresh rewrites, besides the rows on screen. A table of up
- * to this many rows is rewritten whole on every tick; a large lab's (20,000 rows for 10,000
- * links) is not, yet each of its rows is at most rows / ROTATE ticks old, and a row is
- * rewritten as soon as it scrolls into view. */
-export const ROTATE = 200;
+/** Links per page of the table. A page (a row per direction: twice as many rows) is rewritten
+ * whole on every tick. One table of a 10,000-link lab's 20,000 rows held the tab for 8 s when
+ * it was built and its refresh could not keep up; as pages it is 100 of them, and the filter
+ * finds a link by its name, its nodes or its hosts. */
+export const PAGE = 100;
 
-/** Per table body: its rows, which of them are on screen, where the rotation is, the last
- * figures (for a row scrolling into view) and the observer that watches the rows. */
+/** Per table body: its rows, for [`refreshTable`]. */
 const tables = new WeakMap();
 
 /** Each lab's node → host map, for [`linkHosts`]. */
@@ -35,10 +34,34 @@ export function linkHosts(topo, link) {
   return a === b ? `on ${a}` : `${a} ↔ ${b}`;
 }
 
-/** Writes the rows of lab `topo`'s links into `tbody`; `onSelect` opens a link. */
-export function renderTable(tbody, topo, onSelect) {
+/** Page `page` (from 0, kept within the pages there are) of lab `topo`'s links whose name,
+ * nodes or hosts contain `query` (any case; every link when it is blank): the page's links,
+ * the page shown, how many pages there are, the index of its first link among the matches,
+ * and how many links match. */
+export function pageOf(topo, query, page, size = PAGE) {
+  const q = query.trim().toLowerCase();
+  const names = (l) => [l.name, l.a, l.b, linkHosts(topo, l) ?? ''];
+  const matches = q ? topo.links.filter((l) => names(l).some((n) => n.toLowerCase().includes(q))) : topo.links;
+  const pages = Math.max(1, Math.ceil(matches.length / size));
+  const shown = Math.min(Math.max(0, page), pages - 1);
+  const first = shown * size;
+  return { links: matches.slice(first, first + size), page: shown, pages, first, total: matches.length };
+}
+
+/** What the pager says of page `p` ([`pageOf`]) for filter `query`: `links 101–200 of 9,999`,
+ * `links 1–2 of 2 matching "n12"`, `no link matches "x"`. */
+export function pageText(p, query) {
+  const q = query.trim();
+  if (!p.total) return q ? `no link matches "${q}"` : 'no links';
+  const span = `links ${fmtInt(p.first + 1)}–${fmtInt(p.first + p.links.length)} of ${fmtInt(p.total)}`;
+  return q ? `${span} matching "${q}"` : span;
+}
+
+/** Writes the rows of `links` (a page of lab `topo`'s links) into `tbody`; `onSelect` opens a
+ * link. */
+export function renderTable(tbody, topo, links, onSelect) {
   const rows = [];
-  for (const link of topo.links) {
+  for (const link of links) {
     for (const d of directionsOf(link)) {
       const label = `link ${link.name}, ${d.from} to ${d.to}`;
       rows.push(
@@ -81,43 +104,12 @@ export function renderTable(tbody, topo, onSelect) {
       );
     }
   }
-  const table = { rows, shown: new Set(), cursor: 0, all: null, observer: null };
-  tables.get(tbody)?.observer?.disconnect();
-  tables.set(tbody, table);
   if (!rows.length) {
-    rows.push(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'This lab has no point-to-point links.')));
+    const empty = topo.links.length ? 'No link matches the filter.' : 'This lab has no point-to-point links.';
+    rows.push(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, empty)));
   }
+  tables.set(tbody, rows);
   tbody.replaceChildren(...rows);
-  if (typeof IntersectionObserver === 'function' && table.rows.length > ROTATE) {
-    const index = new Map(table.rows.map((row, i) => [row, i]));
-    // Half a screen beyond each edge: rows about to be scrolled to are already current.
-    table.observer = new IntersectionObserver(
-      (entries) => {
-        for (const e of entries) {
-          const i = index.get(e.target);
-          if (!e.isIntersecting) {
-            table.shown.delete(i);
-          } else if (!table.shown.has(i)) {
-            table.shown.add(i);
-            if (table.all) refreshRow(e.target, table.all);
-          }
-        }
-      },
-      { rootMargin: '50% 0px' },
-    );
-    for (const row of table.rows) table.observer.observe(row);
-  }
-}
-
-/** Which of `count` rows a refresh rewrites: every one when there are at most `budget`;
- * otherwise those `shown` (indices) and the next `budget` from `cursor` on, wrapping. Returns
- * the indices in ascending order and where the next refresh's rotation starts. */
-export function rowsToRefresh(count, shown, cursor, budget) {
-  if (count <= budget) return { rows: [...Array(count).keys()], cursor: 0 };
-  const picked = new Set(shown);
-  const start = cursor % count;
-  for (let k = 0; k < budget; k++) picked.add((start + k) % count);
-  return { rows: [...picked].sort((a, b) => a - b), cursor: (start + budget) % count };
 }
 
 /** A direction's drops by reason, the non-zero ones: `loss 12, queue-full 3`, or `0`. */
@@ -162,19 +154,14 @@ export function fill(root, series) {
   }
 }
 
-/** Updates the rows of `tbody` on screen, and a few more in turn ([`rowsToRefresh`]), from
- * the live figures `all`. */
+/** Updates the rows of `tbody` from the live figures `all`. */
 export function refreshTable(tbody, all) {
-  const table = tables.get(tbody);
-  if (!table) return;
-  table.all = all;
-  const { rows, cursor } = rowsToRefresh(table.rows.length, table.shown, table.cursor, ROTATE);
-  table.cursor = cursor;
-  for (const i of rows) refreshRow(table.rows[i], all);
+  for (const row of tables.get(tbody) ?? []) refreshRow(row, all);
 }
 
 /** Rewrites one row from the live figures `all`. */
 function refreshRow(row, all) {
+  if (!row.dataset.link) return;
   const series = all.get(`${row.dataset.link}/${row.dataset.dir}`);
   if (!series || !series.samples.length) return;
   fill(row, series);

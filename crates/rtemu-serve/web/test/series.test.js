@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { addSample, HISTORY, isCut, linkLabel, modelOf } from '../series.js';
+import { addSample, HISTORY, isCut, linkLabel, modelOf, RATE_WINDOW } from '../series.js';
 
 test('the rate is taken over the last second, not the last sample', () => {
   const all = new Map();
@@ -31,6 +31,17 @@ test('samples older than the history are dropped', () => {
   const samples = all.get('k').samples;
   assert.ok(samples[0].t >= 10 - 1, `oldest ${samples[0].t}`);
   assert.equal(samples.at(-1).t, HISTORY + 10);
+});
+
+test('a series kept short holds a rate\u2019s worth of samples and still gives the rate', () => {
+  const all = new Map();
+  for (let i = 0; i <= 2 * HISTORY; i++) addSample(all, 'k', i * 0.5, i * 1000, i, {}, RATE_WINDOW);
+  const samples = all.get('k').samples;
+  assert.ok(samples.length <= 2 * (2 * RATE_WINDOW) + 1, `${samples.length} samples kept`);
+  assert.equal(samples.at(-1).bps, 16000);
+  // Kept long again (the row came onto the page), it grows from there.
+  for (let i = 2 * HISTORY + 1; i <= 2 * HISTORY + 20; i++) addSample(all, 'k', i * 0.5, i * 1000, i, {});
+  assert.ok(all.get('k').samples.length > 20);
 });
 
 const LINK = { name: 'wan', a: 'r', b: 's', impaired: true, a_to_b: 'delay 10ms', b_to_a: 'delay 10ms' };
