@@ -232,6 +232,15 @@ def test_topology_errors_name_the_place() -> None:
     assert golden("errors.json")["up-bad-toml"]["body"]["error"].startswith("<request>:3:1: ")
 
 
+def test_a_lab_says_where_its_programs_run_only_when_kept_off_the_engine() -> None:
+    raw = golden("lab.json")
+    assert rtemu.Lab.from_json(raw, offline()).programs_cpus is None
+    kept = rtemu.Lab.from_json({**raw, "programs_cpus": "0,2-3"}, offline())
+    assert kept.programs_cpus == "0,2-3"
+    with pytest.raises(rtemu.ProtocolError, match="programs_cpus"):
+        rtemu.Lab.from_json({**raw, "programs_cpus": 0}, offline())
+
+
 def test_lab_without_a_list_is_refused() -> None:
     raw = golden("lab.json")
     raw["links"] = {"uplink": {}}

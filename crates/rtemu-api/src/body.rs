@@ -43,6 +43,11 @@ pub struct Lab {
     /// Why its state cannot be read, when its status is `unreadable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The CPUs the processes started in its nodes run on, as the kernel writes lists
+    /// (`0,2-3`), when they are kept off its engine's (`programs_cpus = "off-engine"`);
+    /// absent: every CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programs_cpus: Option<String>,
     /// A lab across hosts, as the server that coordinates it shows it: each host's part,
     /// in `[hosts]` order (its status is `up` only when every part is). Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -516,6 +521,10 @@ pub fn lab_view(state: &State, status: LabStatus) -> Lab {
                 log: d.log.display().to_string(),
             })
             .collect(),
+        programs_cpus: state
+            .programs
+            .as_ref()
+            .map(rtemu_topo::state::ProgramsCpuset::cpu_list),
         error: None,
         hosts: Vec::new(),
     }
@@ -532,6 +541,7 @@ pub fn unreadable_view(lab: &rtemu_topo::state::Unreadable) -> Lab {
         lans: Vec::new(),
         externals: Vec::new(),
         detached: Vec::new(),
+        programs_cpus: None,
         error: Some(rtemu_control::error::message(&lab.error)),
         hosts: Vec::new(),
     }
@@ -691,6 +701,7 @@ ipv4 = "198.51.100.7/24"
                 .collect(),
             handovers: vec![],
             cgroups: vec![],
+            programs: None,
             complete: true,
             topology: Topology::parse("<request>", TOPO).unwrap(),
             part: None,
@@ -740,5 +751,20 @@ ipv4 = "198.51.100.7/24"
             Some(&["198.51.100.7/24".to_owned()][..])
         );
         assert_eq!(lab.externals, externals);
+        // Programs on every CPU: nothing said.
+        assert_eq!(lab.programs_cpus, None);
+    }
+
+    #[test]
+    fn a_labs_view_says_where_its_programs_run_when_kept_off_the_engine() {
+        let mut s = state();
+        s.programs = Some(rtemu_topo::state::ProgramsCpuset {
+            cgroup: "/sys/fs/cgroup/cpuset/rtemu-views".into(),
+            cpus: vec![0, 2, 3],
+        });
+        let lab = lab_view(&s, LabStatus::Up);
+        assert_eq!(lab.programs_cpus.as_deref(), Some("0,2-3"));
+        let json = serde_json::to_value(&lab).unwrap();
+        assert_eq!(json["programs_cpus"], "0,2-3");
     }
 }

@@ -1684,6 +1684,7 @@ mod tests {
             nodes: Vec::new(),
             handovers: Vec::new(),
             cgroups: Vec::new(),
+            programs: None,
             complete: true,
             topology: path.topology().unwrap(),
             part: None,

@@ -162,6 +162,7 @@ pub fn whole_state(lab: &LabName, file: &str, topo: &Topology) -> State {
         nodes,
         handovers: Vec::new(),
         cgroups: Vec::new(),
+        programs: None,
         complete: true,
         topology: topo.clone(),
         part: None,

@@ -36,7 +36,9 @@ use rtemu_model::rng::DEFAULT_SEED;
 use rtemu_model::{netem, LinkConfig};
 use rtemu_topo::lab::{engine_ends, lab_netns};
 use rtemu_topo::state::{lab_dir, LabName, State};
-use rtemu_topo::topology::{Culprit, Impairment, LinkCheck, LinkCheckError, Segment};
+use rtemu_topo::topology::{
+    Culprit, Impairment, LinkCheck, LinkCheckError, ProgramsCpus, Segment, Topology,
+};
 use rtemu_trace::prefetch::{EndPolicy, UnderrunPolicy};
 use rtemu_trace::series::Interpolation;
 use serde::de::DeserializeOwned;
@@ -147,6 +149,10 @@ pub struct EngineOptions {
     /// The packet rate, per direction, that each impaired link's frame buffers are sized for
     /// (default [`SIZING_PPS`]).
     pub sizing_pps: Option<u64>,
+    /// Where the processes started in the lab's nodes run (default: the topology's
+    /// `programs_cpus`): with [`ProgramsCpus::OffEngine`], on every online CPU but the
+    /// release threads' ([`programs_cpus`]).
+    pub programs: Option<ProgramsCpus>,
     /// The `rtemu` executable the engine process runs from (default: the current one, which
     /// is `rtemu`, except in a program that brings labs up without being it: the benchmarks).
     pub program: Option<PathBuf>,
@@ -221,6 +227,29 @@ impl EngineOptions {
             .unwrap_or_else(|| default_cpus(threads.min(units.max(1)), allowed));
         (threads, cpus)
     }
+}
+
+/// The release threads and their CPUs for `links` impaired links with `opts`, on the CPUs this
+/// process may use: what [`start`] gives the engine.
+fn planned(opts: &EngineOptions, links: usize) -> (usize, Vec<usize>) {
+    let allowed = rtemu_clock::rt::affinity().unwrap_or_default();
+    opts.plan(links, &allowed)
+}
+
+/// The CPUs the processes started in `topo`'s nodes are kept on, when its `programs_cpus` or
+/// `opts` say so and it has `links` impaired links here (a lab without any has no engine to
+/// keep off): every online CPU but those [`start`] will pin the release threads to.
+pub fn programs_cpus(
+    topo: &Topology,
+    opts: &EngineOptions,
+    links: usize,
+) -> Result<Option<Vec<usize>>> {
+    if opts.programs.unwrap_or(topo.programs_cpus) == ProgramsCpus::All || links == 0 {
+        return Ok(None);
+    }
+    let (_, engine) = planned(opts, links);
+    let online = rtemu_topo::cpuset::online().context("reading the online CPUs")?;
+    Ok(Some(rtemu_topo::cpuset::off_engine(&online, &engine)?))
 }
 
 /// Release threads for `links` impaired links on `cpus` CPUs: one per two CPUs (the other
@@ -446,8 +475,7 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
         None => std::env::current_exe().context("finding the rtemu executable")?,
     };
     let mut cmd = Command::new(exe);
-    let allowed = rtemu_clock::rt::affinity().unwrap_or_default();
-    let (threads, cpus) = opts.plan(impaired(state).len(), &allowed);
+    let (threads, cpus) = planned(opts, impaired(state).len());
     let priority = opts.priority.unwrap_or_default();
     cmd.args(["engine", &state.lab, "--wait", &wait.to_string()]);
     cmd.args(["--priority", &priority.to_string()]);
@@ -1503,6 +1531,7 @@ schedule = [
             nodes: Vec::new(),
             handovers: Vec::new(),
             cgroups: Vec::new(),
+            programs: None,
             complete: true,
             topology: topology.unwrap(),
             part: None,

@@ -54,6 +54,9 @@ impl std::fmt::Display for Up {
                 writeln!(f, "  {t}")?;
             }
         }
+        if let Some(line) = programs_line(&self.state) {
+            writeln!(f, "{line}")?;
+        }
         if self.containers.containers > 0 {
             writeln!(f, "{}", self.containers)?;
         }
@@ -73,7 +76,9 @@ impl std::fmt::Display for Up {
 /// [`engine::default_wait`]); on failure nothing of the lab stays behind.
 pub fn up(topo: &Topology, file: &str, opts: &EngineOptions) -> Result<Up> {
     let started = Instant::now();
-    let state = rtemu_topo::lab::up(topo, file)?;
+    let links = topo.segments.iter().filter(|s| s.impairment().is_some());
+    let programs = engine::programs_cpus(topo, opts, links.count())?;
+    let state = rtemu_topo::lab::up_with(topo, file, programs.as_deref())?;
     with_engine(state, opts, started)
 }
 
@@ -90,7 +95,12 @@ pub fn up_part(
     opts: &EngineOptions,
 ) -> Result<Up> {
     let started = Instant::now();
-    let state = rtemu_topo::lab::up_part(topo, file, host, stitching)?;
+    let here = topo
+        .segments
+        .iter()
+        .filter(|s| s.impairment().is_some() && s.engine_host.as_deref() == Some(host));
+    let programs = engine::programs_cpus(topo, opts, here.count())?;
+    let state = rtemu_topo::lab::up_part(topo, file, host, stitching, programs.as_deref())?;
     if let Err(e) = engine::far_ends_without_offloads(&state) {
         let _ = rtemu_topo::lab::down(&state.lab);
         return Err(e.context(format!("lab {}", state.lab)));
@@ -132,6 +142,18 @@ fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<U
         engine_threads,
         containers,
         elapsed: started.elapsed(),
+    })
+}
+
+/// Where the processes started in lab `s`'s nodes run, when they are kept off its engine's
+/// CPUs, as `up` and `ls` say it.
+fn programs_line(s: &State) -> Option<String> {
+    s.programs.as_ref().map(|p| {
+        format!(
+            "  programs on CPUs {} (off the engine's; cpuset {})",
+            p.cpu_list(),
+            p.cgroup.display()
+        )
     })
 }
 
@@ -528,6 +550,10 @@ pub fn write_lab(
             writeln!(out, "  link {name} crosses hosts: {u} (measured at up)")?;
         }
     }
+    // No line: every CPU, the default.
+    if let Some(line) = programs_line(s) {
+        writeln!(out, "{line}")?;
+    }
     for (d, running) in detached {
         writeln!(
             out,
@@ -558,6 +584,7 @@ mod tests {
                 nodes: Vec::new(),
                 handovers: Vec::new(),
                 cgroups: Vec::new(),
+                programs: None,
                 complete: true,
                 topology: Topology::parse("t.toml", src).unwrap(),
                 part: None,

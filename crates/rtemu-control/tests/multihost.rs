@@ -147,7 +147,7 @@ impl AgentState {
             let text = up["topology"].as_str().unwrap_or_default();
             let topo = Topology::parse("multihost.toml", text)?;
             let stitching: Stitching = serde_json::from_value(up["stitching"].clone())?;
-            let built = lab::up_part(&topo, "multihost.toml", host, &stitching)?;
+            let built = lab::up_part(&topo, "multihost.toml", host, &stitching, None)?;
             engine::far_ends_without_offloads(&built)?;
             if !engine::impaired(&built).is_empty() {
                 // In the part's own mount namespace.

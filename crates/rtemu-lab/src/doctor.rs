@@ -167,7 +167,7 @@ pub fn advise_under_load(loaded: &MethodResult) -> Option<String> {
         format!(
             "with every CPU busy, wake-ups were {} µs late at the 99th percentile: give the \
              engine a CPU of its own (`up --engine-cpus`), keep the lab's programs off it \
-             (`up --engine-cpuset`), or take it from the scheduler (isolcpus=, nohz_full=)",
+             (`up --programs-cpus off-engine`), or take it from the scheduler (isolcpus=, nohz_full=)",
             p99 / 1_000
         )
     })
@@ -332,7 +332,9 @@ mod tests {
         r.error_ns.p99_ns = 2_500_000;
         let advice = advise_under_load(&r).unwrap();
         assert!(
-            advice.contains("2500 µs late") && advice.contains("--engine-cpus"),
+            advice.contains("2500 µs late")
+                && advice.contains("--engine-cpus")
+                && advice.contains("--programs-cpus off-engine"),
             "{advice}"
         );
     }

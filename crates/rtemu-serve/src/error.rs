@@ -57,6 +57,10 @@ fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
         if e.is::<BadLabName>() || e.is::<SpecError>() {
             return StatusCode::BAD_REQUEST;
         }
+        // The machine's CPUs cannot keep the lab's programs off the engine's.
+        if e.is::<rtemu_topo::cpuset::OffEngineError>() {
+            return StatusCode::CONFLICT;
+        }
         if let Some(e) = e.downcast_ref::<LoadError>() {
             return match e {
                 // A file the request names that is not there or not readable.
@@ -95,6 +99,7 @@ fn lab_status(e: &LabError) -> StatusCode {
         | LabError::Uplink { .. }
         | LabError::NoHostInterface(_)
         | LabError::CpuLimit(_)
+        | LabError::NoCpuset
         | LabError::LeftAlone { .. } => StatusCode::CONFLICT,
         LabError::State(e) => state_status(e),
         LabError::MultiHost { .. } => StatusCode::NOT_IMPLEMENTED,

@@ -240,6 +240,7 @@ fn start_one(state: &State, ni: usize, rt: &dyn Runtime) -> Result<(), RuntimeEr
         container,
         env,
         cpu: node.cpu,
+        cpuset: state.programs.as_ref().map(|p| p.cpus.clone()),
     })?;
     if node.run.is_empty() {
         return Ok(());

@@ -17,7 +17,8 @@
 //! * [`external`]: what a host interface moved into a node carried, checked before it moves
 //!   and given back at `down`;
 //! * [`capture`] and [`pcapng`]: packets of several node interfaces into one file;
-//! * [`cgroup`]: per-node CPU limits;
+//! * [`cgroup`]: per-node CPU limits, and joining and removing cgroups;
+//! * [`cpuset`]: the lab's programs kept off the engine's CPUs;
 //! * [`container`]: a node's container image and how it runs, as the file says.
 //!
 //! [`spec`], [`topology`], [`placement`], [`part`] and [`routing`] are pure: no root, no I/O beyond reading the file;
@@ -29,6 +30,7 @@ pub mod capture;
 pub mod cgroup;
 pub mod claims;
 pub mod container;
+pub mod cpuset;
 pub mod error;
 pub mod external;
 pub mod graph;

@@ -87,6 +87,8 @@ pub struct RunSpec<'a> {
     pub env: Vec<(String, String)>,
     /// The node's CPU limit in cores.
     pub cpu: Option<f64>,
+    /// The CPUs it may run on (the lab's programs kept off the engine's); `None`: every CPU.
+    pub cpuset: Option<Vec<usize>>,
 }
 
 /// How a container stands, as `ls` shows it.

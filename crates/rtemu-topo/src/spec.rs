@@ -20,6 +20,8 @@ pub struct FileSpec {
     pub neighbours: Option<Spanned<String>>,
     /// `"dual"` (default), `"ipv4"` or `"ipv6"`: the families pool addresses are given for.
     pub ip: Option<Spanned<String>>,
+    /// `"all"` (default) or `"off-engine"`: where the processes started in the lab's nodes run.
+    pub programs_cpus: Option<Spanned<String>>,
     /// Default MTU of every link and LAN.
     pub mtu: Option<Spanned<i64>>,
     /// Where automatic addresses come from.

@@ -131,6 +131,11 @@ pub struct State {
     /// cgroup is made.
     #[serde(default)]
     pub cgroups: Vec<(String, PathBuf)>,
+    /// The cpuset the processes started in the lab's nodes run in, off the engine's CPUs
+    /// (`programs_cpus = "off-engine"`), recorded before it is made; `None`: they run on every
+    /// CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programs: Option<ProgramsCpuset>,
     /// Whether `up` finished.
     pub complete: bool,
     /// The validated topology, for `ls` and `graph`: the whole lab's, also for one host's part
@@ -140,6 +145,22 @@ pub struct State {
     /// they are made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part: Option<PartState>,
+}
+
+/// The cpuset of a lab's programs ([`crate::cpuset`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramsCpuset {
+    /// The cgroup.
+    pub cgroup: PathBuf,
+    /// Its CPUs: every online CPU but the engine's.
+    pub cpus: Vec<usize>,
+}
+
+impl ProgramsCpuset {
+    /// Its CPUs as the kernel writes lists (`0,2-3`).
+    pub fn cpu_list(&self) -> String {
+        rtemu_clock::rt::format_cpu_list(&self.cpus)
+    }
 }
 
 /// What the state of one host's part of a multi-host lab adds.
@@ -404,8 +425,9 @@ impl State {
     /// Checks that everything this state names is something `up` makes for lab `lab`, so a
     /// crafted or stale state file cannot make `down` remove or kill anything else: the lab's
     /// name is its directory's, every node and namespace name is derived from the lab's as
-    /// `up` derives it, every cgroup is the node's under the machine's CPU controller, and
-    /// every handed-over interface has an interface's name.
+    /// `up` derives it, every cgroup is the node's under the machine's CPU controller or the
+    /// lab's under its cpuset controller, and every handed-over interface has an interface's
+    /// name.
     pub fn check(&self, lab: &LabName) -> Result<(), String> {
         if self.lab != *lab {
             return Err(format!("it names lab `{}`", self.lab));
@@ -435,6 +457,15 @@ impl State {
             let expected = controller.as_ref().zip(ns).map(|(c, ns)| c.dir(ns));
             if ns.is_none() || expected.as_ref() != Some(dir) {
                 return Err(format!("cgroup {} is not node `{node}`'s", dir.display()));
+            }
+        }
+        if let Some(p) = &self.programs {
+            let expected = crate::cpuset::Cpusets::find().map(|c| c.dir(lab));
+            if expected.as_ref() != Some(&p.cgroup) {
+                return Err(format!(
+                    "cpuset {} is not lab `{lab}`'s",
+                    p.cgroup.display()
+                ));
             }
         }
         for t in self.part.iter().flat_map(|p| &p.tunnels) {

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -222,30 +222,23 @@ pub fn die_with_parent_on_exec(cmd: &mut Command) {
     }
 }
 
-/// Makes the child of `cmd` join the cgroup whose `cgroup.procs` is `procs` between `fork` and
-/// `exec`, so it and everything it starts are limited from their first instruction.
-pub fn join_cgroup_on_exec(cmd: &mut Command, procs: &Path) -> io::Result<()> {
-    let procs = CString::new(procs.as_os_str().as_encoded_bytes())?;
-    // SAFETY: the closure runs in the forked child before exec; it only makes system calls
-    // (open, write, close) on a C string created before the fork and a static buffer, and
-    // allocates nothing, so it is async-signal-safe.
+/// Makes the child of `cmd` join the cgroup whose `cgroup.procs` is open as `procs`
+/// ([`crate::cgroup::open_procs`]) between `fork` and `exec`, so it and everything it starts
+/// are limited from their first instruction. Opened before the fork, the file is the one
+/// checked; the descriptor closes at `exec`.
+pub fn join_cgroup_on_exec(cmd: &mut Command, procs: OwnedFd) {
+    // SAFETY: the closure runs in the forked child before exec; it makes one system call
+    // (write) on a descriptor it owns and a static buffer, and allocates nothing, so it is
+    // async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(io::Error::last_os_error());
-            }
             // "0": the writing process itself.
-            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-            let err = io::Error::last_os_error();
-            libc::close(fd);
-            if written != 1 {
-                return Err(err);
+            if libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                return Err(io::Error::last_os_error());
             }
             Ok(())
         });
     }
-    Ok(())
 }
 
 /// The child enters the namespace between `fork` and `exec`: it joins the network namespace,

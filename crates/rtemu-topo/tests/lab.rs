@@ -1028,7 +1028,7 @@ impl Drop for OutsideNs {
 }
 
 /// A state file that names something the lab did not make (another namespace, a cgroup that
-/// is not its node's) is refused whole: `down` does nothing on it, and says why.
+/// is not its node's, a cpuset that is not the lab's) is refused whole: `down` does nothing on it, and says why.
 #[test]
 fn a_state_file_naming_what_the_lab_did_not_make_is_not_acted_on() {
     if !root_or_skip("crafted state") {
@@ -1048,7 +1048,7 @@ fn a_state_file_naming_what_the_lab_did_not_make_is_not_acted_on() {
         std::fs::write(&file, v.to_string()).unwrap();
     };
     type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
-    let cases: [(&str, Edit); 4] = [
+    let cases: [(&str, Edit); 5] = [
         ("is not one of the lab's", &|v| {
             v["namespaces"]
                 .as_array_mut()
@@ -1060,6 +1060,9 @@ fn a_state_file_naming_what_the_lab_did_not_make_is_not_acted_on() {
         }),
         ("cgroup", &|v| {
             v["cgroups"] = serde_json::json!([["n0", "/sys/fs/cgroup"]]);
+        }),
+        ("cpuset", &|v| {
+            v["programs"] = serde_json::json!({"cgroup": "/sys/fs/cgroup/cpuset", "cpus": [0]});
         }),
         ("names lab", &|v| v["lab"] = "other".into()),
     ];
@@ -1209,6 +1212,7 @@ fn concurrent_creates_of_one_lab_place_one_and_refuse_the_rest_as_existing() {
         nodes: Vec::new(),
         handovers: Vec::new(),
         cgroups: Vec::new(),
+        programs: None,
         complete: false,
         topology: topo,
         part: None,

@@ -41,6 +41,7 @@ fn state() -> State {
         nodes: Vec::new(),
         handovers: Vec::new(),
         cgroups: Vec::new(),
+        programs: None,
         complete: true,
         topology,
         part: None,

@@ -1,7 +1,7 @@
 //! Crash safety: `rtemu up`, a lab's engine and `rtemu down` itself are SIGKILLed at random
 //! moments, 100 times, each followed by `rtemu down`. After every round nothing the lab made
-//! is left (namespaces, `/etc/netns` entries, interfaces, cgroups, `/run/rtemu` entries,
-//! processes), and a second lab that runs throughout is undisturbed.
+//! is left (namespaces, `/etc/netns` entries, interfaces, cgroups, the cpuset of its programs,
+//! `/run/rtemu` entries, processes), and a second lab that runs throughout is undisturbed.
 //!
 //! Needs root; without it the test says why and passes, unless `RTEMU_REQUIRE_ROOT=1`.
 
@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use common::{root_or_skip, rtemu, text, Lab};
 
 /// The lab that is killed: an impaired link through the engine, a LAN (a bridge in the lab's
-/// namespace) and a node with a CPU limit (a cgroup).
+/// namespace), a node with a CPU limit (a cgroup) and, where there are two CPUs to share out,
+/// its programs kept off the engine's CPU (a cpuset).
 const VICTIM: &str = r#"
 lab = "LAB"
 neighbours = "static"
@@ -84,6 +85,12 @@ fn leftovers(lab: &str) -> Vec<String> {
         let name = e.file_name().to_string_lossy().into_owned();
         if name == lab || name.starts_with(&format!(".new-{lab}.")) {
             left.push(format!("/run/rtemu/{name}"));
+        }
+    }
+    if let Some(c) = rtemu_topo::cpuset::Cpusets::find() {
+        let dir = c.0.root.join(&ns);
+        if dir.exists() {
+            left.push(format!("cpuset {}", dir.display()));
         }
     }
     if let Some(c) = rtemu_topo::cgroup::Controller::find() {
@@ -162,7 +169,11 @@ fn a_hundred_sigkills_in_up_engine_and_down_leave_nothing_behind() {
     let dir = std::env::temp_dir().join(format!("rtemu-crash-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("victim.toml");
-    std::fs::write(&file, VICTIM.replace("LAB", &name)).unwrap();
+    let mut victim = VICTIM.replace("LAB", &name);
+    if rtemu_clock::rt::affinity().unwrap().len() >= 2 {
+        victim = victim.replace("neighbours", "programs_cpus = \"off-engine\"\nneighbours");
+    }
+    std::fs::write(&file, victim).unwrap();
     let file = file.to_str().unwrap();
     struct Down<'a>(&'a str, &'a Path);
     impl Drop for Down<'_> {

@@ -261,6 +261,8 @@ class Lab:
         file: the topology file it came from (``<request>`` for inline TOML).
         hosts: for a lab across hosts (on the server that coordinates it), each host's part;
             else empty.
+        programs_cpus: the CPUs the processes started in its nodes run on (``"0"``), when
+            they are kept off its engine's (``programs_cpus = "off-engine"``); else ``None``.
     """
 
     name: str
@@ -274,6 +276,7 @@ class Lab:
     _client: Client = field(repr=False, compare=False)
     error: str | None = None
     hosts: list[HostPart] = field(default_factory=list)
+    programs_cpus: str | None = None
 
     @classmethod
     def from_json(cls, value: Any, client: Client, where: str = "lab") -> Lab:
@@ -298,6 +301,8 @@ class Lab:
             error=_opt_str(o, "error", where) if "error" in o else None,
             # Only a lab across hosts has them.
             hosts=parse_list(o.get("hosts", []), HostPart.from_json, f"{where}.hosts"),
+            # Only a lab whose programs are kept off its engine's CPUs says it.
+            programs_cpus=_opt_str(o, "programs_cpus", where) if "programs_cpus" in o else None,
         )
 
     def __enter__(self) -> Lab:

@@ -79,7 +79,8 @@ pub fn down(lab: &str) -> Result<bool, LabError> {
     for ns in ours {
         remove_etc_netns(ns)?;
     }
-    for (_, cg) in &state.cgroups {
+    let cpuset = state.programs.iter().map(|p| &p.cgroup);
+    for cg in state.cgroups.iter().map(|(_, cg)| cg).chain(cpuset) {
         cgroup::remove(cg).map_err(io_err(format!("removing the cgroup {}", cg.display())))?;
     }
     state.remove_dir()?;

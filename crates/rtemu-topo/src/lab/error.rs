@@ -54,6 +54,14 @@ pub enum LabError {
     /// A host interface named in the file does not exist.
     #[error("host interface `{0}` does not exist (`ip link` lists the host's interfaces)")]
     NoHostInterface(String),
+    /// The lab's programs were to be kept off the engine's CPUs on a machine without a cgroup
+    /// cpuset controller.
+    #[error(
+        "keeping the lab's programs off the engine's CPUs needs a cgroup cpuset controller \
+         (cgroup v2 `cpuset`, or v1 `cpuset` under /sys/fs/cgroup), which this machine lacks; \
+         run them on every CPU (`programs_cpus = \"all\"`, the default)"
+    )]
+    NoCpuset,
     /// A CPU limit was asked for on a machine without a cgroup CPU controller.
     #[error(
         "node `{0}` has `cpu` set, but this machine has no cgroup cpu controller (cgroup v2 `cpu` \

@@ -96,9 +96,21 @@ pub fn node_command(state: &State, node: &str, argv: &[String]) -> Result<Comman
     };
     let mut cmd = Command::new(argv.first().map_or("sh", String::as_str));
     cmd.args(argv.iter().skip(1));
-    if let Some((_, cg)) = state.cgroups.iter().find(|(n, _)| n == node) {
-        sys::join_cgroup_on_exec(&mut cmd, &cgroup::procs_file(cg))
-            .map_err(io_err(format!("joining {}", cg.display())))?;
+    let limit = state
+        .cgroups
+        .iter()
+        .find(|(n, _)| n == node)
+        .map(|(_, cg)| cg);
+    // Off the engine's CPUs: the lab's cpuset, unless the node's CPU limit is of the same
+    // hierarchy (cgroup v2), whose cgroup then holds the cpuset's CPUs too.
+    let cpuset = state
+        .programs
+        .as_ref()
+        .map(|p| &p.cgroup)
+        .filter(|set| limit.is_none_or(|cg| !crate::cpuset::one_hierarchy(set, cg)));
+    for cg in limit.into_iter().chain(cpuset) {
+        let procs = cgroup::open_procs(cg).map_err(io_err(format!("joining {}", cg.display())))?;
+        sys::join_cgroup_on_exec(&mut cmd, procs);
     }
     sys::enter_netns_on_exec(&mut cmd, ns).map_err(io_err(format!("entering {ns}")))?;
     Ok(cmd)

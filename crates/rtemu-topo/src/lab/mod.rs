@@ -37,4 +37,4 @@ pub use crate::naming::{engine_ends, lab_netns, legacy_node_netns, node_netns, o
 pub use down::down;
 pub use error::LabError;
 pub use exec::{exec_command, exec_detached, logs_command, node_command, resolve_lab};
-pub use up::{up, up_part, vnis_in_use};
+pub use up::{up, up_part, up_with, vnis_in_use};

@@ -5,11 +5,12 @@ use std::collections::BTreeSet;
 use std::io;
 
 use crate::cgroup;
+use crate::cpuset::{one_hierarchy, Cpusets};
 use crate::external::HostSide;
 use crate::naming::{lab_netns, node_netns, ownership_mark};
 use crate::part::Stitching;
 use crate::routing::{plan, NodePlan};
-use crate::state::{lab_dir, Handover, LabName, PartState, State, StateError};
+use crate::state::{lab_dir, Handover, LabName, PartState, ProgramsCpuset, State, StateError};
 use crate::sys;
 use crate::topology::{ExternalMode, Host, SegmentKind, Topology};
 
@@ -25,6 +26,12 @@ use super::shares::{find_underlay, Share, Stitch};
 
 /// Brings `topo` up. On error, everything made so far is removed again.
 pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
+    up_with(topo, file, None)
+}
+
+/// Brings `topo` up as [`up`] does, the processes started in its nodes kept on the CPUs
+/// `programs` when given (a cpuset of the lab's, [`crate::cpuset`]).
+pub fn up_with(topo: &Topology, file: &str, programs: Option<&[usize]>) -> Result<State, LabError> {
     if !topo.hosts.is_empty() {
         let hosts: Vec<&str> = topo.hosts.iter().map(|h| h.name.as_str()).collect();
         return Err(LabError::MultiHost {
@@ -37,7 +44,7 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
         segments: (0..topo.segments.len()).collect(),
         stitch: None,
     };
-    build_share(topo, file, &all)
+    build_share(topo, file, &all, programs)
 }
 
 /// Brings up host `host`'s part of the multi-host lab `topo` ([`Topology::part`]): its nodes,
@@ -45,12 +52,14 @@ pub fn up(topo: &Topology, file: &str) -> Result<State, LabError> {
 /// UDP port of `stitching` (the same on every host). Run on that host: the tunnels start at
 /// the interface that holds its `[hosts]` address, and their sockets stay in the namespace
 /// this process runs in. The stitched segments' MTU follows [`crate::part::tunnel_mtu`].
-/// On error, everything made so far is removed again.
+/// The processes started in its nodes are kept on the CPUs `programs` when given, as by
+/// [`up_with`]. On error, everything made so far is removed again.
 pub fn up_part(
     topo: &Topology,
     file: &str,
     host: &str,
     stitching: &Stitching,
+    programs: Option<&[usize]>,
 ) -> Result<State, LabError> {
     let part = topo.part(host, stitching)?;
     let underlay = find_underlay(&part.host)?;
@@ -86,7 +95,7 @@ pub fn up_part(
             },
         }),
     };
-    build_share(&topo, file, &share)
+    build_share(&topo, file, &share, programs)
 }
 
 /// The VNIs the labs on this host use (their parts' tunnels): a new lab's must differ, since
@@ -107,9 +116,14 @@ pub fn vnis_in_use() -> Result<BTreeSet<u32>, LabError> {
     Ok(used)
 }
 
-/// Brings up `share` of `topo`, with `cpu` limits where the file asks. On error, everything
-/// made so far is removed again.
-fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabError> {
+/// Brings up `share` of `topo`, with `cpu` limits where the file asks and its programs on
+/// the CPUs `programs` when given. On error, everything made so far is removed again.
+fn build_share(
+    topo: &Topology,
+    file: &str,
+    share: &Share,
+    programs: Option<&[usize]>,
+) -> Result<State, LabError> {
     let limited: Vec<&crate::topology::Node> = share
         .nodes
         .iter()
@@ -122,6 +136,10 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
         Some(node) => {
             Some(cgroup::Controller::find().ok_or_else(|| LabError::CpuLimit(node.name.clone()))?)
         }
+    };
+    let cpusets = match programs {
+        None => None,
+        Some(_) => Some(Cpusets::find().ok_or(LabError::NoCpuset)?),
     };
     let lab = LabName::new(&topo.lab)?;
     if lab_dir(&lab).exists() {
@@ -198,6 +216,14 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
                     .map(|n| (n.name.clone(), c.dir(&node_netns(&topo.lab, &n.name))))
             })
             .collect(),
+        programs: cpusets
+            .iter()
+            .zip(programs)
+            .map(|(c, cpus)| ProgramsCpuset {
+                cgroup: c.dir(&lab),
+                cpus: cpus.to_vec(),
+            })
+            .next(),
         complete: false,
         topology: topo.clone(),
         part: share.stitch.as_ref().map(|s| s.state.clone()),
@@ -211,7 +237,7 @@ fn build_share(topo: &Topology, file: &str, share: &Share) -> Result<State, LabE
             e => e.into(),
         });
     }
-    match build(topo, share, &state, cpu.as_ref()) {
+    match build(topo, share, &state, cpu.as_ref(), cpusets.as_ref()) {
         Ok(()) => {
             state.complete = true;
             state.save()?;
@@ -232,6 +258,7 @@ fn build(
     share: &Share,
     state: &State,
     cpu: Option<&cgroup::Controller>,
+    cpusets: Option<&Cpusets>,
 ) -> Result<(), LabError> {
     // Routes and neighbours come from the whole lab, so every host plans the same.
     let plans = plan(topo);
@@ -258,6 +285,11 @@ fn build(
         })
         .map_err(io_err(format!("creating namespace {ns}")))
     })?;
+    let programs = cpusets.zip(state.programs.as_ref());
+    if let Some((c, p)) = programs {
+        c.create(&state.lab, &p.cpus)
+            .map_err(io_err(format!("making the cpuset {}", p.cgroup.display())))?;
+    }
     if let Some(c) = cpu {
         for (node, dir) in &state.cgroups {
             let cores = topo.nodes[topo.node_index(node).expect("a node of the lab")]
@@ -267,6 +299,13 @@ fn build(
                 "making the CPU-limit cgroup {}",
                 dir.display()
             )))?;
+            // One cgroup per process on cgroup v2: the node's carries the cpuset's CPUs too.
+            if let Some((sets, p)) = programs.filter(|(_, p)| one_hierarchy(&p.cgroup, dir)) {
+                sets.restrict(dir, &p.cpus).map_err(io_err(format!(
+                    "keeping {} off the engine's CPUs",
+                    dir.display()
+                )))?;
+            }
         }
     }
     let runtime = tokio::runtime::Builder::new_current_thread()

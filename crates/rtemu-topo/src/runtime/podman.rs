@@ -133,6 +133,9 @@ impl Podman {
         if let Some(cpu) = spec.cpu {
             opt("--cpus", cpu.to_string());
         }
+        if let Some(cpus) = &spec.cpuset {
+            opt("--cpuset-cpus", rtemu_clock::rt::format_cpu_list(cpus));
+        }
         if let Some(h) = &c.healthcheck {
             // Podman 4.3 reads `--health-cmd` as a command line for the image's `/bin/sh -c`
             // (no JSON array): a `CMD` check's words are quoted into one.
@@ -424,6 +427,7 @@ mod tests {
                 ("X".into(), "1 2".into()),
             ],
             cpu: Some(0.5),
+            cpuset: Some(vec![0, 2, 3]),
         };
         let args = podman().run_args(&spec);
         let expected = [
@@ -461,6 +465,8 @@ mod tests {
             "67108864",
             "--cpus",
             "0.5",
+            "--cpuset-cpus",
+            "0,2-3",
             "--health-cmd",
             "wget -q http://localhost/",
             "--health-interval",

@@ -22,8 +22,8 @@ mod validate;
 pub use impairment::{Change, Impairment, Netem, Ways};
 pub use load::{Culprit, LinkCheck, LinkCheckError};
 pub use model::{
-    Attachment, ExternalMode, Host, Mac, NeighbourMode, Node, Routing, Segment, SegmentKind,
-    Topology, DEFAULT_AGENT_PORT,
+    Attachment, ExternalMode, Host, Mac, NeighbourMode, Node, ProgramsCpus, Routing, Segment,
+    SegmentKind, Topology, DEFAULT_AGENT_PORT,
 };
 pub use names::{valid_ifname, valid_name};
 

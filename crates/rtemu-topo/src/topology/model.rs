@@ -32,6 +32,48 @@ pub enum NeighbourMode {
     Dynamic,
 }
 
+/// Where the processes rtemu starts in a lab's nodes may run (`programs_cpus`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProgramsCpus {
+    /// On every CPU, the engine's among them: under `SCHED_FIFO` the engine preempts them at
+    /// once (docs/benchmarks.md measured no difference worth a CPU on two).
+    #[default]
+    All,
+    /// On every online CPU but the engine's release threads' (a cpuset cgroup of the lab).
+    OffEngine,
+}
+
+impl ProgramsCpus {
+    /// As the file and `up --programs-cpus` write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProgramsCpus::All => "all",
+            ProgramsCpus::OffEngine => "off-engine",
+        }
+    }
+
+    fn is_all(&self) -> bool {
+        *self == ProgramsCpus::All
+    }
+}
+
+impl std::str::FromStr for ProgramsCpus {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ProgramsCpus, String> {
+        match text {
+            "all" => Ok(ProgramsCpus::All),
+            "off-engine" => Ok(ProgramsCpus::OffEngine),
+            other => Err(format!(
+                "unknown programs_cpus `{}`: allowed are \"all\" (the nodes' programs on every \
+                 CPU) and \"off-engine\" (on every CPU but the engine's)",
+                other.chars().take(32).collect::<String>()
+            )),
+        }
+    }
+}
+
 /// A locally administered, unicast Ethernet address.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
@@ -80,6 +122,9 @@ pub struct Topology {
     /// neighbours (addresses outside them may be the world's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<IpNet>,
+    /// Where the lab's programs may run.
+    #[serde(default, skip_serializing_if = "ProgramsCpus::is_all")]
+    pub programs_cpus: ProgramsCpus,
 }
 
 /// One machine of a multi-host lab (`[hosts]`).

@@ -7,6 +7,7 @@ use rtemu_clock::rt::CpuList;
 use rtemu_clock::WaitStrategy;
 use rtemu_control::engine::{self, EngineOptions, IoKind, Priority, RunOptions, SIZING_PPS};
 use rtemu_topo::state::LabName;
+use rtemu_topo::topology::ProgramsCpus;
 
 /// Run a lab's engine (started by `rtemu up`; not for direct use).
 #[derive(Debug, Args)]
@@ -68,6 +69,11 @@ pub struct EngineFlags {
     /// rate frames are dropped as `pool-exhausted`. Default 100000.
     #[arg(long = "engine-pps", value_name = "PPS", value_parser = crate::cmd::number_in::<u64>(1..))]
     pub sizing_pps: Option<u64>,
+    /// Where the processes started in the lab's nodes run: `all` (every CPU, the engine's
+    /// among them) or `off-engine` (every CPU but the release threads', in a cpuset of the
+    /// lab's; containers too). Default: the file's `programs_cpus`, else `all`.
+    #[arg(long = "programs-cpus", value_name = "all|off-engine")]
+    pub programs: Option<ProgramsCpus>,
 }
 
 impl EngineFlags {
@@ -80,6 +86,7 @@ impl EngineFlags {
             threads: self.threads.map(|n| n as usize),
             io: self.io.map(IoKind::from),
             sizing_pps: self.sizing_pps,
+            programs: self.programs,
             // This executable: `rtemu` itself.
             program: None,
         }

@@ -130,6 +130,7 @@ impl Validator<'_> {
         let routing = self.routing(&spec)?;
         let neighbours = self.neighbours(&spec)?;
         let families = self.families(&spec)?;
+        let programs_cpus = self.programs_cpus(&spec)?;
         let default_mtu = spec.mtu.as_ref().map(|m| self.mtu(m)).transpose()?;
         let default_mtu_span = spec.mtu.as_ref().map(|m| m.span());
 
@@ -170,6 +171,7 @@ impl Validator<'_> {
             segments,
             hosts: machines,
             pools,
+            programs_cpus,
         })
     }
 

@@ -1,10 +1,11 @@
 //! The lab-wide settings: how routes are installed, how neighbours are resolved, which address
-//! families the pools give, and whether static routes stay within what a lab may install.
+//! families the pools give, where the nodes' programs run, and whether static routes stay
+//! within what a lab may install.
 
 use super::{Families, Validator};
 use crate::error::SpecError;
 use crate::spec::FileSpec;
-use crate::topology::{NeighbourMode, Node, Routing, Segment, MAX_STATIC_ROUTES};
+use crate::topology::{NeighbourMode, Node, ProgramsCpus, Routing, Segment, MAX_STATIC_ROUTES};
 
 impl Validator<'_> {
     /// `routing`: `static` unless the file says otherwise.
@@ -47,6 +48,15 @@ impl Validator<'_> {
                 }
             },
         )
+    }
+
+    /// `programs_cpus`: `all` unless the file says otherwise.
+    pub(super) fn programs_cpus(&self, spec: &FileSpec) -> Result<ProgramsCpus, SpecError> {
+        spec.programs_cpus
+            .as_ref()
+            .map_or(Ok(ProgramsCpus::All), |p| {
+                p.get_ref().parse().map_err(|e| self.err(p.span(), e))
+            })
     }
 
     /// `ip`: both families unless the file says otherwise.
