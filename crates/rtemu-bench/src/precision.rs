@@ -13,7 +13,7 @@
 //!
 //! * **probe**: one `delay D` link at `R` datagrams/s, for each delay (10 ms, 1 ms), rate
 //!   (2 kpps, 10 kpps) and load (idle; one busy loop per CPU outside the lab; one busy loop in
-//!   node `b`), the engine as it shipped before (`SCHED_OTHER`, `hybrid:100us`, not pinned)
+//!   node `b`, free to run anywhere, then kept off the engine's CPUs), the engine as it shipped before (`SCHED_OTHER`, `hybrid:100us`, not pinned)
 //!   against today's default, alternated run by run for `--rounds` rounds. Columns: the
 //!   probe's percentiles, the share within 20 and 100 µs, early datagrams; the engine's own
 //!   record of the same direction (release error p50/p99, arrival lag p99); the engine's CPU
@@ -75,6 +75,9 @@ struct Variant {
     name: String,
     bin: PathBuf,
     flags: Vec<String>,
+    /// Whether its `up` can keep the lab's programs off the engine's CPUs
+    /// (`--programs-cpus`).
+    cpuset: bool,
 }
 
 impl Variant {
@@ -84,6 +87,7 @@ impl Variant {
             name: "default".into(),
             bin: crate::rtemu()?,
             flags: Vec::new(),
+            cpuset: true,
         })
     }
 
@@ -131,6 +135,7 @@ fn variants(before: Option<&Path>, io: Option<&str>) -> Result<Vec<Variant>> {
             name: format!("before ({})", bin.display()),
             bin: bin.to_owned(),
             flags: Vec::new(),
+            cpuset: false,
         });
     }
     v.push(Variant::default_engine()?);
@@ -152,8 +157,9 @@ enum Load {
     Busy,
     /// One busy loop in node `b`.
     InNode,
-    /// One busy loop in node `b` per CPU the engine does not use, kept on those CPUs (what a
-    /// cpuset of the lab's programs off the engine's CPUs does).
+    /// One busy loop in node `b`, the lab's programs kept off the engine's CPUs: `up
+    /// --programs-cpus off-engine` (a cpuset), or `taskset` to the CPUs before the engine's for
+    /// an older `rtemu` without it.
     InNodeOffEngine,
 }
 
@@ -196,10 +202,11 @@ impl Busy {
                 }
             }
             Load::InNode | Load::InNodeOffEngine => {
-                // Off the engine: the engine's threads sit on the last CPUs (the default), so
-                // the loop is kept on CPU 0.
+                // Off the engine by hand for a lab without a cpuset (an older `rtemu`): the
+                // engine's threads sit on the last CPUs (the default), so the loop is kept on
+                // CPU 0.
                 let pin: &[&str] = match load {
-                    Load::InNodeOffEngine => &["taskset", "-c", "0"],
+                    Load::InNodeOffEngine if state.programs.is_none() => &["taskset", "-c", "0"],
                     _ => &[],
                 };
                 let argv: Vec<String> = pin
@@ -352,6 +359,9 @@ fn run_one(
     };
     let mut up = vec!["up".to_owned(), file.display().to_string()];
     up.extend(variant.flags.iter().cloned());
+    if load == Load::InNodeOffEngine && variant.cpuset {
+        up.extend(["--programs-cpus".to_owned(), "off-engine".to_owned()]);
+    }
     variant.rtemu(&up.iter().map(String::as_str).collect::<Vec<_>>())?;
     let state = State::load(&name)?.context("the lab's state after up")?;
     let mut senders = Vec::new();
