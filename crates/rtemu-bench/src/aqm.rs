@@ -1,9 +1,11 @@
-//! `rtemu-bench aqm`: bufferbloat and its cures, in virtual time: the scenario of
-//! [`rtemu_sim::bufferbloat`] behind each queue rtemu models, one table row per queue.
+//! `rtemu-bench aqm`: bufferbloat and its cures, in virtual time: the scenarios of
+//! [`rtemu_sim::bufferbloat`] and [`rtemu_sim::burst`] (burst absorption) behind each queue
+//! rtemu models, one table per scenario, one row per queue.
 
 use std::io::Write;
 
-use rtemu_sim::bufferbloat;
+use rtemu_sim::{bufferbloat, burst};
+use serde::Serialize;
 
 use crate::BenchArgs;
 
@@ -13,13 +15,26 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         .iter()
         .map(bufferbloat::Run::summary)
         .collect();
+    let bursts = burst::run_all(args.seed)?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &rows)?;
+        /// Both scenarios' rows.
+        #[derive(Serialize)]
+        struct Both<'a> {
+            bufferbloat: &'a [bufferbloat::Summary],
+            burst: &'a [burst::Summary],
+        }
+        let both = Both {
+            bufferbloat: &rows,
+            burst: &bursts,
+        };
+        serde_json::to_writer_pretty(&mut out, &both)?;
         writeln!(out)?;
         return Ok(());
     }
     write!(out, "rtemu-bench aqm: ")?;
     rtemu_report::bufferbloat::write_table(&mut out, args.seed, &rows)?;
+    writeln!(out)?;
+    rtemu_report::burst::write_table(&mut out, args.seed, &bursts)?;
     Ok(())
 }

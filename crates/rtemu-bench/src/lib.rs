@@ -57,7 +57,8 @@ pub struct BenchArgs {
     /// alternated; the engine's CPU with no traffic; many links over one or two release
     /// threads. `aqm`: an upload and a game flow through a 10 Mbit/s link behind drop-tail,
     /// CoDel, FQ-CoDel, PIE, DOCSIS-PIE and DualPI2 in virtual time: the game's delay and the
-    /// upload's fate (deterministic for a seed).
+    /// upload's fate; then bursts onto the same link (RFC 7928 §6): what each queue lets
+    /// through (deterministic for a seed).
     #[arg(value_parser = ["sim", "engine", "topo", "precision", "aqm"], default_value = "sim")]
     pub what: String,
 

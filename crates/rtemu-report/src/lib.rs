@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod bufferbloat;
+pub mod burst;
 pub mod lab;
 pub mod output;
 pub mod plot;

@@ -139,58 +139,100 @@ pub struct Summary {
     pub upload_dropped_percent: f64,
 }
 
-/// Runs the upload and the game flow through [`LINK`] behind `queue`, with `seed`.
-pub fn run(queue: Queue, seed: u64) -> Result<Run, ScenarioError> {
-    let model = format!("{LINK} {}", queue.words);
-    let cfg = netem::parse(&model).map_err(|source| ScenarioError::Netem {
-        text: model.clone(),
+/// The model of [`LINK`] behind `queue`, with `seed`; and its netem text.
+pub fn model(queue: Queue, seed: u64) -> Result<(LinkModel, String), ScenarioError> {
+    let text = format!("{LINK} {}", queue.words);
+    let cfg = netem::parse(&text).map_err(|source| ScenarioError::Netem {
+        text: text.clone(),
         source,
     })?;
-    let mut m = LinkModel::new(&cfg, &NoTables, seed, 0).map_err(|source| ScenarioError::Link {
-        text: model.clone(),
+    let m = LinkModel::new(&cfg, &NoTables, seed, 0).map_err(|source| ScenarioError::Link {
+        text: text.clone(),
         source,
     })?;
-    let mut arrivals = Stream::new(seed, 0x4255_4c4b); // "BULK"
-    let end = SECONDS * 1_000_000_000;
-    let mut packets: Vec<Packet> = Vec::new();
-    let (mut upload_at, mut game_at) = (0u64, 3_000_000u64);
-    let settle = |m: &mut LinkModel, now: u64, packets: &mut Vec<Packet>| {
+    Ok((m, text))
+}
+
+/// Drives `m` with `arrivals` (in time order: `(arrival ns, length, flow)`) as the simulator
+/// does, departures due by an arrival first; when each packet left, in arrival order (`None`:
+/// dropped).
+pub fn drive(
+    m: &mut LinkModel,
+    arrivals: impl Iterator<Item = (u64, u32, FlowKey)>,
+) -> Vec<Option<u64>> {
+    let mut left: Vec<Option<u64>> = Vec::new();
+    let settle = |m: &mut LinkModel, now: u64, left: &mut Vec<Option<u64>>| {
         while let Some(d) = m.depart_by(now) {
             if let Outcome::Delivered(del) = d.outcome {
-                packets[d.seq as usize].left_ns = Some(del.at_ns);
+                left[d.seq as usize] = Some(del.at_ns);
             }
         }
     };
-    while upload_at < end || game_at < end {
-        let game = game_at <= upload_at;
-        let arrival_ns = if game { game_at } else { upload_at };
-        settle(&mut m, arrival_ns, &mut packets);
-        let seq = packets.len() as u64;
+    for (arrival_ns, len, flow) in arrivals {
+        settle(m, arrival_ns, &mut left);
         let p = PacketMeta {
-            len: if game { GAME_BYTES } else { UPLOAD_BYTES },
-            flow: FlowKey {
-                src_port: if game { 7000 } else { 5201 },
-                protocol: if game { 17 } else { 6 },
-                ..FlowKey::default()
-            },
+            len,
+            flow,
             arrival_ns,
-            seq,
+            seq: left.len() as u64,
             ecn: Default::default(),
         };
         let fate = m.decide(&p);
-        packets.push(Packet {
-            game,
-            arrival_ns,
-            left_ns: fate.delivered.as_slice().first().map(|d| d.at_ns),
-        });
+        left.push(fate.delivered.as_slice().first().map(|d| d.at_ns));
+    }
+    settle(m, u64::MAX, &mut left);
+    left
+}
+
+/// A flow of the scenarios: UDP (game, bursts) or TCP (bulk) from `port`.
+pub fn flow(port: u16, udp: bool) -> FlowKey {
+    FlowKey {
+        src_port: port,
+        protocol: if udp { 17 } else { 6 },
+        ..FlowKey::default()
+    }
+}
+
+/// Runs the upload and the game flow through [`LINK`] behind `queue`, with `seed`.
+pub fn run(queue: Queue, seed: u64) -> Result<Run, ScenarioError> {
+    let (mut m, model) = model(queue, seed)?;
+    let mut gaps = Stream::new(seed, 0x4255_4c4b); // "BULK"
+    let end = SECONDS * 1_000_000_000;
+    let (mut upload_at, mut game_at) = (0u64, 3_000_000u64);
+    let arrivals = std::iter::from_fn(|| {
+        if upload_at >= end && game_at >= end {
+            return None;
+        }
+        let game = game_at <= upload_at;
         if game {
             game_at += GAME_GAP_NS;
+            Some((game_at - GAME_GAP_NS, true))
         } else {
-            let gap = -arrivals.open01().ln() / UPLOAD_PPS;
-            upload_at += (gap * 1e9) as u64;
+            let at = upload_at;
+            upload_at += (-gaps.open01().ln() / UPLOAD_PPS * 1e9) as u64;
+            Some((at, false))
         }
-    }
-    settle(&mut m, u64::MAX, &mut packets);
+    });
+    let mut kinds = Vec::new();
+    let left = drive(
+        &mut m,
+        arrivals.map(|(at, game)| {
+            kinds.push((at, game));
+            match game {
+                true => (at, GAME_BYTES, flow(7000, true)),
+                false => (at, UPLOAD_BYTES, flow(5201, false)),
+            }
+        }),
+    );
+    let packets = kinds
+        .into_iter()
+        .zip(left)
+        .map(|((arrival_ns, game), left_ns)| Packet {
+            game,
+            arrival_ns,
+            left_ns,
+        })
+        .collect();
     Ok(Run {
         queue,
         model,
@@ -204,7 +246,7 @@ pub fn run_all(seed: u64) -> Result<Vec<Run>, ScenarioError> {
 }
 
 /// The `p`-quantile of sorted `xs`, nearest rank; 0 for none.
-fn percentile(xs: &[u64], p: f64) -> u64 {
+pub(crate) fn percentile(xs: &[u64], p: f64) -> u64 {
     match xs.len() {
         0 => 0,
         n => xs[((n as f64 * p).ceil() as usize).clamp(1, n) - 1],

@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod bufferbloat;
+pub mod burst;
 pub mod capture;
 pub mod capture_pair;
 pub mod engine;

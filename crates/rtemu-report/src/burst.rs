@@ -1,0 +1,41 @@
+//! The burst-absorption scenario's table ([`rtemu_sim::burst`]), for `rtemu-bench aqm`.
+
+use std::io::{self, Write};
+
+use rtemu_sim::bufferbloat::LINK;
+use rtemu_sim::burst::{
+    Summary, BACKGROUND_SHARE, BURST_EVERY_NS, BURST_FRAMES, FRAME_BYTES, SECONDS,
+};
+
+/// Writes the scenario in one line, then a Markdown table of `rows`: per queue the bursts'
+/// losses and times through the link, and the background's drops.
+pub fn write_table(out: &mut impl Write, seed: u64, rows: &[Summary]) -> io::Result<()> {
+    writeln!(
+        out,
+        "burst absorption (RFC 7928 §6): every {} s a burst of {BURST_FRAMES} × {FRAME_BYTES} \
+         bytes at 1 Gbit/s onto {LINK} carrying {:.0} % of its rate of unresponsive background \
+         (Poisson), {SECONDS} s simulated (seed {seed})",
+        BURST_EVERY_NS / 1_000_000_000,
+        BACKGROUND_SHARE * 100.0
+    )?;
+    writeln!(
+        out,
+        "| queue | bursts | burst frames lost | bursts hit | burst through p50 (ms) | max (ms) | \
+         background dropped |"
+    )?;
+    writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")?;
+    for r in rows {
+        writeln!(
+            out,
+            "| {} | {} | {:.1} % | {:.0} % | {:.1} | {:.1} | {:.1} % |",
+            r.queue,
+            r.bursts,
+            r.burst_lost_percent,
+            r.bursts_hit_percent,
+            r.burst_time_p50_ms,
+            r.burst_time_max_ms,
+            r.background_dropped_percent
+        )?;
+    }
+    Ok(())
+}
