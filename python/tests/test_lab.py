@@ -93,6 +93,12 @@ def test_full_experiment(client: rtemu.Client, lab: rtemu.Lab, tmp_path: Path) -
     ends = {(c.node, c.segment): c for c in lab.counters()}
     assert ends[("client", "uplink")].tx_packets >= up[-1].delivered
     assert [d.delivered for d in up] == sorted(d.delivered for d in up)
+    # Only the client's interfaces, when only the client is asked for.
+    only = lab.counters(nodes=["client"])
+    assert only and {c.node for c in only} == {"client"}
+    assert {c.segment for c in only} == {s for n, s in ends if n == "client"}
+    with pytest.raises(rtemu.NotFound):
+        lab.counters(nodes=["no-such-node"])
 
     # Capture while pinging: each frame of the link before and after the engine.
     pinger = threading.Thread(target=node.exec, args=(ping,), kwargs={"timeout": 20})

@@ -2,6 +2,7 @@
 //! function here blocks (netlink, processes, the engine's control socket): the handlers call
 //! them on tokio's blocking threads.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -194,10 +195,26 @@ pub fn stats(state: &State) -> Result<StatsReply, ApiError> {
 }
 
 /// The kernel's counters of every interface of lab `state`'s nodes (on links, LANs and host
-/// interfaces), node by node, each node's read at one instant.
-pub fn counters(state: &State) -> Result<Vec<InterfaceCounters>, ApiError> {
+/// interfaces), or of the nodes `only` names, node by node, each node's read at one instant.
+/// A name the lab has no node of is a 404.
+pub fn counters(
+    state: &State,
+    only: Option<&BTreeSet<String>>,
+) -> Result<Vec<InterfaceCounters>, ApiError> {
+    let nodes = body::nodes(state);
+    let names: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    if let Some(missing) = only.and_then(|o| o.iter().find(|n| !names.contains(n.as_str()))) {
+        return Err(ApiError::not_found(format!(
+            "lab `{}` has no node {}",
+            state.lab,
+            rtemu_sys::terminal::quoted(missing)
+        )));
+    }
     let mut out = Vec::new();
-    for node in body::nodes(state) {
+    for node in nodes
+        .into_iter()
+        .filter(|n| only.is_none_or(|o| o.contains(&n.name)))
+    {
         let names: Vec<&str> = node.interfaces.iter().map(|i| i.name.as_str()).collect();
         let path = rtemu_engine::netns::named(&node.netns);
         let counters = rtemu_engine::ifcounters::interfaces_counters(&path, &names)

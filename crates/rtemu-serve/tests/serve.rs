@@ -812,6 +812,20 @@ fn a_lab_of_ideal_links_through_the_api() {
     assert_eq!(n(a, "tx_packets"), n(b, "rx_packets"));
     assert_eq!(n(a, "tx_bytes"), n(b, "rx_bytes"));
     assert!(n(a, "tx_bytes") >= 2 * 98, "two echo requests: {a}");
+    // Only the nodes asked for: b's interfaces, read after a's (its counters did not go back).
+    let only_b: Vec<serde_json::Value> = get(&t, &format!("/v1/labs/{lab}/counters?node=b"), &[])
+        .json()
+        .unwrap();
+    assert!(!only_b.is_empty() && only_b.iter().all(|c| c["node"] == "b"));
+    assert_eq!(
+        only_b.len(),
+        counters.iter().filter(|c| c["node"] == "b").count()
+    );
+    let b_again = only_b.iter().find(|c| c["segment"] == "ab").unwrap();
+    assert!(n(b_again, "rx_packets") >= n(b, "rx_packets"));
+    let r = get(&t, &format!("/v1/labs/{lab}/counters?node=b&node=zz"), &[]);
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(r.text().contains(r#"has no node \"zz\""#), "{}", r.text());
     let r = exec(
         "a",
         serde_json::json!({"argv": ["sh", "-c", "echo out; echo err >&2; exit 3"]}),

@@ -57,6 +57,15 @@ export function pageText(p, query) {
   return q ? `${span} matching "${q}"` : span;
 }
 
+/** The nodes whose kernel counters a page of lab `topo` needs: both ends of each ideal link
+ * of `links` and of the link `selected` names, and the node it names; each once. */
+export function nodesToCount(topo, links, selected) {
+  const sel = selected && selected.kind === 'link' ? topo.links.filter((l) => l.name === selected.name) : [];
+  const nodes = new Set(links.concat(sel).filter((l) => !l.impaired).flatMap((l) => [l.a, l.b]));
+  if (selected && selected.kind === 'node') nodes.add(selected.name);
+  return [...nodes];
+}
+
 /** Writes the rows of `links` (a page of lab `topo`'s links) into `tbody`; `onSelect` opens a
  * link. */
 export function renderTable(tbody, topo, links, onSelect) {

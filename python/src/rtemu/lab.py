@@ -393,9 +393,12 @@ class Lab:
                     if event.event == "stats":
                         yield Stats.from_json(_load(event.data), "stats event")
 
-    def counters(self) -> list[InterfaceCounters]:
-        """The kernel's packet counters of every interface of the lab's nodes."""
-        reply = self._client.request("GET", _path(self.name, "counters"))
+    def counters(self, nodes: Sequence[str] = ()) -> list[InterfaceCounters]:
+        """The kernel's packet counters of every interface of the lab's nodes, or only of
+        ``nodes`` (a large lab's every node is slow to read: 2 s for 10,000). A name the lab
+        has no node of raises :class:`~rtemu.NotFound`."""
+        params = [("node", n) for n in nodes]
+        reply = self._client.request("GET", _path(self.name, "counters"), params=params)
         return parse_list(reply, InterfaceCounters.from_json, "counters")
 
     def capture(

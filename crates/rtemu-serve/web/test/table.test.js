@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { dropsText, linkHosts, PAGE, pageOf, pageText, sparkPoints, sparkSpan } from '../table.js';
+import { dropsText, linkHosts, nodesToCount, PAGE, pageOf, pageText, sparkPoints, sparkSpan } from '../table.js';
 
 test('drops list the non-zero reasons, or 0', () => {
   assert.equal(dropsText({ dropped: { loss: 12, 'queue-full': 0, 'link-down': 30000 } }), 'loss 12, link-down 30.0 k');
@@ -72,6 +72,17 @@ test('the pager says which links the page shows, of how many, and the filter', (
   assert.equal(pageText(pageOf(topo, 'l999', 0), ' l999'), 'links 1–10 of 10 matching "l999"', 'l999 and l9990 to l9998');
   assert.equal(pageText(pageOf(topo, 'x', 0), 'x'), 'no link matches "x"');
   assert.equal(pageText(pageOf({ nodes: [], links: [] }, '', 0), ''), 'no links');
+});
+
+test('a page asks for the counters of its ideal links\u2019 ends and of what is selected, once each', () => {
+  const topo = chain(300);
+  topo.links[1].impaired = true;
+  const page = pageOf(topo, '', 0, 3).links;
+  assert.deepEqual(nodesToCount(topo, page, null), ['n0', 'n1', 'n2', 'n3']);
+  assert.deepEqual(nodesToCount(topo, page, { kind: 'link', name: 'l250' }), ['n0', 'n1', 'n2', 'n3', 'n250', 'n251']);
+  assert.deepEqual(nodesToCount(topo, page, { kind: 'node', name: 'n2' }), ['n0', 'n1', 'n2', 'n3']);
+  // A page of impaired links only, nothing selected: no node (the engine has their figures).
+  assert.deepEqual(nodesToCount(topo, [topo.links[1]], null), []);
 });
 
 test('a link of a lab across hosts names the hosts it joins; on one machine none', () => {
