@@ -1,6 +1,6 @@
 """How the web view copes with a large lab: a chain of ideal links brought up, its page opened
 in headless Chromium, the time until the page says "live", then the browser's long tasks and
-frames over a window while the figures stream in.
+frames over a window while the figures stream in, and the CPU the server behind it used.
 
 Run as root from the repository, with the test environment's Python (it has selenium)::
 
@@ -14,6 +14,7 @@ again, also when it fails.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import tempfile
@@ -52,6 +53,12 @@ def chain(lab: str, nodes: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process `pid` used so far (user and system), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(rtemu: str, lab: str, seconds: float) -> str:
     """Opens lab `lab`'s web view and measures it; the figures as one line."""
     view = subprocess.Popen(
@@ -80,14 +87,17 @@ def measure(rtemu: str, lab: str, seconds: float) -> str:
         rows = driver.execute_script(
             "return document.querySelectorAll('#links-table tr[data-link]').length"
         )
+        served = cpu_seconds(view.pid)
         got = driver.execute_async_script(MEASURE, seconds)
+        served = cpu_seconds(view.pid) - served
         tasks = sorted(got["tasks"])
         busy = sum(tasks) / 1000
         return (
             f"live after {live:.1f} s, {rows} table rows; over {seconds:.0f} s: "
             f"{len(tasks)} long tasks, busy {busy:.1f} s ({100 * busy / seconds:.0f} %), "
             f"longest {tasks[-1] if tasks else 0:.0f} ms, {got['frames']} frames, "
-            f"worst frame gap {got['worst']:.0f} ms"
+            f"worst frame gap {got['worst']:.0f} ms; `rtemu view` used "
+            f"{100 * served / seconds:.0f} % of a CPU"
         )
     finally:
         if driver is not None:
