@@ -27,9 +27,9 @@ pub const IPROUTE2_TABLE_DIRS: [&str; 4] = [
 pub const MAX_SMALL_FILE_BYTES: u64 = 1 << 20;
 
 /// Reads a distribution table or a model file named by a user: a regular file of at most
-/// [`MAX_SMALL_FILE_BYTES`] (see [`rtemu_trace::small_file`]).
+/// [`MAX_SMALL_FILE_BYTES`] (see [`rtemu_sys::input`]).
 pub fn read_small_file(path: &Path) -> std::io::Result<String> {
-    rtemu_trace::small_file::read_small_file(path, MAX_SMALL_FILE_BYTES)
+    rtemu_sys::input::read_small_file(path, MAX_SMALL_FILE_BYTES)
 }
 
 /// Tables read from files.

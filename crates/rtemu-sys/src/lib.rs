@@ -1,6 +1,8 @@
 //! The Linux calls std does not offer that more than one rtemu crate needs, each written once.
 //!
 //! * [`errno`]: turning a C return convention into `io::Result`;
+//! * [`input`]: opening an input a user names (a regular file or a pipe, never a device), and
+//!   reading a small file within a bound;
 //! * [`memory`]: whether an allocation a user's numbers ask for fits in the machine;
 //! * [`netns`]: moving a thread into a network namespace, and running code there;
 //! * [`packet`]: opening and binding an `AF_PACKET` socket, interface indices, socket options;
@@ -17,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod errno;
+pub mod input;
 pub mod memory;
 pub mod netns;
 pub mod output;

@@ -8,7 +8,7 @@ use std::path::Path;
 /// over the whole file. Advice, not a guarantee: pages mapped or locked by another process
 /// stay. Needs no privileges, unlike writing to `/proc/sys/vm/drop_caches`.
 pub fn evict(path: &Path) -> io::Result<()> {
-    let file = crate::input::open(path)?;
+    let file = rtemu_sys::input::open(path)?;
     file.sync_all()?;
     rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)?;
     Ok(())

@@ -290,7 +290,7 @@ impl Content {
             error: TraceError::from(e).with_path(path),
             guess: None,
         };
-        let file = crate::input::open(path).map_err(unreadable)?;
+        let file = rtemu_sys::input::open(path).map_err(unreadable)?;
         let mut head = Vec::with_capacity(SNIFF_LEN);
         file.take(SNIFF_LEN as u64)
             .read_to_end(&mut head)

@@ -23,7 +23,7 @@ pub(crate) struct Lines<R> {
 impl Lines<File> {
     /// The lines of the file at `path`; errors name it.
     pub(crate) fn open(path: &Path) -> Result<Self, TraceError> {
-        let file = crate::input::open(path).map_err(|e| TraceError::from(e).with_path(path))?;
+        let file = rtemu_sys::input::open(path).map_err(|e| TraceError::from(e).with_path(path))?;
         let mut lines = Lines::new(file);
         lines.path = Some(path.to_owned());
         Ok(lines)

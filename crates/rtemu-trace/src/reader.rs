@@ -56,7 +56,7 @@ impl RecordReader<File> {
         buffer_size: usize,
     ) -> Result<Self, TraceError> {
         let at = |e: TraceError| e.with_path(path);
-        let mut file = crate::input::open(path).map_err(|e| at(e.into()))?;
+        let mut file = rtemu_sys::input::open(path).map_err(|e| at(e.into()))?;
         let format = match format {
             Some(f) => f,
             None => {

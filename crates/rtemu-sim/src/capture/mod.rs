@@ -264,7 +264,7 @@ impl CaptureReader<File> {
             path: path.display().to_string(),
             source,
         };
-        let file = rtemu_trace::input::open(path).map_err(open_error)?;
+        let file = rtemu_sys::input::open(path).map_err(open_error)?;
         let len = file.metadata().map_err(open_error)?.len();
         let mut reader = CaptureReader::new(file)?;
         reader.total = Some(len);

@@ -30,12 +30,13 @@ impl Topology {
         check: Option<&dyn LinkCheck>,
     ) -> Result<Topology, LoadError> {
         // A FIFO or device named as the topology is refused, not waited on or read for ever.
-        let source = rtemu_trace::small_file::read_small_file(path, MAX_TOPOLOGY_BYTES).map_err(
-            |source| LoadError::Read {
-                path: path.display().to_string(),
-                source,
-            },
-        )?;
+        let source =
+            rtemu_sys::input::read_small_file(path, MAX_TOPOLOGY_BYTES).map_err(|source| {
+                LoadError::Read {
+                    path: path.display().to_string(),
+                    source,
+                }
+            })?;
         let file = path.display().to_string();
         // Trace files are named relative to the topology file, as a user reads it.
         let dir = path.parent().unwrap_or(std::path::Path::new(""));
