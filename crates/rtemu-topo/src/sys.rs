@@ -178,9 +178,13 @@ impl ProcSys {
         let path = format!("sys/{}", key.replace('.', "/"));
         match &self.root {
             Some(root) => {
-                use rustix::fs::{Mode, OFlags};
-                let flags = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-                Ok(rustix::fs::openat(root, path.as_str(), flags, Mode::empty())?.into())
+                use nix::fcntl::{openat, OFlag};
+                use nix::sys::stat::Mode;
+                use std::os::fd::{AsRawFd, FromRawFd};
+                let flags = OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+                let fd = openat(Some(root.as_raw_fd()), path.as_str(), flags, Mode::empty())?;
+                // SAFETY: `fd` was just opened and is owned by nothing else.
+                Ok(unsafe { File::from_raw_fd(fd) })
             }
             None => {
                 use std::os::unix::fs::OpenOptionsExt;
@@ -194,13 +198,41 @@ impl ProcSys {
 }
 
 /// A new proc instance, mounted nowhere: its descriptor is its root.
+///
+/// The new mount API (fsopen, fsconfig, fsmount) has no wrapper in nix, and no libc function
+/// either: the system calls are made by number.
 fn private_proc() -> io::Result<OwnedFd> {
-    use rustix::mount::MountAttrFlags as Attr;
-    use rustix::mount::{fsconfig_create, fsmount, fsopen, FsMountFlags, FsOpenFlags};
-    let fs = fsopen("proc", FsOpenFlags::FSOPEN_CLOEXEC)?;
-    fsconfig_create(&fs)?;
-    let attrs = Attr::MOUNT_ATTR_NOSUID | Attr::MOUNT_ATTR_NODEV | Attr::MOUNT_ATTR_NOEXEC;
-    Ok(fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)?)
+    use rtemu_sys::errno::cvt;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: fsopen reads a NUL-terminated file system name and returns a new descriptor.
+    let fs =
+        cvt(unsafe { libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), libc::FSOPEN_CLOEXEC) })?;
+    // SAFETY: the descriptor was just made and is owned by nothing else.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as i32) };
+    // SAFETY: FSCONFIG_CMD_CREATE takes no key, value or auxiliary number.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    })?;
+    let attrs = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
+    // SAFETY: fsmount takes the configured context's descriptor and two flag words, and
+    // returns a new descriptor.
+    let mnt = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            libc::FSMOUNT_CLOEXEC,
+            attrs as libc::c_uint,
+        )
+    })?;
+    // SAFETY: the descriptor was just made and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(mnt as i32) })
 }
 
 /// Makes `cmd` run inside the named namespace, with the namespace's own `/sys` and
@@ -306,4 +338,40 @@ pub fn enter_netns_on_exec(cmd: &mut Command, name: &str) -> io::Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_proc_instance_serves_sysctls() {
+        if !rtemu_testutil::root_or_skip(
+            "a_private_proc_instance_serves_sysctls",
+            "mounts a private proc instance",
+        ) {
+            return;
+        }
+        let proc = ProcSys::here();
+        assert!(proc.root.is_some(), "{:?}", private_proc().err());
+        // Its root is a proc: it holds this process's own directory.
+        let own = std::fs::metadata(format!(
+            "/proc/self/fd/{}/{}",
+            std::os::fd::AsRawFd::as_raw_fd(proc.root.as_ref().unwrap()),
+            std::process::id()
+        ));
+        assert!(own.unwrap().is_dir());
+        let f = proc.open("net.ipv4.conf.lo.forwarding").unwrap();
+        let target = std::fs::read_link(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&f)
+        ))
+        .unwrap();
+        assert!(
+            target.ends_with("sys/net/ipv4/conf/lo/forwarding"),
+            "{target:?}"
+        );
+        let e = proc.open("net.ipv4.no_such_key").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+    }
 }

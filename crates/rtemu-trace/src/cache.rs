@@ -1,6 +1,7 @@
 //! Page-cache control for cold-cache benchmarks.
 
 use std::io;
+use std::os::fd::AsRawFd as _;
 use std::path::Path;
 
 /// Asks the kernel to drop `path`'s pages from the page cache, so that the next read comes
@@ -10,6 +11,34 @@ use std::path::Path;
 pub fn evict(path: &Path) -> io::Result<()> {
     let file = rtemu_sys::input::open(path)?;
     file.sync_all()?;
-    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)?;
+    // Length 0: to the end of the file, however long.
+    nix::fcntl::posix_fadvise(
+        file.as_raw_fd(),
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_advised_and_a_device_refused() {
+        let path = std::env::temp_dir().join(format!("rtemu-evict-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 1 << 16]).unwrap();
+        let evicted = evict(&path);
+        let kept = std::fs::read(&path);
+        std::fs::remove_file(&path).unwrap();
+        evicted.unwrap();
+        assert_eq!(
+            kept.unwrap(),
+            vec![7u8; 1 << 16],
+            "advice never changes the content"
+        );
+        let e = evict(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
 }
