@@ -11,6 +11,9 @@ use crate::error::SpecError;
 use crate::spec::FileSpec;
 use crate::topology::{valid_ifname, Node, SegmentKind, MAX_IFNAME, MAX_NODE_NAME};
 
+/// The file's default MTU, if any, and the span that set it.
+pub(super) type DefaultMtu<'a> = (Option<u32>, &'a Option<Range<usize>>);
+
 impl Validator<'_> {
     /// The links, in the file's order, each impaired one recorded for [`Validator::check_links`].
     pub(super) fn links(
@@ -18,7 +21,7 @@ impl Validator<'_> {
         spec: &FileSpec,
         nodes: &[Node],
         node_names: &BTreeMap<String, usize>,
-        (default_mtu, default_mtu_span): (Option<u32>, &Option<Range<usize>>),
+        default_mtu: DefaultMtu<'_>,
         segment_names: &mut BTreeMap<String, usize>,
     ) -> Result<Vec<Draft>, SpecError> {
         let mut drafts: Vec<Draft> = Vec::new();
@@ -68,13 +71,9 @@ impl Validator<'_> {
                     endpoints: link.endpoints.span(),
                 });
             }
+            let (mtu, mtu_span) = self.segment_mtu(link.mtu.as_ref(), default_mtu)?;
             drafts.push(Draft {
-                mtu: link
-                    .mtu
-                    .as_ref()
-                    .map(|m| self.mtu(m))
-                    .transpose()?
-                    .or(default_mtu),
+                mtu,
                 ipv4: self.subnet4(link.ipv4.as_ref(), &name)?,
                 ipv6: self.subnet6(link.ipv6.as_ref(), &name)?,
                 name,
@@ -83,11 +82,7 @@ impl Validator<'_> {
                 },
                 members: vec![a, b],
                 span,
-                mtu_span: link
-                    .mtu
-                    .as_ref()
-                    .map(|m| m.span())
-                    .or(default_mtu_span.clone()),
+                mtu_span,
             });
         }
         Ok(drafts)
@@ -99,7 +94,7 @@ impl Validator<'_> {
         spec: &FileSpec,
         nodes: &[Node],
         node_names: &BTreeMap<String, usize>,
-        (default_mtu, default_mtu_span): (Option<u32>, &Option<Range<usize>>),
+        default_mtu: DefaultMtu<'_>,
         segment_names: &mut BTreeMap<String, usize>,
     ) -> Result<Vec<Draft>, SpecError> {
         let mut drafts: Vec<Draft> = Vec::new();
@@ -120,27 +115,31 @@ impl Validator<'_> {
             if members.is_empty() {
                 return Err(self.err(lan.members.span(), "a LAN needs at least one member"));
             }
+            let (mtu, mtu_span) = self.segment_mtu(lan.mtu.as_ref(), default_mtu)?;
             drafts.push(Draft {
-                mtu: lan
-                    .mtu
-                    .as_ref()
-                    .map(|m| self.mtu(m))
-                    .transpose()?
-                    .or(default_mtu),
+                mtu,
                 ipv4: self.subnet4(lan.ipv4.as_ref(), &name)?,
                 ipv6: self.subnet6(lan.ipv6.as_ref(), &name)?,
                 name,
                 kind: SegmentKind::Lan,
                 members,
                 span: lan.name.span(),
-                mtu_span: lan
-                    .mtu
-                    .as_ref()
-                    .map(|m| m.span())
-                    .or(default_mtu_span.clone()),
+                mtu_span,
             });
         }
         Ok(drafts)
+    }
+
+    /// A segment's MTU and the span that set it: its own `mtu`, else the file's default.
+    fn segment_mtu(
+        &self,
+        own: Option<&Spanned<i64>>,
+        (default, default_span): DefaultMtu<'_>,
+    ) -> Result<(Option<u32>, Option<Range<usize>>), SpecError> {
+        Ok(match own {
+            Some(m) => (Some(self.mtu(m)?), Some(m.span())),
+            None => (default, default_span.clone()),
+        })
     }
 
     pub(super) fn member(
