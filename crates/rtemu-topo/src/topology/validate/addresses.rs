@@ -138,27 +138,18 @@ impl Validator<'_> {
         let mut segments = Vec::with_capacity(drafts.len());
         let mut interface_index = 0u32;
         for d in drafts {
-            let ipv4 = match d.ipv4 {
-                Some(n) => Some(n),
-                None if families.v4 && !matches!(d.kind, SegmentKind::External { .. }) => {
-                    let net = self.allocate(IpNet::V4(pool4), len4, &d)?;
-                    match net {
-                        IpNet::V4(n) => Some(n),
-                        IpNet::V6(_) => unreachable!("an IPv4 pool yields IPv4 subnets"),
-                    }
-                }
-                None => None,
+            let v4 = |n| match n {
+                IpNet::V4(n) => Some(n),
+                IpNet::V6(_) => None,
             };
-            let ipv6 = match d.ipv6 {
-                Some(n) => Some(n),
-                None if families.v6 && !matches!(d.kind, SegmentKind::External { .. }) => {
-                    match self.allocate(IpNet::V6(pool6), len6, &d)? {
-                        IpNet::V6(n) => Some(n),
-                        IpNet::V4(_) => unreachable!("an IPv6 pool yields IPv6 subnets"),
-                    }
-                }
-                None => None,
+            let v6 = |n| match n {
+                IpNet::V6(n) => Some(n),
+                IpNet::V4(_) => None,
             };
+            let ipv4 =
+                self.subnet_or_pool(d.ipv4, families.v4, (IpNet::V4(pool4), len4), &d, v4)?;
+            let ipv6 =
+                self.subnet_or_pool(d.ipv6, families.v6, (IpNet::V6(pool6), len6), &d, v6)?;
             if let (Some(mtu), Some(_)) = (d.mtu, ipv6) {
                 if mtu < 1280 {
                     return Err(self.err(d.mtu_span.clone().unwrap_or(d.span.clone()), format!("MTU {mtu} of `{}` is too small for IPv6: allowed are 1280 to 65535 on a segment with IPv6", d.name)));
@@ -217,6 +208,25 @@ impl Validator<'_> {
             });
         }
         Ok(segments)
+    }
+
+    /// A segment's subnet of one family: its own, else (when the lab uses the family and the
+    /// segment is not external) the first free one of `pool`, of the pool's prefix length.
+    fn subnet_or_pool<N>(
+        &mut self,
+        own: Option<N>,
+        family_used: bool,
+        (pool, len): (IpNet, u8),
+        d: &Draft,
+        of_family: fn(IpNet) -> Option<N>,
+    ) -> Result<Option<N>, SpecError> {
+        if own.is_some() || !family_used || matches!(d.kind, SegmentKind::External { .. }) {
+            return Ok(own);
+        }
+        let net = self.allocate(pool, len, d)?;
+        Ok(Some(
+            of_family(net).expect("a pool yields subnets of its own family"),
+        ))
     }
 
     pub(super) fn pool4(
