@@ -12,7 +12,9 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{Mode, OFlags};
+use nix::fcntl::OFlag;
+
+use crate::sys::open_at;
 
 /// `CGROUP_SUPER_MAGIC` (v1) and `CGROUP2_SUPER_MAGIC` (`linux/magic.h`).
 const CGROUP_MAGICS: [i64; 2] = [0x0027_e0eb, 0x6367_7270];
@@ -99,17 +101,20 @@ pub fn procs_file(dir: &Path) -> PathBuf {
 /// Opens the `cgroup.procs` of the cgroup `dir` to write to it, refusing a symbolic link and
 /// anything but a cgroup file system: what [`crate::sys::join_cgroup_on_exec`] writes to.
 pub fn open_procs(dir: &Path) -> io::Result<OwnedFd> {
-    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(dir.join("cgroup.procs"), flags, Mode::empty())?;
+    let fd = open_at(
+        None,
+        &dir.join("cgroup.procs"),
+        OFlag::O_WRONLY | OFlag::O_NOFOLLOW,
+    )?;
     check_fs(&fd, dir)?;
     Ok(fd)
 }
 
 /// Checks that `fd` (opened at `path`) is on a cgroup file system.
 pub(crate) fn check_fs(fd: &OwnedFd, path: &Path) -> io::Result<()> {
-    let fs = rustix::fs::fstatfs(fd)?;
+    let fs = nix::sys::statfs::fstatfs(fd)?;
     #[allow(clippy::unnecessary_cast)] // Its type differs between architectures.
-    if !CGROUP_MAGICS.contains(&(fs.f_type as i64)) {
+    if !CGROUP_MAGICS.contains(&(fs.filesystem_type().0 as i64)) {
         return Err(io::Error::other(format!(
             "{} is not on a cgroup file system",
             path.display()

@@ -11,13 +11,15 @@
 //! nothing planted on the way can aim a write elsewhere.
 
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags};
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use crate::cgroup::{Controller, Version};
 use crate::naming::lab_netns;
+use crate::sys::open_at;
 use crate::topology::{valid_name, MAX_LAB_NAME};
 
 /// The cgroup hierarchy with the cpuset controller.
@@ -58,7 +60,11 @@ impl Cpusets {
             Version::V1 => read_at(&root, "cpuset.mems")?,
         };
         let name = lab_netns(lab);
-        rustix::fs::mkdirat(&root, name.as_str(), Mode::from_raw_mode(0o755))?;
+        nix::sys::stat::mkdirat(
+            Some(root.as_raw_fd()),
+            name.as_str(),
+            Mode::from_bits_truncate(0o755),
+        )?;
         let dir = open_dir(&root, &name)?;
         // A v1 cpuset takes no process before it has CPUs and memory nodes.
         write_at(&dir, "cpuset.cpus", &rtemu_clock::rt::format_cpu_list(cpus))?;
@@ -81,27 +87,35 @@ impl Cpusets {
     }
 
     fn open_root(&self) -> io::Result<OwnedFd> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let root = rustix::fs::open(&self.0.root, flags, Mode::empty())?;
+        let root = open_at(None, &self.0.root, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
         crate::cgroup::check_fs(&root, &self.0.root)?;
         Ok(root)
     }
 }
 
 fn open_dir(root: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rustix::fs::openat(root, name, flags, Mode::empty())?)
+    open_at(
+        Some(root),
+        Path::new(name),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
+    )
 }
 
 fn write_at(dir: &OwnedFd, name: &str, text: &str) -> io::Result<()> {
-    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+    let fd = open_at(
+        Some(dir),
+        Path::new(name),
+        OFlag::O_WRONLY | OFlag::O_NOFOLLOW,
+    )?;
     std::fs::File::from(fd).write_all(text.as_bytes())
 }
 
 fn read_at(dir: &OwnedFd, name: &str) -> io::Result<String> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+    let fd = open_at(
+        Some(dir),
+        Path::new(name),
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
+    )?;
     let mut text = String::new();
     // A CPU or memory node list: a few bytes (4 KiB is more than 1,000 single nodes).
     std::fs::File::from(fd)

@@ -16,6 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use nix::fcntl::OFlag;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use rtemu_sys::netns;
@@ -178,13 +179,8 @@ impl ProcSys {
         let path = format!("sys/{}", key.replace('.', "/"));
         match &self.root {
             Some(root) => {
-                use nix::fcntl::{openat, OFlag};
-                use nix::sys::stat::Mode;
-                use std::os::fd::{AsRawFd, FromRawFd};
-                let flags = OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-                let fd = openat(Some(root.as_raw_fd()), path.as_str(), flags, Mode::empty())?;
-                // SAFETY: `fd` was just opened and is owned by nothing else.
-                Ok(unsafe { File::from_raw_fd(fd) })
+                let flags = OFlag::O_WRONLY | OFlag::O_NOFOLLOW;
+                Ok(open_at(Some(root), Path::new(&path), flags)?.into())
             }
             None => {
                 use std::os::unix::fs::OpenOptionsExt;
@@ -195,6 +191,18 @@ impl ProcSys {
             }
         }
     }
+}
+
+/// Opens `path` with `flags` (and close-on-exec), relative to the directory `dir` when given.
+/// With `O_NOFOLLOW`, how a root-owned file is opened so that a link planted in its place
+/// cannot aim the access elsewhere.
+pub fn open_at(dir: Option<&OwnedFd>, path: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let flags = flags | OFlag::O_CLOEXEC;
+    let dir = dir.map(|d| d.as_raw_fd());
+    let fd = nix::fcntl::openat(dir, path, flags, nix::sys::stat::Mode::empty())?;
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A new proc instance, mounted nowhere: its descriptor is its root.
