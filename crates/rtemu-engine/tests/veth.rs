@@ -157,10 +157,11 @@ fn a_link_split_over_two_threads_carries_each_way_with_its_own_delay() {
         (&lab.a, A_ADDR, &lab.b, B_ADDR, 10_000_000i64),
         (&lab.b, B_ADDR, &lab.a, A_ADDR, 3_000_000),
     ] {
-        let tx = lab.udp(from, from_addr, 7002);
-        let rx = lab.udp(to, to_addr, 7002);
+        // Ports the kernel picks: a fixed one was once refused as in use (CI, a busy machine).
+        let tx = lab.udp(from, from_addr, 0);
+        let rx = lab.udp(to, to_addr, 0);
         rtemu_testutil::probe::prepare_receiver(&rx).unwrap();
-        let dest = std::net::SocketAddr::from((to_addr, 7002));
+        let dest = rx.local_addr().unwrap();
         // Resolve the neighbour before measuring.
         tx.send_to(b"arp", dest).unwrap();
         std::thread::sleep(Duration::from_millis(50));
