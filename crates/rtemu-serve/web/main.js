@@ -40,9 +40,9 @@ const view = {
   engine: null,
   stream: null,
   lastEvent: 0,
-  /** The table's filter and page, and the `link/dir` keys of the page's rows when the lab
-   * has more links than a page (null: every direction is on it). */
-  table: { query: '', page: 0, shown: null },
+  /** The table's filter and page; when the lab has more links than a page, the page's links
+   * and the `link/dir` keys of their rows (null: every link is on it). */
+  table: { query: '', page: 0, links: null, shown: null },
 };
 
 const graph = () => $('#graph');
@@ -153,7 +153,7 @@ function chooseLab(name, labs) {
   view.lab = name;
   view.up = false;
   view.selected = null;
-  view.table = { query: '', page: 0, shown: null };
+  view.table = { query: '', page: 0, links: null, shown: null };
   $('#links-filter').value = '';
   rewriteAddress();
   renderLabList(labs);
@@ -211,6 +211,7 @@ function showPage() {
   $('#links-page').textContent = pageText(p, view.table.query);
   $('#links-prev').disabled = p.page === 0;
   $('#links-next').disabled = p.page >= p.pages - 1;
+  view.table.links = paged ? p.links : null;
   view.table.shown = paged ? new Set(p.links.flatMap((l) => [`${l.name}/a-b`, `${l.name}/b-a`])) : null;
   refreshTable(tbody(), view.series);
 }
@@ -317,9 +318,8 @@ function onStats(stats) {
  * page needs ([`nodesToCount`]; each of a large lab's nodes costs the server a namespace's
  * netlink: 2 s a request for 10,000); null when that is none. */
 function countersQuery() {
-  if (!view.table.shown) return '';
-  const p = pageOf(view.topo, view.table.query, view.table.page);
-  const nodes = nodesToCount(view.topo, p.links, view.selected);
+  if (!view.table.links) return '';
+  const nodes = nodesToCount(view.topo, view.table.links, view.selected);
   return nodes.length ? `?${new URLSearchParams(nodes.map((n) => ['node', n]))}` : null;
 }
 

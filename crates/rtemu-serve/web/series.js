@@ -6,6 +6,8 @@
 export const HISTORY = 300;
 /** Seconds a throughput is averaged over. */
 export const RATE_WINDOW = 1.0;
+/** The longest span a rate is taken over, seconds: samples further apart leave a gap. */
+export const MAX_RATE_SPAN = 3 * RATE_WINDOW;
 
 /** A link's two directions: `a-b` from its first endpoint, `b-a` back. */
 export function directionsOf(link) {
@@ -36,6 +38,9 @@ export function addSample(all, key, t, bytes, packets, extra, keep = HISTORY) {
     }
   }
   if (!base && samples.length) base = samples[0];
+  // After a gap (a row back on the table's page, whose counters were not read meanwhile) a
+  // rate over it would be an average the page never saw: none until the next sample.
+  if (base && t - base.t > MAX_RATE_SPAN) base = null;
   const dt = base ? t - base.t : 0;
   samples.push({
     t,

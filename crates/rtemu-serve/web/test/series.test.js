@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { addSample, HISTORY, isCut, linkLabel, modelOf, RATE_WINDOW } from '../series.js';
+import { addSample, HISTORY, isCut, linkLabel, MAX_RATE_SPAN, modelOf, RATE_WINDOW } from '../series.js';
 
 test('the rate is taken over the last second, not the last sample', () => {
   const all = new Map();
@@ -42,6 +42,20 @@ test('a series kept short holds a rate\u2019s worth of samples and still gives t
   // Kept long again (the row came onto the page), it grows from there.
   for (let i = 2 * HISTORY + 1; i <= 2 * HISTORY + 20; i++) addSample(all, 'k', i * 0.5, i * 1000, i, {});
   assert.ok(all.get('k').samples.length > 20);
+});
+
+test('after a gap in the samples there is no rate until the next sample', () => {
+  const all = new Map();
+  for (let i = 0; i <= 4; i++) addSample(all, 'k', i * 0.5, i * 1000, i, {});
+  // 60 s without a sample (the row was off the page), 30 kB more meanwhile.
+  const back = addSample(all, 'k', 62, 32_000, 40, {}).samples.at(-1);
+  assert.equal(back.bps, null, 'no average over the gap');
+  assert.equal(back.pps, null);
+  const next = addSample(all, 'k', 63, 33_000, 41, {}).samples.at(-1);
+  assert.equal(next.bps, 8000);
+  // A sample just within the longest span still gives a rate.
+  addSample(all, 'k', 63 + MAX_RATE_SPAN, 34_000, 42, {});
+  assert.ok(all.get('k').samples.at(-1).bps > 0);
 });
 
 const LINK = { name: 'wan', a: 'r', b: 's', impaired: true, a_to_b: 'delay 10ms', b_to_a: 'delay 10ms' };
