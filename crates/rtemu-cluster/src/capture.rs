@@ -1,4 +1,5 @@
-//! `rtemu capture --lab LAB` of a lab across hosts: each host's agent captures the asked
+//! `rtemu capture --lab LAB` (and a coordinating server's `GET /v1/labs/{lab}/capture`) of a
+//! lab across hosts: each host's agent captures the asked
 //! interfaces it holds, all at once, and the captures merge into one pcapng file (interfaces
 //! renumbered, packets in timestamp order: each host stamps its own packets with its own
 //! clock, so across hosts the order is as good as the hosts' clocks agree). Each agent's
@@ -6,7 +7,7 @@
 //! captures, and what every host sent up to then (its whole pcapng blocks) is merged.
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -36,12 +37,51 @@ pub fn capture_to_file(
     spread: &Spread,
     targets: &[String],
     path: &Path,
-    (duration, count): (Option<Duration>, Option<u64>),
+    limits: (Option<Duration>, Option<u64>),
     on_start: impl FnOnce(&[String]),
 ) -> Result<u64> {
-    if duration.is_some_and(|d| d > MAX_DURATION) {
+    if limits.0.is_some_and(|d| d > MAX_DURATION) {
         bail!("--duration is out of range for a lab across hosts: give at most 3600 seconds");
     }
+    let stop = rtemu_control::lab::stop_on_ctrl_c()?;
+    let captured = capture(spread, targets, limits, &stop, on_start)?;
+    let mut file = rtemu_report::output::Output::create(path, &[])?;
+    let written = captured
+        .write(&mut file)
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.commit()?;
+    Ok(written)
+}
+
+/// What every host of a lab captured, to be written as one file.
+pub struct Captured {
+    /// Each host's capture.
+    captures: Vec<Capture>,
+    /// The packets asked for, the first by time.
+    count: Option<u64>,
+}
+
+impl Captured {
+    /// Writes the captures to `out` as one pcapng file (interfaces renumbered, packets in
+    /// timestamp order, the first `count` when one was asked for); returns the packets
+    /// written.
+    pub fn write(self, out: impl Write) -> std::io::Result<u64> {
+        pcapng::merge(self.captures, out, self.count)
+    }
+}
+
+/// Captures the interfaces `targets` name of `spread` (see [`capture_to_file`]) until
+/// `duration` passes or `count` packets were seen on each host, or `stop` is set, which closes
+/// every agent's stream (ending its capture) and keeps what each host sent until then;
+/// `on_start` is told the interfaces (`NODE:IF`) first. A name no node or link has is refused
+/// before any agent is asked.
+pub fn capture(
+    spread: &Spread,
+    targets: &[String],
+    (duration, count): (Option<Duration>, Option<u64>),
+    stop: &AtomicBool,
+    on_start: impl FnOnce(&[String]),
+) -> Result<Captured> {
     let wanted = rtemu_topo::capture::resolve_targets(&spread.state(), targets)?;
     let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (node, ifname) in &wanted {
@@ -55,23 +95,22 @@ pub fn capture_to_file(
         .keys()
         .map(|h| spread.agent(h))
         .collect::<Result<Vec<_>, _>>()?;
-    let stop = rtemu_control::lab::stop_on_ctrl_c()?;
     let names: Vec<String> = by_host.values().flatten().cloned().collect();
     on_start(&names);
     let timeout = duration.unwrap_or(MAX_DURATION) + SLACK;
     let closers = Mutex::new(Vec::new());
     let finished = AtomicBool::new(false);
     let captures = std::thread::scope(|s| -> Result<Vec<Result<Capture>>> {
-        // Ctrl-C could not end the captures without it: no agent is asked.
+        // A stop could not end the captures without it: no agent is asked.
         rtemu_sys::thread::spawn_scoped(s, "rtemu-cap-stop", || {
-            close_on_stop(&stop, &finished, &closers)
+            close_on_stop(stop, &finished, &closers)
         })?;
         let captures = ask_each(&agents, |a| -> Result<Capture> {
             let mut query = form_urlencoded::Serializer::new(String::new());
             for t in &by_host[a.host.name.as_str()] {
                 query.append_pair("target", t);
             }
-            // The agents take no capture without a limit: theirs, which Ctrl-C cuts short.
+            // The agents take no capture without a limit: theirs, which a stop cuts short.
             if let Some(d) = duration.or(count.is_none().then_some(MAX_DURATION)) {
                 query.append_pair("duration", &d.as_secs_f64().to_string());
             }
@@ -84,7 +123,7 @@ pub fn capture_to_file(
                 .lock()
                 .expect("no closer panics")
                 .push(reply.closer()?);
-            let body = read_until_stopped(&mut reply, &stop)
+            let body = read_until_stopped(&mut reply, stop)
                 .with_context(|| format!("host `{}`: reading its agent's capture", a.host.name))?;
             let reply = a.ok(Reply {
                 status: reply.status,
@@ -97,12 +136,10 @@ pub fn capture_to_file(
         finished.store(true, Ordering::Relaxed);
         Ok(captures)
     })?;
-    let captures = captures.into_iter().collect::<Result<Vec<_>>>()?;
-    let mut file = rtemu_report::output::Output::create(path, &[])?;
-    let written = pcapng::merge(captures, &mut file, count)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.commit()?;
-    Ok(written)
+    Ok(Captured {
+        captures: captures.into_iter().collect::<Result<Vec<_>>>()?,
+        count,
+    })
 }
 
 /// Reads `body` to its end, or until `stop` is set and its connection closed (see

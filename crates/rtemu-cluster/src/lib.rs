@@ -20,6 +20,7 @@ pub mod capture;
 pub mod error;
 pub mod link;
 pub mod listing;
+pub mod node;
 pub mod spread;
 pub mod stats;
 
@@ -35,6 +36,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use rtemu_api::body::{DownReply, ErrorBody, PartRequest, Vnis};
 use rtemu_api::client::{request, request_streaming, Reply, Streaming, Target};
 use rtemu_api::tls::Fingerprint;
+use rtemu_control::message::FinalReport;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::LabName;
 use rtemu_topo::topology::{valid_name, Host, MAX_NODE_NAME};
@@ -294,11 +296,10 @@ impl Agent<'_> {
         Ok(reply)
     }
 
-    /// Takes the part of lab `lab` on this host down; whether there was one.
-    fn down(&self, lab: &LabName) -> Result<bool, ClusterError> {
-        let reply: DownReply =
-            self.call("DELETE", &format!("/v1/labs/{lab}"), None, PART_TIMEOUT)?;
-        Ok(reply.removed)
+    /// Takes the part of lab `lab` on this host down: whether there was one, and its
+    /// engine's final report.
+    fn down(&self, lab: &LabName) -> Result<DownReply, ClusterError> {
+        self.call("DELETE", &format!("/v1/labs/{lab}"), None, PART_TIMEOUT)
     }
 }
 
@@ -605,6 +606,9 @@ pub struct ClusterDown {
     pub lab: LabName,
     /// The hosts that took their part down.
     pub hosts: Vec<String>,
+    /// Their engines' final reports as one (see [`stats::final_report`]); `None` when none
+    /// ran an engine (or, from a host of the lab, for the other hosts' engines).
+    pub report: Option<FinalReport>,
 }
 
 impl fmt::Display for ClusterDown {
@@ -677,6 +681,8 @@ fn down_from_part(
             Err(e) => why.push(format!("{e:#}")),
         }
     }
+    // The reports of the others' engines stay in their agents' logs: this host printed its
+    // own.
     Ok(went_down(
         lab,
         done,
@@ -707,9 +713,13 @@ fn down_recorded(
     let mut done = Vec::new();
     let mut left = Vec::new();
     let mut why = Vec::new();
+    let mut reports = Vec::new();
     for a in &agents {
         match a.down(lab) {
-            Ok(_) => done.push(a.host.name.clone()),
+            Ok(down) => {
+                done.push(a.host.name.clone());
+                reports.extend(down.report.map(|r| (a.host.name.clone(), r)));
+            }
             Err(e) => {
                 left.push(a.host.clone());
                 why.push(e.to_string());
@@ -723,7 +733,9 @@ fn down_recorded(
     .save(lab)?;
     let again = "`rtemu down {lab}` here tries again; `rtemu down {lab}` on such a host cleans \
                  its part";
-    went_down(lab, done, &why, again)
+    let mut down = went_down(lab, done, &why, again)?;
+    down.report = stats::final_report(lab, record.lab.as_ref().map(|r| &r.topology), reports);
+    Ok(down)
 }
 
 /// What a lab-wide `down` did: the hosts in `done` took their part down; an error when any
@@ -749,6 +761,7 @@ fn went_down(
     Ok(ClusterDown {
         lab: lab.clone(),
         hosts: done,
+        report: None,
     })
 }
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use rtemu_api::body::StatsReply;
-use rtemu_control::message::{Direction, Stats};
+use rtemu_control::message::{Direction, Done, FinalReport, Stats};
+use rtemu_topo::state::LabName;
 use rtemu_topo::Topology;
 
 use crate::spread::{ask_each, Spread};
@@ -54,6 +55,72 @@ pub fn merge(
         engines,
         missing,
     }
+}
+
+/// The final reports of the engines of lab `lab` (`topo`, when known: the order of its
+/// links), one per engine host, as one report, as `rtemu down` shows a lab's on one machine:
+/// every direction in the topology's order, the release threads numbered one after another
+/// (each direction naming its own), the CPU time of all, the longest wall time, and each
+/// notice after its host's name. An engine that failed to report is a notice naming its host
+/// beside the others' counters; `Failed` only when every one failed. `None` without reports.
+pub fn final_report(
+    lab: &LabName,
+    topo: Option<&Topology>,
+    each: Vec<(String, FinalReport)>,
+) -> Option<FinalReport> {
+    if each.is_empty() {
+        return None;
+    }
+    let mut merged = Done {
+        cpu_ns: 0,
+        directions: Vec::new(),
+        lab: lab.clone(),
+        notices: Vec::new(),
+        threads: Vec::new(),
+        wall_ns: 0,
+    };
+    let mut failed = Vec::new();
+    let mut reported = false;
+    for (host, report) in each {
+        match report {
+            FinalReport::Done(done) => {
+                reported = true;
+                let first = merged.threads.len();
+                merged.cpu_ns += done.cpu_ns;
+                merged.wall_ns = merged.wall_ns.max(done.wall_ns);
+                merged
+                    .directions
+                    .extend(done.directions.into_iter().map(|mut d| {
+                        d.thread = d.thread.map(|t| t + first);
+                        d
+                    }));
+                merged.threads.extend(done.threads.into_iter().map(|mut t| {
+                    t.index += first;
+                    t
+                }));
+                let notices = done.notices.into_iter();
+                merged
+                    .notices
+                    .extend(notices.map(|n| format!("host `{host}`: {n}")));
+            }
+            FinalReport::Failed { error, .. } => failed.push(format!(
+                "host `{host}`: its engine failed while stopping: {error}"
+            )),
+        }
+    }
+    if !reported {
+        return Some(FinalReport::Failed {
+            error: failed.join("; "),
+            lab: lab.clone(),
+        });
+    }
+    merged.notices.extend(failed);
+    if let Some(topo) = topo {
+        // Stable: each link's directions keep their engine's order (a-b, then b-a).
+        let place = |d: &Direction| topo.segments.iter().position(|s| s.name == d.link);
+        merged.directions.sort_by_key(place);
+    }
+    Some(FinalReport::Done(merged))
 }
 
 /// An error naming every engine host of `stats` that gave no stats, and its links; `Ok` when
@@ -195,7 +262,7 @@ mod tests {
         Stats {
             directions,
             io: "af-packet".into(),
-            lab: rtemu_topo::state::LabName::new("sp").unwrap(),
+            lab: LabName::new("sp").unwrap(),
             monotonic_ns: u64::from(pid) * 1000,
             pid,
             process_cpu_ns: Some(5),
@@ -284,5 +351,104 @@ mod tests {
         assert_eq!(json["missing"][0]["links"], json!(["cd"]));
         let e = complete(&merged).unwrap_err().to_string();
         assert_eq!(e, format!("lab `sp` is degraded: {}", merged.missing[0]));
+    }
+
+    fn done(wall_ns: u64, directions: Vec<Direction>, threads: usize) -> FinalReport {
+        let thread = |index| {
+            serde_json::from_value(json!({
+                "cpu": null, "cpu_ns": null, "index": index, "links": [], "margin_ns": 0,
+                "max_stall_ns": 0, "policy": "SCHED_OTHER", "priority": null, "stalls": 0,
+                "stepped_down": 0, "timer_slack_ns": null
+            }))
+            .unwrap()
+        };
+        FinalReport::Done(Done {
+            cpu_ns: wall_ns / 10,
+            directions,
+            lab: LabName::new("sp").unwrap(),
+            notices: vec!["no AF_XDP".into()],
+            threads: (0..threads).map(thread).collect(),
+            wall_ns,
+        })
+    }
+
+    #[test]
+    fn engines_final_reports_make_one_in_the_topologys_order_with_threads_renumbered() {
+        let topo = topology();
+        let lab = LabName::new("sp").unwrap();
+        let on = |mut d: Direction, t| {
+            d.thread = Some(t);
+            d
+        };
+        let h1 = done(
+            500,
+            vec![
+                on(direction("wan", "a-b", 1), 1),
+                on(direction("wan", "b-a", 2), 0),
+            ],
+            2,
+        );
+        let h2 = done(700, vec![on(direction("cd", "a-b", 3), 0)], 1);
+        // The later link's engine answers first: the report still follows the topology.
+        let Some(FinalReport::Done(merged)) = final_report(
+            &lab,
+            Some(&topo),
+            vec![("h2".into(), h2), ("h1".into(), h1)],
+        ) else {
+            panic!("no merged report")
+        };
+        let seen: Vec<(&str, u64, Option<usize>)> = merged
+            .directions
+            .iter()
+            .map(|d| (d.link.as_str(), d.delivered, d.thread))
+            .collect();
+        // h2's thread came first (0); h1's two follow it (1 and 2).
+        assert_eq!(
+            seen,
+            [("wan", 1, Some(2)), ("wan", 2, Some(1)), ("cd", 3, Some(0))]
+        );
+        let indices: Vec<usize> = merged.threads.iter().map(|t| t.index).collect();
+        assert_eq!(indices, [0, 1, 2]);
+        assert_eq!((merged.cpu_ns, merged.wall_ns), (120, 700));
+        assert_eq!(
+            merged.notices,
+            ["host `h2`: no AF_XDP", "host `h1`: no AF_XDP"]
+        );
+        assert_eq!(final_report(&lab, Some(&topo), Vec::new()), None);
+    }
+
+    #[test]
+    fn an_engine_that_failed_to_report_is_named_beside_the_others_counters() {
+        let lab = LabName::new("sp").unwrap();
+        let failed = || FinalReport::Failed {
+            error: "release thread died".into(),
+            lab: lab.clone(),
+        };
+        let h1 = done(500, vec![direction("wan", "a-b", 1)], 1);
+        let Some(FinalReport::Done(merged)) =
+            final_report(&lab, None, vec![("h1".into(), h1), ("h2".into(), failed())])
+        else {
+            panic!("no merged report")
+        };
+        assert_eq!(merged.directions.len(), 1);
+        assert_eq!(
+            merged.notices.last().unwrap(),
+            "host `h2`: its engine failed while stopping: release thread died"
+        );
+        // None reported: the failures, each named.
+        let all = final_report(
+            &lab,
+            None,
+            vec![("h1".into(), failed()), ("h2".into(), failed())],
+        );
+        assert_eq!(
+            all,
+            Some(FinalReport::Failed {
+                error: "host `h1`: its engine failed while stopping: release thread died; \
+                        host `h2`: its engine failed while stopping: release thread died"
+                    .into(),
+                lab,
+            })
+        );
     }
 }

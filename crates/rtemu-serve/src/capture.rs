@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use rtemu_cluster::spread::Spread;
 use rtemu_topo::state::State;
 use tokio::sync::mpsc;
 
@@ -136,6 +137,31 @@ pub fn start(
                     "rtemu serve: capture in lab {}: {}",
                     state.lab,
                     rtemu_control::error::message(&e)
+                );
+            }
+        }
+    });
+    (rx, StopOnDrop(stop))
+}
+
+/// Starts capturing what `req` asks of lab `spread` across hosts (its targets already checked
+/// against the lab) on a blocking thread: each host's agent captures its interfaces, and the
+/// merged file goes to the channel once every agent's capture ended; the flag, set when the
+/// client leaves, closes the agents' streams, which ends their captures.
+pub fn start_across(spread: Spread, req: &Request) -> (mpsc::Receiver<Bytes>, StopOnDrop) {
+    let (tx, rx) = mpsc::channel(16);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let (targets, limits) = (req.targets.clone(), (req.duration, req.count));
+    tokio::task::spawn_blocking(move || {
+        let captured = rtemu_cluster::capture::capture(&spread, &targets, limits, &flag, |_| {});
+        let written = captured.and_then(|c| Ok(c.write(ToBody(tx))?));
+        if let Err(e) = written {
+            if !flag.load(Ordering::Relaxed) {
+                eprintln!(
+                    "rtemu serve: capture in lab {} across hosts: {}",
+                    spread.lab,
+                    rtemu_control::error::message(e.as_ref())
                 );
             }
         }

@@ -195,6 +195,39 @@ async fn lab_state(lab: String) -> Result<State, ApiError> {
     blocking(move || load(&name)).await
 }
 
+/// A lab as the server reaches it.
+enum Located {
+    /// Across hosts, which this server coordinates: its hosts' agents answer.
+    Hosts(Box<Spread>),
+    /// This host's own (or this host's part of another coordinator's lab).
+    Here(Box<State>),
+}
+
+impl App {
+    /// Lab `lab`: across hosts when this server brought it up so, else this host's (a 404 when
+    /// neither holds it).
+    async fn locate(&self, lab: String) -> Result<Located, ApiError> {
+        Ok(match self.spread(&lab).await? {
+            Some(spread) => Located::Hosts(Box::new(spread)),
+            None => Located::Here(Box::new(lab_state(lab).await?)),
+        })
+    }
+
+    /// The one place a request on lab `lab` goes one way or the other: `across` of the lab
+    /// across hosts, or `here` of this host's, on a blocking thread.
+    async fn on_lab<T: Send + 'static>(
+        &self,
+        lab: String,
+        across: impl FnOnce(&Spread) -> Result<T, ApiError> + Send + 'static,
+        here: impl FnOnce(&State) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        match self.locate(lab).await? {
+            Located::Hosts(spread) => blocking(move || across(&spread)).await,
+            Located::Here(state) => blocking(move || here(&state)).await,
+        }
+    }
+}
+
 /// A query string's pairs, decoded.
 pub fn query_pairs(q: Option<String>) -> Vec<(String, String)> {
     form_urlencoded::parse(q.unwrap_or_default().as_bytes())
@@ -255,12 +288,9 @@ pub async fn get_lab(
     AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Lab>, ApiError> {
-    let lab = params(p)?;
-    if let Some(spread) = app.spread(&lab).await? {
-        return blocking(move || spread::view(&spread)).await.map(Json);
-    }
-    let state = lab_state(lab).await?;
-    blocking(move || Ok(ctl::view(&state))).await.map(Json)
+    app.on_lab(params(p)?, spread::view, |state| Ok(ctl::view(state)))
+        .await
+        .map(Json)
 }
 
 /// Takes a lab down: stops its engine (returning its final report) and removes everything it
@@ -293,13 +323,10 @@ pub async fn list_nodes(
     AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Vec<Node>>, ApiError> {
-    let lab = params(p)?;
-    if let Some(spread) = app.spread(&lab).await? {
-        return blocking(move || Ok(spread::view(&spread)?.nodes))
-            .await
-            .map(Json);
-    }
-    Ok(Json(body::nodes(&lab_state(lab).await?)))
+    let across = |spread: &Spread| Ok(spread::view(spread)?.nodes);
+    app.on_lab(params(p)?, across, |state| Ok(body::nodes(state)))
+        .await
+        .map(Json)
 }
 
 /// A lab's point-to-point links.
@@ -310,13 +337,10 @@ pub async fn list_links(
     AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Vec<Link>>, ApiError> {
-    let lab = params(p)?;
-    if let Some(spread) = app.spread(&lab).await? {
-        return blocking(move || Ok(spread::view(&spread)?.links))
-            .await
-            .map(Json);
-    }
-    Ok(Json(body::links(&lab_state(lab).await?)))
+    let across = |spread: &Spread| Ok(spread::view(spread)?.links);
+    app.on_lab(params(p)?, across, |state| Ok(body::links(state)))
+        .await
+        .map(Json)
 }
 
 /// A lab's LANs.
@@ -327,11 +351,10 @@ pub async fn list_lans(
     AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Vec<Lan>>, ApiError> {
-    let lab = params(p)?;
-    if let Some(spread) = app.spread(&lab).await? {
-        return Ok(Json(body::lans(&spread.state())));
-    }
-    Ok(Json(body::lans(&lab_state(lab).await?)))
+    let across = |spread: &Spread| Ok(body::lans(&spread.state()));
+    app.on_lab(params(p)?, across, |state| Ok(body::lans(state)))
+        .await
+        .map(Json)
 }
 
 /// Gives an impaired link new netem parameters, while traffic flows.
@@ -346,17 +369,17 @@ pub async fn set_link(
 ) -> Result<Json<Ack>, ApiError> {
     let (lab, link) = params(p)?;
     let req = body(b)?;
-    if let Some(spread) = app.spread(&lab).await? {
-        let netem = ctl::parse_netem("netem", &req.netem)?;
+    let (there, asked) = (link.clone(), req.clone());
+    let across = move |spread: &Spread| {
+        let netem = ctl::parse_netem("netem", &asked.netem)?;
         let change = Change::Set {
-            dir: req.dir,
+            dir: asked.dir,
             netem,
         };
-        blocking(move || spread::change(&spread, &link, &change)).await?;
-        return Ok(Json(Ack::OK));
-    }
-    let state = lab_state(lab).await?;
-    blocking(move || ctl::set(&state, &link, req.dir, &req.netem)).await?;
+        spread::change(spread, &there, &change)
+    };
+    let here = move |state: &State| ctl::set(state, &link, req.dir, &req.netem);
+    app.on_lab(lab, across, here).await?;
     Ok(Json(Ack::OK))
 }
 
@@ -388,12 +411,10 @@ async fn cut(
     down: bool,
 ) -> Result<Json<Ack>, ApiError> {
     let (lab, link) = params(p)?;
-    if let Some(spread) = app.spread(&lab).await? {
-        blocking(move || spread::change(&spread, &link, &Change::Cut(down))).await?;
-        return Ok(Json(Ack::OK));
-    }
-    let state = lab_state(lab).await?;
-    blocking(move || ctl::cut(&state, &link, down)).await?;
+    let there = link.clone();
+    let across = move |spread: &Spread| spread::change(spread, &there, &Change::Cut(down));
+    let here = move |state: &State| ctl::cut(state, &link, down);
+    app.on_lab(lab, across, here).await?;
     Ok(Json(Ack::OK))
 }
 
@@ -409,15 +430,15 @@ pub async fn schedule(
 ) -> Result<Json<Ack>, ApiError> {
     let start = std::time::Instant::now();
     let (lab, link) = params(p)?;
-    let req = body(b)?;
-    if let Some(spread) = app.spread(&lab).await? {
+    let req = std::sync::Arc::new(body(b)?);
+    let (there, asked) = (link.clone(), std::sync::Arc::clone(&req));
+    let across = move |spread: &Spread| {
         // Checked here, so a bad request is refused before any agent is asked.
-        ctl::schedule_steps(&req)?;
-        blocking(move || spread::schedule(&spread, &link, &req)).await?;
-        return Ok(Json(Ack::OK));
-    }
-    let state = lab_state(lab).await?;
-    blocking(move || ctl::schedule(&state, &link, &req, start)).await?;
+        ctl::schedule_steps(&asked)?;
+        spread::schedule(spread, &there, &asked)
+    };
+    let here = move |state: &State| ctl::schedule(state, &link, &req, start);
+    app.on_lab(lab, across, here).await?;
     Ok(Json(Ack::OK))
 }
 
@@ -430,12 +451,9 @@ pub async fn stats(
     AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Json<StatsReply>, ApiError> {
-    let lab = params(p)?;
-    if let Some(spread) = app.spread(&lab).await? {
-        return blocking(move || spread::stats(&spread)).await.map(Json);
-    }
-    let state = lab_state(lab).await?;
-    blocking(move || ctl::stats(&state)).await.map(Json)
+    app.on_lab(params(p)?, spread::stats, ctl::stats)
+        .await
+        .map(Json)
 }
 
 /// Every lab's and engine's counters as Prometheus metrics (docs/metrics.md), read as
@@ -460,14 +478,15 @@ pub async fn metrics() -> Result<Response, ApiError> {
     responses((status = 200, body = [InterfaceCounters]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 500, body = ErrorBody)))]
 pub async fn counters(
+    AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Vec<InterfaceCounters>>, ApiError> {
-    let only = counters_query(&query_pairs(q))?;
-    let state = lab_state(params(p)?).await?;
-    blocking(move || ctl::counters(&state, only.as_ref()))
-        .await
-        .map(Json)
+    let only = std::sync::Arc::new(counters_query(&query_pairs(q))?);
+    let asked = std::sync::Arc::clone(&only);
+    let across = move |spread: &Spread| spread::counters(spread, asked.as_ref().as_ref());
+    let here = move |state: &State| ctl::counters(state, only.as_ref().as_ref());
+    app.on_lab(params(p)?, across, here).await.map(Json)
 }
 
 /// Reads the `node` names of a counters request; `None` when there are none (every node).
@@ -589,9 +608,9 @@ pub async fn stats_stream(
             ),
         )
     })?;
-    let source = match app.spread(&lab).await? {
-        Some(spread) => Source::Hosts(std::sync::Arc::new(spread)),
-        None => Source::Here(lab_state(lab).await?.lab),
+    let source = match app.locate(lab).await? {
+        Located::Hosts(spread) => Source::Hosts(std::sync::Arc::new(*spread)),
+        Located::Here(state) => Source::Here(state.lab),
     };
     // The first snapshot is taken before answering, so a lab whose engine is gone is an error
     // status rather than an empty stream.
@@ -674,16 +693,26 @@ pub async fn capture(
 ) -> Result<Response, ApiError> {
     let lab = params(p)?;
     let req = capture::parse(&query_pairs(q))?;
-    let state = lab_state(lab).await?;
-    let (state, targets) = {
+    let located = app.locate(lab).await?;
+    // The targets are checked before answering, so a name no node or link has is refused
+    // (400) rather than an empty file.
+    let (located, targets) = {
         let wanted = req.targets.clone();
         blocking(move || {
-            let targets = rtemu_topo::capture::resolve_targets(&state, &wanted)?;
-            Ok((state, targets))
+            let targets = match &located {
+                Located::Hosts(spread) => {
+                    rtemu_topo::capture::resolve_targets(&spread.state(), &wanted)?
+                }
+                Located::Here(state) => rtemu_topo::capture::resolve_targets(state, &wanted)?,
+            };
+            Ok((located, targets))
         })
         .await?
     };
-    let (rx, guard) = capture::start(state, targets, &req);
+    let (rx, guard) = match located {
+        Located::Hosts(spread) => capture::start_across(*spread, &req),
+        Located::Here(state) => capture::start(*state, targets, &req),
+    };
     let chunks = futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
         rx.recv()
             .await
@@ -708,16 +737,17 @@ pub async fn capture(
     params(("lab" = String, Path, description = "The lab's name"), ("node" = String, Path, description = "A node of the lab")),
     responses((status = 200, body = ExecReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn exec(
+    AxumState(app): AxumState<App>,
     p: Result<Path<(String, String)>, PathRejection>,
     b: Result<Json<ExecRequest>, JsonRejection>,
 ) -> Result<Json<ExecReply>, ApiError> {
     let (lab, node) = params(p)?;
-    let req = body(b)?;
+    let req = std::sync::Arc::new(body(b)?);
     exec::check(&req)?;
-    let state = lab_state(lab).await?;
-    blocking(move || exec::run(&state, &node, &req))
-        .await
-        .map(Json)
+    let (there, asked) = (node.clone(), std::sync::Arc::clone(&req));
+    let across = move |spread: &Spread| spread::exec(spread, &there, &asked);
+    let here = move |state: &State| exec::run(state, &node, &req);
+    app.on_lab(lab, across, here).await.map(Json)
 }
 
 /// A node's output: its container's, or its start-up commands' (the last `tail` lines).
@@ -726,15 +756,16 @@ pub async fn exec(
         ("tail" = Option<u32>, Query, description = "Only the last lines, 1 to 100000 (default 100000)")),
     responses((status = 200, body = ExecReply), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn logs(
+    AxumState(app): AxumState<App>,
     p: Result<Path<(String, String)>, PathRejection>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<ExecReply>, ApiError> {
     let (lab, node) = params(p)?;
     let tail = logs_query(&query_pairs(q))?;
-    let state = lab_state(lab).await?;
-    blocking(move || exec::logs(&state, &node, tail))
-        .await
-        .map(Json)
+    let there = node.clone();
+    let across = move |spread: &Spread| spread::logs(spread, &there, tail);
+    let here = move |state: &State| exec::logs(state, &node, tail);
+    app.on_lab(lab, across, here).await.map(Json)
 }
 
 /// The VXLAN VNIs this host's labs use: a coordinator asks every host of a new multi-host lab

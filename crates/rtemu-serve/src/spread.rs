@@ -1,13 +1,16 @@
 //! Labs across hosts, when the server coordinates them (`rtemu serve --credentials F`): the
 //! same calls into `rtemu-cluster` the command line makes (`rtemu up` of a topology with
-//! `[hosts]`, `ls`, `stats`, `link`, `down`), answered as the API answers for a lab on one
+//! `[hosts]`, `ls`, `stats`, `link`, `capture`, `down`, a node's `exec` and `logs`), answered as the API answers for a lab on one
 //! machine. Only labs this machine brought up across hosts are seen whole: the part a server
 //! holds as another coordinator's agent shows as its part, so an agent's answer never comes
 //! back to it as a question. Every function here blocks (the agents' replies).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use rtemu_api::body::{DownReply, Lab, ScheduleRequest, StatsReply};
+use rtemu_api::body::{
+    DownReply, ExecReply, ExecRequest, InterfaceCounters, Lab, ScheduleRequest, StatsReply,
+};
 use rtemu_cluster::link::Change;
 use rtemu_cluster::spread::Spread;
 use rtemu_cluster::Credentials;
@@ -67,8 +70,7 @@ pub fn down(coordinator: &Coordinator, lab: &LabName) -> Result<Option<DownReply
     Ok(down.map(|d| DownReply {
         lab: d.lab.to_string(),
         removed: true,
-        // Each engine's final report stays on its host (its agent logged it).
-        report: None,
+        report: d.report,
     }))
 }
 
@@ -87,4 +89,23 @@ pub fn schedule(spread: &Spread, link: &str, req: &ScheduleRequest) -> Result<()
 /// Has the engine host of `link` make `change`.
 pub fn change(spread: &Spread, link: &str, change: &Change) -> Result<(), ApiError> {
     Ok(rtemu_cluster::link::change(spread, link, change)?)
+}
+
+/// The kernel's counters of every node's interfaces (or of the nodes `only` names), each
+/// host's from its agent.
+pub fn counters(
+    spread: &Spread,
+    only: Option<&BTreeSet<String>>,
+) -> Result<Vec<InterfaceCounters>, ApiError> {
+    Ok(rtemu_cluster::node::counters(spread, only)?)
+}
+
+/// Has the agent of `node`'s host run `req` in it.
+pub fn exec(spread: &Spread, node: &str, req: &ExecRequest) -> Result<ExecReply, ApiError> {
+    Ok(rtemu_cluster::node::exec(spread, node, req)?)
+}
+
+/// `node`'s output, from its host's agent.
+pub fn logs(spread: &Spread, node: &str, tail: Option<u32>) -> Result<ExecReply, ApiError> {
+    Ok(rtemu_cluster::node::logs(spread, node, tail)?)
 }

@@ -56,10 +56,10 @@ fn ping_b_to_c(cluster: &Cluster, lab: &str) {
     assert_eq!(code, 0, "{out}");
 }
 
-/// The capture of wan in `pcap`: both ends (`ends`, `NODE:IF`), each with the three pings
-/// each way.
-fn wan_pings_in(pcap: &Path, ends: &[String]) -> rtemu_topo::pcapng::Capture {
-    let file = rtemu_topo::pcapng::read(&std::fs::read(pcap).unwrap()).unwrap();
+/// The capture of wan in the pcapng file `pcap`: both ends (`ends`, `NODE:IF`), each with
+/// the three pings each way.
+fn wan_pings_in(pcap: &[u8], ends: &[String]) -> rtemu_topo::pcapng::Capture {
+    let file = rtemu_topo::pcapng::read(pcap).unwrap();
     assert_eq!(file.interfaces, ends);
     for i in 0..2 {
         let n = file.packets.iter().filter(|p| p.interface == i).count();
@@ -495,7 +495,7 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     let mut rest = String::new();
     said.read_to_string(&mut rest).unwrap();
     assert!(status.success(), "{rest}");
-    let file = wan_pings_in(&pcap, &[wan_if("b"), wan_if("c")]);
+    let file = wan_pings_in(&std::fs::read(&pcap).unwrap(), &[wan_if("b"), wan_if("c")]);
     assert!(
         rest.contains(&format!("{} packets written", file.packets.len())),
         "{rest}"
@@ -534,7 +534,7 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     ping_b_to_c(&cluster, &lab);
     let done = capture.wait_with_output().unwrap();
     assert!(done.status.success(), "{}", stderr(&done));
-    let file = wan_pings_in(&pcap, &[wan_if("b"), wan_if("c")]);
+    let file = wan_pings_in(&std::fs::read(&pcap).unwrap(), &[wan_if("b"), wan_if("c")]);
     assert!(file.packets.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
 
     // h2's agent dies: ls shows the lab DEGRADED, naming h2 and why.
@@ -644,18 +644,28 @@ impl Coordinator {
         path: &str,
         body: Option<&Value>,
     ) -> std::io::Result<(u16, String)> {
+        let r = self.raw(method, path, body)?;
+        Ok((r.status, r.text()))
+    }
+
+    /// `method path` over its socket: the whole reply.
+    fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> std::io::Result<rtemu_api::client::Reply> {
         let body = body.map(Value::to_string);
         let target = rtemu_api::client::Target::Unix(self.socket.clone());
         let headers = [("Content-Type", "application/json")];
-        let r = rtemu_api::client::request(
+        rtemu_api::client::request(
             &target,
             method,
             path,
             &headers,
             body.as_deref().map(str::as_bytes),
             Duration::from_secs(120),
-        )?;
-        Ok((r.status, r.text()))
+        )
     }
 
     /// `method path` over its socket: the status, the raw body (to look for tokens in) and
@@ -675,6 +685,18 @@ impl Drop for Coordinator {
             .status();
         let _ = self.child.wait();
     }
+}
+
+/// Node `node` of lab `lab` as `coordinator` lists it.
+fn nodes_json(coordinator: &Coordinator, lab: &str, node: &str) -> Value {
+    let (_, text, nodes) = coordinator.call("GET", &format!("/v1/labs/{lab}/nodes"), None);
+    nodes
+        .as_array()
+        .unwrap_or_else(|| panic!("{text}"))
+        .iter()
+        .find(|n| n["name"] == node)
+        .unwrap()
+        .clone()
 }
 
 /// The median round trip of three pings from b (h1) to c (h2) across wan, ms.
@@ -706,7 +728,12 @@ fn the_api_of_a_coordinating_server_drives_a_lab_across_hosts_as_one_lab() {
         .collect();
     let coordinator = Coordinator::start(&cluster, dir, creds);
     let lab = format!("mha{}", std::process::id() % 100_000);
-    let topology = chain(&lab, Some("delay 10ms"), Some(PORT));
+    // c (on h2) says a word at start, for its logs.
+    let topology = chain(&lab, Some("delay 10ms"), Some(PORT)).replace(
+        "[nodes.c]\nhost = \"h2\"\n",
+        "[nodes.c]\nhost = \"h2\"\nrun = [\"echo c on h2\"]\n",
+    );
+    assert!(topology.contains("echo c on h2"));
     let up_body = json!({ "topology": topology });
     let mut said = String::new();
 
@@ -805,10 +832,124 @@ fn the_api_of_a_coordinating_server_drives_a_lab_across_hosts_as_one_lab() {
         said += &text;
     }
 
-    // Down everywhere: nothing is left on any host, nor the coordinator's record.
+    // A node's exec and logs go to its host: c is on h2, whose namespaces only h2's agent
+    // sees; its ping of b crosses wan.
+    let ping = json!({ "argv": ["ping", "-c", "1", "-W", "5", "b"] });
+    let (status, text, ran) =
+        coordinator.call("POST", &format!("/v1/labs/{lab}/nodes/c/exec"), Some(&ping));
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(ran["status"], 0, "{text}");
+    assert!(
+        ran["stdout"].as_str().unwrap().contains("1 received"),
+        "{text}"
+    );
+    let (status, text, logs) =
+        coordinator.call("GET", &format!("/v1/labs/{lab}/nodes/c/logs?tail=5"), None);
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        logs["stdout"].as_str().unwrap().contains("c on h2"),
+        "{text}"
+    );
+    for path in ["nodes/nope/exec", "nodes/nope/logs"] {
+        let method = if path.ends_with("exec") {
+            "POST"
+        } else {
+            "GET"
+        };
+        let (status, text, _) =
+            coordinator.call(method, &format!("/v1/labs/{lab}/{path}"), Some(&ping));
+        assert_eq!(status, 404, "{path}: {text}");
+        assert!(text.contains("has no node `nope`"), "{text}");
+    }
+
+    // The kernel's counters of every node, each host's from its agent, in the topology's
+    // order; c's end of wan counted the pings.
+    let (status, text, counters) =
+        coordinator.call("GET", &format!("/v1/labs/{lab}/counters"), None);
+    assert_eq!(status, 200, "{text}");
+    let counters = counters.as_array().unwrap();
+    let mut nodes: Vec<&str> = counters
+        .iter()
+        .map(|c| c["node"].as_str().unwrap())
+        .collect();
+    nodes.dedup();
+    assert_eq!(nodes, ["a", "b", "c", "d"], "{text}");
+    let c_wan = counters
+        .iter()
+        .find(|c| c["node"] == "c" && c["segment"] == "wan")
+        .unwrap();
+    assert!(c_wan["rx_packets"].as_u64().unwrap() >= 4, "{text}");
+    // Only the nodes named, asked of their hosts alone; a name the lab lacks is a 404.
+    let (status, text, only) = coordinator.call(
+        "GET",
+        &format!("/v1/labs/{lab}/counters?node=c&node=a"),
+        None,
+    );
+    assert_eq!(status, 200, "{text}");
+    let mut named: Vec<&str> = only
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["node"].as_str().unwrap())
+        .collect();
+    named.dedup();
+    assert_eq!(named, ["a", "c"], "{text}");
+    let (status, text, _) =
+        coordinator.call("GET", &format!("/v1/labs/{lab}/counters?node=nope"), None);
+    assert_eq!(status, 404, "{text}");
+
+    // A capture of wan's two ends, b's on h1 and c's on h2, as one pcapng file.
+    let wan_if = |n: &str| {
+        let node = nodes_json(&coordinator, &lab, n);
+        let i = node["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["segment"] == "wan")
+            .unwrap()
+            .clone();
+        format!("{n}:{}", i["name"].as_str().unwrap())
+    };
+    let ends = [wan_if("b"), wan_if("c")];
+    let captured = std::thread::scope(|s| {
+        let capture = s.spawn(|| {
+            let path = format!("/v1/labs/{lab}/capture?target=wan&duration=1.5");
+            coordinator.raw("GET", &path, None).unwrap()
+        });
+        ping_b_to_c(&cluster, &lab);
+        capture.join().unwrap()
+    });
+    assert_eq!(captured.status, 200, "{}", captured.text());
+    wan_pings_in(&captured.body, &ends);
+    let (status, text, _) = coordinator.call(
+        "GET",
+        &format!("/v1/labs/{lab}/capture?target=x:y&count=1"),
+        None,
+    );
+    assert_eq!(status, 400, "{text}");
+
+    // Down everywhere, with the engines' final report as one: nothing is left on any host,
+    // nor the coordinator's record.
     let (status, text, down) = coordinator.call("DELETE", &format!("/v1/labs/{lab}"), None);
     assert_eq!(status, 200, "{text}");
     assert_eq!(down["removed"], true);
+    let reported: Vec<(&str, u64)> = down["report"]["directions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no final report: {text}"))
+        .iter()
+        .map(|d| {
+            (
+                d["link"].as_str().unwrap(),
+                d["delivered"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(reported.len(), 2, "{text}");
+    assert!(
+        reported.iter().all(|(l, n)| *l == "wan" && *n >= 8),
+        "{text}"
+    );
+    assert_eq!(down["report"]["lab"], lab.as_str(), "{text}");
     for agent in &cluster.agents {
         assert_eq!(leftovers(agent), Vec::<String>::new());
     }

@@ -250,7 +250,16 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
         let fidelity = args.fidelity.as_deref();
         let here = || control::take_down(&name, fidelity, &mut std::io::stdout().lock());
         let down = match rtemu_cluster::down(&name, &args.hosts.credentials, here) {
-            Some(spread) => spread.map(|d| eprintln!("{d}")).map(|()| true),
+            Some(spread) => spread.and_then(|d| {
+                // The engines' reports as one, as a lab on one machine shows its engine's.
+                if let Some(report) = &d.report {
+                    let mut out = std::io::stdout().lock();
+                    rtemu_control::message::write_final_report(&mut out, name.as_str(), report)
+                        .context("writing the final report")?;
+                }
+                eprintln!("{d}");
+                Ok(true)
+            }),
             None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
         };
         match down {
