@@ -85,6 +85,25 @@ def test_stats_without_engine_is_empty() -> None:
     assert (s.io, s.pid, s.monotonic_ns, s.directions, s.links) == (None, None, None, [], {})
 
 
+def test_stats_of_a_lab_across_hosts_name_each_engine() -> None:
+    # Captured from a coordinator over two agents (`rtemu-bench cluster`): no `io` or `pid` of
+    # its own, one engine per engine host.
+    raw = golden("stats-across-hosts.json")
+    s = rtemu.Stats.from_json(raw)
+    assert (s.io, s.pid, s.monotonic_ns, s.threads) == (None, None, None, [])
+    assert [(e.host, e.io, e.pid) for e in s.engines] == [
+        ("h1", "af-packet", raw["engines"][0]["pid"])
+    ]
+    assert sorted(s.links) == ["lan", "wan"] and s.missing == []
+    assert s.links["wan"].a_to_b.delivered == raw["directions"][0]["delivered"]
+    raw["missing"] = [{"host": "h2", "links": ["wan"], "problem": "the agent did not answer"}]
+    (missing,) = rtemu.Stats.from_json(raw).missing
+    assert (missing.host, missing.links) == ("h2", ["wan"])
+    del raw["missing"]
+    with pytest.raises(rtemu.ProtocolError, match="stats.missing: expected a JSON array"):
+        rtemu.Stats.from_json(raw)
+
+
 def test_unknown_fields_are_ignored() -> None:
     raw = golden("stats.json")
     raw["new_field"] = 1

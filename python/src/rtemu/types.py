@@ -487,6 +487,19 @@ class Stats:
     def from_json(cls, value: Any, where: str = "stats") -> Stats:
         """Parses the API's ``Stats`` object."""
         o = _obj(value, where)
+        if "engines" in o:
+            # A lab across hosts (the API's SpreadStats): each engine says what one would.
+            return cls(
+                **_directions(o, where),
+                lab=_str(o, "lab", where),
+                io=None,
+                pid=None,
+                monotonic_ns=None,
+                process_cpu_ns=None,
+                threads=[],
+                engines=parse_list(o["engines"], HostEngine.from_json, f"{where}.engines"),
+                missing=parse_list(o.get("missing"), MissingStats.from_json, f"{where}.missing"),
+            )
         return cls(
             **_directions(o, where),
             lab=_str(o, "lab", where),
@@ -495,8 +508,6 @@ class Stats:
             monotonic_ns=_opt_int(o, "monotonic_ns", where),
             process_cpu_ns=_opt_int(o, "process_cpu_ns", where),
             threads=_threads(o, where),
-            engines=parse_list(o.get("engines", []), HostEngine.from_json, f"{where}.engines"),
-            missing=parse_list(o.get("missing", []), MissingStats.from_json, f"{where}.missing"),
         )
 
 
