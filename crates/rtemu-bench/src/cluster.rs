@@ -265,11 +265,7 @@ impl Cluster {
     /// `rtemu ARGS` as the coordinator runs it: in its namespace, with its state directory as
     /// `/run/rtemu` (in a mount namespace of the command's own); to be run by the caller.
     pub fn coordinate<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
-        let coordinator = self
-            .hosts
-            .names
-            .last()
-            .expect("a cluster has a coordinator");
+        let coordinator = self.coordinator_netns();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", coordinator, "sh", "-c"])
             .arg("mkdir -p /run/rtemu && mount --bind \"$1\" /run/rtemu && shift && exec \"$@\"")
@@ -279,4 +275,173 @@ impl Cluster {
             .args(args);
         cmd
     }
+}
+
+/// The coordinator's own server: `rtemu serve --credentials` in the coordinator's namespace,
+/// its state directory as `/run/rtemu`, its Unix socket in the cluster's directory (reachable
+/// from any namespace: a socket file is not a network address). Ended (SIGTERM, then waited
+/// for) when dropped.
+pub struct Coordinator {
+    child: Child,
+    socket: Target,
+}
+
+impl Coordinator {
+    /// `method path` over its socket: the whole reply.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> std::io::Result<rtemu_api::client::Reply> {
+        let body = body.map(Value::to_string);
+        let headers = [("Content-Type", "application/json")];
+        request(
+            &self.socket,
+            method,
+            path,
+            &headers,
+            body.as_deref().map(str::as_bytes),
+            // An `up` across hosts waits for every agent's.
+            Duration::from_secs(120),
+        )
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        // SIGTERM: the server stops and removes its socket.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+impl Cluster {
+    /// Starts the coordinator's server (log `coordinator.log`, socket `coordinator.sock` in the
+    /// cluster's directory) and waits until it answers. With `tcp`, it also listens there in
+    /// its namespace, its token in `coordinator.token`.
+    pub fn serve(&self, tcp: Option<std::net::SocketAddr>) -> Result<Coordinator> {
+        let socket = self.dir.join("coordinator.sock");
+        let log_path = self.dir.join("coordinator.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+        let mut args = vec![
+            "serve".into(),
+            "--socket".into(),
+            socket.clone().into_os_string(),
+        ];
+        if let Some(addr) = tcp {
+            args.extend([
+                "--listen".into(),
+                addr.to_string().into(),
+                "--token-file".into(),
+            ]);
+            args.push(self.dir.join("coordinator.token").into_os_string());
+        }
+        args.extend(["--credentials".into(), self.credentials().into_os_string()]);
+        let child = self
+            .coordinate(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting the coordinator's server")?;
+        let mut c = Coordinator {
+            child,
+            socket: Target::Unix(socket),
+        };
+        let started = Instant::now();
+        while c.request("GET", "/v1/labs", None).is_err() {
+            let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+            if let Some(status) = c.child.try_wait()? {
+                bail!(
+                    "the coordinator's server ended ({status}): {}",
+                    log().trim()
+                );
+            }
+            if started.elapsed() > WAIT {
+                bail!(
+                    "the coordinator's server did not answer within {} s: {}",
+                    WAIT.as_secs(),
+                    log().trim()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(c)
+    }
+
+    /// The coordinator's namespace.
+    pub fn coordinator_netns(&self) -> &str {
+        self.hosts
+            .names
+            .last()
+            .expect("a cluster has a coordinator")
+    }
+}
+
+/// Where the coordinator's server listens in its namespace when [`hold`] relays to it.
+const COORDINATOR_TCP: &str = "127.0.0.1:7790";
+
+/// What [`hold`] prints once the cluster is ready: how to reach it.
+#[derive(Debug, serde::Serialize)]
+pub struct Held {
+    /// The coordinator's Unix socket (root only; no token).
+    pub socket: PathBuf,
+    /// The web view through the relay in this namespace, the token in its fragment.
+    pub url: String,
+    /// The relay's address here: the coordinator's TCP API (with `token`).
+    pub api: std::net::SocketAddr,
+    /// The bearer token of `api`.
+    pub token: String,
+    /// The credentials file the coordinator uses (`rtemu up --credentials`).
+    pub credentials: PathBuf,
+    /// The `[hosts]` table a topology needs to spread over the agents.
+    pub hosts: String,
+}
+
+/// `rtemu-bench cluster`: `agents` hosts with their agents and a coordinating server on this
+/// machine, held until Ctrl-C or SIGTERM: for trying a lab across hosts on one machine, and for
+/// the Python package's and the web view's tests of one. Prints `rtemu-bench cluster: ` and a
+/// [`Held`] as JSON on one line once ready; removes everything when it ends.
+pub fn hold(agents: usize) -> Result<()> {
+    rtemu_control::root::need_root("rtemu-bench cluster")?;
+    let stop = crate::topo::Stop::install()?;
+    let scratch = crate::topo::DirGuard::new("cluster")?;
+    let dir = &scratch.0;
+    let cluster = Cluster::start(&crate::rtemu()?, "c", agents, dir)?;
+    let inside: std::net::SocketAddr = COORDINATOR_TCP.parse().expect("an address");
+    let coordinator = cluster.serve(Some(inside))?;
+    let api = crate::relay::start(
+        "127.0.0.1:0".parse().expect("an address"),
+        cluster.coordinator_netns(),
+        inside,
+    )?;
+    let token_path = dir.join("coordinator.token");
+    let token = std::fs::read_to_string(&token_path)
+        .with_context(|| format!("reading {}", token_path.display()))?
+        .trim()
+        .to_owned();
+    let held = Held {
+        socket: dir.join("coordinator.sock"),
+        url: format!("http://{api}/#token={token}"),
+        api,
+        token,
+        credentials: cluster.credentials(),
+        hosts: rtemu_testutil::multihost::hosts_table(agents, Some(PORT)),
+    };
+    println!("rtemu-bench cluster: {}", serde_json::to_string(&held)?);
+    eprintln!(
+        "rtemu-bench cluster: {agents} hosts ready; Ctrl-C takes their labs down and ends it"
+    );
+    while stop.check().is_ok() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The coordinator first, then the agents (their labs down), then the namespaces.
+    drop(coordinator);
+    drop(cluster);
+    Ok(())
 }

@@ -17,6 +17,7 @@ pub mod cluster;
 mod cputime;
 mod engine;
 mod precision;
+mod relay;
 mod sim;
 mod stitch;
 mod topo;
@@ -40,6 +41,7 @@ mod topo;
   sudo rtemu-bench precision --precision-part idle --seconds 10
   rtemu-bench aqm
   rtemu-bench aqm --seed 2 --json
+  sudo rtemu-bench cluster --hosts 3
 
 The lab benchmarks run the rtemu executable beside this one (cargo builds both into
 target/release)."
@@ -59,7 +61,10 @@ pub struct BenchArgs {
     /// CoDel, FQ-CoDel, PIE, DOCSIS-PIE and DualPI2 in virtual time: the game's delay and the
     /// upload's fate; then bursts onto the same link (RFC 7928 §6): what each queue lets
     /// through (deterministic for a seed).
-    #[arg(value_parser = ["sim", "engine", "topo", "precision", "aqm"], default_value = "sim")]
+    /// `cluster` (root) measures nothing: it holds `--hosts` agents (default 2) and a
+    /// coordinating server on this machine until Ctrl-C, for trying labs across hosts and for
+    /// the tests of the Python package and the web view; it prints how to reach them as JSON.
+    #[arg(value_parser = ["sim", "engine", "topo", "precision", "aqm", "cluster"], default_value = "sim")]
     pub what: String,
 
     /// precision: rounds of the probe part (each runs both engines, alternating their order).
@@ -104,6 +109,7 @@ pub struct BenchArgs {
     /// topo: spread each lab over this many hosts (2 to 8; network namespaces on an underlay
     /// bridge, each running `rtemu serve` as its agent, on this machine) and measure it
     /// against one host, then an ideal link stitched between two hosts against a local one.
+    /// cluster: how many hosts to hold (2 to 8, default 2).
     #[arg(long, value_name = "N")]
     pub hosts: Option<usize>,
 
@@ -184,6 +190,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             pings: args.pings,
             seconds: args.seconds,
         });
+    }
+    if args.what == "cluster" {
+        let hosts = args.hosts.unwrap_or(2);
+        anyhow::ensure!(
+            (2..=8).contains(&hosts),
+            "--hosts {hosts}: give 2 to 8 hosts"
+        );
+        return cluster::hold(hosts);
     }
     if args.what == "precision" {
         anyhow::ensure!(

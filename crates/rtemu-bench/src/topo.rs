@@ -288,8 +288,22 @@ impl Drop for BaselineGuard {
     }
 }
 
-/// Removes the benchmark's scratch directory when dropped.
-struct DirGuard(PathBuf);
+/// The benchmark's scratch directory, removed when dropped.
+pub(crate) struct DirGuard(pub(crate) PathBuf);
+
+impl DirGuard {
+    /// `rtemu-bench-WHAT-PID` in the temporary directory, new and private: the agents' tokens
+    /// and the credentials file live in it (in a shared /tmp a directory someone else made
+    /// first could hold links).
+    pub(crate) fn new(what: &str) -> Result<DirGuard> {
+        let dir = std::env::temp_dir().join(format!("rtemu-bench-{what}-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        Ok(DirGuard(dir))
+    }
+}
 
 impl Drop for DirGuard {
     fn drop(&mut self) {
@@ -544,22 +558,16 @@ pub fn run(opts: &Options) -> Result<()> {
     rtemu_control::root::need_root("rtemu-bench topo")?;
     need_programs(&["ip", "sh", "seq"], "iproute2, coreutils")?;
     let stop = Stop::install()?;
-    let dir = std::env::temp_dir().join(format!("rtemu-bench-topo-{}", std::process::id()));
-    // New and private: the agents' tokens and the credentials file live in it (in a shared
-    // /tmp a directory someone else made first could hold links).
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
-    let _dir = DirGuard(dir.clone());
+    let scratch = DirGuard::new("topo")?;
+    let dir = &scratch.0;
     let sizes = if opts.nodes.is_empty() {
         SIZES.to_vec()
     } else {
         opts.nodes.clone()
     };
     match opts.hosts {
-        Some(hosts) => run_hosts(opts, hosts, &sizes, &dir, &stop),
-        None => run_one_host(opts.json, &sizes, &dir, &stop),
+        Some(hosts) => run_hosts(opts, hosts, &sizes, dir, &stop),
+        None => run_one_host(opts.json, &sizes, dir, &stop),
     }
 }
 

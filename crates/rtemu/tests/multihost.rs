@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use rtemu_bench::cluster::{Agent, Cluster, PORT};
+use rtemu_bench::cluster::{Agent, Cluster, Coordinator, PORT};
 use rtemu_testutil::multihost::{
     chain, check_delay_across, host_address, median_rtt, ping_all, serial, settled_leftovers,
     Hosts, LabRunner, CHAIN_PLACEMENT,
@@ -601,89 +601,19 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
     assert!(stderr(&down).contains(&gone), "{}", stderr(&down));
 }
 
-/// `rtemu serve --credentials F` as the coordinator runs it (in its namespace, its state
-/// directory as `/run/rtemu`), its socket in `dir`; ended (SIGTERM, then waited for) when
-/// dropped, whatever the test did.
-struct Coordinator {
-    child: std::process::Child,
-    socket: PathBuf,
-}
-
-impl Coordinator {
-    fn start(cluster: &Cluster, dir: &Path, creds: &str) -> Coordinator {
-        let socket = dir.join("coordinator.sock");
-        let log = std::fs::File::create(dir.join("coordinator.log")).unwrap();
-        let child = cluster
-            .coordinate(&[
-                "serve",
-                "--socket",
-                socket.to_str().unwrap(),
-                "--credentials",
-                creds,
-            ])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let c = Coordinator { child, socket };
-        let started = std::time::Instant::now();
-        while c.try_call("GET", "/v1/labs", None).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the coordinator did not answer: {}",
-                std::fs::read_to_string(dir.join("coordinator.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        c
-    }
-
-    fn try_call(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-    ) -> std::io::Result<(u16, String)> {
-        let r = self.raw(method, path, body)?;
-        Ok((r.status, r.text()))
-    }
-
-    /// `method path` over its socket: the whole reply.
-    fn raw(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-    ) -> std::io::Result<rtemu_api::client::Reply> {
-        let body = body.map(Value::to_string);
-        let target = rtemu_api::client::Target::Unix(self.socket.clone());
-        let headers = [("Content-Type", "application/json")];
-        rtemu_api::client::request(
-            &target,
-            method,
-            path,
-            &headers,
-            body.as_deref().map(str::as_bytes),
-            Duration::from_secs(120),
-        )
-    }
-
+/// The coordinator's API as these tests call it.
+trait Calls {
     /// `method path` over its socket: the status, the raw body (to look for tokens in) and
     /// the body as JSON.
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String, Value) {
-        let (status, text) = self.try_call(method, path, body).unwrap();
-        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-        (status, text, json)
-    }
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String, Value);
 }
 
-impl Drop for Coordinator {
-    fn drop(&mut self) {
-        // SIGTERM: the server stops and removes its socket.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+impl Calls for Coordinator {
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String, Value) {
+        let reply = self.request(method, path, body).unwrap();
+        let text = reply.text();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (reply.status, text, json)
     }
 }
 
@@ -720,13 +650,11 @@ fn the_api_of_a_coordinating_server_drives_a_lab_across_hosts_as_one_lab() {
     let tmp = TempDir::new("mh-api");
     let dir = tmp.0.as_path();
     let cluster = Cluster::start(RTEMU.as_ref(), "api", 2, dir).unwrap();
-    let creds_path = cluster.credentials();
-    let creds = creds_path.to_str().unwrap();
     let tokens: Vec<String> = (1..=2)
         .map(|h| std::fs::read_to_string(dir.join(format!("h{h}.token"))).unwrap())
         .map(|t| t.trim().to_owned())
         .collect();
-    let coordinator = Coordinator::start(&cluster, dir, creds);
+    let coordinator = cluster.serve(None).unwrap();
     let lab = format!("mha{}", std::process::id() % 100_000);
     // c (on h2) says a word at start, for its logs.
     let topology = chain(&lab, Some("delay 10ms"), Some(PORT)).replace(
@@ -914,7 +842,7 @@ fn the_api_of_a_coordinating_server_drives_a_lab_across_hosts_as_one_lab() {
     let captured = std::thread::scope(|s| {
         let capture = s.spawn(|| {
             let path = format!("/v1/labs/{lab}/capture?target=wan&duration=1.5");
-            coordinator.raw("GET", &path, None).unwrap()
+            coordinator.request("GET", &path, None).unwrap()
         });
         ping_b_to_c(&cluster, &lab);
         capture.join().unwrap()
