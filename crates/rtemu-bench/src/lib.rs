@@ -11,6 +11,7 @@
 //! themselves.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod aqm;
 pub mod cluster;

@@ -69,7 +69,9 @@ impl TraceKind {
 pub struct TraceArg {
     /// The flow it is for; `None`: the whole link.
     pub pattern: Option<FlowPattern>,
+    /// The trace file.
     pub path: PathBuf,
+    /// What the file holds, hence how it is read.
     pub kind: TraceKind,
 }
 
@@ -85,9 +87,13 @@ impl fmt::Display for TraceArg {
 
 /// How traces are read, and the seed of every stream a link's models draw from.
 pub struct TraceOptions {
+    /// The seed every stream of the link's models is drawn from.
     pub seed: u64,
+    /// What a direction does when its trace has no action ready for a packet.
     pub underrun: UnderrunPolicy,
+    /// What happens when a trace ends.
     pub end: EndPolicy,
+    /// How a series trace is read between its samples.
     pub interpolation: Interpolation,
 }
 

@@ -8,6 +8,9 @@
 //!
 //! Nothing here prints to standard output: results are returned for the caller to show.
 
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
 pub mod assemble;
 pub mod demo;
 pub mod engine;

@@ -14,6 +14,7 @@
 //! `anyhow`'s: a report's failures are a file that could not be written or a figure with
 //! nothing to draw, each said once with its path, for the command line to print.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod bufferbloat;
 pub mod burst;

@@ -7,6 +7,7 @@
 //! `rtemu-bench` (the `rtemu-bench` crate's, arguments and all).
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
