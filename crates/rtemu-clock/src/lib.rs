@@ -21,6 +21,8 @@
 //! commented wrapper per libc call.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod budget;
 pub mod rt;

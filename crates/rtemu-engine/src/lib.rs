@@ -101,6 +101,8 @@
 //! All `unsafe` lives in the private `sys` module, one commented block per kernel call.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod afpacket;
 pub mod bench;

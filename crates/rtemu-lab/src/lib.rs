@@ -25,6 +25,8 @@
 //! lab measures is what the engine does.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod deadline;
 pub mod doctor;

@@ -17,6 +17,8 @@
 //! clock's timers) stays in that crate.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod errno;
 pub mod input;

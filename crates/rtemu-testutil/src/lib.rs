@@ -10,6 +10,8 @@
 // Only `alloc_count` may hold `unsafe`: a global allocator cannot be written without it.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::io::Write;
 use std::path::Path;

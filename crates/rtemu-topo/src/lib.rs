@@ -25,6 +25,8 @@
 //! so are [`graph`]'s DOT and Mermaid forms (its SVG runs Graphviz's `dot`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod capture;
 pub mod cgroup;

@@ -55,6 +55,8 @@
 //! the program is gone from the interface once its owner drops.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod error;
 pub mod insn;

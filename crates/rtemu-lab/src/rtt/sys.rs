@@ -87,13 +87,14 @@ unsafe fn software_stamp(msg: &libc::msghdr) -> Option<i64> {
     // SAFETY: the caller guarantees `msg` and its control buffer are valid; the CMSG_* macros
     // stay within `msg_controllen`.
     let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    // SAFETY: CMSG_LEN only computes a length; it touches no memory.
+    let stamp_len = unsafe { libc::CMSG_LEN(size_of::<libc::timespec>() as u32) } as usize;
     while !cmsg.is_null() {
         // SAFETY: `cmsg` is non-null and within the control buffer (CMSG_FIRSTHDR/NXTHDR).
         let header = unsafe { &*cmsg };
         if header.cmsg_level == libc::SOL_SOCKET
             && header.cmsg_type == libc::SO_TIMESTAMPING
-            && header.cmsg_len as usize
-                >= unsafe { libc::CMSG_LEN(size_of::<libc::timespec>() as u32) } as usize
+            && header.cmsg_len as usize >= stamp_len
         {
             // SAFETY: the message holds at least one timespec (checked above); it may be
             // unaligned for timespec, so it is read unaligned.
