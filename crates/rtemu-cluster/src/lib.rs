@@ -607,8 +607,21 @@ pub struct ClusterDown {
     /// The hosts that took their part down.
     pub hosts: Vec<String>,
     /// Their engines' final reports as one (see [`stats::final_report`]); `None` when none
-    /// ran an engine (or, from a host of the lab, for the other hosts' engines).
+    /// ran an engine.
     pub report: Option<FinalReport>,
+    /// Why some host's part is still up, naming each and what to do; `None`: down on every
+    /// host. The report above stands either way.
+    pub partly: Option<ClusterError>,
+}
+
+impl ClusterDown {
+    /// The lab down on every host, or why not (the report is then dropped).
+    pub fn everywhere(self) -> Result<ClusterDown, ClusterError> {
+        match self.partly {
+            Some(e) => Err(e),
+            None => Ok(self),
+        }
+    }
 }
 
 impl fmt::Display for ClusterDown {
@@ -619,15 +632,16 @@ impl fmt::Display for ClusterDown {
 
 /// Takes lab `lab` down on every host, with the tokens in `credentials`: when this machine
 /// coordinates it, on every host it brought it up on; when this host holds a part of it (and
-/// has the credentials file), its own part with `take_here` (which says whether there was one)
-/// and every other host's through its agent. `None` when neither: the lab may still run here
+/// has the credentials file), its own part with `take_here` (its engine's report, and whether
+/// there was a part) and every other host's through its agent. Either way the engines' reports
+/// come back as one. `None` when neither: the lab may still run here
 /// alone. A host that cannot be reached is named in the error (and kept in the coordinator's
 /// record, so a later `down` there tries it again); `down` on that host alone also cleans its
 /// part.
 pub fn down(
     lab: &LabName,
     credentials: &Path,
-    take_here: impl FnOnce() -> Result<bool>,
+    take_here: impl FnOnce() -> rtemu_control::lab::Down,
 ) -> Option<Result<ClusterDown>> {
     let record = match Record::load(lab) {
         Ok(r) => r,
@@ -658,7 +672,7 @@ fn down_from_part(
     recorded: &Recorded,
     here: &str,
     credentials: &Path,
-    take_here: impl FnOnce() -> Result<bool>,
+    take_here: impl FnOnce() -> rtemu_control::lab::Down,
 ) -> Result<ClusterDown> {
     let credentials = Credentials::load(credentials)?;
     let others: Vec<Host> = recorded
@@ -671,24 +685,25 @@ fn down_from_part(
     let agents = credentials.agents(&others)?;
     let mut done = Vec::new();
     let mut why = Vec::new();
-    match take_here() {
+    let mut reports = Vec::new();
+    let own = take_here();
+    reports.extend(own.report.map(|r| (here.to_owned(), r)));
+    match own.removed {
         Ok(_) => done.push(here.to_owned()),
         Err(e) => why.push(format!("host `{here}` (this one): {e:#}")),
     }
     for a in &agents {
         match a.down(lab) {
-            Ok(_) => done.push(a.host.name.clone()),
+            Ok(down) => {
+                done.push(a.host.name.clone());
+                reports.extend(down.report.map(|r| (a.host.name.clone(), r)));
+            }
             Err(e) => why.push(format!("{e:#}")),
         }
     }
-    // The reports of the others' engines stay in their agents' logs: this host printed its
-    // own.
-    Ok(went_down(
-        lab,
-        done,
-        &why,
-        "`rtemu down {lab}` tries again",
-    )?)
+    let mut down = went_down(lab, done, &why, "`rtemu down {lab}` tries again");
+    down.report = stats::final_report(lab, Some(&recorded.topology), reports);
+    Ok(down)
 }
 
 /// Takes lab `lab` down on every host this machine's record of it names, with the tokens in
@@ -699,7 +714,9 @@ pub fn down_coordinated(
     credentials: &Credentials,
 ) -> Result<Option<ClusterDown>, ClusterError> {
     match Record::load(lab)? {
-        Some(record) => down_recorded(lab, &record, credentials).map(Some),
+        Some(record) => down_recorded(lab, &record, credentials)?
+            .everywhere()
+            .map(Some),
         None => Ok(None),
     }
 }
@@ -733,21 +750,16 @@ fn down_recorded(
     .save(lab)?;
     let again = "`rtemu down {lab}` here tries again; `rtemu down {lab}` on such a host cleans \
                  its part";
-    let mut down = went_down(lab, done, &why, again)?;
+    let mut down = went_down(lab, done, &why, again);
     down.report = stats::final_report(lab, record.lab.as_ref().map(|r| &r.topology), reports);
     Ok(down)
 }
 
-/// What a lab-wide `down` did: the hosts in `done` took their part down; an error when any
-/// could not (`why`, naming each), saying what to do (`again`, `{lab}` standing for the lab).
-fn went_down(
-    lab: &LabName,
-    done: Vec<String>,
-    why: &[String],
-    again: &str,
-) -> Result<ClusterDown, ClusterError> {
-    if !why.is_empty() {
-        return Err(ClusterError::Partly(format!(
+/// What a lab-wide `down` did: the hosts in `done` took their part down; when any could not
+/// (`why`, naming each), why, saying what to do (`again`, `{lab}` standing for the lab).
+fn went_down(lab: &LabName, done: Vec<String>, why: &[String], again: &str) -> ClusterDown {
+    let partly = (!why.is_empty()).then(|| {
+        ClusterError::Partly(format!(
             "lab `{lab}` is down on {}, but not everywhere: {} ({})",
             if done.is_empty() {
                 "no host".to_owned()
@@ -756,13 +768,14 @@ fn went_down(
             },
             why.join("; "),
             again.replace("{lab}", lab.as_str())
-        )));
-    }
-    Ok(ClusterDown {
+        ))
+    });
+    ClusterDown {
         lab: lab.clone(),
         hosts: done,
         report: None,
-    })
+        partly,
+    }
 }
 
 #[cfg(test)]

@@ -248,7 +248,7 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     for name in labs {
         // One lab failing to go down must not keep the others up.
         let fidelity = args.fidelity.as_deref();
-        let here = || control::take_down(&name, fidelity, &mut std::io::stdout().lock());
+        let here = || control::down(&name);
         let down = match rtemu_cluster::down(&name, &args.hosts.credentials, here) {
             Some(spread) => spread.and_then(|d| {
                 // The engines' reports as one, as a lab on one machine shows its engine's.
@@ -256,8 +256,12 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
                     let mut out = std::io::stdout().lock();
                     rtemu_control::message::write_final_report(&mut out, name.as_str(), report)
                         .context("writing the final report")?;
+                    if let Some(path) = fidelity {
+                        rtemu_control::message::save_final_report(report, path)?;
+                    }
                 }
-                eprintln!("{d}");
+                // The report of what went down first, then which host's part did not.
+                eprintln!("{}", d.everywhere()?);
                 Ok(true)
             }),
             None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
