@@ -551,6 +551,7 @@ pub fn unreadable_view(lab: &rtemu_topo::state::Unreadable) -> Lab {
 pub fn nodes(state: &State) -> Vec<Node> {
     let topo = &state.topology;
     let containers = rtemu_topo::launch::lab_statuses(state);
+    let attachments = topo.attachments_by_node();
     state
         .nodes
         .iter()
@@ -567,12 +568,9 @@ pub fn nodes(state: &State) -> Vec<Node> {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
-            interfaces: topo
-                .segments
+            interfaces: attachments[ni]
                 .iter()
-                .flat_map(|seg| seg.members.iter().map(move |m| (seg, m)))
-                .filter(|(_, m)| m.node == ni)
-                .map(|(seg, m)| Interface {
+                .map(|&(seg, m)| Interface {
                     name: m.ifname.clone(),
                     mac: m.mac.to_string(),
                     addresses: [m.ipv4.map(|a| a.to_string()), m.ipv6.map(|a| a.to_string())]

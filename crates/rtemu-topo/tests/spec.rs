@@ -497,3 +497,35 @@ fn a_twenty_thousand_node_chain_validates_within_a_generous_bound() {
     );
     assert!(took < std::time::Duration::from_secs(30), "{took:?}");
 }
+
+#[test]
+fn nodes_are_found_by_name_in_name_order_and_out_of_it() {
+    // n10 sorts before n2: name order is the strings', not the numbers'.
+    let src = rtemu_testutil::chain_topology("idx", "", 12);
+    let topo = Topology::parse("chain.toml", &src).unwrap();
+    let names: Vec<&str> = topo.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "the validator keeps nodes in name order");
+    let mut shuffled = topo.clone();
+    shuffled.nodes.rotate_left(5);
+    shuffled.nodes.swap(0, 7);
+    for t in [&topo, &shuffled] {
+        for (i, n) in t.nodes.iter().enumerate() {
+            assert_eq!(t.node_index(&n.name), Some(i), "{}", n.name);
+        }
+        for absent in ["n12", "n", "m0", "zz", ""] {
+            assert_eq!(t.node_index(absent), None, "{absent}");
+        }
+    }
+    // Every attachment once, under its own node, in segment order.
+    let by_node = topo.attachments_by_node();
+    for (ni, list) in by_node.iter().enumerate() {
+        assert!(list.iter().all(|(_, m)| m.node == ni));
+    }
+    let count: usize = by_node.iter().map(Vec::len).sum();
+    assert_eq!(
+        count,
+        topo.segments.iter().map(|s| s.members.len()).sum::<usize>()
+    );
+}

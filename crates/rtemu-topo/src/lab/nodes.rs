@@ -12,7 +12,7 @@ use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 use crate::naming::{node_netns, ownership_mark};
 use crate::routing::NodePlan;
 use crate::state::State;
-use crate::topology::{Attachment, ExternalMode, SegmentKind, Topology};
+use crate::topology::{Attachment, ExternalMode, Segment, SegmentKind, Topology};
 
 use super::builders::on_builders;
 use super::error::{io_err, nl_err, LabError};
@@ -29,22 +29,7 @@ pub(super) fn set_up_nodes(
     plans: &[NodePlan],
 ) -> Result<(), LabError> {
     let mark = ownership_mark(&topo.lab);
-    let mut members: Vec<Vec<&Attachment>> = vec![Vec::new(); topo.nodes.len()];
-    let mut moved = vec![Vec::new(); topo.nodes.len()];
-    for seg in &topo.segments {
-        // A moved host interface is not rtemu's: it gets no mark.
-        let is_moved = matches!(
-            seg.kind,
-            SegmentKind::External {
-                mode: ExternalMode::Move,
-                ..
-            }
-        );
-        for m in &seg.members {
-            members[m.node].push(m);
-            moved[m.node].push(is_moved);
-        }
-    }
+    let attachments = topo.attachments_by_node();
     let nodes: Vec<(usize, &str)> = share
         .nodes
         .iter()
@@ -59,8 +44,7 @@ pub(super) fn set_up_nodes(
         }
         let node = NodeSetUp {
             node: &topo.nodes[ni],
-            members: &members[ni],
-            moved: &moved[ni],
+            attachments: &attachments[ni],
             plan: &plans[ni],
             mark: &mark,
         };
@@ -83,10 +67,8 @@ const ROUTES_IN_FLIGHT: usize = 64;
 /// What one node gets once its links exist.
 struct NodeSetUp<'a> {
     node: &'a crate::topology::Node,
-    /// Its attachments, in file order.
-    members: &'a [&'a Attachment],
-    /// For each attachment, whether it is a host interface moved in (which gets no mark).
-    moved: &'a [bool],
+    /// Its attachments with their segments, in file order.
+    attachments: &'a [(&'a Segment, &'a Attachment)],
     plan: &'a NodePlan,
     mark: &'a str,
 }
@@ -113,7 +95,15 @@ impl NodeSetUp<'_> {
                 .await
                 .map_err(nl_err(what(&format!("adding {net} to lo"))))?;
         }
-        for (m, &moved) in self.members.iter().zip(self.moved) {
+        for &(seg, m) in self.attachments {
+            // A moved host interface is not rtemu's: it gets no mark.
+            let moved = matches!(
+                seg.kind,
+                SegmentKind::External {
+                    mode: ExternalMode::Move,
+                    ..
+                }
+            );
             let i = idx[&m.ifname];
             mark_up(handle, i, (!moved).then_some(self.mark), None)
                 .await
