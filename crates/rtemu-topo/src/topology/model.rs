@@ -293,8 +293,7 @@ impl Topology {
     /// are on (IPv4 before IPv6), else its first address at all. `None` when a node is
     /// unknown or `to` has no address.
     pub fn peer_address(&self, from: &str, to: &str) -> Option<IpAddr> {
-        let index = |name: &str| self.nodes.iter().position(|n| n.name == name);
-        let (a, b) = (index(from)?, index(to)?);
+        let (a, b) = (self.node_index(from)?, self.node_index(to)?);
         let first = |m: &Attachment| {
             m.ipv4
                 .map(|n| IpAddr::V4(n.addr()))
@@ -320,8 +319,7 @@ impl Topology {
     /// order: where Ethernet frames leave `from` and arrive at `to` without crossing a
     /// router. `None` when a node is unknown or the two share no segment.
     pub fn facing_interfaces(&self, from: &str, to: &str) -> Option<(String, String)> {
-        let index = |name: &str| self.nodes.iter().position(|n| n.name == name);
-        let (a, b) = (index(from)?, index(to)?);
+        let (a, b) = (self.node_index(from)?, self.node_index(to)?);
         self.segments.iter().find_map(|seg| {
             let on = |node: usize| seg.members.iter().find(|m| m.node == node);
             Some((on(a)?.ifname.clone(), on(b)?.ifname.clone()))
