@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use rtemu_api::body::StatsReply;
-use rtemu_control::message::{Direction, Done, FinalReport, Stats};
+use rtemu_control::message::{Done, FinalReport, Stats};
 use rtemu_topo::state::LabName;
 use rtemu_topo::Topology;
 
@@ -39,8 +39,8 @@ pub fn merge(
         });
     }
     // Stable: each link's directions keep their engine's order (a-b, then b-a).
-    let place = |d: &Direction| topo.segments.iter().position(|s| s.name == d.link);
-    directions.sort_by_key(place);
+    let index = topo.segment_indices();
+    directions.sort_by_key(|d| index.get(d.link.as_str()).copied());
     let missing = failed
         .into_iter()
         .map(|(host, problem)| Missing {
@@ -117,8 +117,10 @@ pub fn final_report(
     merged.notices.extend(failed);
     if let Some(topo) = topo {
         // Stable: each link's directions keep their engine's order (a-b, then b-a).
-        let place = |d: &Direction| topo.segments.iter().position(|s| s.name == d.link);
-        merged.directions.sort_by_key(place);
+        let index = topo.segment_indices();
+        merged
+            .directions
+            .sort_by_key(|d| index.get(d.link.as_str()).copied());
     }
     Some(FinalReport::Done(merged))
 }
@@ -230,6 +232,7 @@ pub fn read_engines(spread: &Spread) -> Result<SpreadStats, ClusterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtemu_control::message::Direction;
     use serde_json::json;
 
     /// The chain a–b | c–d over h1 and h2 with two impaired links: `wan` (b–c, its engine on

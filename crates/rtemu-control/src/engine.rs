@@ -1284,13 +1284,10 @@ fn directions(
     in_force: &InForce,
     ds: &[DirectionReport],
 ) -> Vec<Direction> {
+    let index = state.topology.segment_indices();
     ds.iter()
         .map(|d| {
-            let si = state
-                .topology
-                .segments
-                .iter()
-                .position(|s| s.name == d.link);
+            let si = index.get(d.link.as_str()).copied();
             let seg = si.map(|i| &state.topology.segments[i]);
             let node = |i: usize| {
                 seg.map(|s| state.topology.nodes[s.members[i].node].name.clone())

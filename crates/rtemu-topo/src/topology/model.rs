@@ -266,6 +266,16 @@ impl Topology {
             .or_else(|| self.nodes.iter().position(|n| n.name == name))
     }
 
+    /// Every segment's index by its name: for callers that look up many (each direction of a
+    /// report), where a scan per lookup grows with links × segments.
+    pub fn segment_indices(&self) -> std::collections::HashMap<&str, usize> {
+        self.segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect()
+    }
+
     /// Each node's attachments with their segments, indexed like [`Topology::nodes`], each in
     /// segment order: one pass over the segments, where asking per node would be quadratic.
     pub fn attachments_by_node(&self) -> Vec<Vec<(&Segment, &Attachment)>> {
