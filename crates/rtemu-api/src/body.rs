@@ -1,6 +1,7 @@
 //! The API's request and reply bodies (see docs/api.md), the error body among them, and the
 //! views of a lab built from its state file.
 
+use rtemu_model::direction::Ways;
 use rtemu_topo::state::State;
 use rtemu_topo::topology::{ExternalMode, SegmentKind};
 use serde::{Deserialize, Serialize};
@@ -306,31 +307,6 @@ pub struct Vnis {
     pub vnis: Vec<u32>,
 }
 
-/// Which directions of a link a change is for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub enum Dir {
-    /// Both directions.
-    #[default]
-    #[serde(rename = "both")]
-    Both,
-    /// From the first endpoint to the second.
-    #[serde(rename = "a-b")]
-    AB,
-    /// From the second endpoint to the first.
-    #[serde(rename = "b-a")]
-    BA,
-}
-
-impl From<Dir> for rtemu_engine::control::Ways {
-    fn from(dir: Dir) -> Self {
-        match dir {
-            Dir::Both => Self::Both,
-            Dir::AB => Self::AToB,
-            Dir::BA => Self::BToA,
-        }
-    }
-}
-
 /// `POST …/links/{link}/set`: new netem parameters for an impaired link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -339,7 +315,7 @@ pub struct SetRequest {
     pub netem: String,
     /// The directions they are for.
     #[serde(default)]
-    pub dir: Dir,
+    pub dir: Ways,
 }
 
 /// One change of a schedule.
@@ -352,7 +328,7 @@ pub struct ScheduledChange {
     pub netem: String,
     /// The directions they are for.
     #[serde(default)]
-    pub dir: Dir,
+    pub dir: Ways,
 }
 
 /// `POST …/links/{link}/schedule`: changes at set times.

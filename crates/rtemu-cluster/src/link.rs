@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use rtemu_api::body::{Dir, ScheduleRequest, SetRequest};
+use rtemu_api::body::{ScheduleRequest, SetRequest};
 use rtemu_control::message::Ack;
+use rtemu_model::direction::Ways;
 use rtemu_topo::topology::Netem;
 
 use crate::spread::Spread;
@@ -19,7 +20,7 @@ pub enum Change {
     /// New netem parameters in the directions `dir`.
     Set {
         /// Which directions.
-        dir: Dir,
+        dir: Ways,
         /// The parameters.
         netem: Netem,
     },

@@ -26,12 +26,13 @@ use rtemu_clock::WaitStrategy;
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
 use rtemu_engine::control::{self, After, Request};
 use rtemu_engine::engine::{
-    DirectionReport, EngineConfig, EngineError, EngineHandle, LinkSpec, RtConfig, Way,
+    DirectionReport, EngineConfig, EngineError, EngineHandle, LinkSpec, RtConfig,
     DEFAULT_FIFO_PRIORITY,
 };
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{netns, offload, DirectionConfig, DropKind, Resolution, Swap};
+use rtemu_model::direction::Way;
 use rtemu_model::rng::DEFAULT_SEED;
 use rtemu_model::{netem, LinkConfig};
 use rtemu_topo::lab::{engine_ends, lab_netns};

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rtemu_clock::WaitStrategy;
-use rtemu_engine::control::{Request, Ways};
+use rtemu_engine::control::Request;
 use rtemu_lab::rtt::between::{self, Leg};
 use rtemu_lab::rtt::plan::{Probes, Protocol};
+use rtemu_model::direction::Ways;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::{Detached, LabName, State, Unreadable};
 use rtemu_topo::topology::Netem;

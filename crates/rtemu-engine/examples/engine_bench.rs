@@ -38,9 +38,10 @@ use rtemu_clock::{rt, Instant, WaitStrategy, Waiter};
 use rtemu_engine::afpacket::AfPacketConfig;
 use rtemu_engine::bench::{self, UdpFrame};
 use rtemu_engine::direction::{DirectionConfig, Resolution};
-use rtemu_engine::engine::{self, DirectionReport, EngineConfig, LinkSpec, RtConfig, Way};
+use rtemu_engine::engine::{self, DirectionReport, EngineConfig, LinkSpec, RtConfig};
 use rtemu_engine::pool;
 use rtemu_engine::xdp::AfXdpConfig;
+use rtemu_model::direction::Way;
 use rtemu_model::{link::NoTables, netem, LinkModel};
 
 fn direction(text: &str, label: u64) -> DirectionConfig {

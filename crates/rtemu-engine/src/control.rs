@@ -17,7 +17,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::engine::Way;
+use rtemu_model::direction::Ways;
 
 /// The longest request line accepted, bytes.
 pub const MAX_REQUEST: u64 = 4096;
@@ -141,37 +141,6 @@ fn batch_len(first: &str) -> Option<usize> {
     n.parse().ok().filter(|n| (1..=MAX_BATCH).contains(n))
 }
 
-/// Which directions of a link a `set` request changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ways {
-    /// From node A to node B only.
-    AToB,
-    /// From node B to node A only.
-    BToA,
-    /// Both.
-    Both,
-}
-
-impl Ways {
-    /// The directions, in the order they are changed.
-    pub fn ways(self) -> &'static [Way] {
-        match self {
-            Ways::AToB => &[Way::AToB],
-            Ways::BToA => &[Way::BToA],
-            Ways::Both => &[Way::AToB, Way::BToA],
-        }
-    }
-
-    /// `a-b`, `b-a` or `both`, as requests and the command line write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ways::AToB => "a-b",
-            Ways::BToA => "b-a",
-            Ways::Both => "both",
-        }
-    }
-}
-
 /// One request to a lab's engine. Words are separated by white space; link names and netem
 /// text are taken as words, so `set` keeps the netem text with single spaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,11 +226,9 @@ impl std::str::FromStr for Request {
                 let Some(link) = link() else {
                     return err(format!("`{verb}`: which link?"));
                 };
-                let ways = match words.next() {
-                    Some("a-b") => Ways::AToB,
-                    Some("b-a") => Ways::BToA,
-                    Some("both") => Ways::Both,
-                    Some(other) => {
+                let ways = match words.next().map(|w| Ways::parse(w).ok_or(w)) {
+                    Some(Ok(ways)) => ways,
+                    Some(Err(other)) => {
                         return err(format!("direction `{other}`: give a-b, b-a or both"))
                     }
                     None => return err(format!("`{verb}`: which direction? (a-b, b-a or both)")),

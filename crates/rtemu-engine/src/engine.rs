@@ -24,6 +24,7 @@ use rtemu_clock::rt::{self, Policy};
 use rtemu_clock::wait::WaitError;
 use rtemu_clock::wake::{Bell, WakeSet};
 use rtemu_clock::WaitStrategy;
+use rtemu_model::direction::Way;
 
 use crate::counters::{Counters, Published};
 use crate::direction::{self, Direction, DirectionConfig, Helm, Swap};
@@ -117,25 +118,6 @@ pub struct LinkSpec<Io> {
     /// the other end's sender. Used when the engine has more threads than links; `None` keeps
     /// the link in one thread.
     pub senders: Option<(Io, Io)>,
-}
-
-/// Which way a direction carries frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Way {
-    /// From node A to node B.
-    AToB,
-    /// From node B to node A.
-    BToA,
-}
-
-impl Way {
-    /// `a-b` or `b-a`, as the command line writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Way::AToB => "a-b",
-            Way::BToA => "b-a",
-        }
-    }
 }
 
 /// The engine could not start or failed while running.

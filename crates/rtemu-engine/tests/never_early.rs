@@ -25,7 +25,7 @@ use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFla
 use rtemu_clock::time::realtime_ns;
 use rtemu_clock::Instant;
 use rtemu_engine::afpacket::AfPacketConfig;
-use rtemu_engine::engine::Way;
+use rtemu_model::direction::Way;
 
 use common::{root_or_skip, start, Lab, A_ADDR, B_ADDR};
 use rtemu_testutil::say;

@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use rtemu_clock::rt::{self, Policy};
 use rtemu_clock::{Instant, WaitStrategy};
 use rtemu_engine::afpacket::AfPacketConfig;
-use rtemu_engine::engine::{self, EngineConfig, EngineHandle, LinkSpec, RtConfig, Way};
+use rtemu_engine::engine::{self, EngineConfig, EngineHandle, LinkSpec, RtConfig};
+use rtemu_model::direction::Way;
 use rtemu_testutil::{probe, say};
 
 use common::{direction, root_or_skip, Lab, A_ADDR, B_ADDR};

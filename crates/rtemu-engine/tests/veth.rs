@@ -16,8 +16,9 @@ use common::{config, direction, root_or_skip, start, Lab, A_ADDR, B_ADDR};
 use rtemu_clock::Instant;
 use rtemu_engine::afpacket::AfPacketConfig;
 use rtemu_engine::direction::DirectionConfig;
-use rtemu_engine::engine::{self, LinkSpec, Way};
+use rtemu_engine::engine::{self, LinkSpec};
 use rtemu_engine::DropKind;
+use rtemu_model::direction::Way;
 
 const DELAY_NS: u64 = 10_000_000;
 

@@ -14,10 +14,10 @@ use std::time::Duration;
 use common::{collect, frame, overflow, root_or_skip, start, Lab, A_ADDR, B_ADDR};
 use rtemu_clock::Instant;
 use rtemu_engine::afpacket::AfPacketConfig;
-use rtemu_engine::engine::Way;
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::netns;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig, AttachMode};
+use rtemu_model::direction::Way;
 
 #[test]
 fn frames_cross_unchanged_with_their_vlan_tag_inline() {

@@ -26,6 +26,7 @@
 pub mod aqm;
 pub mod chance;
 pub mod config;
+pub mod direction;
 pub mod dist;
 pub mod fate;
 pub mod link;

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use rtemu_api::body::{
-    self, Dir, DownReply, InterfaceCounters, Lab, NoEngine, PartRequest, ScheduleRequest,
-    StatsReply, UpRequest, Vnis,
+    self, DownReply, InterfaceCounters, Lab, NoEngine, PartRequest, ScheduleRequest, StatsReply,
+    UpRequest, Vnis,
 };
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::lab::Health;
+use rtemu_model::direction::Ways;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{Netem, SegmentKind};
 use rtemu_topo::Topology;
@@ -265,11 +266,10 @@ fn impaired_link(state: &State, link: &str) -> Result<(), ApiError> {
 }
 
 /// Gives `link` of lab `state` the model `netem` in the directions `dir`.
-pub fn set(state: &State, link: &str, dir: Dir, netem: &str) -> Result<(), ApiError> {
+pub fn set(state: &State, link: &str, dir: Ways, netem: &str) -> Result<(), ApiError> {
     impaired_link(state, link)?;
     let netem = parse_netem("netem", netem)?;
-    rtemu_control::lab::set_link(&state.lab, link, dir.into(), &netem)
-        .map_err(|e| engine_gone(state, e))
+    rtemu_control::lab::set_link(&state.lab, link, dir, &netem).map_err(|e| engine_gone(state, e))
 }
 
 /// Cuts `link` of lab `state` (`down`) or joins it again.
@@ -294,7 +294,7 @@ pub fn parse_netem(field: &str, text: &str) -> Result<Netem, ApiError> {
 
 /// The changes of a schedule request, checked (their count, times and netem texts): each
 /// one's time after the request, directions and model.
-pub fn schedule_steps(req: &ScheduleRequest) -> Result<Vec<(Duration, Dir, Netem)>, ApiError> {
+pub fn schedule_steps(req: &ScheduleRequest) -> Result<Vec<(Duration, Ways, Netem)>, ApiError> {
     if req.changes.is_empty() || req.changes.len() > MAX_CHANGES {
         return Err(ApiError::bad_request(format!(
             "the schedule has {} changes: give 1 to {MAX_CHANGES}",
@@ -327,7 +327,7 @@ pub fn schedule(
     let passed = start.elapsed();
     let changes: Vec<_> = steps
         .iter()
-        .map(|(at, dir, netem)| ((*dir).into(), at.saturating_sub(passed), netem))
+        .map(|(at, dir, netem)| (*dir, at.saturating_sub(passed), netem))
         .collect();
     rtemu_control::lab::schedule_link(&state.lab, link, &changes).map_err(|e| engine_gone(state, e))
 }

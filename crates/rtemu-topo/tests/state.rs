@@ -3,10 +3,11 @@
 
 use proptest::prelude::*;
 use rtemu_model::config::{DistName, LinkConfig};
+use rtemu_model::direction::Ways;
 use rtemu_model::netem;
 use rtemu_model::units::Time;
 use rtemu_topo::state::{LabName, State};
-use rtemu_topo::topology::{Change, Netem, SegmentKind, Ways};
+use rtemu_topo::topology::{Change, Netem, SegmentKind};
 use rtemu_topo::Topology;
 use serde_json::{json, Value};
 
@@ -105,7 +106,7 @@ fn every_configuration_reads_back_as_the_file_text_reads() {
         assert_eq!(held.text(), text);
         assert_eq!(held.config(), &netem::parse(text).unwrap(), "{text}");
     }
-    assert_eq!(imp.schedule[1].ways, Ways::AB);
+    assert_eq!(imp.schedule[1].ways, Ways::AToB);
 }
 
 /// A configuration changed in the state file to one `LinkConfig::validate` refuses: the

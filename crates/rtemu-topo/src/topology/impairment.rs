@@ -2,6 +2,7 @@
 //! the changes scheduled over time.
 
 use rtemu_model::config::ConfigError;
+use rtemu_model::direction::Ways;
 use rtemu_model::netem::NetemError;
 use rtemu_model::LinkConfig;
 
@@ -87,29 +88,6 @@ impl Impairment {
         self.netem_for(backwards)
             .map(|n| n.config().clone())
             .unwrap_or_default()
-    }
-}
-
-/// Which directions of a link a change applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Ways {
-    /// From the first endpoint to the second.
-    AB,
-    /// From the second endpoint to the first.
-    BA,
-    /// Both.
-    Both,
-}
-
-impl Ways {
-    /// Whether the change applies to the direction (`false`: first endpoint to second).
-    pub fn includes(self, backwards: bool) -> bool {
-        match self {
-            Ways::AB => !backwards,
-            Ways::BA => backwards,
-            Ways::Both => true,
-        }
     }
 }
 

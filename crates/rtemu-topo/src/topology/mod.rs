@@ -19,7 +19,7 @@ mod names;
 mod record;
 mod validate;
 
-pub use impairment::{Change, Impairment, Netem, Ways};
+pub use impairment::{Change, Impairment, Netem};
 pub use load::{Culprit, LinkCheck, LinkCheckError};
 pub use model::{
     Attachment, ExternalMode, Host, Mac, NeighbourMode, Node, ProgramsCpus, Routing, Segment,

@@ -1,9 +1,10 @@
 //! An [`Impairment`] as a state file holds it: each netem value's text with its configuration
 //! beside it, every configuration validated again when read back.
 
+use rtemu_model::direction::Ways;
 use rtemu_model::LinkConfig;
 
-use super::impairment::{Change, Impairment, Netem, Ways};
+use super::impairment::{Change, Impairment, Netem};
 
 /// An [`Impairment`] as a state file holds it.
 #[derive(serde::Serialize, serde::Deserialize)]

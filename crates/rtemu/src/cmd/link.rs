@@ -6,12 +6,12 @@ use std::time::Duration;
 use std::io::Write as _;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
-use rtemu_api::body::Dir;
+use clap::{Args, Subcommand};
 use rtemu_cluster::link::Change;
 use rtemu_control::lab;
 use rtemu_control::message;
 use rtemu_control::message::Direction;
+use rtemu_model::direction::Ways;
 use rtemu_topo::state::LabName;
 use rtemu_topo::topology::Netem;
 use serde::Serialize;
@@ -99,19 +99,6 @@ pub struct LinkArgs {
     pub action: LinkAction,
 }
 
-/// Which way `link set` changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DirArg {
-    /// From the link's first endpoint to its second.
-    #[value(name = "a-b")]
-    AB,
-    /// From the second to the first.
-    #[value(name = "b-a")]
-    BA,
-    /// Both ways.
-    Both,
-}
-
 // A link of a running lab, as every `rtemu link` action names it (no doc comment: a
 // flattened struct's would replace the action's own help).
 #[derive(Debug, Args)]
@@ -138,7 +125,7 @@ pub enum LinkAction {
         at: LinkRef,
         /// Which way.
         #[arg(long, value_enum, default_value = "both")]
-        dir: DirArg,
+        dir: Ways,
         /// netem parameters, e.g. `delay 50ms loss 1%`.
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
         netem: Vec<String>,
@@ -163,12 +150,7 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
             // Parsed before the lab is looked for, so a mistake shows without a lab.
             let netem = Netem::parse(&text)
                 .with_context(|| format!("netem {}", rtemu_sys::terminal::quoted(&text)))?;
-            let dir = match dir {
-                DirArg::AB => Dir::AB,
-                DirArg::BA => Dir::BA,
-                DirArg::Both => Dir::Both,
-            };
-            (at, Change::Set { dir, netem })
+            (at, Change::Set { dir: *dir, netem })
         }
         LinkAction::Down(at) => (at, Change::Cut(true)),
         LinkAction::Up(at) => (at, Change::Cut(false)),
@@ -178,7 +160,7 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
     }
     let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
     match change {
-        Change::Set { dir, netem } => lab::set_link(&state.lab, &at.link, dir.into(), &netem),
+        Change::Set { dir, netem } => lab::set_link(&state.lab, &at.link, dir, &netem),
         Change::Cut(down) => lab::cut_link(&state.lab, &at.link, down),
     }
 }

@@ -7,7 +7,9 @@ use toml::Spanned;
 
 use super::{ImpairmentAt, Validator};
 use crate::error::SpecError;
-use crate::topology::{Change, Impairment, Netem, Ways};
+use rtemu_model::direction::Ways;
+
+use crate::topology::{Change, Impairment, Netem};
 
 impl Validator<'_> {
     /// A link's impairment, checked, with the span of each schedule entry's `netem` in its
@@ -72,18 +74,15 @@ impl Validator<'_> {
 
     /// The directions a schedule entry applies to.
     pub(super) fn ways(&self, c: &crate::spec::ChangeSpec) -> Result<Ways, SpecError> {
-        match c.dir.as_ref().map(|d| d.get_ref().as_str()) {
-            None | Some("both") => Ok(Ways::Both),
-            Some("a-b") => Ok(Ways::AB),
-            Some("b-a") => Ok(Ways::BA),
-            Some(other) => {
-                let span = c.dir.as_ref().map(|d| d.span()).unwrap_or_default();
-                Err(self.err(
-                    span,
-                    format!("dir `{other}`: use \"a-b\", \"b-a\" or \"both\""),
-                ))
-            }
-        }
+        let Some(dir) = &c.dir else {
+            return Ok(Ways::Both);
+        };
+        Ways::parse(dir.get_ref()).ok_or_else(|| {
+            self.err(
+                dir.span(),
+                format!("dir `{}`: use \"a-b\", \"b-a\" or \"both\"", dir.get_ref()),
+            )
+        })
     }
 
     /// Reads a link's netem parameters, pointing at the offending word inside the string.
