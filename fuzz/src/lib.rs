@@ -125,7 +125,8 @@ fn read_capture(data: &[u8], capacity: usize) -> CaptureRun {
             return (frames, Some(e.to_string()));
         }
     };
-    let link = reader.link_type();
+    // A reader opened without `Options::interfaceless` always has one.
+    let link = reader.link_type().unwrap_or_default();
     let mut last = reader.offset();
     loop {
         match reader.next_frame() {

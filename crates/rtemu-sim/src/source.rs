@@ -10,17 +10,9 @@ use crate::capture::CaptureError;
 /// produces.
 pub use rtemu_model::wire::link_type::ETHERNET as LINKTYPE_ETHERNET;
 
-/// One frame as it arrives at the simulated link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Frame<'a> {
-    /// Arrival time in nanoseconds: the capture timestamp, or the generator's virtual time.
-    pub ts_ns: u64,
-    /// The captured bytes, borrowed from the source's buffer until the next call.
-    pub data: &'a [u8],
-    /// The frame's length on the wire: larger than `data.len()` when the capture was cut at a
-    /// snap length, never smaller.
-    pub orig_len: u32,
-}
+/// One frame as it arrives at the simulated link: a capture's frame, whose time is the
+/// capture timestamp or the generator's virtual time.
+pub use rtemu_capture::Frame;
 
 /// What a [`Progress`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

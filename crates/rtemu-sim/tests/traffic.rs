@@ -318,7 +318,7 @@ fn frames_are_valid_udp_with_sequence_numbers() {
     }
 }
 
-/// `tests/data/traffic-cbr.pcap` is built by `tests/data/make_captures.py` from the frame
+/// `rtemu-capture/tests/data/traffic-cbr.pcap` is built by its `make_captures.py` from the frame
 /// layout documented in `src/traffic.rs`, with its own checksum code.
 #[test]
 fn generated_frames_match_the_golden_capture() {
@@ -327,7 +327,10 @@ fn generated_frames_match_the_golden_capture() {
     while let Some(frame) = gen.next_frame().unwrap() {
         writer.write_frame(&frame).unwrap();
     }
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/traffic-cbr.pcap");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../rtemu-capture/tests/data/traffic-cbr.pcap"
+    );
     assert_eq!(writer.finish().unwrap(), std::fs::read(path).unwrap());
 }
 

@@ -3,17 +3,17 @@
 //!
 //! - section header blocks, in either byte order; a new section forgets the previous
 //!   section's interfaces, as the format says;
-//! - interface description blocks with `if_tsresol` (powers of 10 or 2) and `if_tsoffset`;
-//!   several interfaces are fine as long as they share one link type;
-//! - enhanced packet blocks, simple packet blocks (which carry no timestamp: they take the
-//!   previous packet's) and the obsolete packet blocks;
+//! - interface description blocks with `if_name`, `if_tsresol` (powers of 10 or 2) and
+//!   `if_tsoffset`; several interfaces are fine as long as they share one link type;
+//! - enhanced packet blocks with their `epb_flags`, simple packet blocks (which carry no
+//!   timestamp: they take the previous packet's) and the obsolete packet blocks;
 //! - every other block is skipped unread, so name resolution, statistics and custom blocks
 //!   cost nothing and need no memory.
 
 use std::io::Read;
 
 use super::input::Input;
-use super::{read_frame, CaptureError, Data, Endian, Record, MAX_FRAME_LEN};
+use super::{read_frame, CaptureError, Data, Endian, Interface, Record, MAX_FRAME_LEN};
 
 /// The section header block's type, the same in both byte orders.
 pub(super) const SHB_TYPE: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
@@ -23,10 +23,14 @@ const SPB: u32 = 3;
 const EPB: u32 = 6;
 /// Interface description blocks are read whole; none legitimately comes near this.
 const MAX_IDB_BODY: u32 = 1 << 20;
+/// The option codes read: the end of options, `if_name`, `epb_flags`.
+const OPT_END: u16 = 0;
+const IF_NAME: u16 = 2;
+const EPB_FLAGS: u16 = 2;
 
-/// One declared interface.
+/// How one declared interface's packets are read.
 #[derive(Debug, Clone, Copy)]
-struct Interface {
+struct Scale {
     snaplen: u32,
     ts: Timescale,
 }
@@ -81,7 +85,11 @@ impl Timescale {
 #[derive(Debug)]
 pub(super) struct State {
     endian: Endian,
+    /// Where the current section header starts.
+    section_start: u64,
+    /// The section's interfaces as callers see them, and how to read each one's packets.
     interfaces: Vec<Interface>,
+    scales: Vec<Scale>,
     /// The timestamp given to simple packet blocks, which have none.
     last_ts: u64,
 }
@@ -102,11 +110,17 @@ impl Block {
 
 impl State {
     /// Reads the first section header (whose type the caller has consumed) and the blocks up
-    /// to the first interface description; returns the state and the link type.
-    pub(super) fn open<R: Read>(input: &mut Input<R>) -> Result<(State, u32), CaptureError> {
+    /// to the first interface description; returns the state and the link type, `None` when
+    /// `interfaceless` lets the input end before any interface.
+    pub(super) fn open<R: Read>(
+        input: &mut Input<R>,
+        interfaceless: bool,
+    ) -> Result<(State, Option<u32>), CaptureError> {
         let mut state = State {
             endian: Endian::Little,
+            section_start: 0,
             interfaces: Vec::new(),
+            scales: Vec::new(),
             last_ts: 0,
         };
         let mut len = [0u8; 4];
@@ -115,6 +129,9 @@ impl State {
         let mut link_type = None;
         while link_type.is_none() {
             let Some(block) = state.read_block_header(input)? else {
+                if interfaceless {
+                    return Ok((state, None));
+                }
                 return Err(CaptureError::NoInterface {
                     offset: input.offset(),
                 });
@@ -131,7 +148,17 @@ impl State {
                 _ => state.skip_block(input, &block)?,
             }
         }
-        Ok((state, link_type.unwrap_or_default()))
+        Ok((state, link_type))
+    }
+
+    /// The current section's interfaces declared so far.
+    pub(super) fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// Where the current section header starts.
+    pub(super) fn section_start(&self) -> u64 {
+        self.section_start
     }
 
     /// Reads blocks up to the next packet: in place when it lies whole in the input's buffer,
@@ -140,7 +167,7 @@ impl State {
         &mut self,
         input: &mut Input<R>,
         buf: &mut Vec<u8>,
-        link_type: u32,
+        link_type: Option<u32>,
     ) -> Result<Option<Record>, CaptureError> {
         loop {
             if let Some(record) = self.next_in_place(input)? {
@@ -151,7 +178,7 @@ impl State {
             };
             let record = match block.kind {
                 IDB => {
-                    self.read_interface(input, &block, Some(link_type))?;
+                    self.read_interface(input, &block, link_type)?;
                     continue;
                 }
                 EPB => {
@@ -262,7 +289,9 @@ impl State {
                 expected: 1,
             });
         }
+        self.section_start = start;
         self.interfaces.clear();
+        self.scales.clear();
         // The options, then the trailing length.
         input.skip(u64::from(len - 28), WHAT, start)?;
         self.read_trailer(
@@ -309,10 +338,11 @@ impl State {
                 found: link_type,
             });
         }
-        let mut interface = Interface {
+        let mut scale = Scale {
             snaplen: e.u32(&body[4..]),
             ts: Timescale::MICROS,
         };
+        let mut name = None;
         let mut options = &body[8..];
         while options.len() >= 4 {
             let (code, len) = (e.u16(&options[0..]), usize::from(e.u16(&options[2..])));
@@ -322,25 +352,27 @@ impl State {
                 problem: "an option runs past the end of the block",
             })?;
             match (code, len) {
-                (0, _) => break,
+                (OPT_END, _) => break,
+                (IF_NAME, _) => name = Some(String::from_utf8_lossy(value).into_owned()),
                 // if_tsresol
                 (9, 1) => {
-                    let offset_ns = interface.ts.offset_ns;
-                    interface.ts = Timescale::from_resolution(value[0]).ok_or(
+                    let offset_ns = scale.ts.offset_ns;
+                    scale.ts = Timescale::from_resolution(value[0]).ok_or(
                         CaptureError::BadResolution {
                             offset: block.start,
                             value: value[0],
                         },
                     )?;
-                    interface.ts.offset_ns = offset_ns;
+                    scale.ts.offset_ns = offset_ns;
                 }
                 // if_tsoffset: seconds to add to every timestamp
-                (14, 8) => interface.ts.offset_ns = i128::from(e.u64(value) as i64) * 1_000_000_000,
+                (14, 8) => scale.ts.offset_ns = i128::from(e.u64(value) as i64) * 1_000_000_000,
                 _ => {}
             }
             options = options.get(4 + len.next_multiple_of(4)..).unwrap_or(&[]);
         }
-        self.interfaces.push(interface);
+        self.interfaces.push(Interface { link_type, name });
+        self.scales.push(scale);
         Ok(link_type)
     }
 
@@ -362,15 +394,19 @@ impl State {
             });
         }
         input.read_data(&mut h, what, block.start)?;
-        let (ts_ns, caplen, orig_len) = self.packet_fields(&h, block, what, obsolete)?;
+        let (ts_ns, caplen, orig_len, interface) = self.packet_fields(&h, block, what, obsolete)?;
         let len = read_frame(input, buf, caplen, what, block.start)?;
-        input.skip(u64::from(block.body_len() - 20 - caplen), what, block.start)?;
+        let padded = caplen.next_multiple_of(4);
+        input.skip(u64::from(padded - caplen), what, block.start)?;
+        let epb_flags = self.read_epb_flags(input, block.body_len() - 20 - padded, block)?;
         self.read_trailer(input, block)?;
         self.last_ts = ts_ns;
         Ok(Record {
             ts_ns,
             data: Data::Copied(len),
             orig_len,
+            interface,
+            epb_flags,
         })
     }
 
@@ -395,7 +431,7 @@ impl State {
             kind,
             len: len as u32,
         };
-        let Ok((ts_ns, caplen, orig_len)) =
+        let Ok((ts_ns, caplen, orig_len, interface)) =
             self.packet_fields(&bytes[8..28], &block, "", kind == OPB)
         else {
             return Ok(None);
@@ -403,24 +439,27 @@ impl State {
         if e.u32(&bytes[len - 4..]) != block.len {
             return Ok(None);
         }
+        let epb_flags = epb_flags(e, &bytes[28 + caplen.next_multiple_of(4) as usize..len - 4]);
         input.take(len);
         self.last_ts = ts_ns;
         Ok(Some(Record {
             ts_ns,
             data: Data::Taken(28..28 + caplen as usize),
             orig_len,
+            interface,
+            epb_flags,
         }))
     }
 
-    /// The timestamp, captured length and original length of a packet block whose 20 bytes
-    /// after the length are `h`, checked against the block.
+    /// The timestamp, captured length, original length and interface of a packet block whose
+    /// 20 bytes after the length are `h`, checked against the block.
     fn packet_fields(
         &self,
         h: &[u8],
         block: &Block,
         what: &'static str,
         obsolete: bool,
-    ) -> Result<(u64, u32, u32), CaptureError> {
+    ) -> Result<(u64, u32, u32, u32), CaptureError> {
         let e = self.endian;
         let interface = if obsolete {
             u32::from(e.u16(&h[0..]))
@@ -429,7 +468,7 @@ impl State {
         };
         let units = (u64::from(e.u32(&h[4..])) << 32) | u64::from(e.u32(&h[8..]));
         let (caplen, orig_len) = (e.u32(&h[12..]), e.u32(&h[16..]));
-        let ts = self.interface(interface, what, block.start)?.ts;
+        let ts = self.scale(interface, what, block.start)?.ts;
         // `let else` rather than `ok_or`: the error is built only when needed (a hot path).
         let Some(ts_ns) = ts.to_ns(units) else {
             return Err(CaptureError::TimestampOutOfRange {
@@ -451,7 +490,40 @@ impl State {
                 problem: "captured length runs past the end of the block",
             });
         }
-        Ok((ts_ns, caplen, orig_len))
+        Ok((ts_ns, caplen, orig_len, interface))
+    }
+
+    /// Reads the `rest` bytes of a packet block's options, one at a time, and returns its
+    /// `epb_flags`: the streaming twin of [`epb_flags`], which reads them in place. Options it
+    /// cannot make sense of end the search, as there; they never fail the packet.
+    fn read_epb_flags<R: Read>(
+        &mut self,
+        input: &mut Input<R>,
+        mut rest: u32,
+        block: &Block,
+    ) -> Result<Option<u32>, CaptureError> {
+        const WHAT: &str = "pcapng enhanced packet block";
+        let e = self.endian;
+        let mut flags = None;
+        while rest >= 4 {
+            let mut h = [0u8; 4];
+            input.read_data(&mut h, WHAT, block.start)?;
+            rest -= 4;
+            let (code, len) = (e.u16(&h[0..]), u32::from(e.u16(&h[2..])));
+            let padded = len.next_multiple_of(4);
+            if code == OPT_END || padded > rest {
+                break;
+            }
+            if code == EPB_FLAGS && len == 4 && flags.is_none() {
+                input.read_data(&mut h, WHAT, block.start)?;
+                flags = Some(e.u32(&h));
+            } else {
+                input.skip(u64::from(padded), WHAT, block.start)?;
+            }
+            rest -= padded;
+        }
+        input.skip(u64::from(rest), WHAT, block.start)?;
+        Ok(flags)
     }
 
     /// Reads a simple packet block: interface 0, no timestamp, captured length implied by the
@@ -473,7 +545,7 @@ impl State {
         let mut h = [0u8; 4];
         input.read_data(&mut h, WHAT, block.start)?;
         let orig_len = self.endian.u32(&h);
-        let snaplen = self.interface(0, WHAT, block.start)?.snaplen;
+        let snaplen = self.scale(0, WHAT, block.start)?.snaplen;
         let room = block.body_len() - 4;
         let mut caplen = orig_len.min(room);
         if snaplen != 0 {
@@ -486,17 +558,15 @@ impl State {
             ts_ns: self.last_ts,
             data: Data::Copied(len),
             orig_len,
+            interface: 0,
+            epb_flags: None,
         })
     }
 
-    fn interface(
-        &self,
-        index: u32,
-        what: &'static str,
-        offset: u64,
-    ) -> Result<Interface, CaptureError> {
-        match self.interfaces.get(index as usize) {
-            Some(interface) => Ok(*interface),
+    /// How the packets of interface `index` are read, if the section declares it.
+    fn scale(&self, index: u32, what: &'static str, offset: u64) -> Result<Scale, CaptureError> {
+        match self.scales.get(index as usize) {
+            Some(scale) => Ok(*scale),
             None => Err(CaptureError::UnknownInterface {
                 what,
                 offset,
@@ -534,4 +604,19 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// The `epb_flags` among a packet block's `options`, which lie whole in memory. Options it
+/// cannot make sense of end the search; they never fail the packet.
+fn epb_flags(e: Endian, mut options: &[u8]) -> Option<u32> {
+    while options.len() >= 4 {
+        let (code, len) = (e.u16(&options[0..]), usize::from(e.u16(&options[2..])));
+        let value = options.get(4..4 + len.next_multiple_of(4))?;
+        match code {
+            OPT_END => return None,
+            EPB_FLAGS if len == 4 => return Some(e.u32(value)),
+            _ => options = &options[4 + value.len()..],
+        }
+    }
+    None
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the golden capture files that tests/capture.rs reads.
+"""Writes the golden capture files that tests/capture.rs (the reader) and rtemu-sim's tests
+(its pcap writer and traffic generator) read.
 
 Run from this directory: `python3 make_captures.py`. The files are written byte by byte from the
 format specifications (pcap-savefile(5), draft-ietf-opsawg-pcapng), independently of the Rust
@@ -75,7 +76,7 @@ def pcapng(path, order):
 
 
 def written(path):
-    """What PcapWriter must write for the frames in tests/capture.rs's `written_frames`."""
+    """What rtemu-sim's PcapWriter must write for the frames in its tests/pcap_writer.rs's `written_frames`."""
     out = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)
     for i, (ts_ns, caplen, orig) in enumerate([(0, 42, 42), (1_500_000_001, 60, 1514), (4_294_967_295_999_999_999, 1, 0)]):
         out += struct.pack("<IIII", ts_ns // 10**9, ts_ns % 10**9, caplen, max(orig, caplen)) + frame(i, caplen)

@@ -6,7 +6,7 @@
 use std::io::Read;
 
 use super::input::Input;
-use super::{read_frame, CaptureError, Data, Endian, Record, MAX_FRAME_LEN};
+use super::{read_frame, CaptureError, Data, Endian, Interface, Record, MAX_FRAME_LEN};
 
 const RECORD: &str = "packet record";
 
@@ -16,15 +16,17 @@ pub(super) struct State {
     endian: Endian,
     /// Nanoseconds per unit of a record's sub-second field: 1000 (µs) or 1 (ns).
     frac_ns: u64,
+    /// The file's one interface.
+    interface: Interface,
 }
 
 impl State {
     /// Recognises `magic`; if it is a pcap magic number, reads the rest of the file header and
-    /// returns the state and the link type.
+    /// returns the state.
     pub(super) fn open<R: Read>(
         input: &mut Input<R>,
         magic: [u8; 4],
-    ) -> Result<Option<(State, u32)>, CaptureError> {
+    ) -> Result<Option<State>, CaptureError> {
         let (endian, frac_ns) = match magic {
             [0xd4, 0xc3, 0xb2, 0xa1] => (Endian::Little, 1000),
             [0xa1, 0xb2, 0xc3, 0xd4] => (Endian::Big, 1000),
@@ -46,7 +48,20 @@ impl State {
         }
         // The upper bits of the link-type field carry FCS information, not the type.
         let link_type = endian.u32(&h[16..]) & 0xffff;
-        Ok(Some((State { endian, frac_ns }, link_type)))
+        let interface = Interface {
+            link_type,
+            name: None,
+        };
+        Ok(Some(State {
+            endian,
+            frac_ns,
+            interface,
+        }))
+    }
+
+    /// The file's one interface.
+    pub(super) fn interface(&self) -> &Interface {
+        &self.interface
     }
 
     /// The timestamp of a record header.
@@ -75,6 +90,8 @@ impl State {
                     ts_ns,
                     data: Data::Taken(16..end),
                     orig_len,
+                    interface: 0,
+                    epb_flags: None,
                 }));
             }
         }
@@ -99,6 +116,8 @@ impl State {
             ts_ns,
             data: Data::Copied(len),
             orig_len,
+            interface: 0,
+            epb_flags: None,
         }))
     }
 }

@@ -1,4 +1,5 @@
-//! Capture readers and writer: golden files, round trips, and corrupt input.
+//! The capture reader: golden files, every truncation, corrupt input, and the lab's captures
+//! read back.
 //!
 //! The golden files in `tests/data/` are written by `tests/data/make_captures.py` straight from
 //! the format specifications, independently of the Rust code. Frame `i` holds the bytes
@@ -7,8 +8,8 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use rtemu_sim::capture::{CaptureError, CaptureReader, PcapWriter, WriteError, MAX_FRAME_LEN};
-use rtemu_sim::source::{FrameSource, ProgressUnit, LINKTYPE_ETHERNET};
+use rtemu_capture::{CaptureError, CaptureReader, Direction, Options, PcapngWriter, MAX_FRAME_LEN};
+use rtemu_model::wire::link_type::ETHERNET as LINKTYPE_ETHERNET;
 
 fn data(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -40,7 +41,10 @@ fn read_all_with(bytes: &[u8], capacity: usize) -> Result<(u32, Vec<Owned>), Cap
             "a frame per byte at most: the reader must advance"
         );
     }
-    Ok((reader.link_type(), frames))
+    Ok((
+        reader.link_type().expect("a strict reader has a link type"),
+        frames,
+    ))
 }
 
 fn expected_pcap_frames(frac_ns: u64) -> Vec<Owned> {
@@ -123,85 +127,6 @@ fn a_second_section_may_change_byte_order() {
     let mut expected = expected_pcapng_frames();
     expected.extend(expected_pcapng_frames());
     assert_eq!(frames, expected);
-}
-
-#[test]
-fn progress_counts_bytes_read_and_the_file_length() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/small-le-us.pcap");
-    let mut reader = CaptureReader::open(&path).unwrap();
-    let len = std::fs::metadata(&path).unwrap().len();
-    assert_eq!(reader.progress().total, Some(len));
-    assert_eq!(reader.progress().unit, ProgressUnit::Bytes);
-    assert_eq!(reader.progress().done, 24);
-    reader.next_frame().unwrap();
-    assert_eq!(reader.progress().done, 24 + 16 + 60);
-    while FrameSource::next_frame(&mut reader).unwrap().is_some() {}
-    assert_eq!(reader.progress().done, len);
-}
-
-/// The frames whose expected output `written-ns.pcap` holds (see make_captures.py).
-fn written_frames() -> Vec<Owned> {
-    vec![
-        (0, frame(0, 42), 42),
-        (1_500_000_001, frame(1, 60), 1514),
-        (4_294_967_295_999_999_999, frame(2, 1), 0),
-    ]
-}
-
-#[test]
-fn writer_output_matches_the_golden_file() {
-    let mut writer = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
-    for (ts, bytes, orig) in written_frames() {
-        writer.write_packet(ts, &bytes, orig).unwrap();
-    }
-    assert_eq!(writer.finish().unwrap(), data("written-ns.pcap"));
-}
-
-#[test]
-fn writer_rejects_what_pcap_cannot_hold() {
-    let mut writer = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
-    let err = writer
-        .write_packet(4_294_967_296_000_000_000, &[0; 42], 42)
-        .unwrap_err();
-    assert!(
-        matches!(err, WriteError::TimestampOutOfRange { .. }),
-        "{err}"
-    );
-    let big = vec![0; MAX_FRAME_LEN as usize + 1];
-    let err = writer.write_packet(0, &big, 0).unwrap_err();
-    assert!(
-        matches!(err, WriteError::FrameTooLong { len } if len == big.len()),
-        "{err}"
-    );
-}
-
-#[test]
-fn the_reader_keeps_the_link_type() {
-    let writer = PcapWriter::new(Vec::new(), 105).unwrap();
-    let (link, frames) = read_all(&writer.finish().unwrap()).unwrap();
-    assert_eq!((link, frames.len()), (105, 0));
-}
-
-proptest! {
-    #[test]
-    fn writer_then_reader_round_trips(
-        link in 0u32..=0xffff,
-        frames in prop::collection::vec(
-            (0u64..4_294_967_296_000_000_000, prop::collection::vec(any::<u8>(), 0..2000), any::<u32>()),
-            0..20,
-        ),
-        capacity in prop_oneof![Just(256 * 1024), 0usize..3000],
-    ) {
-        let mut writer = PcapWriter::new(Vec::new(), link).unwrap();
-        for (ts, bytes, orig) in &frames {
-            writer.write_packet(*ts, bytes, *orig).unwrap();
-        }
-        let (read_link, read) = read_all_with(&writer.finish().unwrap(), capacity).unwrap();
-        prop_assert_eq!(read_link, link);
-        let expected: Vec<Owned> =
-            frames.into_iter().map(|(ts, b, orig)| { let l = b.len() as u32; (ts, b, orig.max(l)) }).collect();
-        prop_assert_eq!(read, expected);
-    }
 }
 
 /// Where each pcapng block ends, walking the lengths independently of the reader.
@@ -566,4 +491,232 @@ proptest! {
             Err(e) => prop_assert!(e.offset().unwrap() <= bytes.len() as u64, "{}", e),
         }
     }
+}
+
+// The lab's captures: what the pcapng writer writes reads back whole through the reader
+// (interfaces and their names, timestamps, lengths, directions), and a capture stream cut
+// anywhere reads as the packets whose blocks end before the cut.
+
+/// A packet as owned values: interface, its name, timestamp, bytes, original length,
+/// direction.
+type Seen = (u32, Option<String>, u64, Vec<u8>, u32, Option<Direction>);
+
+/// Every packet `bytes` holds, read with `options`, and the interfaces' names at the end.
+fn read_packets(
+    bytes: &[u8],
+    options: Options,
+) -> Result<(Vec<Seen>, Vec<Option<String>>), CaptureError> {
+    let mut reader = CaptureReader::with_options(bytes, options)?;
+    let mut packets = Vec::new();
+    while let Some(p) = reader.next_packet()? {
+        let name = p.interface_name.map(str::to_owned);
+        let f = p.frame;
+        packets.push((
+            p.interface,
+            name,
+            f.ts_ns,
+            f.data.to_vec(),
+            f.orig_len,
+            p.direction(),
+        ));
+    }
+    let names = reader.interfaces().iter().map(|i| i.name.clone()).collect();
+    Ok((packets, names))
+}
+
+fn lenient(capacity: usize) -> Options {
+    Options {
+        capacity,
+        interfaceless: true,
+        cut_end: true,
+    }
+}
+
+fn direction() -> impl Strategy<Value = Option<Direction>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(Direction::Inbound)),
+        Just(Some(Direction::Outbound))
+    ]
+}
+
+proptest! {
+    #[test]
+    fn written_packets_read_back_identically_and_a_cut_reads_a_prefix(
+        names in prop::collection::vec("[a-z0-9:.-]{0,14}", 1..4),
+        packets in prop::collection::vec(
+            (any::<prop::sample::Index>(), any::<u64>(), prop::collection::vec(any::<u8>(), 0..120), 0u32..100, direction()),
+            0..10,
+        ),
+        capacity in prop_oneof![Just(256 * 1024), 1usize..300],
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut w = PcapngWriter::new(Vec::new(), &names).unwrap();
+        let mut expected = Vec::new();
+        for (iface, ts, data, extra, dir) in packets {
+            let i = iface.index(names.len()) as u32;
+            let orig_len = data.len() as u32 + extra;
+            w.packet(i, ts, &data, orig_len, dir).unwrap();
+            expected.push((i, Some(names[i as usize].clone()), ts, data, orig_len, dir));
+        }
+        let file = w.finish().unwrap();
+        let all_names: Vec<Option<String>> = names.iter().cloned().map(Some).collect();
+
+        let strict = Options { capacity, ..Options::default() };
+        let (got, got_names) = read_packets(&file, strict).unwrap();
+        prop_assert_eq!(&got, &expected);
+        prop_assert_eq!(&got_names, &all_names);
+
+        // Where each packet's block ends, from the format: 28 bytes of header, the data
+        // padded to 4, epb_flags and the end of options (12) when a direction is given, and
+        // the trailing length.
+        let header = PcapngWriter::new(Vec::new(), &names).unwrap().finish().unwrap().len();
+        let mut ends = Vec::new();
+        let mut at = header;
+        for (_, _, _, data, _, dir) in &expected {
+            at += 28 + data.len().next_multiple_of(4) + if dir.is_some() { 12 } else { 0 } + 4;
+            ends.push(at);
+        }
+        prop_assert_eq!(at, file.len());
+
+        let cut = cut.index(file.len() + 1);
+        let (prefix, prefix_names) = read_packets(&file[..cut], lenient(capacity)).unwrap();
+        let whole = ends.iter().filter(|&&end| end <= cut).count();
+        prop_assert_eq!(&prefix[..], &expected[..whole]);
+        if cut >= header {
+            prop_assert_eq!(&prefix_names, &all_names);
+        }
+
+        // Read strictly, a cut file is whole up to a block's end, or cut short: never
+        // anything else.
+        match read_packets(&file[..cut], Options { capacity, interfaceless: true, cut_end: false }) {
+            Ok((packets, _)) => prop_assert_eq!(&packets[..], &expected[..whole]),
+            Err(e) => prop_assert!(
+                matches!(e, CaptureError::Truncated { .. } | CaptureError::TruncatedData { .. }),
+                "cut at {}: {}", cut, e
+            ),
+        }
+    }
+}
+
+/// An option: code, length, value padded to 4.
+fn option(code: u16, value: &[u8]) -> Vec<u8> {
+    let mut o = code.to_le_bytes().to_vec();
+    o.extend((value.len() as u16).to_le_bytes());
+    o.extend(value);
+    o.resize(o.len().next_multiple_of(4), 0);
+    o
+}
+
+fn idb_with(options: &[u8]) -> Vec<u8> {
+    let mut body = 1u16.to_le_bytes().to_vec();
+    body.extend([0; 6]);
+    body.extend(options);
+    block(1, &body)
+}
+
+fn epb_with(data: &[u8], options: &[u8]) -> Vec<u8> {
+    let mut body = 0u32.to_le_bytes().to_vec();
+    body.extend([0; 8]);
+    body.extend((data.len() as u32).to_le_bytes());
+    body.extend((data.len() as u32).to_le_bytes());
+    body.extend(data);
+    body.resize(body.len().next_multiple_of(4), 0);
+    body.extend(options);
+    block(6, &body)
+}
+
+#[test]
+fn epb_flags_are_found_among_other_options_and_odd_options_never_fail_a_packet() {
+    let flags = |v: u32| option(2, &v.to_le_bytes());
+    let comment = option(1, b"a comment first");
+    let cases: [(Vec<u8>, Option<u32>); 5] = [
+        (
+            [comment.clone(), flags(2), option(0, &[])].concat(),
+            Some(2),
+        ),
+        ([flags(0x1_0001), flags(2)].concat(), Some(0x1_0001)),
+        ([option(0, &[]), flags(1)].concat(), None),
+        // A length of 8 for a 4-byte option: not epb_flags.
+        (option(2, &[1; 8]), None),
+        // An option running past the block's end stops the search.
+        ([comment[..4].to_vec(), vec![0; 4]].concat(), None),
+    ];
+    for (options, want) in cases {
+        let file = [
+            shb(),
+            idb_with(&option(2, b"h1:eth0")),
+            epb_with(&[9; 5], &options),
+        ]
+        .concat();
+        for capacity in [256 * 1024, 1, 7, 40, 90] {
+            let mut reader = CaptureReader::with_capacity(&file[..], capacity).unwrap();
+            let p = reader.next_packet().unwrap().unwrap();
+            assert_eq!(p.epb_flags, want, "{options:?}, buffer {capacity}");
+            assert_eq!(p.interface_name, Some("h1:eth0"));
+            assert_eq!(p.frame.data, [9; 5]);
+            assert!(reader.next_packet().unwrap().is_none());
+        }
+    }
+}
+
+#[test]
+fn a_section_without_interfaces_is_an_empty_capture_when_allowed() {
+    let options = Options {
+        interfaceless: true,
+        ..Options::default()
+    };
+    let file = shb();
+    let mut reader = CaptureReader::with_options(&file[..], options).unwrap();
+    assert_eq!(reader.link_type(), None);
+    assert!(reader.interfaces().is_empty());
+    assert!(reader.next_packet().unwrap().is_none());
+    let err = CaptureReader::new(&file[..]).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::NoInterface { offset: 28 }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_cut_stream_still_refuses_a_corrupt_block() {
+    let mut file = [
+        shb(),
+        idb_with(&[]),
+        epb_with(&[1; 8], &[]),
+        epb_with(&[2; 8], &[]),
+    ]
+    .concat();
+    let second = file.len() - epb_with(&[2; 8], &[]).len();
+    // A length that is no block's: corrupt, not cut.
+    file[second + 4] = 13;
+    let mut reader = CaptureReader::with_options(&file[..], lenient(1 << 16)).unwrap();
+    assert!(reader.next_packet().unwrap().is_some());
+    let err = reader.next_packet().unwrap_err();
+    assert!(
+        matches!(err, CaptureError::BadBlockLength { offset, len: 13, .. } if offset == second as u64),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_second_section_starts_its_own_interfaces() {
+    let file = [
+        shb(),
+        idb_with(&option(2, b"first")),
+        epb_with(&[1], &[]),
+        shb(),
+        idb_with(&option(2, b"second")),
+        epb_with(&[2], &[]),
+    ]
+    .concat();
+    let second =
+        (shb().len() + idb_with(&option(2, b"first")).len() + epb_with(&[1], &[]).len()) as u64;
+    let mut reader = CaptureReader::new(&file[..]).unwrap();
+    let p = reader.next_packet().unwrap().unwrap();
+    assert_eq!(p.interface_name, Some("first"));
+    assert_eq!(reader.section_start(), 0);
+    let p = reader.next_packet().unwrap().unwrap();
+    assert_eq!((p.interface, p.interface_name), (0, Some("second")));
+    assert_eq!(reader.section_start(), second);
 }
