@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rtemu_api::client::{request, request_streaming, Reply, Target};
 use rtemu_serve::{Options, Server};
-use rtemu_testutil::{lab_namespaces, pcapng_enhanced_packets, TempDir};
+use rtemu_testutil::{lab_namespaces, TempDir};
 
 /// Whether the test may run; panics when root is required but missing.
 fn root_or_skip(test: &str) -> bool {
@@ -897,7 +897,7 @@ fn a_lab_of_ideal_links_through_the_api() {
         &[0x0a, 0x0d, 0x0d, 0x0a],
         "a section header block"
     );
-    assert_eq!(pcapng_enhanced_packets(&r.body), 4);
+    assert_eq!(rtemu_topo::pcapng::read(&r.body).unwrap().packets.len(), 4);
     let e = error(
         &get(
             &t,

@@ -152,23 +152,6 @@ fn namespaces_in(dir: &Path, lab: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The number of enhanced packet blocks in a pcapng file (little-endian, as rtemu writes it);
-/// panics at a truncated block.
-pub fn pcapng_enhanced_packets(file: &[u8]) -> usize {
-    let (mut at, mut n) = (0, 0);
-    while at + 8 <= file.len() {
-        let kind = u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
-        let len = u32::from_le_bytes(file[at + 4..at + 8].try_into().unwrap()) as usize;
-        assert!(
-            len >= 12 && at + len <= file.len(),
-            "a truncated block at {at}"
-        );
-        n += usize::from(kind == 6);
-        at += len;
-    }
-    n
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,25 +202,5 @@ mod tests {
         found.sort();
         assert_eq!(found, ["rtemu-ab", "rtemu-ab.x"]);
         assert!(namespaces_in(&dir, "ab").is_empty());
-    }
-
-    #[test]
-    fn enhanced_packet_blocks_are_counted_among_the_others() {
-        let block = |kind: u32, len: u32| {
-            let mut b = vec![0; len as usize];
-            b[..4].copy_from_slice(&kind.to_le_bytes());
-            b[4..8].copy_from_slice(&len.to_le_bytes());
-            b
-        };
-        let file = [
-            block(0x0a0d_0d0a, 28),
-            block(1, 20),
-            block(6, 32),
-            block(6, 36),
-        ]
-        .concat();
-        assert_eq!(pcapng_enhanced_packets(&file), 2);
-        let cut = std::panic::catch_unwind(|| pcapng_enhanced_packets(&file[..file.len() - 4]));
-        assert!(cut.is_err());
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::{root_or_skip, rtemu};
 use rtemu_api::body::{DownReply, StatsReply};
 use rtemu_api::client::{request, Reply, Target};
-use rtemu_testutil::{lab_namespaces, pcapng_enhanced_packets};
+use rtemu_testutil::lab_namespaces;
 use serde_json::{json, Value};
 
 /// `rtemu serve` on a socket and token file in a private directory; stopped with SIGTERM at
@@ -449,7 +449,7 @@ fn an_impaired_lab_through_the_api() {
         &[0x0a, 0x0d, 0x0d, 0x0a],
         "a section header block"
     );
-    assert_eq!(pcapng_enhanced_packets(&r.body), 4);
+    assert_eq!(rtemu_topo::pcapng::read(&r.body).unwrap().packets.len(), 4);
 
     // Down: the engine's final report, typed, and nothing left.
     let down: DownReply = ok(call(&t, "DELETE", &format!("/v1/labs/{lab}"), None))
