@@ -30,7 +30,7 @@
 
 use crate::aqm::{Bottleneck, Left, Queued};
 use crate::chance::{BadCorrelation, Chance};
-use crate::config::{DistName, LinkConfig};
+use crate::config::{DistName, LinkConfig, MAX_RATE};
 use crate::dist::{DelayConfig, DelayError, DelaySampler, DistTable, Distribution};
 use crate::fate::{BerFlips, Corruption, Delivery, DropReason, Fate};
 use crate::loss::{Loss, LossError};
@@ -38,6 +38,7 @@ use crate::packet::{Nanos, PacketMeta};
 use crate::rate::{QueueLimits, RateQueue};
 use crate::rng::Stream;
 use crate::slot::{Gaps, Slots};
+use crate::units::Rate;
 use crate::{Departure, Model, Outcome};
 
 /// Finds distribution tables by name, for [`DistName::Table`] and for [`crate::config::TableMode::Netem`].
@@ -106,6 +107,17 @@ pub enum LinkError {
         /// What is wrong.
         source: BadCorrelation,
     },
+}
+
+/// Why a link's rate could not be changed ([`LinkModel::set_rate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RateChangeError {
+    /// The model has no rate stage.
+    #[error("the link has no rate to change: its model has no `rate RATE`")]
+    NoRate,
+    /// The rate is out of range.
+    #[error("rate {0}: must be between 1bit and {max} per second", max = Rate(MAX_RATE))]
+    OutOfRange(Rate),
 }
 
 #[derive(Debug, Clone)]
@@ -265,6 +277,26 @@ impl LinkModel {
             last_departure: 0,
             counters: LinkCounters::default(),
         })
+    }
+
+    /// Changes the link's rate from now on, as a modem's rate changes under load, keeping its
+    /// queue and the queue discipline's state. A new model (`rtemu link set`) would start with
+    /// an empty queue and a controller that has seen nothing, which is not how a link behaves
+    /// when only its capacity changes (RFC 7928 §8.2.5). Call it in time order: after the
+    /// departures due before the change, before the arrivals after it. Copies whose
+    /// serialization has started or (drop-tail) whose departure has been decided keep their
+    /// times, see [`RateQueue::set_rate`]; the others serialize at `rate`, and a time limit
+    /// (`limit 500ms`) holds what `rate` sends in that time.
+    pub fn set_rate(&mut self, rate: Rate) -> Result<(), RateChangeError> {
+        if !(1..=MAX_RATE).contains(&rate.0) {
+            return Err(RateChangeError::OutOfRange(rate));
+        }
+        match (&mut self.rate, &mut self.bottleneck) {
+            (Some(q), _) => q.set_rate(rate),
+            (None, Some(b)) => b.set_rate(rate),
+            (None, None) => return Err(RateChangeError::NoRate),
+        }
+        Ok(())
     }
 
     /// Stages 2–7 for one copy. With `traced_delay`, a trace has already decided loss,

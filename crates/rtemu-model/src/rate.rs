@@ -141,6 +141,18 @@ impl RateQueue {
         Some(finish)
     }
 
+    /// Changes the link's rate from now on, keeping the backlog. The rate queue decides each
+    /// packet's finish at its offer, and those finishes have been handed out (the engine holds
+    /// the frames until then), so packets already admitted keep them: the new rate serializes
+    /// the packets offered next, behind the backlog, and the byte bound of a time limit
+    /// (`limit 500ms`) follows the new rate at once. A real link would also serialize the
+    /// backlog's remaining bytes at the new rate; here the backlog drains at the rate it was
+    /// admitted at, so the change reaches the delay one backlog later.
+    pub fn set_rate(&mut self, rate: crate::units::Rate) {
+        self.cfg.rate = rate;
+        self.max_bytes = self.limits.bytes_at(rate);
+    }
+
     /// Packets in the backlog after the last offer.
     pub fn backlog_packets(&self) -> usize {
         self.backlog.len()
@@ -244,5 +256,30 @@ mod tests {
             ..limits
         };
         assert_eq!(both.bytes_at(Rate(8_000_000)), Some(3000));
+    }
+
+    /// A rate change keeps the backlog and its promised finishes: packets offered after it
+    /// queue behind them and serialize at the new rate, and a time limit's byte bound follows.
+    #[test]
+    fn a_rate_change_keeps_the_backlog_and_applies_to_the_next_packets() {
+        let limits = QueueLimits {
+            packets: 100,
+            bytes: None,
+            time: Some(Time(4_000_000)),
+        };
+        let mut q = RateQueue::new(cfg(8_000_000), limits);
+        // 4 ms at 8 Mbit/s: 4000 bytes; three 1000-byte packets queue, 1 ms each.
+        for i in 1..=3 {
+            assert_eq!(q.offer(0, 1000), Some(i * 1_000_000));
+        }
+        // At 0.5 ms the link slows to 4 Mbit/s: 4 ms hold 2000 bytes now, and 3000 are queued.
+        q.set_rate(Rate(4_000_000));
+        assert_eq!((q.backlog_packets(), q.backlog_bytes()), (3, 3000));
+        assert_eq!(q.offer(500_000, 1000), None);
+        // At 2 ms one is left on the wire: the next queues behind it and takes 2 ms.
+        assert_eq!(q.offer(2_000_000, 1000), Some(5_000_000));
+        // Back to 8 Mbit/s: 1 ms again, behind what the slower rate queued.
+        q.set_rate(Rate(8_000_000));
+        assert_eq!(q.offer(2_000_000, 1000), Some(6_000_000));
     }
 }

@@ -143,6 +143,44 @@ fn a_time_limit_bounds_the_queueing_delay_at_any_rate() {
     }
 }
 
+/// `set_rate` on a whole link: a link without a rate and a rate out of range are refused with
+/// the reason; a managed queue keeps its packets across the change and sends those not yet
+/// started at the new rate.
+#[test]
+fn a_rate_change_keeps_the_managed_queue_and_refuses_what_it_cannot_do() {
+    use rtemu_model::link::RateChangeError;
+    let mut plain = model("delay 10ms", 1);
+    assert_eq!(
+        plain.set_rate(Rate(1_000_000)),
+        Err(RateChangeError::NoRate)
+    );
+    let mut m = model("rate 8mbit codel", 1);
+    assert_eq!(
+        m.set_rate(Rate(0)),
+        Err(RateChangeError::OutOfRange(Rate(0)))
+    );
+    assert!(RateChangeError::OutOfRange(Rate(0))
+        .to_string()
+        .contains("between 1bit and"));
+    // Ten 1000-byte packets at once: the first goes on the wire at once (1 ms at 8 Mbit/s).
+    for i in 0..10 {
+        assert!(m.decide(&packet(i, 0, 1000)).delivered.is_empty());
+    }
+    let first = m.depart_by(0).unwrap();
+    assert_eq!(first.seq, 0);
+    m.set_rate(Rate(1_000_000)).unwrap();
+    let mut at = Vec::new();
+    while let Some(d) = m.depart_by(u64::MAX) {
+        match d.outcome {
+            Outcome::Delivered(del) => at.push((d.seq, del.at_ns)),
+            Outcome::Dropped(r) => panic!("{r:?}"),
+        }
+    }
+    // The rest, in order, 8 ms each at 1 Mbit/s after the first's 1 ms.
+    let expected: Vec<(u64, u64)> = (1..10).map(|i| (i, 1_000_000 + i * 8_000_000)).collect();
+    assert_eq!(at, expected);
+}
+
 #[test]
 fn correlated_loss_keeps_its_marginal_rate() {
     // netem's own arithmetic makes `loss 1% 25%` drop far fewer than 1 %; rtemu must not.

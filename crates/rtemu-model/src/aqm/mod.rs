@@ -26,6 +26,7 @@ use crate::fate::{Corruption, DropReason};
 use crate::packet::{Ecn, Nanos};
 use crate::rate::RateConfig;
 use crate::rng::Stream;
+use crate::units::Rate;
 
 use crate::packet::FlowKey;
 use codel::{CodelConfig, CodelState, Decision, Head};
@@ -333,8 +334,102 @@ impl Bottleneck {
         })
     }
 
+    /// The link's rate is `rate` from now on, for every packet that starts serializing
+    /// after this call; the one on the wire finishes when it was told to (its delivery has
+    /// been handed out). The queue keeps its packets in their order, and the discipline its
+    /// state (CoDel's dropping state and count, PIE's and DualPI2's probabilities): a modem's
+    /// rate changes under a running queue, and how the controller then follows the new rate
+    /// is what RFC 7928 §8.2.5 measures, so a change must not reset it as a new model would.
+    pub(crate) fn set_rate(&mut self, rate: Rate) {
+        self.rate.rate = rate;
+        if let Discipline::Pie(p) = &mut self.discipline {
+            p.set_rate(self.rate);
+        }
+    }
+
     /// Packets and bytes queued.
     pub(crate) fn backlog(&self) -> (u64, u64) {
         self.discipline.backlog()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    /// A link of `bits`/s without overheads.
+    pub(crate) fn rate(bits: u64) -> RateConfig {
+        RateConfig {
+            rate: Rate(bits),
+            packet_overhead: 0,
+            cell_size: 0,
+            cell_overhead: 0,
+        }
+    }
+
+    fn packet(seq: u64) -> Queued {
+        Queued {
+            seq,
+            len: 1000,
+            ..Queued::default()
+        }
+    }
+
+    /// A rate change under CoDel in its dropping state: a standing queue of 30 × 1000 bytes at
+    /// 8 Mbit/s (1 ms each) is kept topped up until CoDel drops; then the link slows to
+    /// 4 Mbit/s. The change leaves CoDel's whole state and the queue as they were; the packet
+    /// on the wire finishes when it was told to, and every packet sent after it takes 2 ms,
+    /// in the order the packets came.
+    #[test]
+    fn a_rate_change_keeps_codels_state_and_the_queue_and_the_next_packets_take_the_new_rate() {
+        let mut b = Bottleneck::codel(rate(8_000_000), &CodelConfig::default());
+        let mut seq = 0;
+        for _ in 0..30 {
+            b.enqueue(0, packet(seq)).unwrap();
+            seq += 1;
+        }
+        let (mut finish, mut count) = (0, 0);
+        while count < 3 {
+            let at = b.next().unwrap();
+            match b.depart().unwrap() {
+                Left::Sent { finish: f, .. } => {
+                    assert_eq!(f, at + MS);
+                    finish = f;
+                }
+                Left::Dropped { .. } => {}
+            }
+            b.enqueue(at, packet(seq)).unwrap();
+            seq += 1;
+            let Discipline::Codel(c) = &b.discipline else {
+                unreachable!()
+            };
+            count = c.state.count();
+        }
+        let before = format!("{:?}", b.discipline);
+        let queued = b.backlog();
+        b.set_rate(Rate(4_000_000));
+        assert_eq!(format!("{:?}", b.discipline), before);
+        assert_eq!(b.backlog(), queued);
+        let Discipline::Codel(c) = &b.discipline else {
+            unreachable!()
+        };
+        assert!(c.state.dropping() && c.state.count() == count);
+        // The next packet leaves when the one on the wire (sent at the old rate) is through.
+        assert_eq!(b.next(), Some(finish));
+        let mut seqs = Vec::new();
+        while let Some(at) = b.next() {
+            match b.depart().unwrap() {
+                Left::Sent { packet, finish, .. } => {
+                    assert_eq!(finish, at + 2 * MS);
+                    seqs.push(packet.seq);
+                }
+                Left::Dropped { packet, .. } => seqs.push(packet.seq),
+            }
+        }
+        assert_eq!(seqs.len() as u64, queued.0);
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+        assert_eq!(seqs.last(), Some(&(seq - 1)));
     }
 }

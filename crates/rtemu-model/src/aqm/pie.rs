@@ -242,6 +242,19 @@ impl Pie {
         }
     }
 
+    /// The link's rate is `rate` from now on. Only the queue's drain time, which is derived
+    /// from the rate, is recomputed; the controller's state (probability, delay samples, burst
+    /// allowance, the dequeue-rate measurement) is left to notice the change as it would on a
+    /// real link.
+    pub(crate) fn set_rate(&mut self, rate: RateConfig) {
+        self.rate = rate;
+        self.drain_ns = self
+            .queue
+            .iter(&self.store)
+            .map(|q| rate.transmit_ns(q.len))
+            .fold(0, Nanos::saturating_add);
+    }
+
     /// Packets and bytes queued.
     pub(crate) fn backlog(&self) -> (u64, u64) {
         (u64::from(self.queue.len), self.queue.bytes)
@@ -447,17 +460,9 @@ fn scale(prob: f64, docsis: bool) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aqm::tests::rate;
     use crate::packet::Ecn;
     use crate::units::Rate;
-
-    fn rate(bits: u64) -> RateConfig {
-        RateConfig {
-            rate: Rate(bits),
-            packet_overhead: 0,
-            cell_size: 0,
-            cell_overhead: 0,
-        }
-    }
 
     fn pie(cfg: &PieConfig, bits: u64) -> Pie {
         Pie::new(cfg, rate(bits), Stream::new(1, 2))
@@ -789,5 +794,66 @@ mod tests {
         let expected = 100_000.0 * 13.6e6 / 16_384.0;
         let got = p.current_qdelay() as f64;
         assert!((got - expected).abs() < 1e3, "{got} vs {expected}");
+    }
+
+    /// A rate change under PIE and DOCSIS-PIE with a standing queue and a probability above
+    /// zero: the controller's state is as it was, the drain time DOCSIS-PIE predicts the delay
+    /// from is the queue's at the new rate, and the packets sent after the one on the wire take
+    /// the new rate's time.
+    #[test]
+    fn a_rate_change_keeps_the_controller_and_recomputes_the_drain_time() {
+        use super::super::{Bottleneck, Discipline, Left};
+        for docsis in [false, true] {
+            let cfg = PieConfig {
+                docsis,
+                ..PieConfig::default()
+            };
+            let mut b = Bottleneck::pie(rate(10_000_000), &cfg, Stream::new(1, 2));
+            let pie = |b: &Bottleneck| match &b.discipline {
+                Discipline::Pie(p) => p.clone(),
+                _ => unreachable!(),
+            };
+            let controller = |p: &Pie| {
+                format!(
+                    "{:?}",
+                    (
+                        p.drop_prob,
+                        p.accu_prob,
+                        p.qdelay,
+                        p.qdelay_old,
+                        p.burst_allowance,
+                        &p.dq,
+                        p.ticker.next,
+                        p.queue.len,
+                        p.queue.bytes
+                    )
+                )
+            };
+            let mut seq = 0;
+            // 40 packets standing (32 ms at 10 Mbit/s), topped up until PIE has a probability.
+            while b.backlog().0 < 40 {
+                b.enqueue(0, packet(seq, 1000, Ecn::NotEct)).unwrap();
+                seq += 1;
+            }
+            while pie(&b).drop_prob < 0.01 {
+                let at = b.next().unwrap();
+                assert!(matches!(b.depart(), Some(Left::Sent { .. })));
+                while b.enqueue(at, packet(seq, 1000, Ecn::NotEct)).is_err() {
+                    seq += 1;
+                }
+                seq += 1;
+            }
+            let before = pie(&b);
+            b.set_rate(Rate(5_000_000));
+            let after = pie(&b);
+            assert_eq!(controller(&after), controller(&before));
+            // 1000 bytes take 0.8 ms at 10 Mbit/s and 1.6 ms at 5.
+            assert_eq!(before.drain_ns, u64::from(before.queue.len) * 800_000);
+            assert_eq!(after.drain_ns, u64::from(after.queue.len) * 1_600_000);
+            let first = b.next().unwrap();
+            assert!(
+                matches!(b.depart(), Some(Left::Sent { finish, .. }) if finish == first + 1_600_000)
+            );
+        }
     }
 }

@@ -103,6 +103,16 @@ impl Fifo {
         self.front().map(|slot| &store.items[slot as usize])
     }
 
+    /// The values, first to last.
+    pub(crate) fn iter<'a, T>(&self, store: &'a Store<T>) -> impl Iterator<Item = &'a T> + 'a {
+        let mut slot = self.head;
+        std::iter::from_fn(move || {
+            let at = (slot != NONE).then_some(slot)?;
+            slot = store.next[at as usize];
+            Some(&store.items[at as usize])
+        })
+    }
+
     /// Appends `value` of `bytes` bytes; `Err(value)` when the store is full.
     pub(crate) fn push<T: Copy + Default>(
         &mut self,
@@ -154,6 +164,7 @@ mod tests {
         assert!(store.is_full());
         assert_eq!(a.push(&mut store, 4, 40), Err(4));
         assert_eq!((a.len, a.bytes, b.len, b.bytes), (2, 40, 1, 20));
+        assert_eq!(a.iter(&store).copied().collect::<Vec<_>>(), [1, 3]);
         assert_eq!(a.pop(&mut store, |v| *v as u32 * 10), Some(1));
         b.push(&mut store, 5, 50).unwrap();
         assert_eq!(a.pop(&mut store, |v| *v as u32 * 10), Some(3));
