@@ -10,8 +10,9 @@
 //! responsive flow backs off when the queue drops or marks, this one never does. A lab with
 //! real TCP is the root test `aqm_lab` in `crates/rtemu/tests`.
 
-use rtemu_model::link::{LinkError, NoTables};
+use rtemu_model::link::{LinkError, NoTables, RateChangeError};
 use rtemu_model::netem::{self, NetemError};
+use rtemu_model::units::Rate;
 use rtemu_model::{FlowKey, LinkModel, Model, Outcome, PacketMeta, Stream};
 use serde::Serialize;
 
@@ -85,6 +86,9 @@ pub enum ScenarioError {
         /// Why.
         source: NetemError,
     },
+    /// The link refused a rate change.
+    #[error("{0}")]
+    Rate(#[from] RateChangeError),
     /// Its model cannot be built.
     #[error("`{text}`: {source}")]
     Link {
@@ -141,7 +145,12 @@ pub struct Summary {
 
 /// The model of [`LINK`] behind `queue`, with `seed`; and its netem text.
 pub fn model(queue: Queue, seed: u64) -> Result<(LinkModel, String), ScenarioError> {
-    let text = format!("{LINK} {}", queue.words);
+    model_of(&format!("{LINK} {}", queue.words), seed)
+}
+
+/// The model of the link `text` says, with `seed`; and its text.
+pub fn model_of(text: &str, seed: u64) -> Result<(LinkModel, String), ScenarioError> {
+    let text = text.to_string();
     let cfg = netem::parse(&text).map_err(|source| ScenarioError::Netem {
         text: text.clone(),
         source,
@@ -160,28 +169,86 @@ pub fn drive(
     m: &mut LinkModel,
     arrivals: impl Iterator<Item = (u64, u32, FlowKey)>,
 ) -> Vec<Option<u64>> {
+    match drive_with(m, &mut Replay(arrivals.peekable()), &[]) {
+        Ok(left) => left,
+        Err(e) => unreachable!("no rate change to refuse: {e}"),
+    }
+}
+
+/// What offers packets to a driven link: a replay of arrivals fixed in advance, or senders
+/// that answer what the link did with their packets (a congestion controller).
+pub trait Sender {
+    /// When the sender next acts, if it ever will again.
+    fn next_ns(&mut self) -> Option<u64>;
+    /// Acts at [`Sender::next_ns`]: the packet it offers then (length, flow), if any. A sender
+    /// may act without offering one (it took an acknowledgement).
+    fn act(&mut self) -> Option<(u32, FlowKey)>;
+    /// The link decided at `now` what becomes of packet `seq` (numbered from 0 in the order
+    /// offered): it leaves the link at `left`, or, `None`, it was dropped.
+    fn told(&mut self, seq: u64, left: Option<u64>, now: u64);
+}
+
+/// Arrivals fixed in advance, in time order.
+struct Replay<I: Iterator<Item = (u64, u32, FlowKey)>>(std::iter::Peekable<I>);
+
+impl<I: Iterator<Item = (u64, u32, FlowKey)>> Sender for Replay<I> {
+    fn next_ns(&mut self) -> Option<u64> {
+        self.0.peek().map(|a| a.0)
+    }
+
+    fn act(&mut self) -> Option<(u32, FlowKey)> {
+        self.0.next().map(|(_, len, flow)| (len, flow))
+    }
+
+    fn told(&mut self, _: u64, _: Option<u64>, _: u64) {}
+}
+
+/// Drives `m` with what `sender` offers, changing the link's rate at each of `changes` (time,
+/// rate; in time order), in time order as the simulator drives a model. At one instant a rate
+/// change comes first (a packet that starts serializing then takes the new rate), then the
+/// departures due, then the sender. When each packet left, in the order offered (`None`:
+/// dropped); an error if the link refuses a rate.
+pub fn drive_with(
+    m: &mut LinkModel,
+    sender: &mut impl Sender,
+    changes: &[(u64, Rate)],
+) -> Result<Vec<Option<u64>>, RateChangeError> {
     let mut left: Vec<Option<u64>> = Vec::new();
-    let settle = |m: &mut LinkModel, now: u64, left: &mut Vec<Option<u64>>| {
-        while let Some(d) = m.depart_by(now) {
-            if let Outcome::Delivered(del) = d.outcome {
-                left[d.seq as usize] = Some(del.at_ns);
+    let mut changes = changes.iter().peekable();
+    loop {
+        let (arrival, departure) = (sender.next_ns(), m.next_departure());
+        let soonest = match (arrival, departure) {
+            (None, None) => return Ok(left),
+            (a, d) => a.unwrap_or(u64::MAX).min(d.unwrap_or(u64::MAX)),
+        };
+        if let Some(&(_, rate)) = changes.next_if(|c| c.0 <= soonest) {
+            m.set_rate(rate)?;
+        } else if departure == Some(soonest) {
+            if let Some(d) = m.depart() {
+                let at = match d.outcome {
+                    Outcome::Delivered(del) => Some(del.at_ns),
+                    Outcome::Dropped(_) => None,
+                };
+                left[d.seq as usize] = at;
+                sender.told(d.seq, at, soonest);
+            }
+        } else if let Some((len, flow)) = sender.act() {
+            let p = PacketMeta {
+                len,
+                flow,
+                arrival_ns: soonest,
+                seq: left.len() as u64,
+                ecn: Default::default(),
+            };
+            let fate = m.decide(&p);
+            let at = fate.delivered.as_slice().first().map(|d| d.at_ns);
+            left.push(at);
+            // A copy the queue holds is told of when it leaves.
+            if fate.held().next().is_none() {
+                sender.told(p.seq, at, soonest);
             }
         }
-    };
-    for (arrival_ns, len, flow) in arrivals {
-        settle(m, arrival_ns, &mut left);
-        let p = PacketMeta {
-            len,
-            flow,
-            arrival_ns,
-            seq: left.len() as u64,
-            ecn: Default::default(),
-        };
-        let fate = m.decide(&p);
-        left.push(fate.delivered.as_slice().first().map(|d| d.at_ns));
     }
-    settle(m, u64::MAX, &mut left);
-    left
 }
 
 /// A flow of the scenarios: UDP (game, bursts) or TCP (bulk) from `port`.

@@ -4,6 +4,7 @@
 
 pub mod bufferbloat;
 pub mod burst;
+pub mod capacity;
 pub mod capture;
 pub mod capture_pair;
 pub mod engine;
