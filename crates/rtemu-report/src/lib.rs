@@ -18,6 +18,7 @@
 
 pub mod bufferbloat;
 pub mod burst;
+pub mod capacity;
 pub mod lab;
 pub mod output;
 pub mod plot;
