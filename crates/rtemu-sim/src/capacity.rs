@@ -13,6 +13,12 @@
 //! learn of a drop. They learn of each packet one [`BASE_RTT_NS`] after the link delivered or
 //! dropped it (no retransmission timeouts, no delayed acknowledgements), so every figure is a
 //! function of the seed, which staggers the flows' starts.
+//!
+//! Drop-tail's rate queue decides each departure at arrival, so the backlog it holds when the
+//! rate falls leaves at the old rate ([`rtemu_model::rate::RateQueue::set_rate`]): its low
+//! phases' utilisation counts that backlog and exceeds 100 %, and its delay right after a drop
+//! is less than a real modem's, which would drain that backlog at the new rate. The managed
+//! queues decide at departure and have no such difference.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
