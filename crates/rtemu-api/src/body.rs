@@ -1,8 +1,10 @@
 //! The API's request and reply bodies (see docs/api.md), the error body among them, and the
 //! views of a lab built from its state file.
 
+use std::collections::BTreeMap;
+
 use rtemu_model::direction::Ways;
-use rtemu_topo::state::State;
+use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{ExternalMode, SegmentKind};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -53,6 +55,44 @@ pub struct Lab {
     /// in `[hosts]` order (its status is `up` only when every part is). Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostPart>,
+    /// Changes whenever anything above does (see [`revision`]): the `ETag` of
+    /// `GET /v1/labs/{lab}`, and what the lab list says of the lab.
+    pub revision: String,
+}
+
+/// A lab as the lab list (`GET /v1/labs`) shows it: what it is and how it stands, its
+/// topology counted rather than listed. `GET /v1/labs/{lab}` gives it whole, when its
+/// `revision` is not the one the caller holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LabSummary {
+    /// Its name.
+    pub name: String,
+    /// The topology file it came from (`<request>` for a topology sent inline).
+    pub file: String,
+    /// Whether it works.
+    pub status: LabStatus,
+    /// Why its state cannot be read, when its status is `unreadable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How many nodes it has (of one host's part: that host's).
+    pub nodes: usize,
+    /// How many point-to-point links.
+    pub links: usize,
+    /// How many LANs.
+    pub lans: usize,
+    /// How many host interfaces are handed to its nodes.
+    pub externals: usize,
+    /// How many processes `rtemu exec --detach` started in it.
+    pub detached: usize,
+    /// As [`Lab::programs_cpus`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programs_cpus: Option<String>,
+    /// As [`Lab::hosts`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostPart>,
+    /// The lab's [`Lab::revision`] now: a caller holding the lab of that revision need not
+    /// fetch it again.
+    pub revision: String,
 }
 
 /// How one host's part of a lab across hosts stands, as its agent says.
@@ -475,17 +515,56 @@ pub struct ErrorBody {
     pub error: String,
 }
 
-/// The view of a lab its state file gives, with its `status`.
-pub fn lab_view(state: &State, status: LabStatus) -> Lab {
-    Lab {
-        name: state.lab.to_string(),
-        file: state.file.clone(),
-        status,
-        nodes: nodes(state),
-        links: links(state),
-        lans: lans(state),
-        externals: externals(state),
-        detached: state
+/// Where a lab's state file stood when it was read: the file is only ever replaced whole (a
+/// new file renamed into place, a new directory at each `up`), never written in place, so a
+/// new state is a new file. Taken before the state is read, so a state replaced between the
+/// two reads as a revision that is already old: the caller fetches again, never keeps a stale
+/// view under a new revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl Stamp {
+    /// Lab `lab`'s state file's; `None` when it has none.
+    pub fn of(lab: &LabName) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let path = rtemu_topo::state::lab_dir(lab).join(rtemu_topo::state::STATE_FILE);
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })
+    }
+}
+
+/// A lab's revision: a digest of `parts`, what its view is made of (the state file's
+/// [`Stamp`], and what changes while the lab runs: its status, detached processes,
+/// containers, hosts' parts). Equal parts give equal revisions, on any server.
+pub fn revision(parts: &impl Serialize) -> String {
+    let json = serde_json::to_vec(parts).expect("a revision's parts serialise");
+    let digest = ring::digest::digest(&ring::digest::SHA256, &json);
+    // 128 bits: no two views a lab ever has share one.
+    digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What a lab's view shows that changes while it runs, read once for its view or summary.
+struct Live {
+    detached: Vec<Detached>,
+    containers: BTreeMap<String, NodeContainer>,
+}
+
+impl Live {
+    fn of(state: &State) -> Live {
+        let detached = state
             .detached()
             .unwrap_or_default()
             .into_iter()
@@ -496,18 +575,83 @@ pub fn lab_view(state: &State, status: LabStatus) -> Lab {
                 command: d.command,
                 log: d.log.display().to_string(),
             })
-            .collect(),
-        programs_cpus: state
-            .programs
-            .as_ref()
-            .map(rtemu_topo::state::ProgramsCpuset::cpu_list),
+            .collect();
+        let containers = rtemu_topo::launch::lab_statuses(state)
+            .into_iter()
+            .map(|(node, (image, status))| (node, NodeContainer::new(image, &status)))
+            .collect();
+        Live {
+            detached,
+            containers,
+        }
+    }
+
+    /// The revision of a lab's view with this, its state file at `stamp` and in `status`.
+    fn revision(&self, stamp: Option<Stamp>, status: LabStatus) -> String {
+        revision(&(stamp, status, &self.detached, &self.containers))
+    }
+}
+
+/// The view of a lab its state file gives, with its `status`; `stamp` is where its state file
+/// stood before it was read ([`Stamp::of`]).
+pub fn lab_view(state: &State, status: LabStatus, stamp: Option<Stamp>) -> Lab {
+    let live = Live::of(state);
+    Lab {
+        name: state.lab.to_string(),
+        file: state.file.clone(),
+        status,
+        nodes: nodes_with(state, &live.containers),
+        links: links(state),
+        lans: lans(state),
+        externals: externals(state),
+        revision: live.revision(stamp, status),
+        detached: live.detached,
+        programs_cpus: programs_cpus(state),
         error: None,
         hosts: Vec::new(),
     }
 }
 
+/// The summary of a lab the lab list shows, as [`lab_view`] takes it: its topology counted,
+/// never walked node by node.
+pub fn lab_summary(state: &State, status: LabStatus, stamp: Option<Stamp>) -> LabSummary {
+    let live = Live::of(state);
+    let kinds = state.topology.segments.iter().map(|s| &s.kind);
+    let (mut links, mut lans, mut externals) = (0, 0, 0);
+    for kind in kinds {
+        match kind {
+            SegmentKind::Link { .. } => links += 1,
+            SegmentKind::Lan => lans += 1,
+            SegmentKind::External { .. } => externals += 1,
+        }
+    }
+    LabSummary {
+        name: state.lab.to_string(),
+        file: state.file.clone(),
+        status,
+        error: None,
+        nodes: state.nodes.len(),
+        links,
+        lans,
+        externals,
+        detached: live.detached.len(),
+        programs_cpus: programs_cpus(state),
+        hosts: Vec::new(),
+        revision: live.revision(stamp, status),
+    }
+}
+
+/// The CPUs a lab's programs run on, when kept off its engine's.
+fn programs_cpus(state: &State) -> Option<String> {
+    state
+        .programs
+        .as_ref()
+        .map(rtemu_topo::state::ProgramsCpuset::cpu_list)
+}
+
 /// The entry of a lab directory whose state cannot be read: its name, status and why.
 pub fn unreadable_view(lab: &rtemu_topo::state::Unreadable) -> Lab {
+    let error = rtemu_control::error::message(&lab.error);
     Lab {
         name: lab.lab.to_string(),
         file: String::new(),
@@ -518,24 +662,46 @@ pub fn unreadable_view(lab: &rtemu_topo::state::Unreadable) -> Lab {
         externals: Vec::new(),
         detached: Vec::new(),
         programs_cpus: None,
-        error: Some(rtemu_control::error::message(&lab.error)),
+        revision: revision(&(LabStatus::Unreadable, &error)),
+        error: Some(error),
         hosts: Vec::new(),
+    }
+}
+
+/// The same entry, as the lab list shows it.
+pub fn unreadable_summary(lab: &rtemu_topo::state::Unreadable) -> LabSummary {
+    let view = unreadable_view(lab);
+    LabSummary {
+        name: view.name,
+        file: view.file,
+        status: view.status,
+        error: view.error,
+        nodes: 0,
+        links: 0,
+        lans: 0,
+        externals: 0,
+        detached: 0,
+        programs_cpus: None,
+        hosts: Vec::new(),
+        revision: view.revision,
     }
 }
 
 /// The nodes of a lab with their interfaces (of one host's part: that host's nodes).
 pub fn nodes(state: &State) -> Vec<Node> {
+    nodes_with(state, &Live::of(state).containers)
+}
+
+/// The same, with each node's container as `containers` says it stands.
+fn nodes_with(state: &State, containers: &BTreeMap<String, NodeContainer>) -> Vec<Node> {
     let topo = &state.topology;
-    let containers = rtemu_topo::launch::lab_statuses(state);
     let attachments = topo.attachments_by_node();
     state
         .nodes
         .iter()
         .filter_map(|(name, netns)| Some((topo.node_index(name)?, name, netns)))
         .map(|(ni, name, netns)| Node {
-            container: containers
-                .get(name)
-                .map(|(image, status)| NodeContainer::new(image.clone(), status)),
+            container: containers.get(name).cloned(),
             name: name.clone(),
             host: topo.nodes[ni].host.clone(),
             netns: netns.clone(),
@@ -685,7 +851,7 @@ ipv4 = "198.51.100.7/24"
     #[test]
     fn views_show_links_lans_and_interfaces() {
         let s = state();
-        let lab = lab_view(&s, LabStatus::Degraded);
+        let lab = lab_view(&s, LabStatus::Degraded, None);
         assert_eq!(
             (lab.name.as_str(), lab.status),
             ("views", LabStatus::Degraded)
@@ -730,13 +896,57 @@ ipv4 = "198.51.100.7/24"
     }
 
     #[test]
+    fn a_summary_counts_what_the_view_lists_under_the_same_revision() {
+        let s = state();
+        let stamp = Stamp {
+            dev: 1,
+            ino: 2,
+            size: 3,
+            mtime_ns: 4,
+        };
+        let lab = lab_view(&s, LabStatus::Up, Some(stamp));
+        let summary = lab_summary(&s, LabStatus::Up, Some(stamp));
+        assert_eq!(
+            (
+                summary.nodes,
+                summary.links,
+                summary.lans,
+                summary.externals
+            ),
+            (
+                lab.nodes.len(),
+                lab.links.len(),
+                lab.lans.len(),
+                lab.externals.len()
+            )
+        );
+        assert_eq!((summary.nodes, summary.links), (3, 1));
+        assert_eq!(summary.revision, lab.revision);
+        assert_eq!(summary.revision.len(), 32);
+        // The summary has no list of any of them.
+        let json = serde_json::to_value(&summary).unwrap();
+        assert!(json["nodes"].is_u64() && json["links"].is_u64(), "{json}");
+        // A new state file, or a new status, is a new revision.
+        let replaced = Stamp { ino: 5, ..stamp };
+        let revisions = [
+            lab_summary(&s, LabStatus::Up, Some(replaced)).revision,
+            lab_summary(&s, LabStatus::Degraded, Some(stamp)).revision,
+            lab_summary(&s, LabStatus::Up, None).revision,
+        ];
+        for r in &revisions {
+            assert_ne!(r, &lab.revision);
+        }
+        assert_ne!(revisions[0], revisions[1]);
+    }
+
+    #[test]
     fn a_labs_view_says_where_its_programs_run_when_kept_off_the_engine() {
         let mut s = state();
         s.programs = Some(rtemu_topo::state::ProgramsCpuset {
             cgroup: "/sys/fs/cgroup/cpuset/rtemu-views".into(),
             cpus: vec![0, 2, 3],
         });
-        let lab = lab_view(&s, LabStatus::Up);
+        let lab = lab_view(&s, LabStatus::Up, None);
         assert_eq!(lab.programs_cpus.as_deref(), Some("0,2-3"));
         let json = serde_json::to_value(&lab).unwrap();
         assert_eq!(json["programs_cpus"], "0,2-3");

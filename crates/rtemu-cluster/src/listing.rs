@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
-use rtemu_api::body::{self, Lab, LabStatus};
+use rtemu_api::body::{self, Lab, LabStatus, LabSummary};
 use rtemu_topo::state::{Detached, LabName, State};
 use serde::ser::{Serialize, Serializer};
 
@@ -40,6 +40,7 @@ impl SpreadLab {
     /// with the host and the agent's address, in `[hosts]` order.
     pub fn merge(whole: State, answers: Vec<(String, String, Answer)>) -> SpreadLab {
         let mut hosts = Vec::new();
+        let mut revisions = Vec::new();
         let mut detached = Vec::new();
         let mut links = Vec::new();
         // Each node's container as the host it runs on sees it.
@@ -47,14 +48,9 @@ impl SpreadLab {
         for (host, agent, answer) in answers {
             let (status, problem) = match answer {
                 Err(why) => (PartStatus::Unreachable, Some(why)),
-                Ok(None) => (
-                    PartStatus::Missing,
-                    Some(format!(
-                        "host `{host}`: its agent holds no part of the lab (taken down, or the \
-                         host restarted)"
-                    )),
-                ),
+                Ok(None) => missing(&host),
                 Ok(Some(part)) => {
+                    revisions.push(part.revision);
                     detached.extend(part.detached);
                     containers.extend(
                         part.nodes
@@ -62,27 +58,7 @@ impl SpreadLab {
                             .filter_map(|n| Some((n.name, n.container?))),
                     );
                     links.extend(part.links);
-                    match part.status {
-                        LabStatus::Up => (PartStatus::Up, None),
-                        LabStatus::Incomplete => (
-                            PartStatus::Incomplete,
-                            Some(format!("host `{host}`: its part's `up` did not finish")),
-                        ),
-                        LabStatus::Degraded => (
-                            PartStatus::Degraded,
-                            Some(format!(
-                                "host `{host}`: its engine is not running, the impaired links \
-                                 it carries carry nothing"
-                            )),
-                        ),
-                        LabStatus::Unreadable => (
-                            PartStatus::Incomplete,
-                            Some(format!(
-                                "host `{host}`: its part's state cannot be read: {}",
-                                part.error.unwrap_or_default()
-                            )),
-                        ),
-                    }
+                    part_status(&host, part.status, part.error)
                 }
             };
             hosts.push(HostPart {
@@ -92,17 +68,9 @@ impl SpreadLab {
                 problem,
             });
         }
-        let status = if hosts.iter().all(|h| h.status == PartStatus::Up) {
-            LabStatus::Up
-        } else if hosts
-            .iter()
-            .all(|h| matches!(h.status, PartStatus::Up | PartStatus::Incomplete))
-        {
-            LabStatus::Incomplete
-        } else {
-            LabStatus::Degraded
-        };
-        let mut lab = body::lab_view(&whole, status);
+        let status = whole_status(&hosts);
+        let mut lab = body::lab_view(&whole, status, None);
+        lab.revision = revision(&hosts, &revisions);
         lab.detached = detached;
         lab.hosts = hosts;
         for node in &mut lab.nodes {
@@ -182,6 +150,121 @@ impl SpreadLab {
             .collect();
         rtemu_control::lab::write_lab(out, &self.whole, &status, underlay, detached, &containers)
     }
+}
+
+/// The status and problem of host `host`'s part, whose agent holds none.
+fn missing(host: &str) -> (PartStatus, Option<String>) {
+    (
+        PartStatus::Missing,
+        Some(format!(
+            "host `{host}`: its agent holds no part of the lab (taken down, or the host \
+             restarted)"
+        )),
+    )
+}
+
+/// The status and problem of host `host`'s part, which its agent lists as `status` (`error`:
+/// why its state cannot be read).
+fn part_status(
+    host: &str,
+    status: LabStatus,
+    error: Option<String>,
+) -> (PartStatus, Option<String>) {
+    match status {
+        LabStatus::Up => (PartStatus::Up, None),
+        LabStatus::Incomplete => (
+            PartStatus::Incomplete,
+            Some(format!("host `{host}`: its part's `up` did not finish")),
+        ),
+        LabStatus::Degraded => (
+            PartStatus::Degraded,
+            Some(format!(
+                "host `{host}`: its engine is not running, the impaired links it carries \
+                 carry nothing"
+            )),
+        ),
+        LabStatus::Unreadable => (
+            PartStatus::Incomplete,
+            Some(format!(
+                "host `{host}`: its part's state cannot be read: {}",
+                error.unwrap_or_default()
+            )),
+        ),
+    }
+}
+
+/// A lab's status from its hosts' parts: up only when every part is.
+fn whole_status(hosts: &[HostPart]) -> LabStatus {
+    if hosts.iter().all(|h| h.status == PartStatus::Up) {
+        LabStatus::Up
+    } else if hosts
+        .iter()
+        .all(|h| matches!(h.status, PartStatus::Up | PartStatus::Incomplete))
+    {
+        LabStatus::Incomplete
+    } else {
+        LabStatus::Degraded
+    }
+}
+
+/// The revision of a lab across hosts: of how each host's part stands and of the revision of
+/// each part that answered (which covers its record: a new `up` makes every part anew). A
+/// problem's words are left out: an agent that does not answer may say so differently to the
+/// list and to the lab's view, which must give the same revision.
+fn revision(hosts: &[HostPart], parts: &[String]) -> String {
+    let stands: Vec<(&str, &str, PartStatus)> = hosts
+        .iter()
+        .map(|h| (h.host.as_str(), h.agent.as_str(), h.status))
+        .collect();
+    body::revision(&(stands, parts))
+}
+
+/// Asks every host's agent of `spread` how its part stands, as its lab list says: the lab
+/// counted, not listed (`GET /v1/labs` of a coordinating server). Its revision is the one
+/// [`spread_lab`] gives the lab at the same time.
+pub fn spread_summary(spread: &Spread) -> Result<LabSummary, ClusterError> {
+    let agents = spread.agents()?;
+    let name = spread.lab.to_string();
+    let answers = ask_each(&agents, |a| {
+        let answer = a
+            .reply("GET", "/v1/labs", None, LS_TIMEOUT)
+            .and_then(|r| {
+                let labs = a.ok(r)?.json::<Vec<LabSummary>>();
+                labs.map_err(|e| ClusterError::Unreachable {
+                    host: a.host.name.clone(),
+                    agent: a.addr(),
+                    why: format!("its reply: {e}"),
+                })
+            })
+            .map(|labs| labs.into_iter().find(|l| l.name == name))
+            .map_err(|e| e.to_string());
+        (a.host.name.clone(), a.addr().to_string(), answer)
+    });
+    let whole = spread.state();
+    let mut summary = body::lab_summary(&whole, LabStatus::Up, None);
+    let (mut hosts, mut revisions, mut detached) = (Vec::new(), Vec::new(), 0);
+    for (host, agent, answer) in answers {
+        let (status, problem) = match answer {
+            Err(why) => (PartStatus::Unreachable, Some(why)),
+            Ok(None) => missing(&host),
+            Ok(Some(part)) => {
+                revisions.push(part.revision);
+                detached += part.detached;
+                part_status(&host, part.status, part.error)
+            }
+        };
+        hosts.push(HostPart {
+            host,
+            agent,
+            status,
+            problem,
+        });
+    }
+    summary.status = whole_status(&hosts);
+    summary.revision = revision(&hosts, &revisions);
+    summary.detached = detached;
+    summary.hosts = hosts;
+    Ok(summary)
 }
 
 /// Asks every host's agent of `spread` how its part stands.
@@ -308,7 +391,7 @@ mod tests {
                 .as_deref()
                 == Some(host)
         });
-        let mut lab = body::lab_view(&state, status);
+        let mut lab = body::lab_view(&state, status, None);
         lab.detached = vec![body::Detached {
             pid: 42,
             node: state.nodes[0].0.clone(),
@@ -362,6 +445,32 @@ mod tests {
         assert_eq!(json["nodes"][3]["host"], "h2");
         assert_eq!(json["hosts"][1]["status"], "up");
         assert_eq!(json["detached"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_spread_lab_s_revision_follows_its_parts_and_how_they_stand() {
+        let w = whole();
+        let revision = |h2: Answer| {
+            let h1 = part(&w, "h1", LabStatus::Up);
+            let answers = vec![
+                ("h1".into(), "192.0.2.1:7781".into(), h1),
+                ("h2".into(), "192.0.2.2:7781".into(), h2),
+            ];
+            SpreadLab::merge(w.clone(), answers).lab.revision
+        };
+        let base = revision(part(&w, "h2", LabStatus::Up));
+        assert_eq!(base, revision(part(&w, "h2", LabStatus::Up)));
+        let mut changed = part(&w, "h2", LabStatus::Up);
+        if let Ok(Some(lab)) = &mut changed {
+            lab.revision = "another".into();
+        }
+        assert_ne!(base, revision(changed));
+        assert_ne!(base, revision(part(&w, "h2", LabStatus::Degraded)));
+        assert_ne!(base, revision(Ok(None)));
+        // How an agent that does not answer says so is not part of it.
+        let gone = revision(Err("refused".into()));
+        assert_ne!(base, gone);
+        assert_eq!(gone, revision(Err("timed out".into())));
     }
 
     #[test]

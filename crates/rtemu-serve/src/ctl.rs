@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use rtemu_api::body::{
-    self, DownReply, InterfaceCounters, Lab, NoEngine, PartRequest, ScheduleRequest, StatsReply,
-    UpRequest, Vnis,
+    self, DownReply, InterfaceCounters, Lab, LabSummary, NoEngine, PartRequest, ScheduleRequest,
+    Stamp, StatsReply, UpRequest, Vnis,
 };
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::lab::Health;
@@ -24,14 +24,24 @@ use crate::spread::Coordinator;
 /// The name errors give an inline topology in place of a file's.
 pub const INLINE: &str = "<request>";
 
-/// The view of lab `state`, its status from its engine's answer.
-pub fn view(state: &State) -> Lab {
-    let status = match rtemu_control::lab::health(state) {
+/// How lab `state` stands, from its engine's answer.
+fn status(state: &State) -> body::LabStatus {
+    match rtemu_control::lab::health(state) {
         Health::Up => body::LabStatus::Up,
         Health::Incomplete => body::LabStatus::Incomplete,
         Health::Degraded => body::LabStatus::Degraded,
-    };
-    body::lab_view(state, status)
+    }
+}
+
+/// The view of lab `state`, its state file at `stamp` before it was read.
+pub fn view(state: &State, stamp: Option<Stamp>) -> Lab {
+    body::lab_view(state, status(state), stamp)
+}
+
+/// The summary of lab `state` the lab list shows, its state file at `stamp` before it was
+/// read.
+pub fn summary(state: &State, stamp: Option<Stamp>) -> LabSummary {
+    body::lab_summary(state, status(state), stamp)
 }
 
 /// Checks the topology `text` a request carries; errors name it `file`.
@@ -70,7 +80,7 @@ pub fn up(req: &UpRequest, coordinator: Option<&Coordinator>) -> Result<Lab, Api
     }
     let file = req.file.as_deref().unwrap_or(INLINE);
     let up = rtemu_control::lab::up(&topo, file, &EngineOptions::default())?;
-    Ok(view(&up.state))
+    Ok(view(&up.state, Stamp::of(&up.state.lab)))
 }
 
 /// Checks an up request before anything is made or removed on the host: exactly one of its
@@ -106,7 +116,7 @@ pub fn up_part(req: &PartRequest) -> Result<Lab, ApiError> {
         &stitching,
         &EngineOptions::default(),
     )?;
-    Ok(view(&up.state))
+    Ok(view(&up.state, Stamp::of(&up.state.lab)))
 }
 
 /// The longest file name a part request may give (Linux's `PATH_MAX`): every error names it.

@@ -42,7 +42,7 @@ pub fn gather() -> Result<Vec<LabScrape>, ApiError> {
     for state in State::load_all()?.0 {
         let stats = ctl::stats(&state);
         labs.push(LabScrape {
-            lab: ctl::view(&state),
+            lab: ctl::view(&state, None),
             host: state.part.as_ref().map(|p| p.host.clone()),
             has_engine: state.topology.impaired_links().next().is_some(),
             stats: match stats {
@@ -334,7 +334,7 @@ mod tests {
             "name": name, "file": "lab.toml", "status": status,
             "nodes": (0..nodes).map(node).collect::<Vec<_>>(), "links": links,
             "lans": [{"name": "office", "members": ["n0", "n1"], "ipv4": null, "ipv6": null}],
-            "externals": [], "detached": [],
+            "externals": [], "detached": [], "revision": "r1",
         }))
         .unwrap()
     }

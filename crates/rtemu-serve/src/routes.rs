@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use axum::body::Body;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, RawQuery, State as AxumState};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,8 +19,8 @@ use rtemu_topo::state::{LabName, State};
 use tokio::sync::watch;
 
 use rtemu_api::body::{
-    self, DownReply, ErrorBody, ExecReply, ExecRequest, InterfaceCounters, Lab, Lan, Link, Node,
-    PartRequest, ScheduleRequest, SetRequest, StatsReply, UpRequest, Vnis,
+    self, DownReply, ErrorBody, ExecReply, ExecRequest, InterfaceCounters, Lab, LabSummary, Lan,
+    Link, Node, PartRequest, ScheduleRequest, SetRequest, Stamp, StatsReply, UpRequest, Vnis,
 };
 use rtemu_control::message::Ack;
 
@@ -246,15 +246,21 @@ pub async fn openapi() -> Response {
         .into_response()
 }
 
-/// Every running lab; a lab directory whose state cannot be read is an entry of status
-/// `unreadable`, with why.
+/// Every running lab, counted rather than listed (`GET /v1/labs/{lab}` gives one whole, when
+/// its `revision` is not the one the caller holds); a lab directory whose state cannot be
+/// read is an entry of status `unreadable`, with why.
 #[utoipa::path(get, path = "/v1/labs", tag = "labs",
-    responses((status = 200, body = [Lab]), (status = 500, body = ErrorBody)))]
-pub async fn list_labs(AxumState(app): AxumState<App>) -> Result<Json<Vec<Lab>>, ApiError> {
+    responses((status = 200, body = [LabSummary]), (status = 500, body = ErrorBody)))]
+pub async fn list_labs(AxumState(app): AxumState<App>) -> Result<Json<Vec<LabSummary>>, ApiError> {
     blocking(move || {
         let (states, unreadable) = State::load_all()?;
-        let mut labs: Vec<Lab> = states.iter().map(ctl::view).collect();
-        labs.extend(unreadable.iter().map(body::unreadable_view));
+        // A state replaced since it was read shows under its new revision: a caller fetches
+        // the lab again, which is all a revision is for.
+        let mut labs: Vec<LabSummary> = states
+            .iter()
+            .map(|s| ctl::summary(s, Stamp::of(&s.lab)))
+            .collect();
+        labs.extend(unreadable.iter().map(body::unreadable_summary));
         if let Some(c) = &app.coordinator {
             labs.extend(spread::labs(c)?);
         }
@@ -280,17 +286,64 @@ pub async fn up(
     Ok((StatusCode::CREATED, Json(lab)).into_response())
 }
 
-/// One lab.
+/// One lab, whole. Its `ETag` is its revision: asked `If-None-Match` with it, the server
+/// answers 304 without building the lab's view.
 #[utoipa::path(get, path = "/v1/labs/{lab}", tag = "labs",
-    params(("lab" = String, Path, description = "The lab's name")),
-    responses((status = 200, body = Lab), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    params(("lab" = String, Path, description = "The lab's name"),
+        ("If-None-Match" = Option<String>, Header, description = "Revisions the caller holds, as entity tags (`\"REVISION\"`)")),
+    responses((status = 200, body = Lab, headers(("ETag" = String, description = "The lab's revision, quoted"))),
+        (status = 304, description = "The lab is still at a revision `If-None-Match` names", headers(("ETag" = String, description = "The lab's revision, quoted"))),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn get_lab(
     AxumState(app): AxumState<App>,
     p: Result<Path<String>, PathRejection>,
-) -> Result<Json<Lab>, ApiError> {
-    app.on_lab(params(p)?, spread::view, |state| Ok(ctl::view(state)))
-        .await
-        .map(Json)
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let lab = params(p)?;
+    let held = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let holds = move |revision: &str| held.as_deref().is_some_and(|h| names(h, revision));
+    let name = LabName::new(&lab)?;
+    // Where the state file stood before it is read (see `Stamp`).
+    let stamp = blocking(move || Ok(Stamp::of(&name))).await?;
+    let across = {
+        let holds = holds.clone();
+        move |spread: &Spread| {
+            let revision = spread::summary(spread)?.revision;
+            if holds(&revision) {
+                return Ok(Err(revision));
+            }
+            spread::view(spread).map(Ok)
+        }
+    };
+    let here = move |state: &State| {
+        let revision = ctl::summary(state, stamp).revision;
+        if holds(&revision) {
+            return Ok(Err(revision));
+        }
+        Ok(Ok(ctl::view(state, stamp)))
+    };
+    let etag = |revision: &str| (header::ETAG, format!("\"{revision}\""));
+    Ok(match app.on_lab(lab, across, here).await? {
+        Ok(view) => ([etag(&view.revision)], Json(view)).into_response(),
+        Err(revision) => (StatusCode::NOT_MODIFIED, [etag(&revision)]).into_response(),
+    })
+}
+
+/// Whether the entity tags of an `If-None-Match` header `header` name `revision` (weakly, as
+/// RFC 9110 compares them for it), or are `*`.
+pub fn names(header: &str, revision: &str) -> bool {
+    header.split(',').map(str::trim).any(|tag| {
+        tag == "*"
+            || tag
+                .strip_prefix("W/")
+                .unwrap_or(tag)
+                .strip_prefix('"')
+                .and_then(|t| t.strip_suffix('"'))
+                == Some(revision)
+    })
 }
 
 /// Takes a lab down: stops its engine (returning its final report) and removes everything it
@@ -807,6 +860,22 @@ mod tests {
         assert!(e.message.contains("expected one of"), "{}", e.message);
         let short = json_body::<SetRequest>(b"{\"netem\": 1}").unwrap_err();
         assert!(!short.message.contains("cut"), "{}", short.message);
+    }
+
+    #[test]
+    fn if_none_match_names_a_revision_quoted_weak_listed_or_any() {
+        for held in [
+            "\"r1\"",
+            "W/\"r1\"",
+            "\"r0\", \"r1\"",
+            "\"r0\",W/\"r1\"",
+            "*",
+        ] {
+            assert!(names(held, "r1"), "{held}");
+        }
+        for other in ["\"r0\"", "r1", "\"r1", "", "\"r1\"x", "W/r1", "\"\""] {
+            assert!(!names(other, "r1"), "{other}");
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rtemu_api::body::{
-    DownReply, ExecReply, ExecRequest, InterfaceCounters, Lab, ScheduleRequest, StatsReply,
+    DownReply, ExecReply, ExecRequest, InterfaceCounters, Lab, LabSummary, ScheduleRequest,
+    StatsReply,
 };
 use rtemu_cluster::link::Change;
 use rtemu_cluster::spread::Spread;
@@ -32,11 +33,16 @@ pub fn view(spread: &Spread) -> Result<Lab, ApiError> {
     Ok(rtemu_cluster::listing::spread_lab(spread)?.lab)
 }
 
-/// Every lab `coordinator` brought up across hosts.
-pub fn labs(coordinator: &Coordinator) -> Result<Vec<Lab>, ApiError> {
+/// The lab counted, each host's part as its agent lists it.
+pub fn summary(spread: &Spread) -> Result<LabSummary, ApiError> {
+    Ok(rtemu_cluster::listing::spread_summary(spread)?)
+}
+
+/// Every lab `coordinator` brought up across hosts, as the lab list shows them.
+pub fn labs(coordinator: &Coordinator) -> Result<Vec<LabSummary>, ApiError> {
     Spread::all_coordinated(coordinator)?
         .iter()
-        .map(view)
+        .map(summary)
         .collect()
 }
 

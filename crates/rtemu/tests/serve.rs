@@ -246,6 +246,108 @@ fn the_drawn_token_is_printed_only_on_purpose_when_stderr_is_not_a_terminal() {
     assert!(err.contains(&format!("#token={token}")), "{err}");
 }
 
+/// `GET /v1/labs/{lab}` with `If-None-Match: "<held>"`.
+fn get_unless(t: &Target, lab: &str, held: &str) -> Reply {
+    let tag = format!("\"{held}\"");
+    let headers = [("If-None-Match", tag.as_str())];
+    request(t, "GET", &format!("/v1/labs/{lab}"), &headers, None, WAIT).unwrap()
+}
+
+/// The lab list's entry of lab `lab`.
+fn listed(t: &Target, lab: &str) -> Value {
+    let labs: Vec<Value> = ok(call(t, "GET", "/v1/labs", None)).json().unwrap();
+    labs.into_iter()
+        .find(|l| l["name"] == lab)
+        .unwrap_or_else(|| panic!("lab {lab} is not listed"))
+}
+
+#[test]
+fn the_lab_list_counts_and_a_lab_is_sent_again_only_when_it_changed() {
+    if !root_or_skip("the_lab_list_counts_and_a_lab_is_sent_again_only_when_it_changed") {
+        return;
+    }
+    let lab = format!("sr{}", std::process::id() % 100_000);
+    let _guard = LabGuard(lab.clone());
+    let serve = Serve::start("revision");
+    let t = Target::Unix(serve.socket());
+    let topo = format!(
+        "lab = \"{lab}\"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n\
+         [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 1ms\"\n\
+         [[lans]]\nname = \"office\"\nmembers = [\"b\", \"c\"]\n"
+    );
+    let up: Value = ok(call(
+        &t,
+        "POST",
+        "/v1/labs",
+        Some(json!({ "topology": &topo })),
+    ))
+    .json()
+    .unwrap();
+
+    // The list counts what the lab has, and lists none of it.
+    let entry = listed(&t, &lab);
+    let counts = ["nodes", "links", "lans", "externals", "detached"].map(|k| &entry[k]);
+    assert_eq!(
+        counts,
+        [&json!(3), &json!(1), &json!(1), &json!(0), &json!(0)]
+    );
+    assert_eq!(entry["status"], "up");
+    let revision = entry["revision"].as_str().unwrap().to_owned();
+    assert_eq!(revision.len(), 32, "{revision}");
+    assert_eq!(up["revision"], revision.as_str());
+
+    // Whole, with its revision as its ETag; asked again at that revision, a 304 and no body.
+    let whole = ok(call(&t, "GET", &format!("/v1/labs/{lab}"), None));
+    assert_eq!(
+        whole.header("etag"),
+        Some(format!("\"{revision}\"").as_str())
+    );
+    let body: Value = whole.json().unwrap();
+    assert_eq!(body["revision"], revision.as_str());
+    assert_eq!(body["nodes"].as_array().map(Vec::len), Some(3));
+    let held = get_unless(&t, &lab, &revision);
+    assert_eq!(held.status, 304, "{}", held.text());
+    assert!(held.body.is_empty());
+    assert_eq!(held.header("etag"), whole.header("etag"));
+    assert_eq!(get_unless(&t, &lab, "0123").status, 200);
+
+    // A link's new model is not the lab's: the lab's view (the topology's models) is the
+    // same, the stats say what runs.
+    let set = format!("/v1/labs/{lab}/links/ab/set");
+    ok(call(&t, "POST", &set, Some(json!({"netem": "delay 7ms"}))));
+    assert_eq!(listed(&t, &lab)["revision"], revision.as_str());
+    assert_eq!(get_unless(&t, &lab, &revision).status, 304);
+    let stats: Value = ok(call(&t, "GET", &format!("/v1/labs/{lab}/stats"), None))
+        .json()
+        .unwrap();
+    assert_eq!(stats["directions"][0]["netem"], "delay 7ms", "{stats}");
+
+    // A process started in it changes the lab: a new revision, and the lab sent whole.
+    let detach = rtemu(&["exec", "--lab", &lab, "--detach", "a", "--", "sleep", "60"]);
+    assert!(detach.status.success(), "{detach:?}");
+    let entry = listed(&t, &lab);
+    assert_eq!(entry["detached"], 1);
+    let detached = entry["revision"].as_str().unwrap().to_owned();
+    assert_ne!(detached, revision);
+    let fresh = get_unless(&t, &lab, &revision);
+    assert_eq!(fresh.status, 200);
+    let body: Value = fresh.json().unwrap();
+    assert_eq!(body["detached"][0]["command"], json!(["sleep", "60"]));
+    assert_eq!(body["revision"], detached.as_str());
+
+    // Brought up again in its place: a new revision, though its topology is the same.
+    ok(call(
+        &t,
+        "POST",
+        "/v1/labs",
+        Some(json!({ "topology": &topo, "replace": true })),
+    ));
+    let replaced = listed(&t, &lab)["revision"].as_str().unwrap().to_owned();
+    assert!(replaced != revision && replaced != detached, "{replaced}");
+    assert_eq!(get_unless(&t, &lab, &detached).status, 200);
+    assert_eq!(get_unless(&t, &lab, &replaced).status, 304);
+}
+
 #[test]
 fn an_impaired_lab_through_the_api() {
     if !root_or_skip("an_impaired_lab_through_the_api") {
