@@ -22,7 +22,8 @@ export class Client {
     const headers = new Headers(options.headers || {});
     if (this.token) headers.set('Authorization', `Bearer ${this.token}`);
     const resp = await this.fetch(path, { ...options, headers, cache: 'no-store' });
-    if (!resp.ok) {
+    // 304 answers only a request that asked If-None-Match: not an error.
+    if (!resp.ok && resp.status !== 304) {
       let message = `${resp.status} ${resp.statusText}`;
       try {
         const body = await resp.json();
@@ -38,6 +39,14 @@ export class Client {
   /** The JSON a GET of `path` answers. */
   async getJson(path) {
     return (await this.request(path)).json();
+  }
+
+  /** The JSON a GET of `path` answers, or null when the resource is still at revision `held`
+   * (sent as If-None-Match; the server answers 304 without a body). */
+  async getJsonUnless(path, held) {
+    const headers = held ? { 'If-None-Match': `"${held}"` } : {};
+    const resp = await this.request(path, { headers });
+    return resp.status === 304 ? null : resp.json();
   }
 
   /** POSTs `body` as JSON to `path`. */

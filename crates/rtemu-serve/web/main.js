@@ -3,8 +3,9 @@
 // serves these files as they are (docs/web.md). This module holds what the page shows and
 // its loops; topology.js draws, table.js and details.js show figures, api.js talks.
 //
-// Data flow: the lab list is polled (GET /v1/labs) and carries each lab's topology; the
-// engine's stats arrive as Server-Sent Events read with fetch(); ideal links' kernel counters
+// Data flow: the lab list is polled (GET /v1/labs): each lab counted, with its revision; the
+// shown lab is fetched whole (GET /v1/labs/{lab}, If-None-Match its revision) only when the
+// list gives a revision the page does not hold; the engine's stats arrive as Server-Sent Events read with fetch(); ideal links' kernel counters
 // are polled (GET …/counters). Throughput is the change of the delivered byte and packet
 // counters over the last second (series.js).
 
@@ -28,6 +29,8 @@ const view = {
   lab: null,
   /** The lab resource (nodes, links, lans, externals) while the lab is up. */
   topo: null,
+  /** The name of the lab being fetched whole, while it is. */
+  fetching: null,
   /** Its topology's signature, to see when a lab came back different. */
   signature: null,
   up: false,
@@ -94,11 +97,8 @@ async function pollLabs() {
     renderLabList(labs);
     if (!view.lab && labs.length === 1) chooseLab(labs[0].name, labs);
     const current = labs.find((l) => l.name === view.lab);
-    if (current && (!view.up || signatureOf(current) !== view.signature)) {
-      labUp(current);
-    } else if (current) {
-      view.topo = current;
-      if (!view.stream) connectStream();
+    if (current) {
+      await followLab(current);
     } else if (view.up) {
       labDown();
     } else if (!view.lab) {
@@ -110,6 +110,43 @@ async function pollLabs() {
     reportError(e);
   }
   setTimeout(pollLabs, LABS_EVERY_MS);
+}
+
+/** The revision of lab `name` the page holds, or null. */
+function heldRevision(name) {
+  return view.topo && view.topo.name === name ? view.topo.revision : null;
+}
+
+/** Follows the shown lab as the list gives it (`summary`): fetched whole only when the page
+ * does not hold its revision, drawn again only when its topology changed. */
+async function followLab(summary) {
+  const held = heldRevision(summary.name);
+  if (view.up && held === summary.revision) {
+    if (!view.stream) connectStream();
+    return;
+  }
+  if (view.fetching === summary.name) return;
+  view.fetching = summary.name;
+  let lab;
+  try {
+    lab = await view.client.getJsonUnless(labPath(summary.name), held);
+  } catch (e) {
+    // A lab going down between the list and this request: the list will tell.
+    if (e instanceof ApiError && e.status === 404) return;
+    throw e;
+  } finally {
+    view.fetching = null;
+  }
+  if (summary.name !== view.lab) return;
+  if (lab === null) {
+    // Still the revision held (it changed and back, or the list was older than the lab).
+    if (!view.up) labUp(view.topo);
+  } else if (!view.up || signatureOf(lab) !== view.signature) {
+    labUp(lab);
+  } else {
+    view.topo = lab;
+    if (!view.stream) connectStream();
+  }
 }
 
 function reportError(e) {
@@ -138,7 +175,10 @@ function renderLabList(labs) {
           class: 'lab-button',
           'data-lab': l.name,
           'aria-pressed': l.name === view.lab ? 'true' : 'false',
-          onclick: () => chooseLab(l.name, labs),
+          onclick: () => {
+            chooseLab(l.name, labs);
+            followLab(l).catch(reportError);
+          },
         },
         l.name,
         l.status === 'up' ? '' : ` (${l.status})`,
@@ -155,10 +195,9 @@ function chooseLab(name, labs) {
   view.selected = null;
   view.table = { query: '', page: 0, links: null, shown: null };
   $('#links-filter').value = '';
+  view.topo = null;
   rewriteAddress();
   renderLabList(labs);
-  const lab = labs.find((l) => l.name === name);
-  if (lab) labUp(lab);
 }
 
 /** The lab is (back) up: draw it, and follow its stats. */

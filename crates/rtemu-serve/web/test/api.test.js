@@ -36,6 +36,21 @@ test('an error reply becomes an ApiError with the server\u2019s text or the stat
   await assert.rejects(new Client('t', html.fn).request('/v1/labs'), { status: 502, message: '502 Bad Gateway' });
 });
 
+test('getJsonUnless sends the revision held, and a 304 is null rather than an error', async () => {
+  const f = fakeFetch(() => new Response(null, { status: 304, headers: { ETag: '"r1"' } }));
+  assert.equal(await new Client('t', f.fn).getJsonUnless('/v1/labs/l', 'r1'), null);
+  assert.equal(f.calls[0].options.headers.get('If-None-Match'), '"r1"');
+  assert.equal(f.calls[0].options.headers.get('Authorization'), 'Bearer t');
+  const fresh = fakeFetch(() => new Response('{"name":"l","revision":"r2"}', { status: 200 }));
+  const lab = await new Client('t', fresh.fn).getJsonUnless('/v1/labs/l', 'r1');
+  assert.deepEqual(lab, { name: 'l', revision: 'r2' });
+  // Nothing held: nothing to match, the lab comes whole.
+  await new Client('t', fresh.fn).getJsonUnless('/v1/labs/l', null);
+  assert.equal(fresh.calls[1].options.headers.get('If-None-Match'), null);
+  const gone = fakeFetch(() => new Response('{"error":"no lab named l"}', { status: 404 }));
+  await assert.rejects(new Client('t', gone.fn).getJsonUnless('/v1/labs/l', 'r1'), { status: 404 });
+});
+
 test('postJson sends JSON', async () => {
   const f = fakeFetch(() => new Response('{"ok":true}', { status: 200 }));
   await new Client('t', f.fn).postJson('/v1/labs/l/links/a/set', { netem: 'delay 5ms', dir: 'both' });
