@@ -100,6 +100,44 @@ def test_up_sends_inline_toml_or_an_absolute_path(
     assert json.loads(seen[-1].content) == {"file": "/etc/x.toml"}
 
 
+def test_refresh_reads_the_lab_again_only_when_its_revision_changed() -> None:
+    held = dict(LAB, revision="r1")
+    newer = dict(LAB, revision="r2", detached=golden("lab-detached.json")["detached"])
+
+    def get(r: httpx.Request) -> httpx.Response:
+        if r.headers.get("if-none-match") == '"r2"':
+            return httpx.Response(304, headers={"ETag": '"r2"'})
+        return httpx.Response(200, json=newer, headers={"ETag": '"r2"'})
+
+    c, seen = fake(routes({("GET", "/v1/labs/pygolden"): get}))
+    lab = rtemu.Lab.from_json(held, c)
+    fresh = lab.refresh()
+    assert seen[-1].headers["if-none-match"] == '"r1"'
+    assert (fresh.revision, len(fresh.detached)) == ("r2", 1)
+    # Unchanged: the server sends no lab, and the one held is the answer.
+    assert fresh.refresh() is fresh
+    assert seen[-1].headers["if-none-match"] == '"r2"'
+    assert len(seen) == 2
+
+
+def test_labs_are_listed_counted_and_read_whole_on_demand() -> None:
+    summary = golden("labs.json")
+    c, seen = fake(
+        routes(
+            {
+                ("GET", "/v1/labs"): summary,
+                ("GET", "/v1/labs/pygolden"): golden("lab-detached.json"),
+            }
+        )
+    )
+    (listed,) = c.labs()
+    assert isinstance(listed, rtemu.LabSummary)
+    assert (listed.name, listed.nodes, listed.links, listed.detached) == ("pygolden", 3, 1, 1)
+    whole = listed.lab()
+    assert seen[-1].url.path == "/v1/labs/pygolden"
+    assert (whole.revision, len(whole.nodes)) == (listed.revision, 3)
+
+
 def test_names_in_paths_are_one_segment() -> None:
     c, seen = fake(routes({}))
     with pytest.raises(rtemu.NotFound):

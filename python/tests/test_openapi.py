@@ -19,7 +19,7 @@ from typing import Any, Literal
 import pytest
 
 from rtemu import types as rtypes
-from rtemu.lab import Lab, Lan, Link, Node
+from rtemu.lab import Lab, LabSummary, Lan, Link, Node
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 Schema = dict[str, Any]
@@ -63,6 +63,7 @@ MATCHES = [
     Match(Link, "Link", local=frozenset({"lab", "_client"})),
     Match(Lan, "Lan", local=frozenset({"lab"})),
     Match(Lab, "Lab", local=frozenset({"_client"})),
+    Match(LabSummary, "LabSummary", local=frozenset({"_client"})),
 ]
 BY_CLASS = {m.cls: m for m in MATCHES}
 

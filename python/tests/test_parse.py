@@ -208,9 +208,15 @@ def test_lab_golden() -> None:
 def test_lists_golden_match_the_lab() -> None:
     c = offline()
     lab = rtemu.Lab.from_json(golden("lab.json"), c)
-    (listed,) = [rtemu.Lab.from_json(x, c) for x in golden("labs.json")]
-    assert (listed.nodes, listed.links, listed.lans) == (lab.nodes, lab.links, lab.lans)
-    (d,) = listed.detached
+    (listed,) = [rtemu.LabSummary.from_json(x, c) for x in golden("labs.json")]
+    counts = (listed.nodes, listed.links, listed.lans, listed.externals)
+    assert counts == (len(lab.nodes), len(lab.links), len(lab.lans), len(lab.externals))
+    # Listed after a process was started in it, as the lab read then: a new revision.
+    now = rtemu.Lab.from_json(golden("lab-detached.json"), c)
+    assert (len(lab.detached), listed.detached, len(now.detached)) == (0, 1, 1)
+    assert listed.revision == now.revision != lab.revision
+    assert (now.nodes, now.links, now.lans) == (lab.nodes, lab.links, lab.lans)
+    (d,) = now.detached
     assert (d.node, d.command, d.running) == ("server", ["sleep", "60"], True)
     assert d.pid > 0 and d.log.endswith(".log")
     nodes = [rtemu.Node.from_json(x, c, lab.name, "n") for x in golden("nodes.json")]

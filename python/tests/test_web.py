@@ -419,6 +419,15 @@ def test_the_page_lists_labs_and_follows_one_down_and_back_up(
     )
     # One lab again: no list to choose from.
     assert not page.find_element("id", "labs").is_displayed()
+    # Replaced in place by one of a node more: its new revision has the page read it whole
+    # and draw it again, without going down.
+    extra = TOPOLOGY.format(name=web_lab.name) + "\n[nodes.spare]\n"
+    client.up(extra, replace=True)
+    wait_for(
+        lambda: by_css(page, '#graph [data-node="spare"]') != [],
+        8,
+        "the page does not draw the lab that replaced it",
+    )
 
 
 def test_a_lab_of_more_links_than_a_page_is_shown_a_page_at_a_time(

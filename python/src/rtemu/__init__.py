@@ -33,7 +33,7 @@ from .errors import (
     ServerError,
     Unauthorized,
 )
-from .lab import Change, Lab, Lan, Link, Node
+from .lab import Change, Lab, LabSummary, Lan, Link, Node
 from .types import (
     Container,
     Detached,
@@ -61,8 +61,8 @@ def up(topology: str | os.PathLike[str], name: str | None = None, replace: bool 
     return default_client().up(topology, name=name, replace=replace)
 
 
-def labs() -> list[Lab]:
-    """Every lab that is up, through the default client."""
+def labs() -> list[LabSummary]:
+    """Every lab that is up, counted, through the default client; see :meth:`Client.labs`."""
     return default_client().labs()
 
 
@@ -93,6 +93,7 @@ __all__ = [
     "InterfaceCounters",
     "InvalidTopology",
     "Lab",
+    "LabSummary",
     "Lan",
     "Link",
     "LinkStats",

@@ -14,7 +14,7 @@ import httpx
 
 from . import pin, server
 from .errors import ConnectionFailed, ProtocolError, RtemuError, error_for
-from .lab import Lab, segment
+from .lab import Lab, LabSummary, segment
 from .types import DownResult, parse_list
 
 #: Seconds a control request may take (reading a lab, changing a link).
@@ -135,15 +135,34 @@ class Client:
         reply = self.request("POST", "/v1/labs", json=body, timeout=UP_DOWN_TIMEOUT)
         return Lab.from_json(reply, self)
 
-    def labs(self) -> list[Lab]:
-        """Every lab that is up (or half up, or degraded)."""
+    def labs(self) -> list[LabSummary]:
+        """Every lab that is up (or half up, or degraded), counted rather than listed: cheap
+        however large the labs; :meth:`LabSummary.lab` reads one whole."""
         return parse_list(
-            self.request("GET", "/v1/labs"), lambda v, where: Lab.from_json(v, self, where), "labs"
+            self.request("GET", "/v1/labs"),
+            lambda v, where: LabSummary.from_json(v, self, where),
+            "labs",
         )
 
     def lab(self, name: str) -> Lab:
         """The lab called ``name``; raises :class:`~rtemu.NotFound` when there is none."""
         return Lab.from_json(self.request("GET", f"/v1/labs/{segment(name)}"), self)
+
+    def lab_unless(self, name: str, held: Lab) -> Lab | None:
+        """The lab called ``name``, or ``None`` when it is still at ``held``'s revision (the
+        server then sends nothing but that); raises :class:`~rtemu.NotFound` when there is
+        none."""
+        request = self._http.build_request(
+            "GET",
+            f"/v1/labs/{segment(name)}",
+            headers={"If-None-Match": f'"{held.revision}"'},
+            timeout=self.timeout,
+        )
+        response = self._send(request, stream=False)
+        if response.status_code == 304:
+            return None
+        _check(response)
+        return Lab.from_json(_json(response), self)
 
     def down(self, name: str) -> DownResult:
         """Brings lab ``name`` down: removes everything it made, returns the engine's report."""

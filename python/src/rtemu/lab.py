@@ -25,6 +25,7 @@ from .types import (
     Stats,
     Underlay,
     _field,
+    _int_fields,
     _obj,
     _opt_str,
     _str,
@@ -246,6 +247,63 @@ class Lan:
 
 
 @dataclass(frozen=True)
+class LabSummary:
+    """A lab as the lab list (:meth:`Client.labs`) shows it: its topology counted rather than
+    listed, so listing stays cheap however large the labs are; :meth:`lab` reads it whole.
+
+    Attributes:
+        status: as :attr:`Lab.status`.
+        error: as :attr:`Lab.error`.
+        file: the topology file it came from (``<request>`` for inline TOML).
+        nodes: how many nodes it has (of one host's part: that host's); ``links``, ``lans``,
+            ``externals`` and ``detached`` count those of :class:`Lab` likewise.
+        hosts: as :attr:`Lab.hosts`.
+        programs_cpus: as :attr:`Lab.programs_cpus`.
+        revision: the lab's :attr:`Lab.revision` now: a :class:`Lab` of that revision is
+            the lab as it stands.
+    """
+
+    name: str
+    file: str
+    status: str
+    nodes: int
+    links: int
+    lans: int
+    externals: int
+    detached: int
+    revision: str
+    _client: Client = field(repr=False, compare=False)
+    error: str | None = None
+    hosts: list[HostPart] = field(default_factory=list)
+    programs_cpus: str | None = None
+
+    @classmethod
+    def from_json(cls, value: Any, client: Client, where: str = "lab") -> LabSummary:
+        """Parses the API's ``LabSummary`` object."""
+        o = _obj(value, where)
+        counts = _int_fields(o, ("nodes", "links", "lans", "externals", "detached"), where)
+        return cls(
+            name=_str(o, "name", where),
+            file=_str(o, "file", where),
+            status=_str(o, "status", where),
+            revision=_str(o, "revision", where),
+            _client=client,
+            error=_opt_str(o, "error", where) if "error" in o else None,
+            hosts=parse_list(o.get("hosts", []), HostPart.from_json, f"{where}.hosts"),
+            programs_cpus=_opt_str(o, "programs_cpus", where) if "programs_cpus" in o else None,
+            **counts,
+        )
+
+    def lab(self) -> Lab:
+        """The lab whole, as the server describes it now."""
+        return self._client.lab(self.name)
+
+    def down(self) -> DownResult:
+        """Brings the lab down and returns the engine's final report."""
+        return self._client.down(self.name)
+
+
+@dataclass(frozen=True)
 class Lab:
     """A lab as read from the server, and what can be done to it.
 
@@ -263,11 +321,14 @@ class Lab:
             else empty.
         programs_cpus: the CPUs the processes started in its nodes run on (``"0"``), when
             they are kept off its engine's (``programs_cpus = "off-engine"``); else ``None``.
+        revision: changes whenever anything above does: :meth:`refresh` reads the lab again
+            only when the server's differs, and :attr:`LabSummary.revision` says it.
     """
 
     name: str
     file: str
     status: str
+    revision: str
     nodes: list[Node]
     links: list[Link]
     lans: list[Lan]
@@ -287,6 +348,7 @@ class Lab:
             name=name,
             file=_str(o, "file", where),
             status=_str(o, "status", where),
+            revision=_str(o, "revision", where),
             nodes=parse_list(
                 o.get("nodes"), lambda v, w: Node.from_json(v, client, name, w), f"{where}.nodes"
             ),
@@ -325,8 +387,9 @@ class Lab:
             exc.add_note(f"and bringing lab {self.name} down failed: {down_error}")
 
     def refresh(self) -> Lab:
-        """The lab as the server describes it now."""
-        return self._client.lab(self.name)
+        """The lab as the server describes it now: this same object when it has not changed
+        (the server answers so without sending the lab again)."""
+        return self._client.lab_unless(self.name, self) or self
 
     def down(self) -> DownResult:
         """Brings the lab down and returns the engine's final report."""
