@@ -85,6 +85,15 @@ def test_python_brings_up_and_drives_a_lab_across_hosts(
     assert {n.name: n.host for n in spread.nodes} == {"a": "h1", "b": "h1", "c": "h2", "d": "h2"}
     listed = [lab for lab in coordinator.labs() if lab.name == spread.name]
     assert len(listed) == 1 and listed[0].status == "up"
+    # Counted from the record, its hosts as their agents list their parts: the revision the
+    # lab's whole view has, so the lab need not be read again.
+    assert (listed[0].nodes, listed[0].links, listed[0].hosts) == (
+        4,
+        len(spread.links),
+        spread.hosts,
+    )
+    assert listed[0].revision == spread.refresh().revision
+    assert spread.refresh() is spread
 
     # Commands run on the node's own host: a on h1 reaches d on h2 across wan, both ways.
     ping = spread.node("a").exec(["ping", "-c", "3", "-i", "0.2", "d"], check=True)
