@@ -4,7 +4,6 @@
 use std::io;
 use std::net::IpAddr;
 
-use futures_util::{StreamExt, TryStreamExt};
 use ipnet::IpNet;
 use rtnetlink::packet_route::neighbour::NeighbourState;
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
@@ -37,11 +36,6 @@ pub(super) fn set_up_nodes(
         .map(|(&ni, (_, ns))| (ni, ns.as_str()))
         .collect();
     on_builders(&nodes, |&(ni, ns)| {
-        // Before its interfaces are up, so a router never sends a host's router solicitations.
-        if plans[ni].forwarding {
-            let on = ["net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"];
-            set_sysctls(ns, on.map(|k| (k.to_owned(), "1".to_owned())).into())?;
-        }
         let node = NodeSetUp {
             node: &topo.nodes[ni],
             attachments: &attachments[ni],
@@ -60,9 +54,6 @@ pub(super) fn set_up_nodes(
     })
     .map(drop)
 }
-
-/// How many route requests a node's connection has outstanding at once.
-const ROUTES_IN_FLIGHT: usize = 64;
 
 /// What one node gets once its links exist.
 struct NodeSetUp<'a> {
@@ -118,40 +109,31 @@ impl NodeSetUp<'_> {
                     .map_err(nl_err(what(&format!("adding {net} to {}", m.ifname))))?;
             }
         }
-        // Several requests in flight: a node's routes cost its share of the kernel's work, not
-        // a round trip each. The kernel answers in order, and at most ROUTES_IN_FLIGHT
-        // acknowledgements wait in the socket, far from its buffer's size.
-        futures_util::stream::iter(&self.plan.routes)
-            .map(|r| {
-                let dev = idx[&r.dev];
-                let msg = match (r.dest, r.via) {
-                    (IpNet::V4(d), IpAddr::V4(g)) => {
-                        RouteMessageBuilder::<std::net::Ipv4Addr>::new()
-                            .destination_prefix(d.network(), d.prefix_len())
-                            .gateway(g)
-                            .output_interface(dev)
-                            .build()
-                    }
-                    (IpNet::V6(d), IpAddr::V6(g)) => {
-                        RouteMessageBuilder::<std::net::Ipv6Addr>::new()
-                            .destination_prefix(d.network(), d.prefix_len())
-                            .gateway(g)
-                            .output_interface(dev)
-                            .build()
-                    }
-                    _ => unreachable!("routing plans a gateway of the destination's family"),
-                };
-                let request = handle.route().add(msg).execute();
-                async move {
-                    request.await.map_err(nl_err(what(&format!(
-                        "adding route {} via {}",
-                        r.dest, r.via
-                    ))))
-                }
-            })
-            .buffered(ROUTES_IN_FLIGHT)
-            .try_collect::<()>()
-            .await?;
+        for r in &self.plan.routes {
+            let dev = idx[&r.dev];
+            let msg = match (r.dest, r.via) {
+                (IpNet::V4(d), IpAddr::V4(g)) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+                    .destination_prefix(d.network(), d.prefix_len())
+                    .gateway(g)
+                    .output_interface(dev)
+                    .build(),
+                (IpNet::V6(d), IpAddr::V6(g)) => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                    .destination_prefix(d.network(), d.prefix_len())
+                    .gateway(g)
+                    .output_interface(dev)
+                    .build(),
+                _ => unreachable!("routing plans a gateway of the destination's family"),
+            };
+            handle
+                .route()
+                .add(msg)
+                .execute()
+                .await
+                .map_err(nl_err(what(&format!(
+                    "adding route {} via {}",
+                    r.dest, r.via
+                ))))?;
+        }
         for n in &self.plan.neighbours {
             handle
                 .neighbours()

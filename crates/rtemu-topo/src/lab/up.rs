@@ -9,7 +9,7 @@ use crate::cpuset::{one_hierarchy, Cpusets};
 use crate::external::HostSide;
 use crate::naming::{lab_netns, node_netns, ownership_mark};
 use crate::part::Stitching;
-use crate::routing::plan;
+use crate::routing::{plan, NodePlan};
 use crate::state::{lab_dir, Handover, LabName, PartState, ProgramsCpuset, State, StateError};
 use crate::sys;
 use crate::topology::{ExternalMode, Host, SegmentKind, Topology};
@@ -260,36 +260,14 @@ fn build(
     cpu: Option<&cgroup::Controller>,
     cpusets: Option<&Cpusets>,
 ) -> Result<(), LabError> {
-    // Routes and neighbours come from the whole lab, so every host plans the same. The plan
-    // (a breadth-first search from every node: 3.4 s of CPU for a 10,000-node chain) is made
-    // on a thread of its own while the namespaces and links are, which leave a CPU free
-    // (links take the kernel's `rtnl` lock one at a time); only the nodes' set-up needs it.
-    std::thread::scope(|s| {
-        let planner = s.spawn(|| plan(topo));
-        build_links_and_namespaces(topo, share, state, cpu, cpusets)?;
-        let plans = planner
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        set_up_nodes(topo, share, state, &plans)?;
-        write_hosts(topo, &share.nodes)?;
-        start_commands(topo, &share.nodes, state)
-    })
-}
-
-/// The namespaces (marked, with their first sysctls), the cgroups and every link of `share`.
-fn build_links_and_namespaces(
-    topo: &Topology,
-    share: &Share,
-    state: &State,
-    cpu: Option<&cgroup::Controller>,
-    cpusets: Option<&Cpusets>,
-) -> Result<(), LabError> {
+    // Routes and neighbours come from the whole lab, so every host plans the same.
+    let plans = plan(topo);
     // Each namespace is marked and given its first sysctls from inside, before it is named.
     let mut first: Vec<(&str, Vec<(String, String)>)> = share
         .nodes
         .iter()
         .zip(&state.nodes)
-        .map(|(_, (_, ns))| (ns.as_str(), node_sysctls()))
+        .map(|(&ni, (_, ns))| (ns.as_str(), node_sysctls(&plans[ni])))
         .collect();
     let lab_ns = lab_netns(&topo.lab);
     if state.namespaces.contains(&lab_ns) {
@@ -334,15 +312,22 @@ fn build_links_and_namespaces(
         .enable_io()
         .build()
         .map_err(io_err("starting the netlink runtime"))?;
-    runtime.block_on(build_links(topo, share, state))
+    runtime.block_on(build_links(topo, share, state))?;
+    set_up_nodes(topo, share, state, &plans)?;
+    write_hosts(topo, &share.nodes)?;
+    start_commands(topo, &share.nodes, state)
 }
 
-/// The sysctls a node's namespace gets when it is made (forwarding comes with the plan, when
-/// the node is set up).
-fn node_sysctls() -> Vec<(String, String)> {
+/// The sysctls a node's namespace gets when it is made.
+fn node_sysctls(plan: &NodePlan) -> Vec<(String, String)> {
     // Addresses are usable at once: nothing else is on these segments, so duplicate address
     // detection only delays the first packets.
-    ["all", "default"]
+    let mut sysctls = ["all", "default"]
         .map(|c| (format!("net.ipv6.conf.{c}.accept_dad"), "0".to_owned()))
-        .to_vec()
+        .to_vec();
+    if plan.forwarding {
+        sysctls.push(("net.ipv4.ip_forward".into(), "1".into()));
+        sysctls.push(("net.ipv6.conf.all.forwarding".into(), "1".into()));
+    }
+    sysctls
 }
