@@ -4,6 +4,7 @@
 use std::io;
 use std::net::IpAddr;
 
+use futures_util::future::try_join_all;
 use ipnet::IpNet;
 use rtnetlink::packet_route::neighbour::NeighbourState;
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
@@ -109,41 +110,46 @@ impl NodeSetUp<'_> {
                     .map_err(nl_err(what(&format!("adding {net} to {}", m.ifname))))?;
             }
         }
-        for r in &self.plan.routes {
-            let dev = idx[&r.dev];
+        // Routes and neighbours are all sent at once and their answers awaited together: a
+        // node of a large lab has dozens, and one round trip each would keep the kernel's
+        // routing lock waiting on this thread's wake-ups.
+        let routes = self.plan.routes.iter().map(|r| {
             let msg = match (r.dest, r.via) {
                 (IpNet::V4(d), IpAddr::V4(g)) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
                     .destination_prefix(d.network(), d.prefix_len())
                     .gateway(g)
-                    .output_interface(dev)
+                    .output_interface(idx[&r.dev])
                     .build(),
                 (IpNet::V6(d), IpAddr::V6(g)) => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
                     .destination_prefix(d.network(), d.prefix_len())
                     .gateway(g)
-                    .output_interface(dev)
+                    .output_interface(idx[&r.dev])
                     .build(),
                 _ => unreachable!("routing plans a gateway of the destination's family"),
             };
-            handle
-                .route()
-                .add(msg)
-                .execute()
-                .await
-                .map_err(nl_err(what(&format!(
+            let added = handle.route().add(msg).execute();
+            async move {
+                added.await.map_err(nl_err(what(&format!(
                     "adding route {} via {}",
                     r.dest, r.via
-                ))))?;
-        }
-        for n in &self.plan.neighbours {
-            handle
+                ))))
+            }
+        });
+        try_join_all(routes).await?;
+        let neighbours = self.plan.neighbours.iter().map(|n| {
+            let added = handle
                 .neighbours()
                 .add(idx[&n.dev], n.addr)
                 .link_local_address(&n.mac.0)
                 .state(NeighbourState::Permanent)
-                .execute()
-                .await
-                .map_err(nl_err(what(&format!("adding neighbour {}", n.addr))))?;
-        }
+                .execute();
+            async move {
+                added
+                    .await
+                    .map_err(nl_err(what(&format!("adding neighbour {}", n.addr))))
+            }
+        });
+        try_join_all(neighbours).await?;
         Ok(())
     }
 }
