@@ -61,6 +61,18 @@ pub struct NodePlan {
 /// prefix that is not the node's own loopback address. With `routing = "none"` every node
 /// with two or more interfaces forwards, so a routing daemon only has to install routes.
 pub fn plan(topo: &Topology) -> Vec<NodePlan> {
+    // A search from every node is n² steps (10⁸ at 10,000 nodes, seconds of one CPU before
+    // the kernel gets any work): the sources are shared out over the machine's CPUs.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    plan_in_shares(topo, topo.nodes.len().div_ceil(workers).max(MIN_SHARE))
+}
+
+/// Below this many sources a share is not worth a thread of its own.
+const MIN_SHARE: usize = 256;
+
+/// [`plan`], with the route searches of every `share` sources on a thread of their own. Every
+/// source's routes depend on the graph alone, so the plan is the same however it is shared.
+fn plan_in_shares(topo: &Topology, share: usize) -> Vec<NodePlan> {
     let mut plans = vec![NodePlan::default(); topo.nodes.len()];
     let mut interfaces = vec![0usize; topo.nodes.len()];
     for m in topo.segments.iter().flat_map(|s| &s.members) {
@@ -69,7 +81,7 @@ pub fn plan(topo: &Topology) -> Vec<NodePlan> {
     match topo.routing {
         Routing::Static | Routing::Aggregate => {
             for v4 in [true, false] {
-                static_routes(topo, v4, &mut plans);
+                static_routes(topo, v4, &mut plans, share);
             }
         }
         Routing::None => {
@@ -218,12 +230,63 @@ impl Graph {
     }
 }
 
-fn static_routes(topo: &Topology, v4: bool, plans: &mut [NodePlan]) {
-    let n = topo.nodes.len();
+fn static_routes(topo: &Topology, v4: bool, plans: &mut [NodePlan], share: usize) {
     let graph = Graph::new(topo, v4);
-    let destinations = &graph.destinations;
     let aggregate = topo.routing == Routing::Aggregate;
-    let space = aggregate.then(|| AddressSpace::new(topo, v4, destinations));
+    let space = aggregate.then(|| AddressSpace::new(topo, v4, &graph.destinations));
+    let sources: Vec<usize> = (0..topo.nodes.len()).collect();
+    // Each share searches with buffers of its own.
+    let found: Vec<Found> = std::thread::scope(|s| {
+        let searches: Vec<_> = sources
+            .chunks(share)
+            .map(|chunk| {
+                let work = || search_from(topo, v4, &graph, space.as_ref(), chunk);
+                std::thread::Builder::new()
+                    .spawn_scoped(s, work)
+                    .map_err(|_| work)
+            })
+            .collect();
+        searches
+            .into_iter()
+            .map(|search| match search {
+                Ok(thread) => thread.join().expect("a route search does not panic"),
+                // No thread to be had: this one searches.
+                Err(work) => work(),
+            })
+            .collect()
+    });
+    for found in found {
+        for (source, routes) in found.routes {
+            plans[source].routes.extend(routes);
+        }
+        for node in found.forwarders {
+            plans[node].forwarding = true;
+        }
+    }
+}
+
+/// What the searches from a share of the nodes found.
+struct Found {
+    /// Each source's routes.
+    routes: Vec<(usize, Vec<Route>)>,
+    /// Nodes some source routes through (they forward), possibly more than once.
+    forwarders: Vec<usize>,
+}
+
+/// A breadth-first search from each of `sources`, and the routes it gives.
+fn search_from(
+    topo: &Topology,
+    v4: bool,
+    graph: &Graph,
+    space: Option<&AddressSpace>,
+    sources: &[usize],
+) -> Found {
+    let n = topo.nodes.len();
+    let destinations = &graph.destinations;
+    let mut found = Found {
+        routes: Vec::with_capacity(sources.len()),
+        forwarders: Vec::new(),
+    };
     // The next hop of every destination from the current source (`None`: its own or unreached).
     let mut next: Vec<Option<Hop>> = vec![None; destinations.len()];
     // Per search: every node's distance from the source (`u32::MAX`: not reached) and the
@@ -231,8 +294,10 @@ fn static_routes(topo: &Topology, v4: bool, plans: &mut [NodePlan]) {
     let mut dist = vec![u32::MAX; n];
     let mut first: Vec<Option<Hop>> = vec![None; n];
     let mut queue: Vec<usize> = Vec::with_capacity(n);
+    // Whether a node is already in `found.forwarders`.
+    let mut forwards = vec![false; n];
 
-    for source in 0..n {
+    for &source in sources {
         // Breadth-first search from `source`.
         for &v in &queue {
             dist[v] = u32::MAX;
@@ -254,6 +319,7 @@ fn static_routes(topo: &Topology, v4: bool, plans: &mut [NodePlan]) {
                 }
             }
         }
+        let mut routes = Vec::new();
         for (d, next) in destinations.iter().zip(next.iter_mut()) {
             *next = None;
             let owners = &graph.owners[d.owners.clone()];
@@ -270,18 +336,23 @@ fn static_routes(topo: &Topology, v4: bool, plans: &mut [NodePlan]) {
             };
             let hop = first[*owner].expect("a reached node other than the source has a first hop");
             let peer = hop.to as usize;
-            if !(d.loopback && owners[0] == peer) {
-                plans[peer].forwarding = true;
+            // A node's own loopback is delivered, not forwarded.
+            let delivered = d.loopback && owners[0] == peer;
+            if !delivered && !forwards[peer] {
+                forwards[peer] = true;
+                found.forwarders.push(peer);
             }
             *next = Some(hop);
-            if !aggregate {
-                plans[source].routes.push(route(topo, v4, hop, d.net));
+            if space.is_none() {
+                routes.push(route(topo, v4, hop, d.net));
             }
         }
-        if let Some(space) = &space {
-            aggregate_routes(topo, v4, space, &next, &mut plans[source]);
+        if let Some(space) = space {
+            aggregate_routes(topo, v4, space, &next, &mut routes);
         }
+        found.routes.push((source, routes));
     }
+    found
 }
 
 /// The route towards `dest` through `hop`.
@@ -312,7 +383,7 @@ fn aggregate_routes(
     v4: bool,
     space: &AddressSpace,
     next: &[Option<Hop>],
-    plan: &mut NodePlan,
+    routes: &mut Vec<Route>,
 ) {
     let same = |a: Option<Hop>, b: Option<Hop>| match (a, b) {
         (Some(a), Some(b)) => (a.seg, a.out, a.peer) == (b.seg, b.out, b.peer),
@@ -352,7 +423,7 @@ fn aggregate_routes(
                     let a = std::net::Ipv6Addr::from(start);
                     IpNet::V6(ipnet::Ipv6Net::new(a, prefix).expect("a prefix of at most 128"))
                 };
-                plan.routes.push(route(topo, v4, hop, dest));
+                routes.push(route(topo, v4, hop, dest));
             }
             continue;
         }
@@ -404,5 +475,45 @@ fn address(a: IpAddr) -> u128 {
     match a {
         IpAddr::V4(a) => u32::from(a).into(),
         IpAddr::V6(a) => a.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain of `n` nodes with links across it every few nodes and a LAN, so paths tie,
+    /// branch and cross.
+    fn tangled(n: usize, routing: &str) -> Topology {
+        let mut src = rtemu_testutil::chain_topology("t", &format!("routing = \"{routing}\"\n"), n);
+        let mut x: u64 = 7;
+        for i in 0..n / 8 {
+            // A fixed linear congruential sequence: the same tangle every run.
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let (a, b) = ((x >> 33) as usize % n, (x >> 13) as usize % n);
+            if a != b {
+                src += &format!("[[links]]\nname = \"x{i}\"\nendpoints = [\"n{a}\", \"n{b}\"]\n");
+            }
+        }
+        src += "[[lans]]\nname = \"lan\"\nmembers = [\"n3\", \"n50\", \"n90\"]\n";
+        Topology::parse("t.toml", &src).expect("a valid tangle")
+    }
+
+    /// However the sources are shared out over threads, every node gets the same routes in
+    /// the same order and forwards alike.
+    #[test]
+    fn the_plan_is_the_same_however_the_searches_are_shared() {
+        for routing in ["static", "aggregate"] {
+            let topo = tangled(400, routing);
+            let alone = plan_in_shares(&topo, usize::MAX);
+            assert!(alone.iter().filter(|p| p.forwarding).count() > 100);
+            assert!(alone.iter().all(|p| !p.routes.is_empty()));
+            for share in [1, 37, 199] {
+                assert!(
+                    plan_in_shares(&topo, share) == alone,
+                    "{routing}, shares of {share}"
+                );
+            }
+        }
     }
 }
