@@ -1,7 +1,7 @@
 //! `GET /metrics`: what the server's labs and their engines do, as Prometheus metrics
 //! (docs/metrics.md).
 //!
-//! [`gather`] reads every lab this host runs, as `GET /v1/labs/{lab}` and
+//! [`gather`] reads every lab this host runs, as `GET /v1/labs` and
 //! `GET /v1/labs/{lab}/stats` read it; [`encode`] turns what it read into the families of
 //! [`FAMILIES`], written in the text format by [`exposition`]. Nothing is kept between scrapes:
 //! every counter is the engine's own, since the engine started (a new engine starts them
@@ -14,7 +14,7 @@ pub mod exposition;
 
 use std::collections::BTreeMap;
 
-use rtemu_api::body::{Lab, LabStatus, StatsReply};
+use rtemu_api::body::{LabStatus, LabSummary, StatsReply};
 use rtemu_control::message::{Direction, EngineThread, Stats};
 use rtemu_topo::state::State;
 
@@ -25,8 +25,11 @@ use exposition::{Family, Kind, Labels, Sample, Value};
 /// What one scrape read of one lab.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabScrape {
-    /// The lab, as `GET /v1/labs/{lab}` shows it.
-    pub lab: Lab,
+    /// The lab, as `GET /v1/labs` lists it: counts, not the whole view, which at 10,000
+    /// nodes would be megabytes built on every scrape.
+    pub lab: LabSummary,
+    /// How many of its links are impaired.
+    pub impaired_links: usize,
     /// In a multi-host lab, the host whose part this is.
     pub host: Option<String>,
     /// Whether the lab has an engine (impaired links).
@@ -42,7 +45,8 @@ pub fn gather() -> Result<Vec<LabScrape>, ApiError> {
     for state in State::load_all()?.0 {
         let stats = ctl::stats(&state);
         labs.push(LabScrape {
-            lab: ctl::view(&state, None),
+            lab: ctl::summary(&state, None),
+            impaired_links: state.topology.impaired_links().count(),
             host: state.part.as_ref().map(|p| p.host.clone()),
             has_engine: state.topology.impaired_links().next().is_some(),
             stats: match stats {
@@ -204,16 +208,13 @@ fn add_lab(sheet: &mut Sheet, scrape: &LabScrape) {
         let labels = with(&base, &[("status", name)]);
         sheet.add(&LAB_STATUS, labels, Value::flag(lab.status == status));
     }
-    sheet.add(&LAB_NODES, base.clone(), Value::Int(lab.nodes.len() as u64));
-    let impaired = lab.links.iter().filter(|l| l.impaired).count() as u64;
-    for (kind, n) in [
-        ("true", impaired),
-        ("false", lab.links.len() as u64 - impaired),
-    ] {
+    sheet.add(&LAB_NODES, base.clone(), Value::Int(lab.nodes as u64));
+    let impaired = scrape.impaired_links as u64;
+    for (kind, n) in [("true", impaired), ("false", lab.links as u64 - impaired)] {
         let labels = with(&base, &[("impaired", kind)]);
         sheet.add(&LAB_LINKS, labels, Value::Int(n));
     }
-    sheet.add(&LAB_LANS, base.clone(), Value::Int(lab.lans.len() as u64));
+    sheet.add(&LAB_LANS, base.clone(), Value::Int(lab.lans as u64));
     if scrape.has_engine {
         let up = Value::flag(scrape.stats.is_some());
         sheet.add(&ENGINE_UP, base.clone(), up);
@@ -324,24 +325,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A lab from its JSON view, with `nodes` nodes on `host`.
-    fn lab(name: &str, status: &str, nodes: usize, links: serde_json::Value) -> Lab {
-        let node = |i: usize| {
-            json!({"name": format!("n{i}"), "netns": format!("{name}-n{i}"),
-                                    "loopback": [], "interfaces": []})
-        };
-        serde_json::from_value(json!({
-            "name": name, "file": "lab.toml", "status": status,
-            "nodes": (0..nodes).map(node).collect::<Vec<_>>(), "links": links,
-            "lans": [{"name": "office", "members": ["n0", "n1"], "ipv4": null, "ipv6": null}],
-            "externals": [], "detached": [], "revision": "r1",
+    /// A lab as the list shows it, with `nodes` nodes, one LAN and `links` links of which
+    /// `impaired` are impaired.
+    fn lab(name: &str, status: &str, nodes: usize, links: usize, impaired: usize) -> LabScrape {
+        let lab = serde_json::from_value(json!({
+            "name": name, "file": "lab.toml", "status": status, "nodes": nodes,
+            "links": links, "lans": 1, "externals": 0, "detached": 0, "revision": "r1",
         }))
-        .unwrap()
-    }
-
-    fn link(name: &str, impaired: bool) -> serde_json::Value {
-        json!({"name": name, "a": "n0", "b": "n1", "impaired": impaired,
-               "a_to_b": null, "b_to_a": null})
+        .unwrap();
+        LabScrape {
+            lab,
+            impaired_links: impaired,
+            host: None,
+            has_engine: impaired > 0,
+            stats: None,
+        }
     }
 
     /// An engine's stats: one thread, one direction, every optional field present.
@@ -388,28 +386,12 @@ mod tests {
     fn scrapes() -> Vec<LabScrape> {
         vec![
             LabScrape {
-                lab: lab(
-                    "wide",
-                    "up",
-                    2,
-                    json!([link("wan", true), link("mgmt", false)]),
-                ),
                 host: Some("h1".into()),
-                has_engine: true,
                 stats: Some(stats("wide")),
+                ..lab("wide", "up", 2, 2, 1)
             },
-            LabScrape {
-                lab: lab("broken", "degraded", 2, json!([link("wan", true)])),
-                host: None,
-                has_engine: true,
-                stats: None,
-            },
-            LabScrape {
-                lab: lab("plain", "up", 3, json!([link("mgmt", false)])),
-                host: None,
-                has_engine: false,
-                stats: None,
-            },
+            lab("broken", "degraded", 2, 1, 1),
+            lab("plain", "up", 3, 1, 0),
         ]
     }
 
