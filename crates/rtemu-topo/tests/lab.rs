@@ -164,6 +164,46 @@ fn east_west_north_pings_across_routers_in_both_families_and_leaves_nothing() {
     assert!(!lab::down(&name).unwrap(), "down is idempotent");
 }
 
+/// A node of a long chain gets more routes than `up` sends at once (64): every one is
+/// installed, and the far end answers in both families.
+#[test]
+fn every_route_of_a_long_chain_is_installed_and_the_far_end_answers() {
+    if !root_or_skip("long_chain_routes") {
+        return;
+    }
+    let name = unique_lab("lcr");
+    let n = 60;
+    let topo = chain(&name, n);
+    let _guard = Guard(name.clone());
+    lab::up(&topo, "chain.toml").unwrap();
+    let plans = rtemu_topo::routing::plan(&topo);
+    for node in ["n0", "n30"] {
+        let planned = &plans[topo.node_index(node).unwrap()].routes;
+        assert!(planned.len() > 64, "{node} has {} routes", planned.len());
+        // The connected subnets (no gateway) aside.
+        let mut installed = 0;
+        for family in ["-4", "-6"] {
+            let out = run_in(&name, node, &["ip", family, "route", "show"]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            installed += text.lines().filter(|l| l.contains(" via ")).count();
+        }
+        assert_eq!(installed, planned.len(), "routes in {node}");
+    }
+    let last = &topo.segments.last().unwrap().members[1];
+    let targets = [
+        last.ipv4.unwrap().addr().to_string(),
+        last.ipv6.unwrap().addr().to_string(),
+    ];
+    for target in &targets {
+        let ping = ["ping", "-n", "-c", "3", "-i", "0.2", "-W", "3", target];
+        let out = run_in(&name, "n0", &ping);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "ping {target}: {text}");
+    }
+    assert!(lab::down(&name).unwrap());
+    assert_eq!(leftovers(&name, &topo), Vec::<String>::new());
+}
+
 /// A chain of `n` nodes, `n - 1` links, dual stack.
 fn chain(lab: &str, n: usize) -> Topology {
     let src = rtemu_testutil::chain_topology(lab, "neighbours = \"static\"\n", n);

@@ -4,7 +4,7 @@
 use std::io;
 use std::net::IpAddr;
 
-use futures_util::future::try_join_all;
+use futures_util::{stream, StreamExt, TryStreamExt};
 use ipnet::IpNet;
 use rtnetlink::packet_route::neighbour::NeighbourState;
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
@@ -110,9 +110,9 @@ impl NodeSetUp<'_> {
                     .map_err(nl_err(what(&format!("adding {net} to {}", m.ifname))))?;
             }
         }
-        // Routes and neighbours are all sent at once and their answers awaited together: a
-        // node of a large lab has dozens, and one round trip each would keep the kernel's
-        // routing lock waiting on this thread's wake-ups.
+        // Routes and neighbours are sent [`IN_FLIGHT`] at a time and their answers awaited
+        // together: a node of a large lab has dozens (thousands with `static`), and one round
+        // trip each would keep the kernel's routing lock waiting on this thread's wake-ups.
         let routes = self.plan.routes.iter().map(|r| {
             let msg = match (r.dest, r.via) {
                 (IpNet::V4(d), IpAddr::V4(g)) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
@@ -135,7 +135,7 @@ impl NodeSetUp<'_> {
                 ))))
             }
         });
-        try_join_all(routes).await?;
+        all_in_flight(routes).await?;
         let neighbours = self.plan.neighbours.iter().map(|n| {
             let added = handle
                 .neighbours()
@@ -149,9 +149,25 @@ impl NodeSetUp<'_> {
                     .map_err(nl_err(what(&format!("adding neighbour {}", n.addr))))
             }
         });
-        try_join_all(neighbours).await?;
+        all_in_flight(neighbours).await?;
         Ok(())
     }
+}
+
+/// How many netlink requests of one node may await their answers at once. The kernel answers
+/// each request into the socket's receive buffer as it is sent, and drops answers that do not
+/// fit (the socket only learns `ENOBUFS`): a request whose answer was dropped would be awaited
+/// for ever. 64 acknowledgements take a few kB of the buffer's 200 kB.
+const IN_FLIGHT: usize = 64;
+
+/// Runs `requests`, [`IN_FLIGHT`] at a time; the first error ends it.
+async fn all_in_flight(
+    requests: impl Iterator<Item = impl std::future::Future<Output = Result<(), LabError>>>,
+) -> Result<(), LabError> {
+    stream::iter(requests)
+        .buffer_unordered(IN_FLIGHT)
+        .try_for_each(|()| std::future::ready(Ok(())))
+        .await
 }
 
 /// `/etc/netns/<ns>/hosts` for the nodes `local` (indices): every node's name with its first
