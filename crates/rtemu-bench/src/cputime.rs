@@ -1,5 +1,6 @@
 //! CPU time by state from `/proc/stat`: what the benchmarks read before and after a run to
-//! say where the CPUs' time went (busy, and softirq: the kernel's packet work), for all CPUs
+//! say where the CPUs' time went (busy; softirq: the kernel's packet work; steal: the
+//! hypervisor's), for all CPUs
 //! together or for each.
 
 use anyhow::{Context, Result};
@@ -12,6 +13,9 @@ pub(crate) struct CpuTicks {
     busy: u64,
     /// softirq alone, wherever it ran (in a task's context or in ksoftirqd).
     softirq: u64,
+    /// steal: time the hypervisor gave this virtual CPU's host CPU to someone else, while
+    /// the guest had work for it. A real-time thread cannot run then, whatever its class.
+    steal: u64,
     /// Every state but guest time, which `user` already holds.
     total: u64,
 }
@@ -34,6 +38,7 @@ impl CpuTicks {
         (t.len() == 8).then(|| CpuTicks {
             busy: t[0] + t[1] + t[2] + t[5] + t[6],
             softirq: t[6],
+            steal: t[7],
             total: t.iter().sum(),
         })
     }
@@ -65,6 +70,12 @@ impl CpuTicks {
             percent(later.busy.saturating_sub(self.busy)),
         )
     }
+
+    /// Stolen time from `self` to `later`, in % of one core, on `cpus` CPUs.
+    pub(crate) fn steal_share(self, later: CpuTicks, cpus: usize) -> f64 {
+        let total = later.total.saturating_sub(self.total).max(1) as f64;
+        later.steal.saturating_sub(self.steal) as f64 * cpus as f64 * 100.0 / total
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +90,7 @@ mod tests {
             Some(CpuTicks {
                 busy: 100 + 5 + 50 + 2 + 20,
                 softirq: 20,
+                steal: 3,
                 total: 100 + 5 + 50 + 800 + 10 + 2 + 20 + 3,
             })
         );
@@ -96,16 +108,21 @@ mod tests {
         let before = CpuTicks {
             busy: 0,
             softirq: 0,
+            steal: 0,
             total: 0,
         };
-        // Two CPUs for one second at 100 ticks/s: 200 ticks, 150 busy, 50 of them softirq.
+        // Two CPUs for one second at 100 ticks/s: 200 ticks, 150 busy, 50 of them softirq,
+        // 10 stolen.
         let after = CpuTicks {
             busy: 150,
             softirq: 50,
+            steal: 10,
             total: 200,
         };
         assert_eq!(before.shares(after, 2), (50.0, 150.0));
+        assert_eq!(before.steal_share(after, 2), 10.0);
         // No tick in between: no division by zero.
         assert_eq!(after.shares(after, 2), (0.0, 0.0));
+        assert_eq!(after.steal_share(after, 2), 0.0);
     }
 }

@@ -324,6 +324,9 @@ struct Run {
     /// Softirq time (the kernel's packet work, in whatever thread ran it) on each CPU over the
     /// run, % of that CPU.
     softirq_percent: Vec<f64>,
+    /// Time the hypervisor took each (virtual) CPU away over the run, % of that CPU: the
+    /// tails no scheduling class can prevent.
+    steal_percent: Vec<f64>,
 }
 
 /// Brings up `links` links of `delay`, starts `load`, probes at `pps` per link for
@@ -404,11 +407,16 @@ fn run_one(
         .expect("the probe's sender does not panic")
     });
     let wall_ns = Instant::now().nanos_since(started);
-    let softirq_percent = ticks_before
-        .iter()
-        .zip(CpuTicks::read_each(cpus)?)
-        .map(|(b, a)| b.shares(a, 1).0)
-        .collect();
+    let ticks_after = CpuTicks::read_each(cpus)?;
+    let per_cpu = |share: fn(CpuTicks, CpuTicks) -> f64| -> Vec<f64> {
+        ticks_before
+            .iter()
+            .zip(&ticks_after)
+            .map(|(&b, &a)| share(b, a))
+            .collect()
+    };
+    let softirq_percent = per_cpu(|b, a| b.shares(a, 1).0);
+    let steal_percent = per_cpu(|b, a| b.steal_share(a, 1));
     done.store(true, Ordering::Relaxed);
     let probe = receiver
         .join()
@@ -472,6 +480,7 @@ fn run_one(
         stepped_down: after.threads.iter().map(|t| t.stepped_down).sum(),
         stalls: after.threads.iter().map(|t| t.stalls).sum(),
         softirq_percent,
+        steal_percent,
     })
 }
 
@@ -480,11 +489,11 @@ fn print_header(json: bool) {
         println!(
             "| engine | load | delay | pps | received | early | p50 µs | p99 µs | p99.9 µs | max µs \
              | ≤ 20 µs | ≤ 100 µs | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame \
-             | stepped down / stalls | softirq % per CPU |"
+             | stepped down / stalls | softirq % per CPU | steal % per CPU |"
         );
         println!(
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: \
-             | ---: | ---: | ---: | ---: | ---: |"
+             | ---: | ---: | ---: | ---: | ---: | ---: |"
         );
     }
 }
@@ -496,7 +505,7 @@ fn print_row(run: &Run, json: bool) {
     }
     println!(
         "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.2} % | \
-         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} | {} |",
+         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} | {} | {} |",
         run.engine,
         run.load,
         run.delay,
@@ -516,12 +525,18 @@ fn print_row(run: &Run, json: bool) {
         run.cpu_us_per_frame,
         run.stepped_down,
         run.stalls,
-        run.softirq_percent
-            .iter()
-            .map(|p| format!("{p:.1}"))
-            .collect::<Vec<_>>()
-            .join(" / "),
+        per_cpu(&run.softirq_percent),
+        per_cpu(&run.steal_percent),
     );
+}
+
+/// A figure per CPU, `cpu0 / cpu1 / …`.
+fn per_cpu(percent: &[f64]) -> String {
+    percent
+        .iter()
+        .map(|p| format!("{p:.1}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 /// Runs `rtemu-bench precision`.
