@@ -83,6 +83,9 @@ def test_python_brings_up_and_drives_a_lab_across_hosts(
     assert spread.status == "up"
     assert [(h.host, h.status) for h in spread.hosts] == [("h1", "up"), ("h2", "up")]
     assert {n.name: n.host for n in spread.nodes} == {"a": "h1", "b": "h1", "c": "h2", "d": "h2"}
+    # wan's engine runs on h1 (b's host), one release thread serving it; h2 carries no
+    # impaired link, so no engine there.
+    assert [(e.host, [t.links for t in e.threads]) for e in spread.engines] == [("h1", [["wan"]])]
     listed = [lab for lab in coordinator.labs() if lab.name == spread.name]
     assert len(listed) == 1 and listed[0].status == "up"
     # Counted from the record, its hosts as their agents list their parts: the revision the
@@ -150,6 +153,10 @@ def test_the_web_view_shows_and_changes_a_lab_across_hosts(
     assert shown == {"node": ["a", "b", "c", "d"], "link": sorted(x.name for x in spread.links)}
     (hosts,) = by_css(page, '#links-table tr[data-link="wan"] [data-hosts]')
     assert hosts.text == "h1 ↔ h2"
+    # The engine line names h1's engine and its release thread, serving wan.
+    engine = page.find_element("id", "engine")
+    wait_for(lambda: "h1: thread 0" in engine.text, 10, f"the engine line: {engine.text!r}")
+    assert "(wan)" in engine.text, engine.text
 
     # Frames crossing wan show in its row, counted by the engine of the host that carries it.
     (pps,) = by_css(page, '#links-table tr[data-link="wan"][data-dir="a-b"] [data-field="pps"]')

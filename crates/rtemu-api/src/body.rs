@@ -55,8 +55,15 @@ pub struct Lab {
     /// in `[hosts]` order (its status is `up` only when every part is). Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostPart>,
-    /// Changes whenever anything above does (see [`revision`]): the `ETag` of
-    /// `GET /v1/labs/{lab}`, and what the lab list says of the lab.
+    /// A lab across hosts, as the server that coordinates it shows it: the engine of each
+    /// engine host, in `[hosts]` order, with its release threads (the links each serves, its
+    /// class, CPU and load) as they were when the view was made; `GET /v1/labs/{lab}/stats`
+    /// reads them live. Not part of `revision`: their counters move all the time, and which
+    /// thread serves which link changes only with the parts, which it covers. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engines: Vec<HostEngine>,
+    /// Changes whenever anything above does (see [`revision`]), the engines' readings aside:
+    /// the `ETag` of `GET /v1/labs/{lab}`, and what the lab list says of the lab.
     pub revision: String,
 }
 
@@ -507,6 +514,20 @@ pub struct HostEngine {
     pub threads: Vec<rtemu_control::message::EngineThread>,
 }
 
+impl HostEngine {
+    /// The engine of host `host`, as its `stats` describe it.
+    pub fn of(host: String, stats: &rtemu_control::message::Stats) -> HostEngine {
+        HostEngine {
+            host,
+            io: stats.io.clone(),
+            monotonic_ns: stats.monotonic_ns,
+            pid: stats.pid,
+            process_cpu_ns: stats.process_cpu_ns,
+            threads: stats.threads.clone(),
+        }
+    }
+}
+
 /// The body of every reply that is not a success.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
@@ -609,6 +630,7 @@ pub fn lab_view(state: &State, status: LabStatus, stamp: Option<Stamp>) -> Lab {
         programs_cpus: programs_cpus(state),
         error: None,
         hosts: Vec::new(),
+        engines: Vec::new(),
     }
 }
 
@@ -665,6 +687,7 @@ pub fn unreadable_view(lab: &rtemu_topo::state::Unreadable) -> Lab {
         revision: revision(&(LabStatus::Unreadable, &error)),
         error: Some(error),
         hosts: Vec::new(),
+        engines: Vec::new(),
     }
 }
 

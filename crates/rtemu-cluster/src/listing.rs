@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
-use rtemu_api::body::{self, Lab, LabStatus, LabSummary};
+use rtemu_api::body::{self, HostEngine, Lab, LabStatus, LabSummary};
 use rtemu_topo::state::{Detached, LabName, State};
 use serde::ser::{Serialize, Serializer};
 
@@ -21,7 +21,8 @@ const LS_TIMEOUT: Duration = Duration::from_secs(2);
 pub use rtemu_api::body::{HostPart, PartStatus};
 
 /// A lab across hosts as one lab: the API's view of the whole lab (every node with its
-/// host; `status` up only when every host's part is), and each host's part.
+/// host; `status` up only when every host's part is; every engine host's release threads),
+/// and each host's part.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SpreadLab {
     /// The whole lab, with its hosts (`hosts`, in `[hosts]` order).
@@ -37,8 +38,13 @@ pub type Answer = Result<Option<Lab>, String>;
 
 impl SpreadLab {
     /// The lab `whole` (see [`Spread::state`]) from the answers of its hosts' agents, each
-    /// with the host and the agent's address, in `[hosts]` order.
-    pub fn merge(whole: State, answers: Vec<(String, String, Answer)>) -> SpreadLab {
+    /// with the host and the agent's address, in `[hosts]` order, and the `engines` of its
+    /// engine hosts that gave their stats.
+    pub fn merge(
+        whole: State,
+        answers: Vec<(String, String, Answer)>,
+        engines: Vec<HostEngine>,
+    ) -> SpreadLab {
         let mut hosts = Vec::new();
         let mut revisions = Vec::new();
         let mut detached = Vec::new();
@@ -73,6 +79,7 @@ impl SpreadLab {
         lab.revision = revision(&hosts, &revisions);
         lab.detached = detached;
         lab.hosts = hosts;
+        lab.engines = engines;
         for node in &mut lab.nodes {
             node.container = containers.remove(&node.name);
         }
@@ -87,7 +94,8 @@ impl SpreadLab {
     }
 
     /// Writes the lab as `rtemu ls` shows a lab, its status naming its hosts (and, when it
-    /// is not up, what is wrong on which).
+    /// is not up, what is wrong on which), then each engine host's release threads, after
+    /// the host's name, as `rtemu stats` of the lab says them.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
         let name = &self.lab.name;
         let status = match self.lab.status {
@@ -148,7 +156,13 @@ impl SpreadLab {
                 Some((n.name.clone(), state))
             })
             .collect();
-        rtemu_control::lab::write_lab(out, &self.whole, &status, underlay, detached, &containers)
+        rtemu_control::lab::write_lab(out, &self.whole, &status, underlay, detached, &containers)?;
+        for e in &self.lab.engines {
+            for t in &e.threads {
+                writeln!(out, "  {}: {t}", e.host)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -267,10 +281,13 @@ pub fn spread_summary(spread: &Spread) -> Result<LabSummary, ClusterError> {
     Ok(summary)
 }
 
-/// Asks every host's agent of `spread` how its part stands.
+/// Asks every host's agent of `spread` how its part stands, and each engine host's what its
+/// engine's release threads do (a host whose engine does not answer just has none: how its
+/// part stands says why).
 pub fn spread_lab(spread: &Spread) -> Result<SpreadLab, ClusterError> {
     let agents = spread.agents()?;
     let path = format!("/v1/labs/{}", spread.lab);
+    let engine_hosts = crate::stats::engine_hosts(spread.topology());
     let answers = ask_each(&agents, |a| {
         let answer = a
             .reply("GET", &path, None, LS_TIMEOUT)
@@ -286,9 +303,17 @@ pub fn spread_lab(spread: &Spread) -> Result<SpreadLab, ClusterError> {
                 }
             })
             .map_err(|e| e.to_string());
-        (a.host.name.clone(), a.addr().to_string(), answer)
+        // Only of a part that is there: a host that does not answer costs one timeout.
+        let engine = (matches!(answer, Ok(Some(_)))
+            && engine_hosts.contains(&a.host.name.as_str()))
+        .then(|| crate::stats::engine_stats(a, &spread.lab, LS_TIMEOUT).ok())
+        .flatten()
+        .map(|s| HostEngine::of(a.host.name.clone(), &s));
+        ((a.host.name.clone(), a.addr().to_string(), answer), engine)
     });
-    Ok(SpreadLab::merge(spread.state(), answers))
+    let (answers, engines): (Vec<_>, Vec<_>) = answers.into_iter().unzip();
+    let engines = engines.into_iter().flatten().collect();
+    Ok(SpreadLab::merge(spread.state(), answers, engines))
 }
 
 /// The labs `rtemu ls` lists on this machine: those it runs alone (or holds a part of), and
@@ -402,6 +427,38 @@ mod tests {
         Ok(Some(lab))
     }
 
+    /// Host `host`'s engine, its release thread `index` serving `links` on CPU `cpu`.
+    fn engine(host: &str, pid: u32, threads: &[(usize, usize, &[&str])]) -> HostEngine {
+        let threads = threads
+            .iter()
+            .map(|(index, cpu, links)| {
+                serde_json::from_value(serde_json::json!({
+                    "cpu": cpu, "cpu_ns": 1_000_000, "index": index, "links": links,
+                    "margin_ns": 12_000, "max_stall_ns": 0, "policy": "SCHED_FIFO:40",
+                    "priority": 40, "stalls": 0, "stepped_down": 0, "timer_slack_ns": 1
+                }))
+                .unwrap()
+            })
+            .collect();
+        HostEngine {
+            host: host.into(),
+            io: "af-packet".into(),
+            monotonic_ns: u64::from(pid),
+            pid,
+            process_cpu_ns: Some(2_000_000),
+            threads,
+        }
+    }
+
+    /// Both hosts' agents answering, each part up.
+    fn all_up(whole: &State) -> Vec<(String, String, Answer)> {
+        let hosts = [("h1", "192.0.2.1:7781"), ("h2", "192.0.2.2:7781")];
+        hosts
+            .into_iter()
+            .map(|(h, agent)| (h.into(), agent.into(), part(whole, h, LabStatus::Up)))
+            .collect()
+    }
+
     fn text(lab: &SpreadLab) -> String {
         let mut out = Vec::new();
         lab.write(&mut out).unwrap();
@@ -411,19 +468,12 @@ mod tests {
     #[test]
     fn a_lab_whose_hosts_all_answer_up_shows_once_with_each_nodes_host() {
         let w = whole();
-        let answers = vec![
-            (
-                "h1".into(),
-                "192.0.2.1:7781".into(),
-                part(&w, "h1", LabStatus::Up),
-            ),
-            (
-                "h2".into(),
-                "192.0.2.2:7781".into(),
-                part(&w, "h2", LabStatus::Up),
-            ),
+        let answers = all_up(&w);
+        let engines = vec![
+            engine("h1", 7, &[(0, 1, &["wan"])]),
+            engine("h2", 9, &[(0, 1, &["cd"]), (1, 0, &["ef"])]),
         ];
-        let lab = SpreadLab::merge(w, answers);
+        let lab = SpreadLab::merge(w, answers, engines);
         assert_eq!(lab.lab.status, LabStatus::Up);
         let hosts: Vec<Option<&str>> = lab.lab.nodes.iter().map(|n| n.host.as_deref()).collect();
         assert_eq!(hosts, [Some("h1"), Some("h1"), Some("h2"), Some("h2")]);
@@ -440,7 +490,21 @@ mod tests {
             t.contains("  detached pid 42 in c: sleep 9 (running, log /run/rtemu/sp/h2.log)"),
             "{t}"
         );
+        // Each engine host's release threads, after the host's name, in `[hosts]` order.
+        let threads: Vec<&str> = t.lines().filter(|l| l.contains("release thread")).collect();
+        assert_eq!(
+            threads,
+            [
+                "  h1: release thread 0 on CPU 1, SCHED_FIFO:40, spin margin 12.0 µs: wan",
+                "  h2: release thread 0 on CPU 1, SCHED_FIFO:40, spin margin 12.0 µs: cd",
+                "  h2: release thread 1 on CPU 0, SCHED_FIFO:40, spin margin 12.0 µs: ef",
+            ],
+            "{t}"
+        );
         let json = serde_json::to_value(&lab).unwrap();
+        assert_eq!(json["engines"][1]["host"], "h2");
+        assert_eq!(json["engines"][1]["threads"][1]["links"][0], "ef");
+        assert_eq!(json["engines"][0]["threads"][0]["policy"], "SCHED_FIFO:40");
         assert_eq!(json["status"], "up");
         assert_eq!(json["nodes"][3]["host"], "h2");
         assert_eq!(json["hosts"][1]["status"], "up");
@@ -456,10 +520,21 @@ mod tests {
                 ("h1".into(), "192.0.2.1:7781".into(), h1),
                 ("h2".into(), "192.0.2.2:7781".into(), h2),
             ];
-            SpreadLab::merge(w.clone(), answers).lab.revision
+            SpreadLab::merge(w.clone(), answers, Vec::new())
+                .lab
+                .revision
         };
         let base = revision(part(&w, "h2", LabStatus::Up));
         assert_eq!(base, revision(part(&w, "h2", LabStatus::Up)));
+        // The engines' readings move all the time: not part of it.
+        let answers = all_up(&w);
+        let read = SpreadLab::merge(
+            w.clone(),
+            answers,
+            vec![engine("h1", 7, &[(0, 1, &["wan"])])],
+        );
+        assert_eq!(read.lab.engines.len(), 1);
+        assert_eq!(base, read.lab.revision);
         let mut changed = part(&w, "h2", LabStatus::Up);
         if let Ok(Some(lab)) = &mut changed {
             lab.revision = "another".into();
@@ -485,7 +560,7 @@ mod tests {
             ),
             ("h2".into(), "192.0.2.2:7781".into(), Err(gone.to_owned())),
         ];
-        let lab = SpreadLab::merge(w.clone(), answers);
+        let lab = SpreadLab::merge(w.clone(), answers, Vec::new());
         assert_eq!(lab.lab.status, LabStatus::Degraded);
         assert_eq!(lab.lab.hosts[1].status, PartStatus::Unreachable);
         let t = text(&lab);
@@ -506,7 +581,7 @@ mod tests {
                 part(&w, "h2", LabStatus::Degraded),
             ),
         ];
-        let lab = SpreadLab::merge(w.clone(), answers);
+        let lab = SpreadLab::merge(w.clone(), answers, Vec::new());
         assert_eq!(lab.lab.status, LabStatus::Degraded);
         let t = text(&lab);
         assert!(
@@ -527,7 +602,7 @@ mod tests {
                 part(&w, "h2", LabStatus::Up),
             ),
         ];
-        let lab = SpreadLab::merge(w, answers);
+        let lab = SpreadLab::merge(w, answers, Vec::new());
         assert_eq!(lab.lab.status, LabStatus::Incomplete);
         assert!(text(&lab).contains("(incomplete: host `h1`: its part's `up` did not finish"));
     }

@@ -11,7 +11,7 @@ use rtemu_topo::state::LabName;
 use rtemu_topo::Topology;
 
 use crate::spread::{ask_each, Spread};
-use crate::ClusterError;
+use crate::{Agent, ClusterError};
 
 /// How long an engine host's agent may take to answer.
 const STATS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,15 +28,8 @@ pub fn merge(
     let mut directions = Vec::new();
     let mut engines = Vec::new();
     for (host, stats) in each {
+        engines.push(Engine::of(host, &stats));
         directions.extend(stats.directions);
-        engines.push(Engine {
-            host,
-            io: stats.io,
-            monotonic_ns: stats.monotonic_ns,
-            pid: stats.pid,
-            process_cpu_ns: stats.process_cpu_ns,
-            threads: stats.threads,
-        });
     }
     // Stable: each link's directions keep their engine's order (a-b, then b-a).
     let index = topo.segment_indices();
@@ -170,7 +163,7 @@ fn links_on(topo: &Topology, host: &str) -> Vec<String> {
 }
 
 /// The engine hosts of `topo`'s impaired links, in `[hosts]` order.
-fn engine_hosts(topo: &Topology) -> Vec<&str> {
+pub(crate) fn engine_hosts(topo: &Topology) -> Vec<&str> {
     topo.hosts
         .iter()
         .map(|h| h.name.as_str())
@@ -198,17 +191,11 @@ pub fn read_engines(spread: &Spread) -> Result<SpreadStats, ClusterError> {
         .into_iter()
         .map(|h| spread.agent(h))
         .collect::<Result<Vec<_>, _>>()?;
-    let path = format!("/v1/labs/{}/stats", spread.lab);
     let answers = ask_each(&agents, |a| {
-        let stats = match a.call::<StatsReply>("GET", &path, None, STATS_TIMEOUT) {
-            Ok(StatsReply::Engine(s)) => Ok(s),
-            Ok(StatsReply::NoEngine(_) | StatsReply::Hosts(_)) => Err(format!(
-                "host `{}`: its part of the lab runs no engine",
-                a.host.name
-            )),
-            Err(e) => Err(e.to_string()),
-        };
-        (a.host.name.clone(), stats)
+        (
+            a.host.name.clone(),
+            engine_stats(a, &spread.lab, STATS_TIMEOUT),
+        )
     });
     let mut each = Vec::new();
     let mut failed = Vec::new();
@@ -227,6 +214,24 @@ pub fn read_engines(spread: &Spread) -> Result<SpreadStats, ClusterError> {
         )));
     }
     Ok(merge(topo, each, failed))
+}
+
+/// Asks `agent`, an engine host's, for the stats of its engine of lab `lab`, waiting at most
+/// `timeout`; why it gave none, naming the host.
+pub(crate) fn engine_stats(
+    agent: &Agent<'_>,
+    lab: &LabName,
+    timeout: Duration,
+) -> Result<Stats, String> {
+    let path = format!("/v1/labs/{lab}/stats");
+    match agent.call::<StatsReply>("GET", &path, None, timeout) {
+        Ok(StatsReply::Engine(s)) => Ok(s),
+        Ok(StatsReply::NoEngine(_) | StatsReply::Hosts(_)) => Err(format!(
+            "host `{}`: its part of the lab runs no engine",
+            agent.host.name
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -87,3 +87,11 @@ export function fmtContainer(c) {
   const exited = c.exit_code !== null && c.exit_code !== undefined;
   return `${c.image} · ${c.state}${exited ? ` (exit ${c.exit_code})` : ''}`;
 }
+
+/** The engine of one host of a lab across hosts, as the header line shows it: `engine on h1
+ * pid 7 · af-packet`, then each of its release threads after the host's name (a thread's index
+ * is its host's). */
+export function fmtHostEngine(e) {
+  const threads = (e.threads || []).map((t) => ` · ${e.host}: ${fmtThread(t)}`).join('');
+  return `engine on ${e.host} pid ${e.pid} · ${e.io}${threads}`;
+}

@@ -12,7 +12,7 @@
 import { ApiError, Client, labPath, sseParser } from './api.js';
 import { renderDetails, refreshDetails, findSelected } from './details.js';
 import { $, h } from './dom.js';
-import { fmtThread } from './format.js';
+import { fmtHostEngine, fmtThread } from './format.js';
 import { addSample, HISTORY, RATE_WINDOW } from './series.js';
 import { nodesToCount, PAGE, pageOf, pageText, refreshTable, renderTable } from './table.js';
 import { refreshGraph, renderGraph } from './topology.js';
@@ -331,7 +331,7 @@ function onStats(stats) {
   if (stats.engines) {
     // A lab across hosts: an engine on each engine host (their clocks differ: rates are timed
     // here), and the hosts whose stats are missing.
-    const engines = stats.engines.map((e) => `engine on ${e.host} pid ${e.pid} · ${e.io}`);
+    const engines = stats.engines.map(fmtHostEngine);
     const missing = (stats.missing || []).map((m) => `no stats from ${m.host}: ${m.problem}`);
     $('#engine').textContent = [...engines, ...missing].join(' · ');
   } else if (stats.pid) {

@@ -334,11 +334,41 @@ fn ls_stats_link_set_and_capture_work_lab_wide_and_a_host_that_dies_shows_degrad
         let line = format!("  node {node} on h{}  (netns rtemu-{lab}.{node})", host + 1);
         assert!(text.contains(&line), "{line} in {text}");
     }
+    // Each engine host's release threads, named by host: wan's on h1, c-d's on h2.
+    let threads: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": release thread "))
+        .collect();
+    assert_eq!(threads.len(), 2, "{text}");
+    assert!(
+        threads[0].starts_with("  h1: release thread 0 ") && threads[0].ends_with(": wan"),
+        "{text}"
+    );
+    assert!(
+        threads[1].starts_with("  h2: release thread 0 ") && threads[1].ends_with(": c-d"),
+        "{text}"
+    );
     let ls = rtemu(&cluster, &["ls", &lab, "--json"]);
     let listed: Value = serde_json::from_slice(&ls.stdout).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     let view = &listed[0];
     assert_eq!(view["status"], "up");
+    let engines: Vec<(&str, &str, &str)> = view["engines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no engines in {view}"))
+        .iter()
+        .map(|e| {
+            let t = &e["threads"][0];
+            let (policy, link) = (t["policy"].as_str(), t["links"][0].as_str());
+            (e["host"].as_str().unwrap(), link.unwrap(), policy.unwrap())
+        })
+        .collect();
+    assert_eq!(
+        engines.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
+        [("h1", "wan"), ("h2", "c-d")],
+        "{view}"
+    );
+    assert!(engines.iter().all(|e| e.2.starts_with("SCHED_")), "{view}");
     let node = |name: &str| {
         view["nodes"]
             .as_array()
@@ -737,6 +767,17 @@ fn the_api_of_a_coordinating_server_drives_a_lab_across_hosts_as_one_lab() {
         "{text}"
     );
     assert!(stats["missing"].as_array().unwrap().is_empty(), "{text}");
+    // The lab's view names the engine host's release threads too, and what each serves.
+    let (status, text, view) = coordinator.call("GET", &format!("/v1/labs/{lab}"), None);
+    assert_eq!(status, 200, "{text}");
+    said += &text;
+    assert_eq!(view["engines"][0]["host"], "h1", "{text}");
+    assert_eq!(
+        view["engines"][0]["threads"][0]["links"],
+        json!(["wan"]),
+        "{text}"
+    );
+    assert_eq!(view["engines"].as_array().unwrap().len(), 1, "{text}");
 
     // A change of wan goes to its engine's host (h1) and takes effect there.
     let set = json!({ "netem": "delay 60ms" });

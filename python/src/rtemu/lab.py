@@ -19,6 +19,7 @@ from .types import (
     DownResult,
     ExecResult,
     External,
+    HostEngine,
     HostPart,
     Interface,
     InterfaceCounters,
@@ -319,10 +320,14 @@ class Lab:
         file: the topology file it came from (``<request>`` for inline TOML).
         hosts: for a lab across hosts (on the server that coordinates it), each host's part;
             else empty.
+        engines: for a lab across hosts, the engine of each engine host with its release
+            threads (which links each serves, its class and CPU) as they were when the lab was
+            read (:meth:`stats` reads them live); else empty.
         programs_cpus: the CPUs the processes started in its nodes run on (``"0"``), when
             they are kept off its engine's (``programs_cpus = "off-engine"``); else ``None``.
-        revision: changes whenever anything above does: :meth:`refresh` reads the lab again
-            only when the server's differs, and :attr:`LabSummary.revision` says it.
+        revision: changes whenever anything above does, the engines' readings aside:
+            :meth:`refresh` reads the lab again only when the server's differs, and
+            :attr:`LabSummary.revision` says it.
     """
 
     name: str
@@ -337,6 +342,7 @@ class Lab:
     _client: Client = field(repr=False, compare=False)
     error: str | None = None
     hosts: list[HostPart] = field(default_factory=list)
+    engines: list[HostEngine] = field(default_factory=list)
     programs_cpus: str | None = None
 
     @classmethod
@@ -363,6 +369,7 @@ class Lab:
             error=_opt_str(o, "error", where) if "error" in o else None,
             # Only a lab across hosts has them.
             hosts=parse_list(o.get("hosts", []), HostPart.from_json, f"{where}.hosts"),
+            engines=parse_list(o.get("engines", []), HostEngine.from_json, f"{where}.engines"),
             # Only a lab whose programs are kept off its engine's CPUs says it.
             programs_cpus=_opt_str(o, "programs_cpus", where) if "programs_cpus" in o else None,
         )

@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { fmtBits, fmtBytes, fmtContainer, fmtCount, fmtNs, fmtNsTriple, fmtRate, fmtThread, truncate } from '../format.js';
+import {
+  fmtBits, fmtBytes, fmtContainer, fmtCount, fmtHostEngine, fmtNs, fmtNsTriple, fmtRate, fmtThread, truncate,
+} from '../format.js';
 
 test('rates, counts and sizes take the unit that suits them', () => {
   assert.equal(fmtBits(20e6), '20.00 Mbit/s');
@@ -39,6 +41,19 @@ test('a release thread says where it runs, in which class, and what it was not g
     'thread 0 (not pinned) SCHED_OTHER (asked SCHED_FIFO:40), stepped down 3×, 2 stalls (max 1.50 ms) (ab, cd (a-b))',
   );
   assert.equal(fmtThread({ ...t, priority: null, policy: 'SCHED_OTHER' }), 'thread 0 on CPU 1 SCHED_OTHER (ab, cd (a-b))');
+});
+
+test('each host of a lab across hosts names its engine and, after the host, its release threads', () => {
+  const t = (index, cpu, links) => ({
+    index, links, cpu, priority: 40, policy: 'SCHED_FIFO:40',
+    stepped_down: 0, stalls: 0, max_stall_ns: 0, margin_ns: 12000, timer_slack_ns: 0, cpu_ns: 5,
+  });
+  const h2 = { host: 'h2', pid: 9, io: 'af-packet', threads: [t(0, 1, ['c-d']), t(1, 0, ['e-f'])] };
+  assert.equal(
+    fmtHostEngine(h2),
+    'engine on h2 pid 9 · af-packet · h2: thread 0 on CPU 1 SCHED_FIFO:40 (c-d) · h2: thread 1 on CPU 0 SCHED_FIFO:40 (e-f)',
+  );
+  assert.equal(fmtHostEngine({ ...h2, threads: [] }), 'engine on h2 pid 9 · af-packet');
 });
 
 test('a container shows its image and state, and its exit status only once it exited', () => {
