@@ -10,17 +10,14 @@
 //! hierarchy's root, checked to be a cgroup file system, without following a symbolic link, so
 //! nothing planted on the way can aim a write elsewhere.
 
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
+use rtemu_clock::rt::format_cpu_list;
 
-use crate::cgroup::{Controller, Version};
-use crate::naming::lab_netns;
-use crate::sys::open_at;
-use crate::topology::{valid_name, MAX_LAB_NAME};
+use crate::cgroup::{Controller, Hierarchy, Kernel, Version};
+use crate::naming::lab_cpuset;
+use crate::topology::{valid_name, MAX_LAB_NAME, MAX_NODE_NAME};
 
 /// The cgroup hierarchy with the cpuset controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,95 +30,64 @@ impl Cpusets {
         Controller::of("cpuset", "cpuset.cpus").map(Cpusets)
     }
 
-    /// The cpuset of lab `lab` (a valid lab name, [`crate::state::LabName`]).
-    pub fn dir(&self, lab: &str) -> PathBuf {
-        self.0.root.join(lab_netns(lab))
+    /// The cpuset of lab `lab` (a valid lab name, [`crate::state::LabName`]), or of its part
+    /// on host `host` ([`lab_cpuset`]).
+    pub fn dir(&self, lab: &str, host: Option<&str>) -> PathBuf {
+        self.0.root.join(lab_cpuset(lab, host))
     }
 
-    /// Makes lab `lab`'s cpuset, holding `cpus` and the memory nodes of its parent. Fails
-    /// when it exists already.
-    pub fn create(&self, lab: &str, cpus: &[usize]) -> io::Result<()> {
-        // The name becomes a path: checked again here, where it does.
-        if !valid_name(lab, MAX_LAB_NAME) {
+    /// Makes lab `lab`'s cpuset (of its part on host `host`), holding `cpus` and the memory
+    /// nodes of its parent. Fails when it exists already.
+    pub fn create(&self, lab: &str, host: Option<&str>, cpus: &[usize]) -> io::Result<()> {
+        // The names become a path: checked again here, where they do.
+        if !valid_name(lab, MAX_LAB_NAME) || !host.is_none_or(|h| valid_name(h, MAX_NODE_NAME)) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "not a lab name",
+                "not a lab or host name",
             ));
         }
-        let root = self.open_root()?;
-        let mems = match self.0.version {
-            // The root of v2 has no `cpuset.mems` of its own: what it holds is the effective.
-            Version::V2 => {
-                // Children get the controller only where their parent passes it on; it may
-                // already be on, which the kernel accepts again.
-                write_at(&root, "cgroup.subtree_control", "+cpuset")?;
-                read_at(&root, "cpuset.mems.effective")?
-            }
-            Version::V1 => read_at(&root, "cpuset.mems")?,
-        };
-        let name = lab_netns(lab);
-        nix::sys::stat::mkdirat(
-            Some(root.as_raw_fd()),
-            name.as_str(),
-            Mode::from_bits_truncate(0o755),
-        )?;
-        let dir = open_dir(&root, &name)?;
-        // A v1 cpuset takes no process before it has CPUs and memory nodes.
-        write_at(&dir, "cpuset.cpus", &rtemu_clock::rt::format_cpu_list(cpus))?;
-        write_at(&dir, "cpuset.mems", mems.trim())
+        let root = Kernel::open(&self.0.root)?;
+        make(&root, self.0.version, &lab_cpuset(lab, host), cpus)
     }
 
     /// Restricts the cgroup `dir` (another of this hierarchy's, a node's CPU limit) to `cpus`
     /// too: on cgroup v2 a process is in one cgroup only, so a limited node's cgroup carries
     /// both limits.
     pub fn restrict(&self, dir: &Path, cpus: &[usize]) -> io::Result<()> {
-        let root = self.open_root()?;
+        let root = Kernel::open(&self.0.root)?;
         let name = dir
             .strip_prefix(&self.0.root)
             .ok()
             .and_then(|n| n.to_str())
             .filter(|n| !n.contains('/'))
             .ok_or_else(|| io::Error::other(format!("{} is not a cgroup here", dir.display())))?;
-        let dir = open_dir(&root, name)?;
-        write_at(&dir, "cpuset.cpus", &rtemu_clock::rt::format_cpu_list(cpus))
-    }
-
-    fn open_root(&self) -> io::Result<OwnedFd> {
-        let root = open_at(None, &self.0.root, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
-        crate::cgroup::check_fs(&root, &self.0.root)?;
-        Ok(root)
+        root.write(&format!("{name}/cpuset.cpus"), &format_cpu_list(cpus))
     }
 }
 
-fn open_dir(root: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
-    open_at(
-        Some(root),
-        Path::new(name),
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
-    )
-}
-
-fn write_at(dir: &OwnedFd, name: &str, text: &str) -> io::Result<()> {
-    let fd = open_at(
-        Some(dir),
-        Path::new(name),
-        OFlag::O_WRONLY | OFlag::O_NOFOLLOW,
-    )?;
-    std::fs::File::from(fd).write_all(text.as_bytes())
-}
-
-fn read_at(dir: &OwnedFd, name: &str) -> io::Result<String> {
-    let fd = open_at(
-        Some(dir),
-        Path::new(name),
-        OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
-    )?;
-    let mut text = String::new();
-    // A CPU or memory node list: a few bytes (4 KiB is more than 1,000 single nodes).
-    std::fs::File::from(fd)
-        .take(4096)
-        .read_to_string(&mut text)?;
-    Ok(text)
+/// Makes the cpuset `name` of `hierarchy` (of `version`), holding `cpus` and the memory nodes
+/// of its parent, in the order the kernel needs.
+fn make(
+    hierarchy: &impl Hierarchy,
+    version: Version,
+    name: &str,
+    cpus: &[usize],
+) -> io::Result<()> {
+    let mems = match version {
+        // The root of v2 has no `cpuset.mems` of its own: what it holds is the effective.
+        Version::V2 => {
+            // Children get the controller's files only where their parent passes it on, and
+            // only those made after it does; it may already be on, which the kernel accepts
+            // again.
+            hierarchy.write("cgroup.subtree_control", "+cpuset")?;
+            hierarchy.read("cpuset.mems.effective")?
+        }
+        Version::V1 => hierarchy.read("cpuset.mems")?,
+    };
+    hierarchy.mkdir(name)?;
+    // A v1 cpuset takes no process before it has CPUs and memory nodes.
+    hierarchy.write(&format!("{name}/cpuset.cpus"), &format_cpu_list(cpus))?;
+    hierarchy.write(&format!("{name}/cpuset.mems"), mems.trim())
 }
 
 /// Whether the cpuset `cpuset` and the cgroup `cgroup` (another controller's) are of one
@@ -174,8 +140,8 @@ pub fn off_engine(online: &[usize], engine: &[usize]) -> Result<Vec<usize>, OffE
         .collect();
     if left.is_empty() {
         return Err(OffEngineError::NoneLeft {
-            engine: rtemu_clock::rt::format_cpu_list(engine),
-            online: rtemu_clock::rt::format_cpu_list(online),
+            engine: format_cpu_list(engine),
+            online: format_cpu_list(online),
         });
     }
     Ok(left)
@@ -184,7 +150,9 @@ pub fn off_engine(online: &[usize], engine: &[usize]) -> Result<Vec<usize>, OffE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtemu_clock::rt::{format_cpu_list, parse_cpu_list};
+    use crate::cgroup::model::Model;
+    use rtemu_clock::rt::parse_cpu_list;
+    use std::time::Duration;
 
     #[test]
     fn the_programs_get_every_online_cpu_but_the_engines() {
@@ -242,6 +210,123 @@ mod tests {
     }
 
     #[test]
+    fn on_cgroup_v2_the_root_passes_cpuset_on_before_the_labs_cpuset_gets_cpus_then_mems() {
+        let v2 = Model::new(Version::V2);
+        make(&v2, Version::V2, &lab_cpuset("lab1", None), &[0, 1, 3]).unwrap();
+        assert_eq!(
+            v2.take_log(),
+            [
+                "write cgroup.subtree_control +cpuset",
+                "read cpuset.mems.effective",
+                "mkdir rtemu-lab1",
+                "write rtemu-lab1/cpuset.cpus 0-1,3",
+                "write rtemu-lab1/cpuset.mems 0",
+            ]
+        );
+        assert_eq!(v2.file("cgroup.subtree_control").unwrap(), "cpuset");
+        assert_eq!(v2.file("rtemu-lab1/cpuset.cpus").unwrap(), "0-1,3");
+        assert_eq!(v2.file("rtemu-lab1/cpuset.mems").unwrap(), "0");
+        // Passed on already (another lab's): the kernel takes it again.
+        make(&v2, Version::V2, "rtemu-lab2", &[2]).unwrap();
+        assert_eq!(v2.file("rtemu-lab2/cpuset.cpus").unwrap(), "2");
+        // A lab's cpuset that exists is not made again, nor changed.
+        let again = make(&v2, Version::V2, "rtemu-lab1", &[2]).unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(v2.file("rtemu-lab1/cpuset.cpus").unwrap(), "0-1,3");
+
+        // Why the order: a cgroup made before its parent passes cpuset on has no cpuset files.
+        let early = Model::new(Version::V2);
+        early.mkdir("rtemu-lab1").unwrap();
+        let kind = early
+            .write("rtemu-lab1/cpuset.cpus", "0")
+            .unwrap_err()
+            .kind();
+        assert_eq!(kind, io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn on_cgroup_v1_the_labs_cpuset_gets_its_parents_memory_nodes_before_a_process_joins() {
+        let v1 = Model::new(Version::V1);
+        make(&v1, Version::V1, &lab_cpuset("lab1", None), &[1, 2]).unwrap();
+        assert_eq!(
+            v1.take_log(),
+            [
+                "read cpuset.mems",
+                "mkdir rtemu-lab1",
+                "write rtemu-lab1/cpuset.cpus 1-2",
+                "write rtemu-lab1/cpuset.mems 0",
+            ]
+        );
+        // Now it takes a process (v1 refuses one while its CPUs or memory nodes are empty).
+        v1.write("rtemu-lab1/cgroup.procs", "0").unwrap();
+        let bare = Model::new(Version::V1);
+        bare.mkdir("rtemu-lab1").unwrap();
+        let kind = bare
+            .write("rtemu-lab1/cgroup.procs", "0")
+            .unwrap_err()
+            .kind();
+        assert_eq!(kind, io::ErrorKind::StorageFull);
+        // CPUs its parent lacks are refused, as the kernel refuses them.
+        let kind = make(&v1, Version::V1, "rtemu-lab2", &[7])
+            .unwrap_err()
+            .kind();
+        assert_eq!(kind, io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn removing_a_labs_cpuset_ends_its_processes_and_waits_until_they_left() {
+        for version in [Version::V1, Version::V2] {
+            let h = Model::new(version);
+            make(&h, version, "rtemu-lab1", &[1]).unwrap();
+            h.write("rtemu-lab1/cgroup.procs", "41").unwrap();
+            h.write("rtemu-lab1/cgroup.procs", "42").unwrap();
+            h.take_log();
+            crate::cgroup::remove_in(&h, "rtemu-lab1", Duration::from_secs(5)).unwrap();
+            assert_eq!(
+                h.take_log(),
+                [
+                    "read rtemu-lab1/cgroup.procs",
+                    "kill 41",
+                    "kill 42",
+                    // Killed, not yet gone: refused, tried again.
+                    "rmdir rtemu-lab1",
+                    "read rtemu-lab1/cgroup.procs",
+                    "rmdir rtemu-lab1",
+                ],
+                "{version:?}"
+            );
+            assert!(!h.cgroup("rtemu-lab1"));
+            // Nothing else went with it; gone already is fine.
+            assert!(h.file("cgroup.procs").is_some());
+            crate::cgroup::remove_in(&h, "rtemu-lab1", Duration::ZERO).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_root_that_is_no_cgroup_file_system_or_a_name_no_labs_gets_nothing_made() {
+        let dir = std::env::temp_dir().join(format!("rtemu-cpuset-fake-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sets = Cpusets(Controller {
+            root: dir.clone(),
+            version: Version::V2,
+        });
+        let no_fs = sets
+            .create("lab1", Some("h1"), &[0])
+            .unwrap_err()
+            .to_string();
+        let bad_name = sets.create("../lab1", None, &[0]).unwrap_err().kind();
+        let bad_host = sets.create("lab1", Some("../h1"), &[0]).unwrap_err().kind();
+        let made: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(no_fs.contains("not on a cgroup file system"), "{no_fs}");
+        assert_eq!(
+            (bad_name, bad_host),
+            (io::ErrorKind::InvalidInput, io::ErrorKind::InvalidInput)
+        );
+        assert!(made.is_empty(), "{made:?}");
+    }
+
+    #[test]
     fn a_labs_cpuset_is_named_with_rtemus_mark() {
         let c = Cpusets(Controller {
             root: PathBuf::from("/sys/fs/cgroup/cpuset"),
@@ -249,17 +334,22 @@ mod tests {
         });
         let lab = "lab1";
         assert_eq!(
-            c.dir(lab),
+            c.dir(lab, None),
             PathBuf::from("/sys/fs/cgroup/cpuset/rtemu-lab1")
+        );
+        // A part's, of its host too: namespace hosts of one machine share its cgroups.
+        assert_eq!(
+            c.dir(lab, Some("h2")),
+            PathBuf::from("/sys/fs/cgroup/cpuset/rtemu-lab1@h2")
         );
         // v1: the CPU limits are another hierarchy; v2: the same one.
         let limit = Path::new("/sys/fs/cgroup/cpu/rtemu-lab1.a");
-        assert!(!one_hierarchy(&c.dir(lab), limit));
+        assert!(!one_hierarchy(&c.dir(lab, None), limit));
         let v2 = Cpusets(Controller {
             root: PathBuf::from("/sys/fs/cgroup"),
             version: Version::V2,
         });
         let limit = Path::new("/sys/fs/cgroup/rtemu-lab1.a");
-        assert!(one_hierarchy(&v2.dir(lab), limit));
+        assert!(one_hierarchy(&v2.dir(lab, None), limit));
     }
 }

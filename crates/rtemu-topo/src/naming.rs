@@ -21,6 +21,16 @@ pub fn lab_netns(lab: &str) -> String {
     format!("rtemu-{lab}")
 }
 
+/// The cpuset of lab `lab`'s programs ([`crate::cpuset`]): `rtemu-<lab>`, and for the part of
+/// a lab across hosts on host `host`, `rtemu-<lab>@<host>`: hosts that are namespaces of one
+/// machine (`rtemu-bench cluster`) share its cgroups, and a name holds no `@`.
+pub fn lab_cpuset(lab: &str, host: Option<&str>) -> String {
+    match host {
+        None => lab_netns(lab),
+        Some(host) => format!("rtemu-{lab}@{host}"),
+    }
+}
+
 /// The engine's two interfaces of segment `index` (an impaired link), in the lab namespace:
 /// the one facing the link's first node and the one facing its second.
 pub fn engine_ends(index: usize) -> [String; 2] {

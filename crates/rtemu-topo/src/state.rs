@@ -460,7 +460,8 @@ impl State {
             }
         }
         if let Some(p) = &self.programs {
-            let expected = crate::cpuset::Cpusets::find().map(|c| c.dir(lab));
+            let host = self.part.as_ref().map(|p| p.host.as_str());
+            let expected = crate::cpuset::Cpusets::find().map(|c| c.dir(lab, host));
             if expected.as_ref() != Some(&p.cgroup) {
                 return Err(format!(
                     "cpuset {} is not lab `{lab}`'s",

@@ -58,7 +58,7 @@ fn programs_kept_off_the_engine_run_only_on_the_other_cpus_until_down() {
     }
     let lab = Lab::up_args("cs", TOPO, &[], &["--programs-cpus", "off-engine"]);
     let sets = Cpusets::find().expect("a cpuset controller");
-    let cgroup = sets.dir(&lab.name);
+    let cgroup = sets.dir(&lab.name, None);
     assert!(cgroup.is_dir(), "{} was not made", cgroup.display());
 
     let stats = lab.stats();
@@ -141,7 +141,7 @@ fn the_default_leaves_programs_on_every_cpu_without_a_cpuset() {
     }
     let lab = Lab::up("ca", TOPO);
     let sets = Cpusets::find().expect("a cpuset controller");
-    let cgroup = sets.dir(&lab.name);
+    let cgroup = sets.dir(&lab.name, None);
     assert!(!cgroup.exists(), "{} made by default", cgroup.display());
     let out = lab.exec("b", &["cat", "/proc/self/status"]);
     let allowed = status_field(&String::from_utf8_lossy(&out.stdout), "Cpus_allowed_list");

@@ -220,7 +220,7 @@ fn build_share(
             .iter()
             .zip(programs)
             .map(|(c, cpus)| ProgramsCpuset {
-                cgroup: c.dir(&lab),
+                cgroup: c.dir(&lab, share.stitch.as_ref().map(|s| s.state.host.as_str())),
                 cpus: cpus.to_vec(),
             })
             .next(),
@@ -287,7 +287,8 @@ fn build(
     })?;
     let programs = cpusets.zip(state.programs.as_ref());
     if let Some((c, p)) = programs {
-        c.create(&state.lab, &p.cpus)
+        let host = state.part.as_ref().map(|p| p.host.as_str());
+        c.create(&state.lab, host, &p.cpus)
             .map_err(io_err(format!("making the cpuset {}", p.cgroup.display())))?;
     }
     if let Some(c) = cpu {
