@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use rtemu_api::body::{ExecReply, ExecRequest};
 use rtemu_api::client::{request, Target};
-use rtemu_testutil::multihost::{host_address, Hosts, PRIVATE_STATE};
+use rtemu_testutil::multihost::{host_address, machine_cgroups, Hosts, PRIVATE_STATE};
 use serde_json::Value;
 
 /// The agents' TCP port (each in its host's namespace, so no other process's).
@@ -59,7 +59,10 @@ impl Agent {
             .with_context(|| format!("creating {}", log_path.display()))?;
         let child = Command::new("ip")
             .args(["netns", "exec", netns, "sh", "-c"])
-            .arg(format!("{PRIVATE_STATE} && exec \"$@\""))
+            .arg(format!(
+                "{PRIVATE_STATE} && {} && exec \"$@\"",
+                machine_cgroups()
+            ))
             .arg("sh")
             .arg(rtemu)
             .args(["serve", "--socket"])

@@ -212,6 +212,53 @@ impl Drop for Hosts {
 pub const PRIVATE_STATE: &str = "for d in /run/rtemu /run/netns /etc/netns; do \
      mkdir -p $d && mount -t tmpfs -o mode=0755 tmpfs $d || exit 1; done";
 
+/// The commands that give a host's agent the machine's cgroup hierarchies (which `up` uses for
+/// nodes' CPU limits and the lab's cpuset), as a shell script: `ip netns exec` mounts a sysfs
+/// of the host's network namespace on `/sys`, hiding what was mounted under `/sys/fs/cgroup`;
+/// each hierarchy is mounted there again as this process sees it (a cgroup mount with the
+/// same controllers and options is the same hierarchy), and its symbolic links made again.
+pub fn machine_cgroups() -> String {
+    const ROOT: &str = "/sys/fs/cgroup";
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut steps = Vec::new();
+    for line in info.lines() {
+        // ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS…] - TYPE SOURCE SUPER-OPTIONS
+        let Some((mount, fs)) = line.split_once(" - ") else {
+            continue;
+        };
+        let point = mount.split(' ').nth(4).unwrap_or("");
+        let mut fs = fs.split(' ');
+        let (kind, options) = (fs.next().unwrap_or(""), fs.nth(1).unwrap_or(""));
+        if point != ROOT && !point.starts_with(&format!("{ROOT}/")) {
+            continue;
+        }
+        let options: Vec<&str> = options
+            .split(',')
+            .filter(|o| !matches!(*o, "rw" | "ro"))
+            .collect();
+        steps.push(match kind {
+            "tmpfs" => format!("mount -t tmpfs -o mode=0755 tmpfs '{point}'"),
+            "cgroup" => format!(
+                "mkdir -p '{point}' && mount -t cgroup -o '{}' cgroup '{point}'",
+                options.join(",")
+            ),
+            "cgroup2" => format!("mkdir -p '{point}' && mount -t cgroup2 cgroup2 '{point}'"),
+            _ => continue,
+        });
+    }
+    // `cpu` for `cpu,cpuacct` where they are mounted together.
+    for entry in std::fs::read_dir(ROOT).into_iter().flatten().flatten() {
+        if let Ok(target) = std::fs::read_link(entry.path()) {
+            let (target, link) = (target.display(), entry.path());
+            steps.push(format!("ln -s '{target}' '{}'", link.display()));
+        }
+    }
+    if steps.is_empty() {
+        return "true".to_owned();
+    }
+    steps.join(" && ")
+}
+
 /// What of any lab is left on a host, seen through `enter` (a command prefix that runs in the
 /// host's namespaces, e.g. `nsenter -t PID -m -n`; empty: this process's): named namespaces,
 /// state directory entries, `/etc/netns` entries, interfaces other than the underlay, and UDP

@@ -935,3 +935,119 @@ fn the_api_of_a_coordinating_server_drives_a_lab_across_hosts_as_one_lab() {
         assert!(!said.contains(token.as_str()), "an agent's token was shown");
     }
 }
+
+/// The CPUs listed in field `Cpus_allowed_list` of a `/proc/PID/status`.
+fn cpus_allowed(status: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or_else(|| panic!("no Cpus_allowed_list in {status}"))
+        .trim()
+        .to_owned()
+}
+
+/// The cpusets of lab `lab` under the machine's cpuset controller (the namespace hosts share
+/// the machine's cgroups).
+fn lab_cpusets(lab: &str) -> Vec<String> {
+    let sets = rtemu_topo::cpuset::Cpusets::find().expect("a cpuset controller");
+    let mut found: Vec<String> = std::fs::read_dir(&sets.0.root)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!("rtemu-{lab}")))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn each_host_keeps_its_parts_programs_off_its_engine_in_a_cpuset_that_down_removes() {
+    if !root_or_skip(
+        "cpuset_across_hosts",
+        "creates network namespaces and cpusets",
+    ) {
+        return;
+    }
+    if rtemu_clock::rt::affinity().unwrap().len() < 2 {
+        // One CPU: no engine is pinned, so `up` refuses (tests/cpuset.rs checks it says so).
+        rtemu_testutil::say("cpuset_across_hosts: one CPU, no engine CPU to keep off");
+        return;
+    }
+    let _serial = serial();
+    let tmp = TempDir::new("mh-cs");
+    let dir = tmp.0.as_path();
+    let cluster = Cluster::start(RTEMU.as_ref(), "cs", 2, dir).unwrap();
+    let creds_path = cluster.credentials();
+    let creds = creds_path.to_str().unwrap();
+    let rtemu = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--credentials", creds]);
+        coordinate(&cluster, &all)
+    };
+    let lab = format!("mhc{}", std::process::id() % 100_000);
+    let file = dir.join(format!("{lab}.toml"));
+    // Both hosts run an engine (wan's on h1, c-d's on h2), hence a cpuset each.
+    let text = chain(&lab, Some("delay 1ms"), Some(PORT))
+        .replacen('\n', "\nprograms_cpus = \"off-engine\"\n", 1)
+        .replace(
+            "endpoints = [\"c\", \"d\"]\n",
+            "endpoints = [\"c\", \"d\"]\nnetem = \"delay 1ms\"\n",
+        );
+    std::fs::write(&file, text).unwrap();
+    let up = rtemu(&["up", file.to_str().unwrap()]);
+    assert!(up.status.success(), "{}", stderr(&up));
+
+    let made = lab_cpusets(&lab);
+    let stats: Value = serde_json::from_slice(&rtemu(&["stats", &lab, "--json"]).stdout).unwrap();
+    let online = rtemu_topo::cpuset::online().unwrap();
+    for (i, (host, node)) in [("h1", "b"), ("h2", "c")].into_iter().enumerate() {
+        // Every online CPU but those of this host's release threads.
+        let engine = stats["engines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["host"] == host)
+            .unwrap_or_else(|| panic!("no engine on {host}: {stats}"));
+        let pinned: Vec<usize> = engine["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["cpu"].as_u64().expect("a pinned release thread") as usize)
+            .collect();
+        let expected = rtemu_topo::cpuset::off_engine(&online, &pinned).unwrap();
+        let expected = rtemu_clock::rt::format_cpu_list(&expected);
+        let (code, out) = exec(
+            &cluster.agents[i],
+            &lab,
+            node,
+            &[
+                "sh",
+                "-c",
+                "cat /proc/self/status; echo ====; cat /proc/self/cgroup",
+            ],
+        );
+        assert_eq!(code, 0, "{out}");
+        let (status, cgroups) = out.split_once("====").unwrap();
+        assert_eq!(cpus_allowed(status), expected, "{node} on {host}");
+        // In its host's part's cpuset, one of the lab's.
+        let set = cgroups
+            .lines()
+            .find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let controllers = f.nth(1)?;
+                let v1 = controllers.split(',').any(|c| c == "cpuset");
+                let path = f.next()?.trim_start_matches('/');
+                (v1 || controllers.is_empty()).then_some(path)
+            })
+            .unwrap_or_else(|| panic!("no cpuset in {cgroups}"))
+            .to_owned();
+        assert!(
+            made.contains(&set),
+            "{node} in {set}, the lab's are {made:?}"
+        );
+    }
+    assert_eq!(made.len(), 2, "one cpuset per host's part: {made:?}");
+
+    let down = rtemu(&["down", &lab]);
+    assert!(down.status.success(), "{}", stderr(&down));
+    assert_eq!(lab_cpusets(&lab), Vec::<String>::new(), "left after down");
+}
