@@ -130,6 +130,10 @@ pub struct HostPart {
     /// Why it is not up, naming the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The CPUs the processes started in its nodes run on, when they are kept off its
+    /// engine's, as [`Lab::programs_cpus`] says it of a lab on one host; absent: every CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programs_cpus: Option<String>,
 }
 
 /// A node: a network namespace.

@@ -52,10 +52,12 @@ impl SpreadLab {
         // Each node's container as the host it runs on sees it.
         let mut containers = std::collections::BTreeMap::new();
         for (host, agent, answer) in answers {
+            let mut programs_cpus = None;
             let (status, problem) = match answer {
                 Err(why) => (PartStatus::Unreachable, Some(why)),
                 Ok(None) => missing(&host),
                 Ok(Some(part)) => {
+                    programs_cpus = part.programs_cpus;
                     revisions.push(part.revision);
                     detached.extend(part.detached);
                     containers.extend(
@@ -72,6 +74,7 @@ impl SpreadLab {
                 agent,
                 status,
                 problem,
+                programs_cpus,
             });
         }
         let status = whole_status(&hosts);
@@ -94,8 +97,9 @@ impl SpreadLab {
     }
 
     /// Writes the lab as `rtemu ls` shows a lab, its status naming its hosts (and, when it
-    /// is not up, what is wrong on which), then each engine host's release threads, after
-    /// the host's name, as `rtemu stats` of the lab says them.
+    /// is not up, what is wrong on which), then, after each host's name, where its part's
+    /// programs run when kept off its engine's CPUs, and each engine host's release threads,
+    /// as `rtemu stats` of the lab says them.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
         let name = &self.lab.name;
         let status = match self.lab.status {
@@ -157,6 +161,15 @@ impl SpreadLab {
             })
             .collect();
         rtemu_control::lab::write_lab(out, &self.whole, &status, underlay, detached, &containers)?;
+        for h in &self.lab.hosts {
+            if let Some(cpus) = &h.programs_cpus {
+                writeln!(
+                    out,
+                    "  {}: programs on CPUs {cpus} (off the engine's)",
+                    h.host
+                )?;
+            }
+        }
         for e in &self.lab.engines {
             for t in &e.threads {
                 writeln!(out, "  {}: {t}", e.host)?;
@@ -258,10 +271,12 @@ pub fn spread_summary(spread: &Spread) -> Result<LabSummary, ClusterError> {
     let mut summary = body::lab_summary(&whole, LabStatus::Up, None);
     let (mut hosts, mut revisions, mut detached) = (Vec::new(), Vec::new(), 0);
     for (host, agent, answer) in answers {
+        let mut programs_cpus = None;
         let (status, problem) = match answer {
             Err(why) => (PartStatus::Unreachable, Some(why)),
             Ok(None) => missing(&host),
             Ok(Some(part)) => {
+                programs_cpus = part.programs_cpus;
                 revisions.push(part.revision);
                 detached += part.detached;
                 part_status(&host, part.status, part.error)
@@ -272,6 +287,7 @@ pub fn spread_summary(spread: &Spread) -> Result<LabSummary, ClusterError> {
             agent,
             status,
             problem,
+            programs_cpus,
         });
     }
     summary.status = whole_status(&hosts);
@@ -417,6 +433,8 @@ mod tests {
                 == Some(host)
         });
         let mut lab = body::lab_view(&state, status, None);
+        // h2 keeps its programs off its engine's CPU.
+        lab.programs_cpus = (host == "h2").then(|| "0".to_owned());
         lab.detached = vec![body::Detached {
             pid: 42,
             node: state.nodes[0].0.clone(),
@@ -490,6 +508,11 @@ mod tests {
             t.contains("  detached pid 42 in c: sleep 9 (running, log /run/rtemu/sp/h2.log)"),
             "{t}"
         );
+        assert!(
+            t.contains("\n  h2: programs on CPUs 0 (off the engine's)\n"),
+            "{t}"
+        );
+        assert!(!t.contains("h1: programs"), "{t}");
         // Each engine host's release threads, after the host's name, in `[hosts]` order.
         let threads: Vec<&str> = t.lines().filter(|l| l.contains("release thread")).collect();
         assert_eq!(
@@ -508,6 +531,8 @@ mod tests {
         assert_eq!(json["status"], "up");
         assert_eq!(json["nodes"][3]["host"], "h2");
         assert_eq!(json["hosts"][1]["status"], "up");
+        assert_eq!(json["hosts"][1]["programs_cpus"], "0");
+        assert!(json["hosts"][0].get("programs_cpus").is_none(), "{json}");
         assert_eq!(json["detached"].as_array().unwrap().len(), 2);
     }
 

@@ -999,6 +999,8 @@ fn each_host_keeps_its_parts_programs_off_its_engine_in_a_cpuset_that_down_remov
     let made = lab_cpusets(&lab);
     let stats: Value = serde_json::from_slice(&rtemu(&["stats", &lab, "--json"]).stdout).unwrap();
     let online = rtemu_topo::cpuset::online().unwrap();
+    // What `ls` must say of each host's part.
+    let mut said = Vec::new();
     for (i, (host, node)) in [("h1", "b"), ("h2", "c")].into_iter().enumerate() {
         // Every online CPU but those of this host's release threads.
         let engine = stats["engines"]
@@ -1015,6 +1017,9 @@ fn each_host_keeps_its_parts_programs_off_its_engine_in_a_cpuset_that_down_remov
             .collect();
         let expected = rtemu_topo::cpuset::off_engine(&online, &pinned).unwrap();
         let expected = rtemu_clock::rt::format_cpu_list(&expected);
+        said.push(format!(
+            "  {host}: programs on CPUs {expected} (off the engine's)"
+        ));
         let (code, out) = exec(
             &cluster.agents[i],
             &lab,
@@ -1046,6 +1051,11 @@ fn each_host_keeps_its_parts_programs_off_its_engine_in_a_cpuset_that_down_remov
         );
     }
     assert_eq!(made.len(), 2, "one cpuset per host's part: {made:?}");
+    let ls = rtemu(&["ls", &lab]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    for line in &said {
+        assert!(text.contains(&format!("\n{line}\n")), "{line} in {text}");
+    }
 
     let down = rtemu(&["down", &lab]);
     assert!(down.status.success(), "{}", stderr(&down));

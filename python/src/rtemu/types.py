@@ -753,12 +753,15 @@ class HostPart:
         status: ``"up"``, ``"incomplete"``, ``"degraded"``, ``"missing"`` (the agent holds no
             part) or ``"unreachable"``.
         problem: why it is not up, naming the host; else ``None``.
+        programs_cpus: the CPUs the processes started in its nodes run on (``"0"``), when
+            they are kept off its engine's; else ``None``.
     """
 
     host: str
     agent: str
     status: str
     problem: str | None = None
+    programs_cpus: str | None = None
 
     @classmethod
     def from_json(cls, value: Any, where: str = "host") -> HostPart:
@@ -769,4 +772,5 @@ class HostPart:
             agent=_str(o, "agent", where),
             status=_str(o, "status", where),
             problem=_opt_str(o, "problem", where) if "problem" in o else None,
+            programs_cpus=_opt_str(o, "programs_cpus", where) if "programs_cpus" in o else None,
         )
