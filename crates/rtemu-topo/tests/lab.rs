@@ -628,6 +628,15 @@ fn pcapng_packets(bytes: &[u8]) -> Vec<(u32, u64, Vec<u8>)> {
 }
 
 /// Whether an Ethernet frame is an ICMP (v4) echo request.
+/// Whether `frame` is an IPv6 router solicitation or advertisement (ICMPv6 133, 134): a
+/// node's kernel solicits routers on its own a random while after its interface comes up,
+/// static neighbours or not, so a capture may see one; it resolves no address.
+fn is_router_discovery(frame: &[u8]) -> bool {
+    frame.get(12..14) == Some(&[0x86, 0xdd][..])
+        && frame.get(20) == Some(&58)
+        && matches!(frame.get(54), Some(133 | 134))
+}
+
 fn is_echo_request(frame: &[u8]) -> bool {
     u16::from_be_bytes([frame[12], frame[13]]) == 0x0800 && frame[23] == 1 && frame[34] == 8
 }
@@ -682,7 +691,7 @@ fn one_capture_of_four_interfaces_shows_the_echo_hop_by_hop_on_one_clock_without
     let packets = pcapng_packets(&file);
     let resolution: Vec<String> = packets
         .iter()
-        .filter(|(_, _, f)| is_address_resolution(f))
+        .filter(|(_, _, f)| is_address_resolution(f) && !is_router_discovery(f))
         .map(|(id, _, f)| format!("{}: {:02x?}", wanted[*id as usize], &f[..f.len().min(80)]))
         .collect();
     assert!(
