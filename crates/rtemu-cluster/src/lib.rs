@@ -690,7 +690,10 @@ fn down_from_part(
     reports.extend(own.report.map(|r| (here.to_owned(), r)));
     match own.removed {
         Ok(_) => done.push(here.to_owned()),
-        Err(e) => why.push(format!("host `{here}` (this one): {e:#}")),
+        Err(e) => why.push(format!(
+            "host `{here}` (this one): {}",
+            rtemu_control::error::message(&e)
+        )),
     }
     for a in &agents {
         match a.down(lab) {

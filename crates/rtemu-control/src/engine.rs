@@ -46,6 +46,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::assemble::{build_model, TraceArg, TraceContext, TraceKind, TraceOptions};
+use crate::error::ControlError;
 use crate::message::{
     Ack, Direction, Done, EngineThread, ErrorKind, ErrorReply, FinalReport, Stats, Underlay,
 };
@@ -244,12 +245,13 @@ pub fn programs_cpus(
     topo: &Topology,
     opts: &EngineOptions,
     links: usize,
-) -> Result<Option<Vec<usize>>> {
+) -> Result<Option<Vec<usize>>, ControlError> {
     if opts.programs.unwrap_or(topo.programs_cpus) == ProgramsCpus::All || links == 0 {
         return Ok(None);
     }
     let (_, engine) = planned(opts, links);
-    let online = rtemu_topo::cpuset::online().context("reading the online CPUs")?;
+    let online =
+        rtemu_topo::cpuset::online().map_err(ControlError::io("reading the online CPUs"))?;
     Ok(Some(rtemu_topo::cpuset::off_engine(&online, &engine)?))
 }
 
@@ -423,36 +425,43 @@ pub struct Refused {
 
 /// Sends `request` to lab `lab`'s engine and reads its JSON reply as a `T`; a reply with an
 /// `error` field becomes a [`Refused`] of the kind it gives.
-pub fn ask<T: DeserializeOwned>(lab: &LabName, request: &Request, timeout: Duration) -> Result<T> {
+pub fn ask<T: DeserializeOwned>(
+    lab: &LabName,
+    request: &Request,
+    timeout: Duration,
+) -> Result<T, ControlError> {
     let reply =
-        control::request(&control_path(lab), &request.to_string(), timeout).with_context(|| {
-            format!(
-                "lab `{lab}`'s engine does not answer (its impaired links carry nothing; \
-             `rtemu down {lab}` removes the lab)"
-            )
+        control::request(&control_path(lab), &request.to_string(), timeout).map_err(|source| {
+            ControlError::NoAnswer {
+                lab: lab.clone(),
+                source,
+            }
         })?;
     read_reply(&reply, request)
 }
 
 /// The engine's reply `reply` to `request`, as a `T` or a [`Refused`].
-fn read_reply<T: DeserializeOwned>(reply: &str, request: &Request) -> Result<T> {
+fn read_reply<T: DeserializeOwned>(reply: &str, request: &Request) -> Result<T, ControlError> {
+    let unread = |what: String| move |source| ControlError::Reply { what, source };
     let value: Value = serde_json::from_str(reply)
-        .with_context(|| format!("the engine's reply is not JSON: {reply:?}"))?;
+        .map_err(unread(format!("the engine's reply is not JSON: {reply:?}")))?;
     if value.get("error").is_some_and(Value::is_string) {
-        let reply: ErrorReply = serde_json::from_value(value)
-            .with_context(|| format!("the engine's error reply is not one: {reply:?}"))?;
+        let reply: ErrorReply = serde_json::from_value(value).map_err(unread(format!(
+            "the engine's error reply is not one: {reply:?}"
+        )))?;
         return Err(Refused {
             kind: reply.kind,
             message: reply.error,
         }
         .into());
     }
-    serde_json::from_value(value)
-        .with_context(|| format!("the engine's reply is not what `{request}` answers: {reply:?}"))
+    serde_json::from_value(value).map_err(unread(format!(
+        "the engine's reply is not what `{request}` answers: {reply:?}"
+    )))
 }
 
 /// The counters and fidelity of every impaired link of lab `lab`.
-pub fn stats(lab: &LabName) -> Result<Stats> {
+pub fn stats(lab: &LabName) -> Result<Stats, ControlError> {
     ask(lab, &Request::Stats, Duration::from_secs(5))
 }
 
@@ -466,14 +475,16 @@ pub fn alive(lab: &LabName) -> bool {
 /// default the current executable),
 /// `engine LAB --wait W --priority P --threads N [--cpus LIST] [--io IO] [--sizing-pps PPS]`,
 /// which calls [`run`].
-pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<()> {
+pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<(), ControlError> {
     let dir = lab_dir(&state.lab);
     let log_path = dir.join("engine.log");
     let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("creating {}", log_path.display()))?;
+        .map_err(ControlError::io(format!("creating {}", log_path.display())))?;
     let exe = match &opts.program {
         Some(program) => program.clone(),
-        None => std::env::current_exe().context("finding the rtemu executable")?,
+        None => {
+            std::env::current_exe().map_err(ControlError::io("finding the rtemu executable"))?
+        }
     };
     let mut cmd = Command::new(exe);
     let (threads, cpus) = planned(opts, impaired(state).len());
@@ -491,11 +502,16 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
         cmd.args(["--sizing-pps", &pps.to_string()]);
     }
     cmd.stdin(Stdio::null())
-        .stdout(log.try_clone().context("opening the engine log")?)
+        .stdout(
+            log.try_clone()
+                .map_err(ControlError::io("opening the engine log"))?,
+        )
         .stderr(log);
     // Its own process group: a Ctrl-C at the terminal that ran `up` spares it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().context("starting the engine process")?;
+    let mut child = cmd
+        .spawn()
+        .map_err(ControlError::io("starting the engine process"))?;
     let started = Instant::now();
     // The wait follows the work: a lab of many impaired links takes its engine longer.
     let timeout = START_TIMEOUT + START_PER_LINK * impaired(state).len() as u32;
@@ -505,14 +521,18 @@ pub fn start(state: &State, wait: WaitStrategy, opts: &EngineOptions) -> Result<
             std::mem::forget(child);
             return Ok(());
         }
-        if let Some(status) = child.try_wait().context("watching the engine process")? {
+        let ended = child
+            .try_wait()
+            .map_err(ControlError::io("watching the engine process"))?;
+        if let Some(status) = ended {
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            bail!("the engine exited at start ({status}): {}", log.trim());
+            let log = log.trim().to_owned();
+            return Err(ControlError::EngineExited { status, log });
         }
         if started.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("the engine did not answer within {} s", timeout.as_secs());
+            return Err(ControlError::EngineSilent(timeout.as_secs()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -544,7 +564,7 @@ pub fn impaired(state: &State) -> Vec<(usize, &Segment, &Impairment)> {
 /// another host: the node's tunnel device, whose frames that engine copies. Its frames leave
 /// with finished checksums (the copy would not keep an unfinished one, which the far node then
 /// drops) and as real frames, not super-packets the engine would delay and lose as one.
-pub fn far_ends_without_offloads(state: &State) -> Result<()> {
+pub fn far_ends_without_offloads(state: &State) -> Result<(), ControlError> {
     let Some(part) = &state.part else {
         return Ok(());
     };
@@ -555,7 +575,7 @@ pub fn far_ends_without_offloads(state: &State) -> Result<()> {
         }
         let ifname = t.ifname.clone();
         netns::run_in(&netns::named(&t.netns), move || offload::disable(&ifname))?
-            .with_context(|| format!("link `{}`", seg.name))?;
+            .map_err(|e| ControlError::from(e).context(format!("link `{}`", seg.name)))?;
     }
     Ok(())
 }
@@ -1340,9 +1360,9 @@ mod tests {
 
     #[test]
     fn an_error_reply_says_whose_failure_it_is_and_the_reader_keeps_it() {
-        let refused = |reply: &str| {
-            let err = read_reply::<Ack>(reply, &Request::Ping).unwrap_err();
-            err.downcast::<Refused>().expect("a refusal")
+        let refused = |reply: &str| match read_reply::<Ack>(reply, &Request::Ping).unwrap_err() {
+            ControlError::Refused(refused) => refused,
+            other => panic!("not a refusal: {other:?}"),
         };
         for (failure, kind) in [
             (

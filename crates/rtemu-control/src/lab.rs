@@ -15,12 +15,14 @@ use rtemu_engine::control::Request;
 use rtemu_lab::rtt::between::{self, Leg};
 use rtemu_lab::rtt::plan::{Probes, Protocol};
 use rtemu_model::direction::Ways;
+use rtemu_topo::lab::LabError;
 use rtemu_topo::part::Stitching;
 use rtemu_topo::state::{Detached, LabName, State, Unreadable};
 use rtemu_topo::topology::Netem;
 use rtemu_topo::Topology;
 
 use crate::engine::{self, BuildModels, EngineOptions};
+use crate::error::ControlError;
 use crate::message::{Ack, FinalReport, Stats, Underlay};
 
 /// A lab that came up.
@@ -75,7 +77,7 @@ impl std::fmt::Display for Up {
 /// Brings `topo` (read from `file`, as `ls` shows it) up and, when it has impaired links,
 /// starts its engine with `opts` (the wait strategy defaulting to
 /// [`engine::default_wait`]); on failure nothing of the lab stays behind.
-pub fn up(topo: &Topology, file: &str, opts: &EngineOptions) -> Result<Up> {
+pub fn up(topo: &Topology, file: &str, opts: &EngineOptions) -> Result<Up, ControlError> {
     let started = Instant::now();
     let links = topo.segments.iter().filter(|s| s.impairment().is_some());
     let programs = engine::programs_cpus(topo, opts, links.count())?;
@@ -94,7 +96,7 @@ pub fn up_part(
     host: &str,
     stitching: &Stitching,
     opts: &EngineOptions,
-) -> Result<Up> {
+) -> Result<Up, ControlError> {
     let started = Instant::now();
     let here = topo
         .segments
@@ -112,7 +114,7 @@ pub fn up_part(
 /// Starts the engine of the lab (or part) `state` that just came up, when it runs impaired
 /// links, then its containers (so their entrypoints find their links carrying frames), taking
 /// it down again if either does not start.
-fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<Up> {
+fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<Up, ControlError> {
     let impaired = engine::impaired(&state).len();
     let mut engine_wait = None;
     let mut engine_threads = Vec::new();
@@ -133,7 +135,8 @@ fn with_engine(state: State, opts: &EngineOptions, started: Instant) -> Result<U
         Ok(launched) => launched,
         Err(e) => {
             let _ = down(&state.lab);
-            return Err(anyhow::Error::from(e).context(format!("lab {}", state.lab)));
+            let e = ControlError::from(LabError::from(e));
+            return Err(e.context(format!("lab {}", state.lab)));
         }
     };
     Ok(Up {
@@ -165,7 +168,7 @@ pub struct Down {
     pub report: Option<FinalReport>,
     /// Whether there was a lab to remove, or why removing it failed (the report stands
     /// either way).
-    pub removed: Result<bool>,
+    pub removed: Result<bool, ControlError>,
 }
 
 /// Stops lab `name`'s engine, keeping its final report, and removes the lab.
@@ -173,7 +176,7 @@ pub fn down(name: &LabName) -> Down {
     let report = engine::stop(name);
     Down {
         report,
-        removed: rtemu_topo::lab::down(name).map_err(anyhow::Error::from),
+        removed: rtemu_topo::lab::down(name).map_err(ControlError::from),
     }
 }
 
@@ -276,20 +279,16 @@ pub fn health(state: &State) -> Health {
 
 /// The counters and fidelity of every impaired link of lab `state`; an error when it has none
 /// (ideal links are plain veth pairs, counted by the kernel).
-pub fn stats(state: &State) -> Result<Stats> {
+pub fn stats(state: &State) -> Result<Stats, ControlError> {
     need_impaired(state)?;
     engine::stats(&state.lab)
 }
 
 /// An error when lab `state` has no impaired links (hence no stats): ideal links are plain
 /// veth pairs, counted by the kernel.
-pub fn need_impaired(state: &State) -> Result<()> {
+pub fn need_impaired(state: &State) -> Result<(), ControlError> {
     if engine::impaired(state).is_empty() {
-        bail!(
-            "lab `{}` has no impaired links: ideal links are plain veth pairs, counted by the \
-             kernel (`rtemu exec NODE -- ip -s link`)",
-            state.lab
-        );
+        return Err(ControlError::NoEngine(state.lab.clone()));
     }
     Ok(())
 }
@@ -301,7 +300,7 @@ pub fn watch_stats(
     every: Option<Duration>,
     show: impl FnMut(&Stats) -> Result<()>,
 ) -> Result<()> {
-    watch(every, || stats(state), show)
+    watch(every, || Ok(stats(state)?), show)
 }
 
 /// Gives `show` what `read` reads, then again every `every` until reading or showing fails;
@@ -326,7 +325,7 @@ const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Gives link `link` of lab `lab` the model `netem` in the directions `ways`, while traffic
 /// flows (frames in flight keep their release times). `netem` was parsed by the caller, so a
 /// mistake is reported with its column before anything travels; its text goes to the engine.
-pub fn set_link(lab: &LabName, link: &str, ways: Ways, netem: &Netem) -> Result<()> {
+pub fn set_link(lab: &LabName, link: &str, ways: Ways, netem: &Netem) -> Result<(), ControlError> {
     let request = Request::Set {
         link: link.to_owned(),
         ways,
@@ -342,14 +341,13 @@ pub fn schedule_link(
     lab: &LabName,
     link: &str,
     changes: &[(Ways, Duration, &Netem)],
-) -> Result<()> {
+) -> Result<(), ControlError> {
     let mut batch = Vec::with_capacity(changes.len());
     for &(ways, after, netem) in changes {
         batch.push(Request::Schedule {
             link: link.to_owned(),
             ways,
-            after_ns: u64::try_from(after.as_nanos())
-                .context("schedule: give a delay under 584 years")?,
+            after_ns: u64::try_from(after.as_nanos()).map_err(ControlError::TooFar)?,
             netem: netem.text().to_owned(),
         });
     }
@@ -364,7 +362,7 @@ pub fn schedule_link(
 }
 
 /// Cuts link `link` of lab `lab` (`down`: it carries nothing) or joins it again.
-pub fn cut_link(lab: &LabName, link: &str, down: bool) -> Result<()> {
+pub fn cut_link(lab: &LabName, link: &str, down: bool) -> Result<(), ControlError> {
     let request = Request::Cut {
         link: link.to_owned(),
         down,
@@ -572,6 +570,7 @@ pub fn write_lab(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Kind;
 
     fn up(engine_wait: Option<WaitStrategy>) -> Up {
         let src = "lab = \"t1\"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n\
@@ -640,6 +639,70 @@ mod tests {
         });
         assert_eq!(shown, 0);
         assert!(e.unwrap_err().to_string().contains("has no impaired links"));
+        let e = stats(&state).unwrap_err();
+        assert!(matches!(e, ControlError::NoEngine(_)), "{e:?}");
+        assert_eq!(e.kind(), Kind::Invalid);
+    }
+
+    /// A lab across hosts `h1` (192.0.2.1, an address no test machine holds) and `h2`, its
+    /// one link impaired.
+    fn across_hosts() -> Topology {
+        let src = "lab = \"tx\"\n[hosts]\nh1 = { address = \"192.0.2.1\" }\n\
+                   h2 = { address = \"192.0.2.2\" }\n[nodes.a]\nhost = \"h1\"\n\
+                   [nodes.b]\nhost = \"h2\"\n[[links]]\nendpoints = [\"a\", \"b\"]\n\
+                   netem = \"delay 1ms\"\n";
+        Topology::parse("x.toml", src).unwrap()
+    }
+
+    #[test]
+    fn a_lab_s_life_fails_with_typed_errors_before_it_makes_anything() {
+        let opts = EngineOptions::default();
+        let e = super::up(&across_hosts(), "x.toml", &opts).unwrap_err();
+        assert!(matches!(e, ControlError::Lab(LabError::MultiHost { .. })));
+        assert_eq!(e.kind(), Kind::Unsupported);
+        // Programs kept off the engine's CPUs, which are not pinned.
+        let mut one = across_hosts();
+        one.hosts.clear();
+        let unpinned = EngineOptions {
+            cpus: Some(Vec::new()),
+            programs: Some(rtemu_topo::topology::ProgramsCpus::OffEngine),
+            ..EngineOptions::default()
+        };
+        let e = super::up(&one, "x.toml", &unpinned).unwrap_err();
+        assert!(matches!(e, ControlError::OffEngine(_)), "{e:?}");
+        assert_eq!(e.kind(), Kind::Conflict);
+        let stitching = Stitching {
+            port: 4789,
+            vnis: [("a-b".to_owned(), 1 << 20)].into(),
+        };
+        let part = |host| up_part(&across_hosts(), "x.toml", host, &stitching, &opts);
+        let e = part("h9").unwrap_err();
+        assert!(matches!(e, ControlError::Lab(LabError::Part(_))), "{e:?}");
+        assert_eq!(e.kind(), Kind::Invalid);
+        let e = part("h1").unwrap_err();
+        assert!(
+            matches!(e, ControlError::Lab(LabError::NotThisHost { .. })),
+            "{e:?}"
+        );
+        assert_eq!(e.kind(), Kind::Conflict);
+    }
+
+    #[test]
+    fn a_link_change_fails_with_typed_errors() {
+        // No lab of this name runs, so no engine answers.
+        let lab = LabName::new("errors-none").unwrap();
+        let netem = Netem::parse("delay 1ms").unwrap();
+        for e in [
+            set_link(&lab, "ab", Ways::Both, &netem).unwrap_err(),
+            cut_link(&lab, "ab", true).unwrap_err(),
+            schedule_link(&lab, "ab", &[(Ways::Both, Duration::ZERO, &netem)]).unwrap_err(),
+        ] {
+            assert!(matches!(e, ControlError::NoAnswer { .. }), "{e:?}");
+            assert_eq!(e.kind(), Kind::Internal);
+        }
+        let e = schedule_link(&lab, "ab", &[(Ways::Both, Duration::MAX, &netem)]).unwrap_err();
+        assert!(matches!(e, ControlError::TooFar(_)), "{e:?}");
+        assert_eq!(e.kind(), Kind::Invalid);
     }
 
     #[test]

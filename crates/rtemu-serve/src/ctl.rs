@@ -12,6 +12,7 @@ use rtemu_api::body::{
     Stamp, StatsReply, UpRequest, Vnis,
 };
 use rtemu_control::engine::{BuildModels, EngineOptions};
+use rtemu_control::error::ControlError;
 use rtemu_control::lab::Health;
 use rtemu_model::direction::Ways;
 use rtemu_topo::state::{LabName, State};
@@ -53,7 +54,7 @@ fn parse_inline(file: &str, text: &str, dir: &Path) -> Result<Topology, ApiError
             text.len()
         )));
     }
-    Ok(Topology::parse_checked(file, text, dir, &BuildModels).map_err(anyhow::Error::from)?)
+    Ok(Topology::parse_checked(file, text, dir, &BuildModels)?)
 }
 
 /// Reads, checks and brings up the topology `req` gives: one with `[hosts]` across its hosts'
@@ -89,9 +90,7 @@ pub fn up(req: &UpRequest, coordinator: Option<&Coordinator>) -> Result<Lab, Api
 pub fn check_up(req: &UpRequest) -> Result<(Topology, LabName), ApiError> {
     let mut topo = match (&req.topology, &req.file) {
         (Some(text), None) => parse_inline(INLINE, text, Path::new(""))?,
-        (None, Some(file)) => {
-            Topology::load_checked(Path::new(file), &BuildModels).map_err(anyhow::Error::from)?
-        }
+        (None, Some(file)) => Topology::load_checked(Path::new(file), &BuildModels)?,
         _ => {
             return Err(ApiError::bad_request(
                 "give exactly one of `topology` (the TOML text) and `file` (its path)",
@@ -177,11 +176,11 @@ pub fn down(name: &LabName) -> Result<DownReply, ApiError> {
 
 /// A 503 when lab `state`'s engine does not answer (its impaired links carry nothing), else
 /// `err` as it is.
-fn engine_gone(state: &State, err: anyhow::Error) -> ApiError {
+fn engine_gone(state: &State, err: ControlError) -> ApiError {
     if rtemu_control::lab::health(state) == Health::Degraded {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            rtemu_control::error::message(err.as_ref()),
+            rtemu_control::error::message(&err),
         )
     } else {
         err.into()
@@ -228,8 +227,12 @@ pub fn counters(
     {
         let names: Vec<&str> = node.interfaces.iter().map(|i| i.name.as_str()).collect();
         let path = rtemu_engine::netns::named(&node.netns);
-        let counters = rtemu_engine::ifcounters::interfaces_counters(&path, &names)
-            .map_err(|e| anyhow::Error::new(e).context(format!("node `{}`", node.name)))?;
+        let counters =
+            rtemu_engine::ifcounters::interfaces_counters(&path, &names).map_err(|e| {
+                let why = rtemu_control::error::message(&e);
+                let why = format!("node `{}`: {why}", node.name);
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, why)
+            })?;
         for (i, c) in node.interfaces.iter().zip(counters) {
             out.push(InterfaceCounters {
                 node: node.name.clone(),

@@ -5,11 +5,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rtemu_api::body::ErrorBody;
 use rtemu_cluster::ClusterError;
-use rtemu_control::engine::Refused;
-use rtemu_control::error::message;
-use rtemu_control::message::ErrorKind;
+use rtemu_control::error::{message, ControlError, Kind};
 use rtemu_topo::lab::LabError;
-use rtemu_topo::launch::LaunchError;
 use rtemu_topo::state::{BadLabName, StateError};
 use rtemu_topo::{LoadError, SpecError};
 
@@ -42,120 +39,33 @@ impl ApiError {
     }
 }
 
-/// The status an error from the lab libraries deserves, found from the first cause in its chain
-/// whose type tells; anything unrecognised is the server's failure (500). The matches name
-/// every variant, so a new kind of error is classed where it is added.
-fn status_of(err: &(dyn std::error::Error + 'static)) -> StatusCode {
-    let mut cause = Some(err);
-    while let Some(e) = cause {
-        if let Some(e) = e.downcast_ref::<LabError>() {
-            return lab_status(e);
-        }
-        if let Some(e) = e.downcast_ref::<StateError>() {
-            return state_status(e);
-        }
-        if e.is::<BadLabName>() || e.is::<SpecError>() {
-            return StatusCode::BAD_REQUEST;
-        }
-        // The machine's CPUs cannot keep the lab's programs off the engine's.
-        if e.is::<rtemu_topo::cpuset::OffEngineError>() {
-            return StatusCode::CONFLICT;
-        }
-        if let Some(e) = e.downcast_ref::<LoadError>() {
-            return match e {
-                // A file the request names that is not there or not readable.
-                LoadError::Read { .. } => StatusCode::BAD_REQUEST,
-                LoadError::Invalid(_) => StatusCode::BAD_REQUEST,
-            };
-        }
-        // The engine refused the request (its link, its model, the tables and traces that
-        // names), could not take it yet, or failed itself.
-        if let Some(e) = e.downcast_ref::<Refused>() {
-            return match e.kind {
-                ErrorKind::Request => StatusCode::BAD_REQUEST,
-                ErrorKind::Busy => StatusCode::CONFLICT,
-                ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            };
-        }
-        cause = e.source();
-    }
-    StatusCode::INTERNAL_SERVER_ERROR
-}
-
-/// The status of a lab lifecycle error.
-fn lab_status(e: &LabError) -> StatusCode {
-    match e {
-        LabError::Exists(_) => StatusCode::CONFLICT,
-        LabError::NoSuchLab(_) | LabError::NoSuchNode { .. } => StatusCode::NOT_FOUND,
-        // The node has no output to show.
-        LabError::NoLogs(_) => StatusCode::NOT_FOUND,
-        LabError::BadName(_) | LabError::BadTarget(_) | LabError::WhichLab(_) => {
-            StatusCode::BAD_REQUEST
-        }
-        // Something on the host is in the way of the lab's names or needs, or the request
-        // asks for the host's own uplink.
-        LabError::ForeignNamespace(_)
-        | LabError::OtherLabsNamespace { .. }
-        | LabError::Uplink { .. }
-        | LabError::NoHostInterface(_)
-        | LabError::CpuLimit(_)
-        | LabError::NoCpuset
-        | LabError::LeftAlone { .. } => StatusCode::CONFLICT,
-        LabError::State(e) => state_status(e),
-        LabError::MultiHost { .. } => StatusCode::NOT_IMPLEMENTED,
-        // The request's part does not fit its file (a host, VNIs, an MTU).
-        LabError::Part(_) => StatusCode::BAD_REQUEST,
-        // The part was sent to the wrong machine.
-        LabError::NotThisHost { .. } => StatusCode::CONFLICT,
-        LabError::Containers(e) => match e {
-            // The topology names images the host lacks and may not pull.
-            LaunchError::MissingImages(_) => StatusCode::CONFLICT,
-            LaunchError::Runtime(_)
-            | LaunchError::Pull(_)
-            | LaunchError::Start(_)
-            | LaunchError::Unhealthy(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        },
-        LabError::Io { .. } | LabError::Netlink { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+impl From<ControlError> for ApiError {
+    /// The status says whose fault the error is.
+    fn from(err: ControlError) -> ApiError {
+        let status = match err.kind() {
+            Kind::Invalid => StatusCode::BAD_REQUEST,
+            Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::Conflict | Kind::Busy => StatusCode::CONFLICT,
+            Kind::Unsupported => StatusCode::NOT_IMPLEMENTED,
+            Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, message(&err))
     }
 }
 
-/// The status of a lab state error.
-fn state_status(e: &StateError) -> StatusCode {
-    match e {
-        StateError::BadName(_) => StatusCode::BAD_REQUEST,
-        // A directory under the state root that rtemu did not make, or does not trust, holds
-        // the lab's name: the host is in the way.
-        StateError::Untrusted { .. }
-        | StateError::NoStateFile { .. }
-        | StateError::Foreign { .. } => StatusCode::CONFLICT,
-        StateError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+/// The errors of the lab libraries the handlers meet outside `rtemu-control`'s calls (a lab
+/// name, a topology, a lab's state), answered as `rtemu-control` classes them.
+macro_rules! as_control_error {
+    ($($cause:ty),+) => {$(
+        impl From<$cause> for ApiError {
+            fn from(err: $cause) -> ApiError {
+                ControlError::from(err).into()
+            }
+        }
+    )+};
 }
 
-impl From<anyhow::Error> for ApiError {
-    fn from(err: anyhow::Error) -> ApiError {
-        let err: &(dyn std::error::Error + 'static) = err.as_ref();
-        ApiError::new(status_of(err), message(err))
-    }
-}
-
-impl From<LabError> for ApiError {
-    fn from(err: LabError) -> ApiError {
-        ApiError::new(status_of(&err), message(&err))
-    }
-}
-
-impl From<StateError> for ApiError {
-    fn from(err: StateError) -> ApiError {
-        ApiError::new(status_of(&err), message(&err))
-    }
-}
-
-impl From<BadLabName> for ApiError {
-    fn from(err: BadLabName) -> ApiError {
-        ApiError::bad_request(err.to_string())
-    }
-}
+as_control_error!(LabError, StateError, BadLabName, LoadError, SpecError);
 
 /// The status a coordinator's failure deserves: the request's own fault is a 4xx, an agent's
 /// refusal for the request (4xx) is relayed as it is, an agent that failed or cannot be
@@ -201,48 +111,74 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtemu_control::engine::Refused;
+    use rtemu_control::message::ErrorKind;
     use rtemu_topo::state::LabName;
 
     #[test]
-    fn statuses_follow_the_cause_in_the_chain() {
-        let exists = anyhow::Error::new(LabError::Exists("a".into())).context("bringing up a");
-        assert_eq!(ApiError::from(exists).status, StatusCode::CONFLICT);
+    fn every_kind_of_control_error_reaches_its_status() {
+        for (err, status) in [
+            (
+                ControlError::from(BadLabName("A".into())),
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                LabError::NoSuchLab("a".into()).into(),
+                StatusCode::NOT_FOUND,
+            ),
+            (LabError::Exists("a".into()).into(), StatusCode::CONFLICT),
+            (
+                LabError::MultiHost {
+                    lab: "m".into(),
+                    hosts: "h1, h2".into(),
+                }
+                .into(),
+                StatusCode::NOT_IMPLEMENTED,
+            ),
+            (
+                ControlError::EngineSilent(10),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+        ] {
+            assert_eq!(ApiError::from(err).status, status);
+        }
         let missing = ApiError::from(LabError::NoSuchLab("a".into()));
-        assert_eq!(missing.status, StatusCode::NOT_FOUND);
         assert_eq!(
             missing.message,
             "no lab `a` is running (`rtemu ls` lists the labs)"
         );
+        let exists = ControlError::from(LabError::Exists("a".into())).context("bringing up a");
+        assert_eq!(ApiError::from(exists).status, StatusCode::CONFLICT);
         let spec = rtemu_topo::Topology::parse("<request>", "lab = 1\n").unwrap_err();
-        let err = ApiError::from(anyhow::Error::new(spec));
+        let err = ApiError::from(spec);
         assert_eq!(err.status, StatusCode::BAD_REQUEST);
         assert!(
             err.message.starts_with("<request>:1:7: "),
             "{}",
             err.message
         );
-        let multi = ApiError::from(LabError::MultiHost {
-            lab: "m".into(),
-            hosts: "h1, h2".into(),
-        });
-        assert_eq!(multi.status, StatusCode::NOT_IMPLEMENTED);
         let uplink = ApiError::from(LabError::Uplink {
             host: "eth0".into(),
             why: "the default route".into(),
         });
         assert_eq!(uplink.status, StatusCode::CONFLICT);
+        // An engine's refusal, under what rtemu was doing, answered by whose fault it is.
         let refused = |kind| {
             let refused = Refused {
                 kind,
                 message: "table /x cannot be read".into(),
             };
-            ApiError::from(anyhow::Error::new(refused).context("link `ab`"))
+            ApiError::from(ControlError::from(refused).context("link `ab`"))
         };
         assert_eq!(refused(ErrorKind::Request).status, StatusCode::BAD_REQUEST);
         assert_eq!(refused(ErrorKind::Busy).status, StatusCode::CONFLICT);
         let internal = refused(ErrorKind::Internal);
         assert_eq!(internal.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(internal.message, "link `ab`: table /x cannot be read");
+    }
+
+    #[test]
+    fn a_coordinator_s_failure_is_answered_as_the_agent_s_or_as_the_gateway_s() {
         let agent = |status| ClusterError::Refused {
             host: "h2".into(),
             agent: "192.0.2.2:7781".parse().unwrap(),
@@ -268,7 +204,10 @@ mod tests {
             hosts: "h3".into(),
         };
         assert_eq!(ApiError::from(unknown).status, StatusCode::BAD_REQUEST);
-        let other = ApiError::from(anyhow::anyhow!("the engine fell over"));
-        assert_eq!(other.status, StatusCode::INTERNAL_SERVER_ERROR);
+        let local = ClusterError::from(anyhow::anyhow!("the record fell over"));
+        assert_eq!(
+            ApiError::from(local).status,
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 }

@@ -159,8 +159,8 @@ pub fn run_link(args: &LinkArgs) -> Result<()> {
         return Ok(rtemu_cluster::link::change(&spread, &at.link, &change)?);
     }
     let state = rtemu_topo::lab::resolve_lab(at.lab.as_deref())?;
-    match change {
+    Ok(match change {
         Change::Set { dir, netem } => lab::set_link(&state.lab, &at.link, dir, &netem),
         Change::Cut(down) => lab::cut_link(&state.lab, &at.link, down),
-    }
+    }?)
 }
