@@ -45,43 +45,29 @@ impl SpreadLab {
         answers: Vec<(String, String, Answer)>,
         engines: Vec<HostEngine>,
     ) -> SpreadLab {
-        let mut hosts = Vec::new();
-        let mut revisions = Vec::new();
         let mut detached = Vec::new();
         let mut links = Vec::new();
         // Each node's container as the host it runs on sees it.
         let mut containers = std::collections::BTreeMap::new();
-        for (host, agent, answer) in answers {
-            let mut programs_cpus = None;
-            let (status, problem) = match answer {
-                Err(why) => (PartStatus::Unreachable, Some(why)),
-                Ok(None) => missing(&host),
-                Ok(Some(part)) => {
-                    programs_cpus = part.programs_cpus;
-                    revisions.push(part.revision);
-                    detached.extend(part.detached);
-                    containers.extend(
-                        part.nodes
-                            .into_iter()
-                            .filter_map(|n| Some((n.name, n.container?))),
-                    );
-                    links.extend(part.links);
-                    part_status(&host, part.status, part.error)
-                }
-            };
-            hosts.push(HostPart {
-                host,
-                agent,
-                status,
-                problem,
-                programs_cpus,
-            });
-        }
-        let status = whole_status(&hosts);
-        let mut lab = body::lab_view(&whole, status, None);
-        lab.revision = revision(&hosts, &revisions);
+        let parts = Parts::from_answers(answers, |part: Lab| {
+            detached.extend(part.detached);
+            containers.extend(
+                part.nodes
+                    .into_iter()
+                    .filter_map(|n| Some((n.name, n.container?))),
+            );
+            links.extend(part.links);
+            Word {
+                status: part.status,
+                error: part.error,
+                revision: part.revision,
+                programs_cpus: part.programs_cpus,
+            }
+        });
+        let mut lab = body::lab_view(&whole, parts.status, None);
+        lab.revision = parts.revision;
         lab.detached = detached;
-        lab.hosts = hosts;
+        lab.hosts = parts.hosts;
         lab.engines = engines;
         for node in &mut lab.nodes {
             node.container = containers.remove(&node.name);
@@ -179,6 +165,66 @@ impl SpreadLab {
     }
 }
 
+/// What an agent says of how its part stands, in either of the API's views of it (the lab or
+/// its list entry).
+struct Word {
+    status: LabStatus,
+    /// Why its state cannot be read.
+    error: Option<String>,
+    revision: String,
+    /// Where its programs run, when kept off its engine's CPUs.
+    programs_cpus: Option<String>,
+}
+
+/// How the hosts' parts of a lab across hosts stand, from what their agents answered: the
+/// one reading of the answers behind both the lab's view ([`SpreadLab::merge`]) and its entry
+/// in the lab list ([`spread_summary`]), so the two agree on status and revision.
+struct Parts {
+    /// Each host's part, in `[hosts]` order.
+    hosts: Vec<HostPart>,
+    /// The whole lab's: up only when every part is.
+    status: LabStatus,
+    /// The whole lab's (see [`revision`]).
+    revision: String,
+}
+
+impl Parts {
+    /// Reads each host's answer (host, agent's address, what the agent said); `take` takes
+    /// what the lab shows of a part that answered, and gives the agent's [`Word`] on it.
+    fn from_answers<P>(
+        answers: Vec<(String, String, Result<Option<P>, String>)>,
+        mut take: impl FnMut(P) -> Word,
+    ) -> Parts {
+        let mut hosts = Vec::new();
+        let mut revisions = Vec::new();
+        for (host, agent, answer) in answers {
+            let mut programs_cpus = None;
+            let (status, problem) = match answer {
+                Err(why) => (PartStatus::Unreachable, Some(why)),
+                Ok(None) => missing(&host),
+                Ok(Some(part)) => {
+                    let word = take(part);
+                    programs_cpus = word.programs_cpus;
+                    revisions.push(word.revision);
+                    part_status(&host, word.status, word.error)
+                }
+            };
+            hosts.push(HostPart {
+                host,
+                agent,
+                status,
+                problem,
+                programs_cpus,
+            });
+        }
+        Parts {
+            status: whole_status(&hosts),
+            revision: revision(&hosts, &revisions),
+            hosts,
+        }
+    }
+}
+
 /// The status and problem of host `host`'s part, whose agent holds none.
 fn missing(host: &str) -> (PartStatus, Option<String>) {
     (
@@ -267,34 +313,30 @@ pub fn spread_summary(spread: &Spread) -> Result<LabSummary, ClusterError> {
             .map_err(|e| e.to_string());
         (a.host.name.clone(), a.addr().to_string(), answer)
     });
-    let whole = spread.state();
-    let mut summary = body::lab_summary(&whole, LabStatus::Up, None);
-    let (mut hosts, mut revisions, mut detached) = (Vec::new(), Vec::new(), 0);
-    for (host, agent, answer) in answers {
-        let mut programs_cpus = None;
-        let (status, problem) = match answer {
-            Err(why) => (PartStatus::Unreachable, Some(why)),
-            Ok(None) => missing(&host),
-            Ok(Some(part)) => {
-                programs_cpus = part.programs_cpus;
-                revisions.push(part.revision);
-                detached += part.detached;
-                part_status(&host, part.status, part.error)
-            }
-        };
-        hosts.push(HostPart {
-            host,
-            agent,
-            status,
-            problem,
-            programs_cpus,
-        });
-    }
-    summary.status = whole_status(&hosts);
-    summary.revision = revision(&hosts, &revisions);
+    Ok(summary(&spread.state(), answers))
+}
+
+/// The list entry of the lab `whole` (see [`Spread::state`]) from its hosts' agents' entries
+/// of their parts, as [`SpreadLab::merge`] takes their views.
+fn summary(
+    whole: &State,
+    answers: Vec<(String, String, Result<Option<LabSummary>, String>)>,
+) -> LabSummary {
+    let mut detached = 0;
+    let parts = Parts::from_answers(answers, |part: LabSummary| {
+        detached += part.detached;
+        Word {
+            status: part.status,
+            error: part.error,
+            revision: part.revision,
+            programs_cpus: part.programs_cpus,
+        }
+    });
+    let mut summary = body::lab_summary(whole, parts.status, None);
+    summary.revision = parts.revision;
     summary.detached = detached;
-    summary.hosts = hosts;
-    Ok(summary)
+    summary.hosts = parts.hosts;
+    summary
 }
 
 /// Asks every host's agent of `spread` how its part stands, and each engine host's what its
@@ -630,5 +672,57 @@ mod tests {
         let lab = SpreadLab::merge(w, answers, Vec::new());
         assert_eq!(lab.lab.status, LabStatus::Incomplete);
         assert!(text(&lab).contains("(incomplete: host `h1`: its part's `up` did not finish"));
+    }
+
+    /// The lab list's entry of each host's part, as its agent would list it beside `part`.
+    fn listed(answer: &Answer) -> Result<Option<LabSummary>, String> {
+        let Some(lab) = answer.clone()? else {
+            return Ok(None);
+        };
+        Ok(Some(LabSummary {
+            name: lab.name,
+            file: lab.file,
+            status: lab.status,
+            error: lab.error,
+            nodes: lab.nodes.len(),
+            links: lab.links.len(),
+            lans: lab.lans.len(),
+            externals: lab.externals.len(),
+            detached: lab.detached.len(),
+            programs_cpus: lab.programs_cpus,
+            hosts: lab.hosts,
+            revision: lab.revision,
+        }))
+    }
+
+    #[test]
+    fn the_lab_list_and_the_lab_s_view_agree_on_how_a_spread_lab_stands() {
+        let w = whole();
+        let cases: [[Answer; 2]; 4] = [
+            [part(&w, "h1", LabStatus::Up), part(&w, "h2", LabStatus::Up)],
+            [
+                part(&w, "h1", LabStatus::Incomplete),
+                part(&w, "h2", LabStatus::Up),
+            ],
+            [Ok(None), part(&w, "h2", LabStatus::Degraded)],
+            [part(&w, "h1", LabStatus::Up), Err("refused".into())],
+        ];
+        for [h1, h2] in cases {
+            let answers = vec![
+                ("h1".to_owned(), "192.0.2.1:7781".to_owned(), h1),
+                ("h2".to_owned(), "192.0.2.2:7781".to_owned(), h2),
+            ];
+            let entries = answers
+                .iter()
+                .map(|(host, agent, answer)| (host.clone(), agent.clone(), listed(answer)))
+                .collect();
+            let entry = summary(&w, entries);
+            let lab = SpreadLab::merge(w.clone(), answers, Vec::new()).lab;
+            assert_eq!(entry.status, lab.status);
+            assert_eq!(entry.revision, lab.revision);
+            assert_eq!(entry.hosts, lab.hosts);
+            assert_eq!(entry.detached, lab.detached.len());
+            assert_eq!(entry.nodes, lab.nodes.len());
+        }
     }
 }
