@@ -12,7 +12,7 @@ from conftest import FIXTURES, golden
 
 import rtemu
 from rtemu.sse import SSEParser
-from rtemu.types import Direction
+from rtemu.types import Direction, HostPart
 
 
 def offline() -> rtemu.Client:
@@ -264,6 +264,52 @@ def test_a_lab_says_where_its_programs_run_only_when_kept_off_the_engine() -> No
     assert kept.programs_cpus == "0,2-3"
     with pytest.raises(rtemu.ProtocolError, match="programs_cpus"):
         rtemu.Lab.from_json({**raw, "programs_cpus": 0}, offline())
+
+
+SHARED = {
+    "error": "its state file is not JSON",
+    "hosts": [
+        {"host": "h1", "agent": "192.0.2.1:7781", "status": "up"},
+        {"host": "h2", "agent": "192.0.2.2:7781", "status": "missing", "problem": "gone"},
+    ],
+    "programs_cpus": "0,2-3",
+}
+
+
+def test_a_lab_and_its_list_entry_read_the_fields_they_share_alike() -> None:
+    c = offline()
+    lab = rtemu.Lab.from_json({**golden("lab.json"), **SHARED}, c)
+    (listed,) = [rtemu.LabSummary.from_json({**x, **SHARED}, c) for x in golden("labs.json")]
+    shared = ("name", "file", "status", "error", "hosts", "programs_cpus")
+    assert [getattr(lab, f) for f in shared] == [getattr(listed, f) for f in shared]
+    assert lab.hosts[1] == HostPart("h2", "192.0.2.2:7781", "missing", "gone")
+    assert (lab.error, lab.programs_cpus) == (SHARED["error"], SHARED["programs_cpus"])
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "message"),
+    [
+        ("name", 7, "lab: 'name'"),
+        ("revision", None, "lab: 'revision'"),
+        ("error", 3, "lab: 'error'"),
+        ("hosts", "h1", "lab.hosts: expected a JSON array, got str"),
+        ("hosts", [{"host": "h1"}], "lab.hosts"),
+        ("programs_cpus", 0, "lab: 'programs_cpus'"),
+    ],
+)
+def test_a_lab_and_its_list_entry_refuse_a_bad_shared_field_alike(
+    key: str, bad: Any, message: str
+) -> None:
+    c = offline()
+    errors = []
+    for parse, raw in [
+        (rtemu.Lab.from_json, golden("lab.json")),
+        (rtemu.LabSummary.from_json, golden("labs.json")[0]),
+    ]:
+        with pytest.raises(rtemu.ProtocolError, match=message) as e:
+            parse({**raw, key: bad}, c)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
 
 
 def test_lab_without_a_list_is_refused() -> None:

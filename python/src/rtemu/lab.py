@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, overload
 from urllib.parse import quote
 
 from .errors import CommandFailed, NotFound, ProtocolError
@@ -247,6 +247,35 @@ class Lan:
         )
 
 
+class _LabFields(TypedDict):
+    """The fields :class:`Lab` and :class:`LabSummary` share, as the API's ``Lab`` and
+    ``LabSummary`` objects both hold them."""
+
+    name: str
+    file: str
+    status: str
+    revision: str
+    error: str | None
+    hosts: list[HostPart]
+    programs_cpus: str | None
+
+
+def _lab_fields(o: dict[str, Any], where: str) -> _LabFields:
+    """Parses the fields a lab's view and its list entry share: one reading for both."""
+    return _LabFields(
+        name=_str(o, "name", where),
+        file=_str(o, "file", where),
+        status=_str(o, "status", where),
+        revision=_str(o, "revision", where),
+        # Only an unreadable lab's entry says it.
+        error=_opt_str(o, "error", where) if "error" in o else None,
+        # Only a lab across hosts has them.
+        hosts=parse_list(o.get("hosts", []), HostPart.from_json, f"{where}.hosts"),
+        # Only a lab whose programs are kept off its engine's CPUs says it.
+        programs_cpus=_opt_str(o, "programs_cpus", where) if "programs_cpus" in o else None,
+    )
+
+
 @dataclass(frozen=True)
 class LabSummary:
     """A lab as the lab list (:meth:`Client.labs`) shows it: its topology counted rather than
@@ -283,17 +312,7 @@ class LabSummary:
         """Parses the API's ``LabSummary`` object."""
         o = _obj(value, where)
         counts = _int_fields(o, ("nodes", "links", "lans", "externals", "detached"), where)
-        return cls(
-            name=_str(o, "name", where),
-            file=_str(o, "file", where),
-            status=_str(o, "status", where),
-            revision=_str(o, "revision", where),
-            _client=client,
-            error=_opt_str(o, "error", where) if "error" in o else None,
-            hosts=parse_list(o.get("hosts", []), HostPart.from_json, f"{where}.hosts"),
-            programs_cpus=_opt_str(o, "programs_cpus", where) if "programs_cpus" in o else None,
-            **counts,
-        )
+        return cls(**_lab_fields(o, where), _client=client, **counts)
 
     def lab(self) -> Lab:
         """The lab whole, as the server describes it now."""
@@ -349,12 +368,10 @@ class Lab:
     def from_json(cls, value: Any, client: Client, where: str = "lab") -> Lab:
         """Parses the API's ``Lab`` object."""
         o = _obj(value, where)
-        name = _str(o, "name", where)
+        fields = _lab_fields(o, where)
+        name = fields["name"]
         return cls(
-            name=name,
-            file=_str(o, "file", where),
-            status=_str(o, "status", where),
-            revision=_str(o, "revision", where),
+            **fields,
             nodes=parse_list(
                 o.get("nodes"), lambda v, w: Node.from_json(v, client, name, w), f"{where}.nodes"
             ),
@@ -365,13 +382,8 @@ class Lab:
             externals=parse_list(o.get("externals"), External.from_json, f"{where}.externals"),
             detached=parse_list(o.get("detached"), Detached.from_json, f"{where}.detached"),
             _client=client,
-            # Only an unreadable lab's entry says it.
-            error=_opt_str(o, "error", where) if "error" in o else None,
             # Only a lab across hosts has them.
-            hosts=parse_list(o.get("hosts", []), HostPart.from_json, f"{where}.hosts"),
             engines=parse_list(o.get("engines", []), HostEngine.from_json, f"{where}.engines"),
-            # Only a lab whose programs are kept off its engine's CPUs says it.
-            programs_cpus=_opt_str(o, "programs_cpus", where) if "programs_cpus" in o else None,
         )
 
     def __enter__(self) -> Lab:
