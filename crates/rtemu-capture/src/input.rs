@@ -69,7 +69,7 @@ impl<R: Read> Input<R> {
     }
 
     /// Fills as much of `buf` as the input holds; fewer bytes only at the end of the input.
-    pub(super) fn read_up_to(&mut self, buf: &mut [u8]) -> Result<usize, CaptureError> {
+    fn read_up_to(&mut self, buf: &mut [u8]) -> Result<usize, CaptureError> {
         self.release();
         let mut n = 0;
         while n < buf.len() {
@@ -89,44 +89,39 @@ impl<R: Read> Input<R> {
         Ok(n)
     }
 
-    /// Fills `buf`, the fixed-size structure `what` that starts at `start`.
+    /// Fills `buf`, a part of `what` (which starts at `start`) whose length is as `length`
+    /// says; an input that ends first is the error that says so.
     pub(super) fn read_exact(
         &mut self,
         buf: &mut [u8],
         what: &'static str,
         start: u64,
+        length: Length,
     ) -> Result<(), CaptureError> {
         let n = self.read_up_to(buf)?;
         if n < buf.len() {
-            let expected = buf.len() as u64 + (self.offset - n as u64 - start);
-            let remain = self.offset - start;
-            return Err(CaptureError::Truncated {
-                what,
-                offset: start,
-                expected,
-                remain,
-            });
+            return Err(length.cut(what, start, buf.len() as u64, n as u64, self.offset));
         }
         Ok(())
     }
 
-    /// Fills `buf` with data whose length the header of `what` (at `start`) declared.
-    pub(super) fn read_data(
+    /// Fills `buf` with the fixed-size header of the next record or block, `what`; `false`
+    /// when the input ends cleanly before it, as a capture ends.
+    pub(super) fn read_header(
         &mut self,
         buf: &mut [u8],
         what: &'static str,
-        start: u64,
-    ) -> Result<(), CaptureError> {
+    ) -> Result<bool, CaptureError> {
+        let start = self.offset;
         let n = self.read_up_to(buf)?;
-        if n < buf.len() {
-            return Err(CaptureError::TruncatedData {
-                what,
-                offset: start,
-                declared: buf.len() as u64,
-                remain: n as u64,
-            });
+        if n == 0 {
+            return Ok(false);
         }
-        Ok(())
+        if n < buf.len() {
+            let cut = Length::Fixed.cut(what, start, buf.len() as u64, n as u64, self.offset);
+            return Err(cut);
+        }
+        Ok(true)
     }
 
     /// Skips `len` bytes that the header of `what` (at `start`) declared, without buffering
@@ -140,7 +135,7 @@ impl<R: Read> Input<R> {
         // Padding and short options are skipped on every packet: read them through the buffer.
         let mut small = [0u8; 64];
         if let Some(small) = small.get_mut(..len as usize) {
-            return self.read_data(small, what, start);
+            return self.read_exact(small, what, start, Length::Declared);
         }
         self.release();
         let skipped =
@@ -152,13 +147,41 @@ impl<R: Read> Input<R> {
             })?;
         self.offset += skipped;
         if skipped < len {
-            return Err(CaptureError::TruncatedData {
-                what,
-                offset: start,
-                declared: len,
-                remain: skipped,
-            });
+            return Err(Length::Declared.cut(what, start, len, skipped, self.offset));
         }
         Ok(())
+    }
+}
+
+/// How the length of a read is known, which says what an input that ends before it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Length {
+    /// The format fixes it: the structure is cut short ([`CaptureError::Truncated`], which
+    /// counts the whole structure from its start).
+    Fixed,
+    /// A header declared it: the record's data is cut short
+    /// ([`CaptureError::TruncatedData`], which counts the declared data alone).
+    Declared,
+}
+
+impl Length {
+    /// The error of a read of `wanted` bytes of `what` (which starts at `start`) that got
+    /// `got` before the input ended at `end`.
+    fn cut(self, what: &'static str, start: u64, wanted: u64, got: u64, end: u64) -> CaptureError {
+        match self {
+            Length::Fixed => CaptureError::Truncated {
+                what,
+                offset: start,
+                // What of the structure came before this read, and this read.
+                expected: end - got - start + wanted,
+                remain: end - start,
+            },
+            Length::Declared => CaptureError::TruncatedData {
+                what,
+                offset: start,
+                declared: wanted,
+                remain: got,
+            },
+        }
     }
 }

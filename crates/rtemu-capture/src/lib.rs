@@ -30,7 +30,7 @@ use std::io::{self, BufReader, Read};
 use std::ops::Range;
 use std::path::Path;
 
-use input::Input;
+use input::{Input, Length};
 pub use writer::{Direction, PcapngWriter};
 
 /// The longest frame a capture may hold, in bytes: 256 KiB, the largest snap length tcpdump
@@ -410,7 +410,7 @@ impl<R: Read> CaptureReader<R> {
         interfaceless: bool,
     ) -> Result<(Format, Option<u32>), CaptureError> {
         let mut magic = [0u8; 4];
-        input.read_exact(&mut magic, "file header", 0)?;
+        input.read_exact(&mut magic, "file header", 0, Length::Fixed)?;
         if magic == pcapng::SHB_TYPE {
             let (state, link_type) = pcapng::State::open(input, interfaceless)?;
             return Ok((Format::PcapNg(state), link_type));
@@ -544,7 +544,7 @@ fn read_frame<R: Read>(
     if buf.len() < len {
         buf.resize(len, 0);
     }
-    input.read_data(&mut buf[..len], what, start)?;
+    input.read_exact(&mut buf[..len], what, start, Length::Declared)?;
     Ok(len)
 }
 

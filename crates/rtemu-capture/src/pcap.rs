@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use super::input::Input;
+use super::input::{Input, Length};
 use super::{read_frame, CaptureError, Data, Endian, Interface, Record, MAX_FRAME_LEN};
 
 const RECORD: &str = "packet record";
@@ -35,7 +35,7 @@ impl State {
             _ => return Ok(None),
         };
         let mut h = [0u8; 20];
-        input.read_exact(&mut h, "pcap file header", 0)?;
+        input.read_exact(&mut h, "pcap file header", 0, Length::Fixed)?;
         let (major, minor) = (endian.u16(&h[0..]), endian.u16(&h[2..]));
         if major != 2 {
             return Err(CaptureError::UnsupportedVersion {
@@ -97,17 +97,8 @@ impl State {
         }
         let start = input.offset();
         let mut h = [0u8; 16];
-        let n = input.read_up_to(&mut h)?;
-        if n == 0 {
+        if !input.read_header(&mut h, "packet record header")? {
             return Ok(None);
-        }
-        if n < h.len() {
-            return Err(CaptureError::Truncated {
-                what: "packet record header",
-                offset: start,
-                expected: h.len() as u64,
-                remain: n as u64,
-            });
         }
         let (caplen, orig_len) = (e.u32(&h[8..]), e.u32(&h[12..]));
         let ts_ns = self.timestamp(&h);

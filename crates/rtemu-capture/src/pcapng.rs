@@ -12,7 +12,7 @@
 
 use std::io::Read;
 
-use super::input::Input;
+use super::input::{Input, Length};
 use super::{read_frame, CaptureError, Data, Endian, Interface, Record, MAX_FRAME_LEN};
 
 /// The section header block's type, the same in both byte orders.
@@ -124,7 +124,7 @@ impl State {
             last_ts: 0,
         };
         let mut len = [0u8; 4];
-        input.read_exact(&mut len, "pcapng section header block", 0)?;
+        input.read_exact(&mut len, "pcapng section header block", 0, Length::Fixed)?;
         state.read_section_header(input, 0, len)?;
         let mut link_type = None;
         while link_type.is_none() {
@@ -206,17 +206,8 @@ impl State {
         loop {
             let start = input.offset();
             let mut h = [0u8; 8];
-            let n = input.read_up_to(&mut h)?;
-            if n == 0 {
+            if !input.read_header(&mut h, "pcapng block header")? {
                 return Ok(None);
-            }
-            if n < h.len() {
-                return Err(CaptureError::Truncated {
-                    what: "pcapng block header",
-                    offset: start,
-                    expected: 8,
-                    remain: n as u64,
-                });
             }
             if h[..4] == SHB_TYPE {
                 self.read_section_header(input, start, [h[4], h[5], h[6], h[7]])?;
@@ -253,7 +244,7 @@ impl State {
         const WHAT: &str = "pcapng section header block";
         let mut h = [0u8; 20];
         h[..4].copy_from_slice(&len);
-        input.read_exact(&mut h[4..], WHAT, start)?;
+        input.read_exact(&mut h[4..], WHAT, start, Length::Fixed)?;
         self.endian = match h[4..8] {
             [0x1a, 0x2b, 0x3c, 0x4d] => Endian::Big,
             [0x4d, 0x3c, 0x2b, 0x1a] => Endian::Little,
@@ -327,7 +318,7 @@ impl State {
         }
         // Rare and small: a temporary buffer is fine here.
         let mut body = vec![0u8; body_len as usize];
-        input.read_data(&mut body, WHAT, block.start)?;
+        input.read_exact(&mut body, WHAT, block.start, Length::Declared)?;
         self.read_trailer(input, block)?;
         let e = self.endian;
         let link_type = u32::from(e.u16(&body[0..]));
@@ -393,7 +384,7 @@ impl State {
                 problem: "too short for a packet block",
             });
         }
-        input.read_data(&mut h, what, block.start)?;
+        input.read_exact(&mut h, what, block.start, Length::Declared)?;
         let (ts_ns, caplen, orig_len, interface) = self.packet_fields(&h, block, what, obsolete)?;
         let len = read_frame(input, buf, caplen, what, block.start)?;
         let padded = caplen.next_multiple_of(4);
@@ -507,7 +498,7 @@ impl State {
         let mut flags = None;
         while rest >= 4 {
             let mut h = [0u8; 4];
-            input.read_data(&mut h, WHAT, block.start)?;
+            input.read_exact(&mut h, WHAT, block.start, Length::Declared)?;
             rest -= 4;
             let (code, len) = (e.u16(&h[0..]), u32::from(e.u16(&h[2..])));
             let padded = len.next_multiple_of(4);
@@ -515,7 +506,7 @@ impl State {
                 break;
             }
             if code == EPB_FLAGS && len == 4 && flags.is_none() {
-                input.read_data(&mut h, WHAT, block.start)?;
+                input.read_exact(&mut h, WHAT, block.start, Length::Declared)?;
                 flags = Some(e.u32(&h));
             } else {
                 input.skip(u64::from(padded), WHAT, block.start)?;
@@ -543,7 +534,7 @@ impl State {
             });
         }
         let mut h = [0u8; 4];
-        input.read_data(&mut h, WHAT, block.start)?;
+        input.read_exact(&mut h, WHAT, block.start, Length::Declared)?;
         let orig_len = self.endian.u32(&h);
         let snaplen = self.scale(0, WHAT, block.start)?.snaplen;
         let room = block.body_len() - 4;
@@ -593,7 +584,7 @@ impl State {
     ) -> Result<(), CaptureError> {
         let mut t = [0u8; 4];
         let at = input.offset();
-        input.read_exact(&mut t, "pcapng block trailing length", at)?;
+        input.read_exact(&mut t, "pcapng block trailing length", at, Length::Fixed)?;
         let trailer = self.endian.u32(&t);
         if trailer != block.len {
             return Err(CaptureError::BlockLengthMismatch {

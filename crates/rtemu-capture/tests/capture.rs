@@ -66,17 +66,13 @@ fn expected_pcapng_frames() -> Vec<Owned> {
 }
 
 #[test]
-fn reads_little_endian_microsecond_pcap() {
-    let (link, frames) = read_all(&data("small-le-us.pcap")).unwrap();
-    assert_eq!(link, LINKTYPE_ETHERNET);
-    assert_eq!(frames, expected_pcap_frames(1000));
-}
-
-#[test]
-fn reads_big_endian_nanosecond_pcap() {
-    let (link, frames) = read_all(&data("small-be-ns.pcap")).unwrap();
-    assert_eq!(link, LINKTYPE_ETHERNET);
-    assert_eq!(frames, expected_pcap_frames(1));
+fn reads_pcap_in_both_byte_orders_and_resolutions() {
+    // Little-endian in microseconds, big-endian in nanoseconds.
+    for (name, frac_ns) in [("small-le-us.pcap", 1000), ("small-be-ns.pcap", 1)] {
+        let (link, frames) = read_all(&data(name)).unwrap();
+        assert_eq!(link, LINKTYPE_ETHERNET, "{name}");
+        assert_eq!(frames, expected_pcap_frames(frac_ns), "{name}");
+    }
 }
 
 #[test]
@@ -221,6 +217,31 @@ fn a_truncated_record_names_its_offset_and_lengths() {
     assert_eq!(
         err.to_string(),
         "truncated packet record at byte 100: header says 1514 bytes, 200 remain"
+    );
+}
+
+/// A structure of fixed size cut short says its whole size from where it starts; a record's
+/// data cut short says what its header declared (above).
+#[test]
+fn a_truncated_structure_names_its_offset_and_whole_size() {
+    let pcap = data("small-le-us.pcap");
+    let err = read_all(&pcap[..24 + 5]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "truncated packet record header at byte 24: expected 16 bytes, 5 remain"
+    );
+    let pcapng = data("small-le.pcapng");
+    // The section header's magic and length are read first, the rest of its 28 bytes after.
+    let err = read_all(&pcapng[..20]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "truncated pcapng section header block at byte 0: expected 24 bytes, 20 remain"
+    );
+    let second = pcapng_block_ends(&pcapng)[0];
+    let err = read_all(&pcapng[..second + 3]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("truncated pcapng block header at byte {second}: expected 8 bytes, 3 remain")
     );
 }
 
