@@ -7,8 +7,8 @@
 //! at fault and what was expected there. A record longer than [`MAX_FRAME_LEN`] is an error,
 //! not an allocation of whatever size a corrupt header claims. Each [`Packet`] carries its
 //! interface (index and `if_name`) and its `epb_flags`, so a capture of several interfaces
-//! reads back whole; [`Options`] lets a reader take a capture stream stopped mid-block or a
-//! section that declares no interface.
+//! reads back whole; [`Options`] lets a reader take a capture stream stopped mid-block, a
+//! section that declares no interface, or a file's sections' interfaces numbered as one list.
 //!
 //! The parsers are written here rather than taken from the `pcap-file` crate: its errors carry
 //! no byte offset, its readers grow their buffer to whatever length a record header claims,
@@ -282,6 +282,12 @@ pub struct Options {
     /// the capture after the last whole one, rather than being [`CaptureError::Truncated`] or
     /// [`CaptureError::TruncatedData`]. Every other fault is still an error.
     pub cut_end: bool,
+    /// A pcapng file's interfaces are numbered across the file rather than per section: a new
+    /// section's follow the earlier sections' (which [`CaptureReader::interfaces`] keeps), and
+    /// a packet's [`Packet::interface`] indexes them all. For a reader that takes a whole file
+    /// of several sections (files joined with `cat`, as Wireshark reads them); the memory
+    /// held then grows with the file's interfaces.
+    pub file_interfaces: bool,
 }
 
 impl Default for Options {
@@ -291,6 +297,7 @@ impl Default for Options {
             capacity: 256 * 1024,
             interfaceless: false,
             cut_end: false,
+            file_interfaces: false,
         }
     }
 }
@@ -385,7 +392,7 @@ impl<R: Read> CaptureReader<R> {
     /// As [`CaptureReader::new`], accepting what `options` allow.
     pub fn with_options(reader: R, options: Options) -> Result<Self, CaptureError> {
         let mut input = Input::new(BufReader::with_capacity(options.capacity, reader));
-        let (format, link_type) = match Self::open_format(&mut input, options.interfaceless) {
+        let (format, link_type) = match Self::open_format(&mut input, &options) {
             Ok(opened) => opened,
             // A stream cut before its first interface holds no packet.
             Err(e) if e.is_cut() && options.cut_end && options.interfaceless => {
@@ -407,12 +414,12 @@ impl<R: Read> CaptureReader<R> {
     /// Recognises the format and reads its header.
     fn open_format(
         input: &mut Input<R>,
-        interfaceless: bool,
+        options: &Options,
     ) -> Result<(Format, Option<u32>), CaptureError> {
         let mut magic = [0u8; 4];
         input.read_exact(&mut magic, "file header", 0, Length::Fixed)?;
         if magic == pcapng::SHB_TYPE {
-            let (state, link_type) = pcapng::State::open(input, interfaceless)?;
+            let (state, link_type) = pcapng::State::open(input, options)?;
             return Ok((Format::PcapNg(state), link_type));
         }
         match pcap::State::open(input, magic)? {
@@ -452,21 +459,13 @@ impl<R: Read> CaptureReader<R> {
     }
 
     /// The interfaces declared so far in the current section: the one of a pcap file, those
-    /// of a pcapng section up to the last packet read (or all, once the input has ended).
+    /// of a pcapng section up to the last packet read (or all, once the input has ended),
+    /// after every earlier section's with [`Options::file_interfaces`].
     pub fn interfaces(&self) -> &[Interface] {
         match &self.format {
             Format::Pcap(state) => std::slice::from_ref(state.interface()),
             Format::PcapNg(state) => state.interfaces(),
             Format::Ended => &[],
-        }
-    }
-
-    /// Where the current pcapng section header starts (0 for the first, and for pcap): a
-    /// reader that allows one section only can tell a second.
-    pub fn section_start(&self) -> u64 {
-        match &self.format {
-            Format::PcapNg(state) => state.section_start(),
-            Format::Pcap(_) | Format::Ended => 0,
         }
     }
 

@@ -2,7 +2,8 @@
 //! length`. Read here:
 //!
 //! - section header blocks, in either byte order; a new section forgets the previous
-//!   section's interfaces, as the format says;
+//!   section's interfaces, as the format says, or (with [`Options::file_interfaces`]) numbers
+//!   its own after them;
 //! - interface description blocks with `if_name`, `if_tsresol` (powers of 10 or 2) and
 //!   `if_tsoffset`; several interfaces are fine as long as they share one link type;
 //! - enhanced packet blocks with their `epb_flags`, simple packet blocks (which carry no
@@ -13,7 +14,7 @@
 use std::io::Read;
 
 use super::input::{Input, Length};
-use super::{read_frame, CaptureError, Data, Endian, Interface, Record, MAX_FRAME_LEN};
+use super::{read_frame, CaptureError, Data, Endian, Interface, Options, Record, MAX_FRAME_LEN};
 
 /// The section header block's type, the same in both byte orders.
 pub(super) const SHB_TYPE: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
@@ -85,11 +86,15 @@ impl Timescale {
 #[derive(Debug)]
 pub(super) struct State {
     endian: Endian,
-    /// Where the current section header starts.
-    section_start: u64,
-    /// The section's interfaces as callers see them, and how to read each one's packets.
+    /// The section's interfaces as callers see them, and how to read each one's packets;
+    /// with [`Options::file_interfaces`], after those of the earlier sections.
     interfaces: Vec<Interface>,
     scales: Vec<Scale>,
+    /// How many of `interfaces` are of earlier sections: the current section's interface `i`
+    /// is `base + i`.
+    base: usize,
+    /// Whether a new section keeps the earlier sections' interfaces.
+    file_interfaces: bool,
     /// The timestamp given to simple packet blocks, which have none.
     last_ts: u64,
 }
@@ -111,16 +116,18 @@ impl Block {
 impl State {
     /// Reads the first section header (whose type the caller has consumed) and the blocks up
     /// to the first interface description; returns the state and the link type, `None` when
-    /// `interfaceless` lets the input end before any interface.
+    /// [`Options::interfaceless`] lets the input end before any interface.
     pub(super) fn open<R: Read>(
         input: &mut Input<R>,
-        interfaceless: bool,
+        options: &Options,
     ) -> Result<(State, Option<u32>), CaptureError> {
+        let interfaceless = options.interfaceless;
         let mut state = State {
             endian: Endian::Little,
-            section_start: 0,
             interfaces: Vec::new(),
             scales: Vec::new(),
+            base: 0,
+            file_interfaces: options.file_interfaces,
             last_ts: 0,
         };
         let mut len = [0u8; 4];
@@ -151,14 +158,10 @@ impl State {
         Ok((state, link_type))
     }
 
-    /// The current section's interfaces declared so far.
+    /// The current section's interfaces declared so far, after the earlier sections' with
+    /// [`Options::file_interfaces`].
     pub(super) fn interfaces(&self) -> &[Interface] {
         &self.interfaces
-    }
-
-    /// Where the current section header starts.
-    pub(super) fn section_start(&self) -> u64 {
-        self.section_start
     }
 
     /// Reads blocks up to the next packet: in place when it lies whole in the input's buffer,
@@ -280,9 +283,12 @@ impl State {
                 expected: 1,
             });
         }
-        self.section_start = start;
-        self.interfaces.clear();
-        self.scales.clear();
+        if self.file_interfaces {
+            self.base = self.interfaces.len();
+        } else {
+            self.interfaces.clear();
+            self.scales.clear();
+        }
         // The options, then the trailing length.
         input.skip(u64::from(len - 28), WHAT, start)?;
         self.read_trailer(
@@ -459,7 +465,8 @@ impl State {
         };
         let units = (u64::from(e.u32(&h[4..])) << 32) | u64::from(e.u32(&h[8..]));
         let (caplen, orig_len) = (e.u32(&h[12..]), e.u32(&h[16..]));
-        let ts = self.scale(interface, what, block.start)?.ts;
+        let (interface, scale) = self.scale(interface, what, block.start)?;
+        let ts = scale.ts;
         // `let else` rather than `ok_or`: the error is built only when needed (a hot path).
         let Some(ts_ns) = ts.to_ns(units) else {
             return Err(CaptureError::TimestampOutOfRange {
@@ -536,7 +543,8 @@ impl State {
         let mut h = [0u8; 4];
         input.read_exact(&mut h, WHAT, block.start, Length::Declared)?;
         let orig_len = self.endian.u32(&h);
-        let snaplen = self.scale(0, WHAT, block.start)?.snaplen;
+        let (interface, scale) = self.scale(0, WHAT, block.start)?;
+        let snaplen = scale.snaplen;
         let room = block.body_len() - 4;
         let mut caplen = orig_len.min(room);
         if snaplen != 0 {
@@ -549,20 +557,28 @@ impl State {
             ts_ns: self.last_ts,
             data: Data::Copied(len),
             orig_len,
-            interface: 0,
+            interface,
             epb_flags: None,
         })
     }
 
-    /// How the packets of interface `index` are read, if the section declares it.
-    fn scale(&self, index: u32, what: &'static str, offset: u64) -> Result<Scale, CaptureError> {
-        match self.scales.get(index as usize) {
-            Some(scale) => Ok(*scale),
+    /// The section's interface `index` as callers number it (see [`State::interfaces`]) and
+    /// how its packets are read, if the section declares it.
+    fn scale(
+        &self,
+        index: u32,
+        what: &'static str,
+        offset: u64,
+    ) -> Result<(u32, Scale), CaptureError> {
+        let at = self.base + index as usize;
+        match self.scales.get(at) {
+            // Fewer than 2^32: each interface is a block of the input, held in memory.
+            Some(scale) => Ok((at as u32, *scale)),
             None => Err(CaptureError::UnknownInterface {
                 what,
                 offset,
                 interface: index,
-                declared: self.interfaces.len(),
+                declared: self.interfaces.len() - self.base,
             }),
         }
     }

@@ -550,6 +550,7 @@ fn lenient(capacity: usize) -> Options {
         capacity,
         interfaceless: true,
         cut_end: true,
+        ..Options::default()
     }
 }
 
@@ -610,7 +611,7 @@ proptest! {
 
         // Read strictly, a cut file is whole up to a block's end, or cut short: never
         // anything else.
-        match read_packets(&file[..cut], Options { capacity, interfaceless: true, cut_end: false }) {
+        match read_packets(&file[..cut], Options { capacity, interfaceless: true, ..Options::default() }) {
             Ok((packets, _)) => prop_assert_eq!(&packets[..], &expected[..whole]),
             Err(e) => prop_assert!(
                 matches!(e, CaptureError::Truncated { .. } | CaptureError::TruncatedData { .. }),
@@ -731,13 +732,92 @@ fn a_second_section_starts_its_own_interfaces() {
         epb_with(&[2], &[]),
     ]
     .concat();
-    let second =
-        (shb().len() + idb_with(&option(2, b"first")).len() + epb_with(&[1], &[]).len()) as u64;
     let mut reader = CaptureReader::new(&file[..]).unwrap();
     let p = reader.next_packet().unwrap().unwrap();
     assert_eq!(p.interface_name, Some("first"));
-    assert_eq!(reader.section_start(), 0);
     let p = reader.next_packet().unwrap().unwrap();
     assert_eq!((p.interface, p.interface_name), (0, Some("second")));
-    assert_eq!(reader.section_start(), second);
+    let names: Vec<Option<&str>> = reader
+        .interfaces()
+        .iter()
+        .map(|i| i.name.as_deref())
+        .collect();
+    assert_eq!(names, [Some("second")]);
+}
+
+/// Files joined end to end (`cat a.pcapng b.pcapng`) read whole with `file_interfaces`: each
+/// section's interfaces numbered after the earlier sections', those declared after a
+/// section's last packet too, on both the in-place and the copying path.
+#[test]
+fn with_file_interfaces_every_section_s_interfaces_are_numbered_across_the_file() {
+    let named = |name: &str| idb_with(&option(2, name.as_bytes()));
+    let spb = |data: &[u8]| {
+        let mut body = (data.len() as u32).to_le_bytes().to_vec();
+        body.extend(data);
+        block(3, &body)
+    };
+    let file = [
+        shb(),
+        named("a"),
+        epb(0, &[1; 20]),
+        named("b"),
+        shb(),
+        named("c"),
+        named("d"),
+        epb(1, &[2; 20]),
+        spb(&[3; 20]),
+        shb(),
+        named("e"),
+        epb(0, &[4; 20]),
+    ]
+    .concat();
+    for capacity in [0, 7, 1 << 16] {
+        let options = Options {
+            capacity,
+            file_interfaces: true,
+            ..Options::default()
+        };
+        let (packets, names) = read_packets(&file, options).unwrap();
+        let seen: Vec<(u32, Option<&str>, u8)> = packets
+            .iter()
+            .map(|p| (p.0, p.1.as_deref(), p.3[0]))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (0, Some("a"), 1),
+                (3, Some("d"), 2),
+                (2, Some("c"), 3),
+                (4, Some("e"), 4)
+            ],
+            "buffer {capacity}"
+        );
+        let names: Vec<Option<&str>> = names.iter().map(Option::as_deref).collect();
+        assert_eq!(
+            names,
+            [Some("a"), Some("b"), Some("c"), Some("d"), Some("e")]
+        );
+        // Without, each section numbers its own from 0.
+        let (packets, names) = read_packets(
+            &file,
+            Options {
+                capacity,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let per_section: Vec<u32> = packets.iter().map(|p| p.0).collect();
+        assert_eq!((per_section, names.len()), (vec![0, 1, 0, 0], 1));
+    }
+    // An index is of the packet's own section: the third section has one interface.
+    let beyond = [&file[..], &epb(1, &[5; 20])].concat();
+    let options = Options {
+        file_interfaces: true,
+        ..Options::default()
+    };
+    let err = read_packets(&beyond, options).unwrap_err();
+    assert!(
+        matches!(err, CaptureError::UnknownInterface { interface: 1, declared: 1, offset, .. } if offset == file.len() as u64),
+        "{err}"
+    );
 }

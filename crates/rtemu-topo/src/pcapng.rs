@@ -1,7 +1,9 @@
 //! The lab's captures as whole files: read back through `rtemu-capture`'s reader and merged,
 //! so that captures made on several hosts become one file ([`merge`]). They are written by
 //! `rtemu-capture`'s [`PcapngWriter`]: one section, one Ethernet interface per `node:if`,
-//! nanosecond timestamps, each packet's direction as its `epb_flags`.
+//! nanosecond timestamps, each packet's direction as its `epb_flags`. A file of several
+//! sections (captures joined with `cat`, as Wireshark reads them) is read whole: each
+//! section's interfaces follow the earlier sections'.
 
 use std::io::{self, Write};
 
@@ -32,9 +34,10 @@ pub struct Capture {
     pub packets: Vec<Packet>,
 }
 
-/// Reads a one-section pcapng file (what [`PcapngWriter`] writes, in either byte order); an
-/// interface without `if_name` is called `if` and its index. A file cut short, or of another
-/// kind, is an error saying where.
+/// Reads a pcapng file (what [`PcapngWriter`] writes, in either byte order, or several such
+/// joined: every section's interfaces, numbered across the file); an interface without
+/// `if_name` is called `if` and its index. A file cut short, or of another kind, is an error
+/// saying where.
 pub fn read(bytes: &[u8]) -> io::Result<Capture> {
     read_with(bytes, false)
 }
@@ -60,31 +63,21 @@ fn read_with(bytes: &[u8], cut: bool) -> io::Result<Capture> {
     let options = Options {
         interfaceless: true,
         cut_end: cut,
+        // A second section numbers its interfaces from 0 again: the capture's list holds them
+        // all, so its packets' indices count the earlier sections' too.
+        file_interfaces: true,
         ..Options::default()
     };
     let mut reader = CaptureReader::with_options(bytes, options).map_err(invalid)?;
-    // A second section would number its interfaces from 0 again.
-    let one_section = |reader: &CaptureReader<&[u8]>| match reader.section_start() {
-        0 => Ok(()),
-        at => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a second pcapng section at byte {at}"),
-        )),
-    };
     let mut packets = Vec::new();
-    loop {
-        let next = reader.next_packet().map_err(invalid)?.map(|p| Packet {
+    while let Some(p) = reader.next_packet().map_err(invalid)? {
+        packets.push(Packet {
             interface: p.interface,
             ts_ns: p.frame.ts_ns,
             data: p.frame.data.to_vec(),
             orig_len: p.frame.orig_len,
             direction: p.direction(),
         });
-        one_section(&reader)?;
-        match next {
-            Some(packet) => packets.push(packet),
-            None => break,
-        }
     }
     let interfaces = reader
         .interfaces()
@@ -132,17 +125,26 @@ pub fn merge<W: Write>(captures: Vec<Capture>, out: W, limit: Option<u64>) -> io
 mod tests {
     use super::*;
 
+    /// A capture of interfaces `names` and `packets` (interface, time, a byte its data
+    /// repeats), as a lab writes one.
+    fn file(names: &[&str], packets: &[(u32, u64, u8)]) -> Vec<u8> {
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let mut w = PcapngWriter::new(Vec::new(), &names).unwrap();
+        for &(i, ts, byte) in packets {
+            let dir = (byte % 2 == 0).then_some(Direction::Inbound);
+            w.packet(i, ts, &[byte; 3], 60, dir).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    /// Each packet's interface, time and byte.
+    fn seen(capture: &Capture) -> Vec<(u32, u64, u8)> {
+        let packets = capture.packets.iter();
+        packets.map(|p| (p.interface, p.ts_ns, p.data[0])).collect()
+    }
+
     #[test]
     fn captures_merge_with_interfaces_renumbered_and_packets_in_time_order() {
-        let file = |names: &[&str], packets: &[(u32, u64, u8)]| {
-            let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-            let mut w = PcapngWriter::new(Vec::new(), &names).unwrap();
-            for &(i, ts, byte) in packets {
-                let dir = (byte % 2 == 0).then_some(Direction::Inbound);
-                w.packet(i, ts, &[byte; 3], 60, dir).unwrap();
-            }
-            w.finish().unwrap()
-        };
         let h1 = file(&["a:eth0", "b:eth1"], &[(0, 10, 1), (1, 30, 2), (0, 50, 3)]);
         let h2 = file(&["c:eth0"], &[(0, 20, 4), (0, 40, 5)]);
         let read_back = read(&h1).unwrap();
@@ -154,13 +156,8 @@ mod tests {
         assert_eq!(merge(captures.clone(), &mut merged, None).unwrap(), 5);
         let m = read(&merged).unwrap();
         assert_eq!(m.interfaces, ["a:eth0", "b:eth1", "c:eth0"]);
-        let seen: Vec<(u32, u64, u8)> = m
-            .packets
-            .iter()
-            .map(|p| (p.interface, p.ts_ns, p.data[0]))
-            .collect();
         assert_eq!(
-            seen,
+            seen(&m),
             [(0, 10, 1), (2, 20, 4), (1, 30, 2), (2, 40, 5), (0, 50, 3)]
         );
         assert!(m
@@ -170,6 +167,35 @@ mod tests {
         let mut first = Vec::new();
         assert_eq!(merge(captures, &mut first, Some(2)).unwrap(), 2);
         assert_eq!(read(&first).unwrap().packets[1].ts_ns, 20);
+    }
+
+    /// Captures joined with `cat` are one file of several sections: read whole, each
+    /// section's interfaces after the earlier ones', they merge to the very file their
+    /// captures read one by one merge to.
+    #[test]
+    fn a_file_of_several_sections_reads_every_section_s_interfaces_and_packets() {
+        let h1 = file(&["a:eth0", "b:eth1"], &[(0, 10, 1), (1, 30, 2)]);
+        // An interface that carries nothing, and one whose packets come later.
+        let h2 = file(&["c:eth0", "d:eth0", "e:eth1"], &[(2, 20, 4), (2, 40, 5)]);
+        let joined = [&h1[..], &h2[..]].concat();
+        let whole = read(&joined).unwrap();
+        let names = ["a:eth0", "b:eth1", "c:eth0", "d:eth0", "e:eth1"];
+        assert_eq!(whole.interfaces, names);
+        assert_eq!(
+            seen(&whole),
+            [(0, 10, 1), (1, 30, 2), (4, 20, 4), (4, 40, 5)]
+        );
+        let mut at_once = Vec::new();
+        merge(vec![whole], &mut at_once, None).unwrap();
+        let mut one_by_one = Vec::new();
+        let captures = vec![read(&h1).unwrap(), read(&h2).unwrap()];
+        merge(captures, &mut one_by_one, None).unwrap();
+        assert_eq!(at_once, one_by_one);
+        // A stream cut inside the second section's first packet: both sections' interfaces,
+        // the first's packets.
+        let cut = read_complete(&joined[..joined.len() - 40]).unwrap();
+        assert_eq!(cut.interfaces, names);
+        assert_eq!(seen(&cut), [(0, 10, 1), (1, 30, 2)]);
     }
 
     #[test]
