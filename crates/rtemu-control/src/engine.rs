@@ -745,11 +745,7 @@ fn direction_config(
     // The longest rate queue and wait for a slot this direction will have, its schedule
     // included: a ready copy keeps its buffer until its slot starts.
     let (mut queue, mut slot_wait) = (queue_frames(&cfg), cfg.slot_wait_ns());
-    for change in imp
-        .schedule
-        .iter()
-        .filter(|c| c.ways.includes(way == Way::BToA))
-    {
+    for change in imp.schedule.iter().filter(|c| c.ways.includes(way)) {
         queue = queue.max(queue_frames(change.netem.config()));
         slot_wait = slot_wait.max(change.netem.config().slot_wait_ns());
     }
@@ -947,7 +943,7 @@ pub fn run(args: &RunOptions) -> Result<()> {
     for (_, seg, imp) in impaired(&state) {
         for change in &imp.schedule {
             for way in [Way::AToB, Way::BToA] {
-                if change.ways.includes(way == Way::BToA) {
+                if change.ways.includes(way) {
                     let pool = pools[&(seg.name.clone(), way)];
                     let swap = swap(imp, change.netem.config(), &seg.name, way, pool)
                         .with_context(|| format!("link `{}`: schedule", seg.name))?;
@@ -1562,7 +1558,7 @@ schedule = [
         cases.push((Way::BToA, imp.config_for(true), BA));
         for (change, text) in imp.schedule.iter().zip(LATER) {
             for way in [Way::AToB, Way::BToA] {
-                if change.ways.includes(way == Way::BToA) {
+                if change.ways.includes(way) {
                     cases.push((way, change.netem.config().clone(), text));
                 }
             }

@@ -48,10 +48,9 @@ impl Ways {
         }
     }
 
-    /// Whether the change applies to the direction (`false`: first endpoint to second).
-    pub fn includes(self, backwards: bool) -> bool {
-        self.ways()
-            .contains(&if backwards { Way::BToA } else { Way::AToB })
+    /// Whether the change applies to direction `way`.
+    pub fn includes(self, way: Way) -> bool {
+        self.ways().contains(&way)
     }
 
     /// `a-b`, `b-a` or `both`.
@@ -104,7 +103,10 @@ mod tests {
             assert_eq!(Ways::parse(word), Some(ways));
             assert_eq!(ways.as_str(), word);
             assert_eq!(serde_json::to_string(&ways).unwrap(), format!("\"{word}\""));
-            assert_eq!((ways.includes(false), ways.includes(true)), (ab, ba));
+            assert_eq!(
+                (ways.includes(Way::AToB), ways.includes(Way::BToA)),
+                (ab, ba)
+            );
             let listed: Vec<&str> = ways.ways().iter().map(|w| w.as_str()).collect();
             assert_eq!(listed.join(" "), word.replace("both", "a-b b-a"));
         }

@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use rtemu_model::direction::Way;
+
 use super::{ImpairedLink, Validator};
 use crate::error::SpecError;
 use crate::topology::load::resolve_trace;
@@ -47,14 +49,15 @@ impl Validator<'_> {
             if let Some(trace) = &mut imp.trace {
                 *trace = resolve_trace(dir, trace);
             }
-            for backwards in [false, true] {
+            for way in [Way::AToB, Way::BToA] {
+                let backwards = way == Way::BToA;
                 let own = &link.netem[if backwards { 2 } else { 1 }];
                 let netem = own.as_ref().or(link.netem[0].as_ref());
                 check
                     .direction(&link.name, &imp, None, backwards)
                     .map_err(|e| self.link_error(link, netem, e))?;
                 for (change, span) in link.imp.schedule.iter().zip(&link.schedule) {
-                    if change.ways.includes(backwards) {
+                    if change.ways.includes(way) {
                         check
                             .direction(&link.name, &imp, Some(change.netem.config()), backwards)
                             .map_err(|e| self.link_error(link, Some(span), e))?;
