@@ -100,15 +100,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/bufferbloat.md");
-        if std::env::var_os("RTEMU_BLESS").is_some() {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &out).unwrap();
-        }
-        let want = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e} (RTEMU_BLESS=1 writes it)", path.display()));
-        assert_eq!(String::from_utf8(out).unwrap(), want);
+        crate::assert_golden("bufferbloat.md", &out);
     }
 
     /// One series per queue, named for it, whose points are exactly the run's game delays,

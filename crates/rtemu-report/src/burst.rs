@@ -39,3 +39,30 @@ pub fn write_table(out: &mut impl Write, seed: u64, rows: &[Summary]) -> io::Res
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table's format, to the character, against `tests/golden/burst.md`.
+    #[test]
+    fn the_table_reads_as_the_golden_file() {
+        let row = |queue, lost: f64, p50| Summary {
+            queue,
+            model: String::new(),
+            bursts: 58,
+            burst_lost_percent: lost,
+            bursts_hit_percent: lost * 3.0,
+            burst_time_p50_ms: p50,
+            burst_time_max_ms: p50 * 1.75,
+            background_dropped_percent: lost / 2.0,
+        };
+        let mut out = Vec::new();
+        let rows = [
+            row("drop-tail, 500 ms", 0.0, 412.34),
+            row("PIE", 31.26, 18.05),
+        ];
+        write_table(&mut out, 7, &rows).unwrap();
+        crate::assert_golden("burst.md", &out);
+    }
+}

@@ -50,3 +50,39 @@ pub fn write_table(out: &mut impl Write, seed: u64, rows: &[Summary]) -> io::Res
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtemu_sim::capacity::Phase;
+
+    /// The table's format, to the character, against `tests/golden/capacity.md`: a queue
+    /// without a target, one that never settles under it, and one that does.
+    #[test]
+    fn the_table_reads_as_the_golden_file() {
+        let phase = |rate_mbit_s, delay: f64| Phase {
+            rate_mbit_s,
+            delay_p50_ms: delay,
+            delay_p99_ms: delay * 1.5,
+            settled_p99_ms: delay * 1.25,
+            utilisation_percent: 97.46,
+            dropped_percent: 2.05,
+        };
+        let row = |queue, target_ms, settling_ms| Summary {
+            queue,
+            model: String::new(),
+            high: phase(100.0, 3.12),
+            low: phase(10.0, 251.2),
+            target_ms,
+            settling_ms,
+        };
+        let rows = [
+            row("drop-tail, 500 ms", None, None),
+            row("CoDel", Some(5.0), None),
+            row("FQ-CoDel", Some(5.0), Some(1234.5)),
+        ];
+        let mut out = Vec::new();
+        write_table(&mut out, 3, &rows).unwrap();
+        crate::assert_golden("capacity.md", &out);
+    }
+}

@@ -25,3 +25,19 @@ pub mod plot;
 pub mod progress;
 pub mod text;
 pub mod trace;
+
+/// Checks a report's output against its golden file in `tests/golden` (`RTEMU_BLESS=1`
+/// rewrites it; review the diff).
+#[cfg(test)]
+fn assert_golden(name: &str, out: &[u8]) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("RTEMU_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, out).unwrap();
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (RTEMU_BLESS=1 writes it)", path.display()));
+    assert_eq!(String::from_utf8_lossy(out), want);
+}
