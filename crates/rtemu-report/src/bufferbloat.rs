@@ -8,38 +8,39 @@ use rtemu_sim::bufferbloat::{
 };
 
 use crate::plot::{Axis, Chart, Series, Style};
+use crate::text;
 
 /// Writes the scenario in one line, then a Markdown table of `rows`: per queue the game
 /// flow's delay percentiles and loss, the upload's throughput and drops.
 pub fn write_table(out: &mut impl Write, seed: u64, rows: &[Summary]) -> io::Result<()> {
-    writeln!(
-        out,
+    let caption = format!(
         "an unresponsive upload of {:.0} Mbit/s ({UPLOAD_BYTES}-byte frames, Poisson) and a game \
          flow of 50 pps × {GAME_BYTES} bytes through {LINK}, {SECONDS} s simulated, measured \
          from {} s (seed {seed})",
         UPLOAD_PPS * f64::from(UPLOAD_BYTES) * 8.0 / 1e6,
         MEASURED_FROM_NS / 1_000_000_000
-    )?;
-    writeln!(
-        out,
-        "| queue | game delay p50 (ms) | p99 (ms) | max (ms) | game lost | upload (Mbit/s) | \
-         upload dropped |"
-    )?;
-    writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")?;
-    for r in rows {
-        writeln!(
-            out,
-            "| {} | {:.1} | {:.1} | {:.1} | {:.1} % | {:.2} | {:.1} % |",
-            r.queue,
-            r.game_p50_ms,
-            r.game_p99_ms,
-            r.game_max_ms,
-            r.game_lost_percent,
-            r.upload_mbit_s,
-            r.upload_dropped_percent
-        )?;
-    }
-    Ok(())
+    );
+    let headings = [
+        "queue",
+        "game delay p50 (ms)",
+        "p99 (ms)",
+        "max (ms)",
+        "game lost",
+        "upload (Mbit/s)",
+        "upload dropped",
+    ];
+    let rows = rows.iter().map(|r| {
+        vec![
+            r.queue.to_string(),
+            format!("{:.1}", r.game_p50_ms),
+            format!("{:.1}", r.game_p99_ms),
+            format!("{:.1}", r.game_max_ms),
+            format!("{:.1} %", r.game_lost_percent),
+            format!("{:.2}", r.upload_mbit_s),
+            format!("{:.1} %", r.upload_dropped_percent),
+        ]
+    });
+    text::write_table(out, &caption, &headings, rows)
 }
 
 /// The game flow's delay over the whole run, one line per queue, in the runs' order.

@@ -7,37 +7,39 @@ use rtemu_sim::burst::{
     Summary, BACKGROUND_SHARE, BURST_EVERY_NS, BURST_FRAMES, FRAME_BYTES, SECONDS,
 };
 
+use crate::text;
+
 /// Writes the scenario in one line, then a Markdown table of `rows`: per queue the bursts'
 /// losses and times through the link, and the background's drops.
 pub fn write_table(out: &mut impl Write, seed: u64, rows: &[Summary]) -> io::Result<()> {
-    writeln!(
-        out,
+    let caption = format!(
         "burst absorption (RFC 7928 §6): every {} s a burst of {BURST_FRAMES} × {FRAME_BYTES} \
          bytes at 1 Gbit/s onto {LINK} carrying {:.0} % of its rate of unresponsive background \
          (Poisson), {SECONDS} s simulated (seed {seed})",
         BURST_EVERY_NS / 1_000_000_000,
         BACKGROUND_SHARE * 100.0
-    )?;
-    writeln!(
-        out,
-        "| queue | bursts | burst frames lost | bursts hit | burst through p50 (ms) | max (ms) | \
-         background dropped |"
-    )?;
-    writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")?;
-    for r in rows {
-        writeln!(
-            out,
-            "| {} | {} | {:.1} % | {:.0} % | {:.1} | {:.1} | {:.1} % |",
-            r.queue,
-            r.bursts,
-            r.burst_lost_percent,
-            r.bursts_hit_percent,
-            r.burst_time_p50_ms,
-            r.burst_time_max_ms,
-            r.background_dropped_percent
-        )?;
-    }
-    Ok(())
+    );
+    let headings = [
+        "queue",
+        "bursts",
+        "burst frames lost",
+        "bursts hit",
+        "burst through p50 (ms)",
+        "max (ms)",
+        "background dropped",
+    ];
+    let rows = rows.iter().map(|r| {
+        vec![
+            r.queue.to_string(),
+            r.bursts.to_string(),
+            format!("{:.1} %", r.burst_lost_percent),
+            format!("{:.0} %", r.bursts_hit_percent),
+            format!("{:.1}", r.burst_time_p50_ms),
+            format!("{:.1}", r.burst_time_max_ms),
+            format!("{:.1} %", r.background_dropped_percent),
+        ]
+    });
+    text::write_table(out, &caption, &headings, rows)
 }
 
 #[cfg(test)]

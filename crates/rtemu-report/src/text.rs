@@ -1,5 +1,5 @@
 //! The pieces every report shares: times in microseconds, JSON on stdout, key–value
-//! summaries, indented text.
+//! summaries, indented text, Markdown tables.
 
 use std::io::{self, Write};
 
@@ -53,6 +53,28 @@ pub fn write_indented(out: &mut impl Write, text: &str, indent: usize) -> io::Re
         write!(out, "{}", rtemu_sys::terminal::printable(line))?;
     }
     writeln!(out)
+}
+
+/// Writes `caption` on a line of its own, then a Markdown table: `headings`, the first column
+/// (what a row is) aligned left and the others (its figures) right, then each of `rows`, one
+/// cell per heading.
+pub fn write_table(
+    out: &mut impl Write,
+    caption: &str,
+    headings: &[&str],
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> io::Result<()> {
+    writeln!(out, "{caption}")?;
+    writeln!(out, "| {} |", headings.join(" | "))?;
+    let align: Vec<&str> = (0..headings.len())
+        .map(|i| if i == 0 { "---" } else { "---:" })
+        .collect();
+    writeln!(out, "| {} |", align.join(" | "))?;
+    for row in rows {
+        debug_assert_eq!(row.len(), headings.len(), "a cell per heading");
+        writeln!(out, "| {} |", row.join(" | "))?;
+    }
+    Ok(())
 }
 
 /// Fails when some series measured nothing (`what` names them): a run with no samples has
