@@ -5,7 +5,6 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use futures_util::TryStreamExt;
-use rtnetlink::LinkUnspec;
 
 use crate::external::{self};
 use crate::state::Handover;
@@ -13,7 +12,7 @@ use crate::sys;
 
 use super::error::{io_err, nl_err, LabError};
 use super::links::{host_index, link_indices};
-use super::netns::{connect, with_own_netlink};
+use super::netns::{block_on, connect, set_link, with_own_netlink};
 
 /// `h` with what its interface carries on the host (see [`external`]); an interface the host is
 /// reached through is refused unless `uplink` says to move it anyway. An interface that is
@@ -54,15 +53,11 @@ pub(super) fn give_back(handovers: &[Handover]) -> Result<(), LabError> {
     if handovers.is_empty() {
         return Ok(());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .map_err(io_err("starting the netlink runtime"))?;
     // This thread never leaves the host's namespace.
     let host_ns = std::fs::File::open("/proc/self/ns/net")
         .map(OwnedFd::from)
         .map_err(io_err("opening the host's namespace"))?;
-    runtime.block_on(async {
+    block_on(async {
         for h in handovers {
             if !sys::netns_exists(&h.netns) {
                 continue;
@@ -74,20 +69,15 @@ pub(super) fn give_back(handovers: &[Handover]) -> Result<(), LabError> {
             let Some(&index) = idx.get(&h.ifname) else {
                 continue;
             };
-            let msg = LinkUnspec::new_with_index(index)
-                .down()
-                .setns_by_fd(host_ns.as_raw_fd())
-                .name(h.host.clone())
-                .build();
-            handle
-                .link()
-                .set(msg)
-                .execute()
-                .await
-                .map_err(nl_err(format!(
-                    "giving {} back to the host as {}",
-                    h.ifname, h.host
-                )))?;
+            let name = h.host.clone();
+            set_link(&handle, index, |msg| {
+                msg.down().setns_by_fd(host_ns.as_raw_fd()).name(name)
+            })
+            .await
+            .map_err(nl_err(format!(
+                "giving {} back to the host as {}",
+                h.ifname, h.host
+            )))?;
             // As it was: up or down, with its addresses and routes.
             let (conn, host, _) = rtnetlink::new_connection().map_err(io_err("opening netlink"))?;
             tokio::spawn(conn);
@@ -97,5 +87,5 @@ pub(super) fn give_back(handovers: &[Handover]) -> Result<(), LabError> {
                 .map_err(nl_err(format!("restoring what {} carried", h.host)))?;
         }
         Ok(())
-    })
+    })?
 }

@@ -15,7 +15,7 @@ use crate::state::State;
 use crate::topology::{Attachment, ExternalMode, Mac, SegmentKind, Topology};
 
 use super::error::{io_err, nl_err, LabError};
-use super::netns::{connect, open_netns};
+use super::netns::{connect, open_netns, set_link};
 use super::shares::Share;
 use super::tunnels::{flood_to, tunnel};
 
@@ -111,14 +111,17 @@ pub(super) async fn mark_up(
     mark: Option<&str>,
     controller: Option<u32>,
 ) -> Result<(), rtnetlink::Error> {
-    let mut msg = LinkUnspec::new_with_index(index).up();
-    if let Some(mark) = mark {
-        msg = msg.append_extra_attribute(LinkAttribute::IfAlias(mark.to_owned()));
-    }
-    if let Some(c) = controller {
-        msg = msg.controller(c);
-    }
-    handle.link().set(msg.build()).execute().await
+    set_link(handle, index, |mut msg| {
+        msg = msg.up();
+        if let Some(mark) = mark {
+            msg = msg.append_extra_attribute(LinkAttribute::IfAlias(mark.to_owned()));
+        }
+        if let Some(c) = controller {
+            msg = msg.controller(c);
+        }
+        msg
+    })
+    .await
 }
 
 /// How many node namespaces [`Namespaces`] keeps open: enough that the links of a chain, a
@@ -345,19 +348,21 @@ impl Links<'_> {
         let m = &topo.segments[si].members[0];
         let index = host_index(host, name).await?;
         let node_fd = self.nodes.get(m.node)?;
-        let msg = match mode {
-            ExternalMode::Move => LinkUnspec::new_with_index(index)
-                .setns_by_fd(node_fd.as_raw_fd())
-                .name(m.ifname.clone())
-                .build(),
-            ExternalMode::Macvlan => LinkMacVlan::new(&m.ifname, index, MacVlanMode::Bridge)
-                .setns_by_fd(node_fd.as_raw_fd())
-                .address(m.mac.0.to_vec())
-                .build(),
-        };
         let request = match mode {
-            ExternalMode::Move => host.link().set(msg).execute().await,
-            ExternalMode::Macvlan => host.link().add(msg).execute().await,
+            ExternalMode::Move => {
+                let name = m.ifname.clone();
+                set_link(host, index, |msg| {
+                    msg.setns_by_fd(node_fd.as_raw_fd()).name(name)
+                })
+                .await
+            }
+            ExternalMode::Macvlan => {
+                let msg = LinkMacVlan::new(&m.ifname, index, MacVlanMode::Bridge)
+                    .setns_by_fd(node_fd.as_raw_fd())
+                    .address(m.mac.0.to_vec())
+                    .build();
+                host.link().add(msg).execute().await
+            }
         };
         request.map_err(nl_err(format!(
             "handing host interface {name} to node `{}`",

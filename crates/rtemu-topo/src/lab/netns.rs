@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 
 use futures_util::TryStreamExt;
 use rtnetlink::packet_route::link::LinkAttribute;
-use rtnetlink::{Handle, LinkUnspec};
+use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec};
 
 use crate::sys;
 
@@ -21,31 +21,48 @@ const LOOPBACK_INDEX: u32 = 1;
 /// named namespace of a lab is ever unmarked.
 pub(super) fn mark_this_netns(mark: String) -> io::Result<()> {
     with_own_netlink(|handle| async move {
-        let msg = LinkUnspec::new_with_index(LOOPBACK_INDEX)
-            .append_extra_attribute(LinkAttribute::IfAlias(mark))
-            .build();
-        handle
-            .link()
-            .set(msg)
-            .execute()
-            .await
-            .map_err(io::Error::other)
+        let alias = LinkAttribute::IfAlias(mark);
+        set_link(&handle, LOOPBACK_INDEX, |msg| {
+            msg.append_extra_attribute(alias)
+        })
+        .await
+        .map_err(io::Error::other)
     })
 }
 
+/// Changes the existing interface `index` as `change` says (its state, alias, controller,
+/// namespace or name): the one way the lab changes an interface it did not just create.
+pub(super) async fn set_link(
+    handle: &Handle,
+    index: u32,
+    change: impl FnOnce(LinkMessageBuilder<LinkUnspec>) -> LinkMessageBuilder<LinkUnspec>,
+) -> Result<(), rtnetlink::Error> {
+    let msg = change(LinkUnspec::new_with_index(index)).build();
+    handle.link().set(msg).execute().await
+}
+
+/// Runs `work` to its end on a runtime of the calling thread's own, which is outside any:
+/// the lab's netlink work. Only I/O is enabled; netlink needs no timer.
+pub(super) fn block_on<F: std::future::Future>(work: F) -> Result<F::Output, LabError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(io_err("starting the netlink runtime"))?;
+    Ok(runtime.block_on(work))
+}
+
 /// Runs `f` with a netlink connection whose socket is in the calling thread's namespace, on a
-/// runtime of its own: for threads that have entered a namespace outside any runtime.
+/// runtime of its own ([`block_on`]): for threads that have entered a namespace outside any
+/// runtime.
 pub(super) fn with_own_netlink<T, F: std::future::Future<Output = io::Result<T>>>(
     f: impl FnOnce(Handle) -> F,
 ) -> io::Result<T> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    runtime.block_on(async move {
+    block_on(async move {
         let (conn, handle, _) = rtnetlink::new_connection()?;
         tokio::spawn(conn);
         f(handle).await
     })
+    .map_err(io::Error::other)?
 }
 
 /// What `down` finds under one of a lab's namespace names.

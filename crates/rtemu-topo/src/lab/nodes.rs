@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use futures_util::{stream, StreamExt, TryStreamExt};
 use ipnet::IpNet;
 use rtnetlink::packet_route::neighbour::NeighbourState;
-use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
+use rtnetlink::{Handle, RouteMessageBuilder};
 
 use crate::naming::{node_netns, ownership_mark};
 use crate::routing::NodePlan;
@@ -17,7 +17,7 @@ use crate::topology::{Attachment, ExternalMode, Segment, SegmentKind, Topology};
 use super::builders::on_builders;
 use super::error::{io_err, nl_err, LabError};
 use super::links::{link_indices, mark_up};
-use super::netns::{set_sysctls, with_netlink};
+use super::netns::{block_on, set_sysctls, with_netlink};
 use super::shares::Share;
 
 /// Per node, over a connection of its own, once every link exists: interfaces up, addresses,
@@ -43,14 +43,10 @@ pub(super) fn set_up_nodes(
             plan: &plans[ni],
             mark: &mark,
         };
-        tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .map_err(io_err("starting the netlink runtime"))?
-            .block_on(with_netlink(
-                ns,
-                |handle| async move { node.run(&handle).await },
-            ))?;
+        block_on(with_netlink(
+            ns,
+            |handle| async move { node.run(&handle).await },
+        ))??;
         set_sysctls(ns, topo.nodes[ni].sysctls.clone())
     })
     .map(drop)
@@ -73,10 +69,7 @@ impl NodeSetUp<'_> {
             .await
             .map_err(nl_err(what("listing interfaces")))?;
         let lo = idx["lo"];
-        handle
-            .link()
-            .set(LinkUnspec::new_with_index(lo).up().build())
-            .execute()
+        mark_up(handle, lo, None, None)
             .await
             .map_err(nl_err(what("bringing lo up")))?;
         for net in &self.node.loopback {

@@ -20,7 +20,7 @@ use super::error::{io_err, LabError};
 use super::exec::start_commands;
 use super::handover::read_host_side;
 use super::links::build_links;
-use super::netns::{find_netns, mark_this_netns, write_sysctls, Found};
+use super::netns::{block_on, find_netns, mark_this_netns, write_sysctls, Found};
 use super::nodes::{set_up_nodes, write_hosts};
 use super::shares::{find_underlay, Share, Stitch};
 
@@ -309,11 +309,7 @@ fn build(
             }
         }
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .map_err(io_err("starting the netlink runtime"))?;
-    runtime.block_on(build_links(topo, share, state))?;
+    block_on(build_links(topo, share, state))??;
     set_up_nodes(topo, share, state, &plans)?;
     write_hosts(topo, &share.nodes)?;
     start_commands(topo, &share.nodes, state)
