@@ -19,7 +19,7 @@ use nix::sys::socket::{
     SockFlag, SockProtocol, SockType,
 };
 
-use crate::lab::LabError;
+use crate::lab::{io_err, LabError};
 use crate::pcapng::{Direction, PcapngWriter};
 
 /// `sll_pkttype` of a frame the interface sent (`<linux/if_packet.h>`).
@@ -42,10 +42,6 @@ struct Tap {
     fd: OwnedFd,
     /// ifindex → interface number in the pcapng file.
     wanted: BTreeMap<u32, u32>,
-}
-
-fn io_err(what: String) -> impl FnOnce(std::io::Error) -> LabError {
-    move |source| LabError::Io { what, source }
 }
 
 /// The interfaces of `targets`, or every interface of every node when empty, checked against
@@ -142,7 +138,7 @@ pub fn capture<W: Write>(
     }
 
     let mut writer = PcapngWriter::new(std::io::BufWriter::new(out), &names)
-        .map_err(io_err("writing the capture".into()))?;
+        .map_err(io_err("writing the capture"))?;
     let started = Instant::now();
     let mut written = 0u64;
     // Large enough for any frame on these interfaces (MTU at most 65535 plus headers).
@@ -167,7 +163,7 @@ pub fn capture<W: Write>(
             .collect();
         match poll(&mut fds, PollTimeout::from(wait)) {
             Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(io_err("waiting for packets".into())(e.into())),
+            Err(e) => return Err(io_err("waiting for packets")(e.into())),
         }
         let ready: Vec<bool> = fds
             .iter()
@@ -187,7 +183,7 @@ pub fn capture<W: Write>(
                 ) {
                     Ok(m) => m,
                     Err(Errno::EAGAIN) => break,
-                    Err(e) => return Err(io_err("receiving packets".into())(e.into())),
+                    Err(e) => return Err(io_err("receiving packets")(e.into())),
                 };
                 let len = msg.bytes;
                 let Some((id, direction)) = msg.address.and_then(|a| {
@@ -204,7 +200,7 @@ pub fn capture<W: Write>(
                 let mut ts_ns = 0u64;
                 for c in msg
                     .cmsgs()
-                    .map_err(|e| io_err("reading timestamps".into())(e.into()))?
+                    .map_err(|e| io_err("reading timestamps")(e.into()))?
                 {
                     if let ControlMessageOwned::ScmTimestampns(t) = c {
                         ts_ns = t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64;
@@ -213,7 +209,7 @@ pub fn capture<W: Write>(
                 let captured = len.min(buf.len());
                 writer
                     .packet(id, ts_ns, &buf[..captured], len as u32, Some(direction))
-                    .map_err(io_err("writing the capture".into()))?;
+                    .map_err(io_err("writing the capture"))?;
                 written += 1;
                 if limits.count.is_some_and(|c| written >= c) {
                     break 'outer;
@@ -222,12 +218,8 @@ pub fn capture<W: Write>(
         }
         // What was captured goes out each round (at least every 200 ms): a reader of the
         // stream (an API client) sees the packets, and whole blocks, as they come.
-        writer
-            .flush()
-            .map_err(io_err("writing the capture".into()))?;
+        writer.flush().map_err(io_err("writing the capture"))?;
     }
-    writer
-        .finish()
-        .map_err(io_err("writing the capture".into()))?;
+    writer.finish().map_err(io_err("writing the capture"))?;
     Ok(written)
 }

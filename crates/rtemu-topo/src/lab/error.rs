@@ -125,7 +125,8 @@ pub enum LabError {
     },
 }
 
-pub(super) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LabError {
+/// A [`LabError::Io`] of doing `what`, for `map_err`.
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LabError {
     let what = what.into();
     move |source| LabError::Io { what, source }
 }

@@ -35,6 +35,7 @@ mod up;
 
 pub use crate::naming::{engine_ends, lab_netns, legacy_node_netns, node_netns, ownership_mark};
 pub use down::down;
+pub(crate) use error::io_err;
 pub use error::LabError;
 pub use exec::{exec_command, exec_detached, logs_command, node_command, resolve_lab};
 pub use up::{up, up_part, up_with, vnis_in_use};
