@@ -311,6 +311,13 @@ struct Run {
     max_us: f64,
     within_20us: f64,
     within_100us: f64,
+    /// Stretches of datagrams more than 100 µs late with one at least 1 ms late: the path
+    /// stopped ([`probe::Stall`]).
+    probe_stalls: usize,
+    /// The late datagrams in them.
+    probe_stalled: usize,
+    /// The share within 100 µs of the datagrams not due in one of them.
+    within_100us_outside_stalls: f64,
     engine_p50_us: f64,
     engine_p99_us: f64,
     engine_lag_p99_us: f64,
@@ -328,6 +335,15 @@ struct Run {
     /// tails no scheduling class can prevent.
     steal_percent: Vec<f64>,
 }
+
+/// The goal's bound on a datagram's error, ns.
+const LATE_NS: i64 = 100_000;
+/// Late datagrams due at most this far apart belong to one stall, ns (more than the gap
+/// between datagrams at the lowest rate probed, 2 kpps).
+const STALL_JOIN_NS: i64 = 1_000_000;
+/// A stretch of late datagrams whose worst is at least this late is a stall, ns (the engine
+/// counts a loop turn this long as one of its own).
+const STALL_NS: i64 = 1_000_000;
 
 /// Brings up `links` links of `delay`, starts `load`, probes at `pps` per link for
 /// `seconds`, and takes it all down.
@@ -451,6 +467,7 @@ fn run_one(
         })
         .collect();
     let us = |ns: i64| ns as f64 / 1e3;
+    let stalls = probe.stalls(LATE_NS, STALL_JOIN_NS, STALL_NS);
     Ok(Run {
         part,
         engine: variant.name.clone(),
@@ -467,7 +484,10 @@ fn run_one(
         p999_us: us(probe.percentile(0.999)),
         max_us: us(probe.percentile(1.0)),
         within_20us: probe.within(20_000),
-        within_100us: probe.within(100_000),
+        within_100us: probe.within(LATE_NS),
+        probe_stalls: stalls.len(),
+        probe_stalled: stalls.iter().map(|s| s.frames).sum(),
+        within_100us_outside_stalls: probe.within_outside(LATE_NS, &stalls),
         engine_p50_us: e_p50 as f64 / 1e3,
         engine_p99_us: e_p99 as f64 / 1e3,
         engine_lag_p99_us: lag_p99 as f64 / 1e3,
@@ -488,12 +508,13 @@ fn print_header(json: bool) {
     if !json {
         println!(
             "| engine | load | delay | pps | received | early | p50 µs | p99 µs | p99.9 µs | max µs \
-             | ≤ 20 µs | ≤ 100 µs | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame \
+             | ≤ 20 µs | ≤ 100 µs | stalls ≥ 1 ms (frames) | ≤ 100 µs outside them \
+             | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame \
              | stepped down / stalls | softirq % per CPU | steal % per CPU |"
         );
         println!(
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: \
-             | ---: | ---: | ---: | ---: | ---: | ---: |"
+             | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
         );
     }
 }
@@ -505,7 +526,7 @@ fn print_row(run: &Run, json: bool) {
     }
     println!(
         "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.2} % | \
-         {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} | {} | {} |",
+         {} ({}) | {:.2} % | {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} | {} | {} |",
         run.engine,
         run.load,
         run.delay,
@@ -518,6 +539,9 @@ fn print_row(run: &Run, json: bool) {
         run.max_us,
         run.within_20us,
         run.within_100us,
+        run.probe_stalls,
+        run.probe_stalled,
+        run.within_100us_outside_stalls,
         run.engine_p50_us,
         run.engine_p99_us,
         run.engine_lag_p99_us,

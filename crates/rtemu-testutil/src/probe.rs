@@ -66,8 +66,26 @@ pub fn send(senders: &[UdpSocket], to: &[SocketAddr], per_link_pps: u64, seconds
 pub struct Probe {
     /// Stamp − send time − delay of every datagram received, in arrival order.
     pub errors_ns: Vec<i64>,
+    /// When each datagram was due (send time + delay, `CLOCK_REALTIME` ns), in the order of
+    /// `errors_ns`.
+    pub due_ns: Vec<i64>,
     /// Datagrams that arrived before their send time + delay.
     pub early: u64,
+}
+
+/// Datagrams due close together that all arrived late: what the probe sees when something on
+/// the path stopped (the engine's thread, the sender, or the hypervisor taking a virtual CPU),
+/// as against a release that is merely imprecise. Found by [`Probe::stalls`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stall {
+    /// The first late datagram's due time, ns.
+    pub first_due_ns: i64,
+    /// The last late datagram's due time, ns.
+    pub last_due_ns: i64,
+    /// Late datagrams in it.
+    pub frames: usize,
+    /// Its largest error, ns.
+    pub worst_ns: i64,
 }
 
 impl Probe {
@@ -89,6 +107,57 @@ impl Probe {
             .filter(|&&e| (0..=ns).contains(&e))
             .count();
         100.0 * n as f64 / self.errors_ns.len().max(1) as f64
+    }
+
+    /// The stretches of datagrams later than `late_ns` whose due times follow each other by at
+    /// most `join_ns`, those whose worst error reaches `worst_ns`, in due order. A stall of
+    /// the path for a time T leaves every datagram due in it late, the first by about T, and
+    /// the datagrams after it on time again; one imprecise release leaves a single late one.
+    pub fn stalls(&self, late_ns: i64, join_ns: i64, worst_ns: i64) -> Vec<Stall> {
+        let mut late: Vec<(i64, i64)> = self
+            .due_ns
+            .iter()
+            .zip(&self.errors_ns)
+            .filter(|(_, &e)| e > late_ns)
+            .map(|(&d, &e)| (d, e))
+            .collect();
+        late.sort_unstable();
+        let mut runs: Vec<Stall> = Vec::new();
+        for (due, error) in late {
+            match runs.last_mut() {
+                Some(s) if due - s.last_due_ns <= join_ns => {
+                    s.last_due_ns = due;
+                    s.frames += 1;
+                    s.worst_ns = s.worst_ns.max(error);
+                }
+                _ => runs.push(Stall {
+                    first_due_ns: due,
+                    last_due_ns: due,
+                    frames: 1,
+                    worst_ns: error,
+                }),
+            }
+        }
+        runs.retain(|s| s.worst_ns >= worst_ns);
+        runs
+    }
+
+    /// The share of datagrams (%) whose error is from 0 to `ns`, among those not due within
+    /// one of `stalls` (sorted by due time, as [`Probe::stalls`] gives them): the precision
+    /// of the releases the path was there to make.
+    pub fn within_outside(&self, ns: i64, stalls: &[Stall]) -> f64 {
+        let inside = |due: i64| {
+            let i = stalls.partition_point(|s| s.last_due_ns < due);
+            stalls.get(i).is_some_and(|s| s.first_due_ns <= due)
+        };
+        let (mut kept, mut good) = (0usize, 0usize);
+        for (&due, &e) in self.due_ns.iter().zip(&self.errors_ns) {
+            if !inside(due) {
+                kept += 1;
+                good += usize::from((0..=ns).contains(&e));
+            }
+        }
+        100.0 * good as f64 / kept.max(1) as f64
     }
 }
 
@@ -149,6 +218,7 @@ pub fn receive(receivers: &[UdpSocket], delay_ns: i64, done: &AtomicBool) -> Pro
                 let error = stamp - sent - delay_ns;
                 probe.early += u64::from(error < 0);
                 probe.errors_ns.push(error);
+                probe.due_ns.push(sent + delay_ns);
             }
         }
     }
@@ -165,6 +235,7 @@ mod tests {
     fn percentiles_and_shares_are_by_nearest_rank() {
         let p = Probe {
             errors_ns: (1..=100).map(|i| i * 1_000).collect(),
+            due_ns: (1..=100).collect(),
             early: 0,
         };
         assert_eq!(p.percentile(0.5), 50_000);
@@ -172,6 +243,74 @@ mod tests {
         assert_eq!(p.percentile(1.0), 100_000);
         assert_eq!(p.within(20_000), 20.0);
         assert_eq!(Probe::default().percentile(0.5), 0);
+    }
+
+    /// A probe at 10 kpps (a datagram due every 100 µs) whose path stopped for 5 ms from
+    /// 1 s and again for 2 ms from 2 s, with one merely imprecise datagram (300 µs late) between.
+    fn stalled() -> Probe {
+        let mut p = Probe::default();
+        for i in 0..30_000i64 {
+            let due = i * 100_000;
+            let error = match due {
+                1_000_000_000..=1_004_999_999 => 1_005_000_000 - due,
+                2_000_000_000..=2_001_999_999 => 2_002_000_000 - due,
+                1_500_000_000 => 300_000,
+                _ => 10_000,
+            };
+            p.due_ns.push(due);
+            p.errors_ns.push(error);
+        }
+        p
+    }
+
+    #[test]
+    fn a_stall_is_the_run_of_late_datagrams_it_leaves_and_a_lone_late_one_is_not() {
+        let p = stalled();
+        let stalls = p.stalls(100_000, 1_000_000, 1_000_000);
+        assert_eq!(
+            stalls,
+            vec![
+                Stall {
+                    first_due_ns: 1_000_000_000,
+                    // Due 1.0049 s: 100 µs late, not later than the bound.
+                    last_due_ns: 1_004_800_000,
+                    frames: 49,
+                    worst_ns: 5_000_000,
+                },
+                Stall {
+                    first_due_ns: 2_000_000_000,
+                    last_due_ns: 2_001_800_000,
+                    frames: 19,
+                    worst_ns: 2_000_000,
+                },
+            ]
+        );
+        // Any bound on the worst error keeps the lone late datagram as a stall of its own.
+        assert_eq!(p.stalls(100_000, 1_000_000, 0).len(), 3);
+        // Order does not matter: the record is in arrival order, stalls are by due time.
+        let mut r = p.clone();
+        r.due_ns.reverse();
+        r.errors_ns.reverse();
+        assert_eq!(r.stalls(100_000, 1_000_000, 1_000_000), stalls);
+    }
+
+    #[test]
+    fn precision_outside_the_stalls_leaves_out_exactly_the_datagrams_due_in_them() {
+        let p = stalled();
+        let stalls = p.stalls(100_000, 1_000_000, 1_000_000);
+        // 30,000 datagrams, 68 in the stalls' spans; of the other 29,932 one is 300 µs late.
+        let expected = 100.0 * 29_931.0 / 29_932.0;
+        assert!((p.within_outside(100_000, &stalls) - expected).abs() < 1e-9);
+        // With no stalls it is the plain share.
+        assert_eq!(p.within_outside(100_000, &[]), p.within(100_000));
+        // Everything inside one: nothing is left, and the share of nothing is 0.
+        let all = [Stall {
+            first_due_ns: 0,
+            last_due_ns: i64::MAX,
+            frames: 0,
+            worst_ns: 0,
+        }];
+        assert_eq!(p.within_outside(100_000, &all), 0.0);
     }
 
     /// Over loopback (no delay) every datagram arrives, none early, each within a second.
@@ -194,6 +333,7 @@ mod tests {
         let p = receiver.join().unwrap();
         assert_eq!(sent, 200);
         assert_eq!(p.errors_ns.len(), 200);
+        assert_eq!(p.due_ns.len(), 200);
         assert_eq!(p.early, 0);
         assert!(p.percentile(1.0) < 1_000_000_000);
     }
