@@ -55,6 +55,67 @@ pub fn write_indented(out: &mut impl Write, text: &str, indent: usize) -> io::Re
     writeln!(out)
 }
 
+/// How the cells of a Markdown table's column align.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    /// Text: what a row is.
+    Left,
+    /// Figures, so their digits line up when rendered.
+    Right,
+}
+
+/// A Markdown table written row by row, as a benchmark measures them (its rows can be
+/// minutes apart, and a reader watching the run sees each when it is done).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    columns: usize,
+}
+
+impl Table {
+    /// Writes the heading and alignment rows of a table of `columns` (heading, alignment).
+    pub fn start(out: &mut (impl Write + ?Sized), columns: &[(&str, Align)]) -> io::Result<Table> {
+        let headings: Vec<&str> = columns.iter().map(|c| c.0).collect();
+        let align: Vec<&str> = columns
+            .iter()
+            .map(|c| match c.1 {
+                Align::Left => "---",
+                Align::Right => "---:",
+            })
+            .collect();
+        writeln!(out, "| {} |", headings.join(" | "))?;
+        writeln!(out, "| {} |", align.join(" | "))?;
+        Ok(Table {
+            columns: columns.len(),
+        })
+    }
+
+    /// [`Table::start`] with the first column (what a row is) left and the others right.
+    pub fn start_figures(out: &mut (impl Write + ?Sized), headings: &[&str]) -> io::Result<Table> {
+        let columns: Vec<(&str, Align)> = headings
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| (h, if i == 0 { Align::Left } else { Align::Right }))
+            .collect();
+        Table::start(out, &columns)
+    }
+
+    /// Writes one row, a cell per column; a row of another width is refused
+    /// (`InvalidInput`), never written as a table that no longer parses.
+    pub fn row(&self, out: &mut (impl Write + ?Sized), cells: &[String]) -> io::Result<()> {
+        if cells.len() != self.columns {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a table row of {} cells where the table has {} columns",
+                    cells.len(),
+                    self.columns
+                ),
+            ));
+        }
+        writeln!(out, "| {} |", cells.join(" | "))
+    }
+}
+
 /// Writes `caption` on a line of its own, then a Markdown table: `headings`, the first column
 /// (what a row is) aligned left and the others (its figures) right, then each of `rows`, one
 /// cell per heading.
@@ -65,14 +126,9 @@ pub fn write_table(
     rows: impl IntoIterator<Item = Vec<String>>,
 ) -> io::Result<()> {
     writeln!(out, "{caption}")?;
-    writeln!(out, "| {} |", headings.join(" | "))?;
-    let align: Vec<&str> = (0..headings.len())
-        .map(|i| if i == 0 { "---" } else { "---:" })
-        .collect();
-    writeln!(out, "| {} |", align.join(" | "))?;
+    let table = Table::start_figures(out, headings)?;
     for row in rows {
-        debug_assert_eq!(row.len(), headings.len(), "a cell per heading");
-        writeln!(out, "| {} |", row.join(" | "))?;
+        table.row(out, &row)?;
     }
     Ok(())
 }
@@ -109,6 +165,29 @@ mod tests {
         assert_eq!(
             e,
             "no samples: task-switch Fifo, ipc Other took no sample within --time-limit 1ms"
+        );
+    }
+
+    #[test]
+    fn a_table_says_each_columns_alignment_and_refuses_a_row_of_another_width() {
+        let mut out = Vec::new();
+        let t = Table::start(&mut out, &[("load", Align::Left), ("p99 µs", Align::Right)]).unwrap();
+        t.row(&mut out, &["idle".into(), "18.6".into()]).unwrap();
+        let e = t.row(&mut out, &["idle".into()]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            e.to_string(),
+            "a table row of 1 cells where the table has 2 columns"
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "| load | p99 µs |\n| --- | ---: |\n| idle | 18.6 |\n"
+        );
+        let mut out = Vec::new();
+        Table::start_figures(&mut out, &["a", "b", "c"]).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "| a | b | c |\n| --- | ---: | ---: |\n"
         );
     }
 
