@@ -62,6 +62,7 @@ use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{ifcounters, netns, offload};
 use rtemu_model::direction::Ways;
+use rtemu_report::text::{Align, Table};
 use rtemu_topo::lab::{self, engine_ends, lab_netns, node_netns};
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::topology::{Attachment, Mac, Netem};
@@ -264,26 +265,32 @@ fn per_hop(opts: &Options, out: &mut impl Write) -> Result<()> {
         out,
         "### Per-hop latency: ping along a chain, `delay 0ms` on every link vs ideal links\n"
     )?;
-    writeln!(
+    let table = Table::start(
         out,
-        "| hops | ideal RTT p50 µs | AF_PACKET RTT p50 µs | p99 µs | added per hop µs | AF_XDP RTT p50 µs | p99 µs | added per hop µs |"
-    )?;
-    writeln!(
-        out,
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        &[
+            "hops",
+            "ideal RTT p50 µs",
+            "AF_PACKET RTT p50 µs",
+            "p99 µs",
+            "added per hop µs",
+            "AF_XDP RTT p50 µs",
+            "p99 µs",
+            "added per hop µs",
+        ]
+        .map(|h| (h, Align::Right)),
     )?;
     for hops in CHAINS {
         let (ideal, _) = p50_p99(chain_run(opts, hops, None)?);
-        write!(out, "| {hops} | {ideal:.1} |")?;
+        let mut row = vec![hops.to_string(), format!("{ideal:.1}")];
         for io in IOS {
             let (p50, p99) = p50_p99(chain_run(opts, hops, Some(io))?);
-            write!(
-                out,
-                " {p50:.1} | {p99:.1} | {:.1} |",
-                (p50 - ideal) / (2 * hops) as f64
-            )?;
+            row.extend([
+                format!("{p50:.1}"),
+                format!("{p99:.1}"),
+                format!("{:.1}", (p50 - ideal) / (2 * hops) as f64),
+            ]);
         }
-        writeln!(out)?;
+        table.row(out, &row)?;
         out.flush()?;
     }
     Ok(())
@@ -327,13 +334,20 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
         "\n### Rate accuracy: iperf3 UDP ({PAYLOAD}-byte datagrams) through `rate R`, offered 1.25 × R, at least {} s per row (longer where the steady part, after the first second, would carry fewer than {STEADY_DATAGRAMS} datagrams); goodput measured by the receiver over the steady part\n",
         opts.seconds
     )?;
-    writeln!(
+    let table = Table::start(
         out,
-        "| rate R | queue limit | expected goodput | measured goodput | measured / expected | lost % (iperf3) | queue-full | pool-exhausted | kernel drops |"
-    )?;
-    writeln!(
-        out,
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        &[
+            "rate R",
+            "queue limit",
+            "expected goodput",
+            "measured goodput",
+            "measured / expected",
+            "lost % (iperf3)",
+            "queue-full",
+            "pool-exhausted",
+            "kernel drops",
+        ]
+        .map(|h| (h, Align::Right)),
     )?;
     for (row, rate) in RATES.into_iter().enumerate() {
         let limit = queue_limit(rate);
@@ -368,16 +382,19 @@ fn rate_rows(state: &State, opts: &Options, out: &mut impl Write) -> Result<()> 
                 .sum()
         };
         let delta = |reason: &str| drops(&after, reason) - drops(&before, reason);
-        writeln!(
+        table.row(
             out,
-            "| {} | {limit} | {:.1} kbit/s | {:.1} kbit/s | {:.3} | {lost:.1} | {} | {} | {} |",
-            rate_text(rate),
-            expected / 1e3,
-            received_bps / 1e3,
-            received_bps / expected,
-            delta("queue-full"),
-            delta("pool-exhausted"),
-            delta("kernel"),
+            &[
+                rate_text(rate),
+                limit.to_string(),
+                format!("{:.1} kbit/s", expected / 1e3),
+                format!("{:.1} kbit/s", received_bps / 1e3),
+                format!("{:.3}", received_bps / expected),
+                format!("{lost:.1}"),
+                delta("queue-full").to_string(),
+                delta("pool-exhausted").to_string(),
+                delta("kernel").to_string(),
+            ],
         )?;
         out.flush()?;
         // Let the backlog (at most the 100 ms queue) drain.
@@ -449,13 +466,22 @@ fn load(opts: &Options, out: &mut impl Write) -> Result<()> {
         "\n### CPU against offered load: iperf3 UDP ({SMALL_PAYLOAD}-byte datagrams) through `delay 1ms` and a trace-driven link, {} s per row\n",
         opts.seconds
     )?;
-    writeln!(
+    let table = Table::start_figures(
         out,
-        "| link | offered pps | received pps | engine CPU % | release p50 µs | p99 µs | p99.9 µs | max µs | late (>100 µs) | dropped | kernel drops | trace under-runs |"
-    )?;
-    writeln!(
-        out,
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        &[
+            "link",
+            "offered pps",
+            "received pps",
+            "engine CPU %",
+            "release p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "late (>100 µs)",
+            "dropped",
+            "kernel drops",
+            "trace under-runs",
+        ],
     )?;
     // The trace-driven row: fractional Gaussian noise (Hurst 0.8) around 1 ms, streamed from
     // a file of a million records.
@@ -464,13 +490,18 @@ fn load(opts: &Options, out: &mut impl Write) -> Result<()> {
     std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
-    let result = load_rows(opts, &dir.join("lrd.rpl"), out);
+    let result = load_rows(opts, &dir.join("lrd.rpl"), &table, out);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
 
 /// The rows of [`load`], with the trace-driven rows' trace written to `trace`.
-fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> Result<()> {
+fn load_rows(
+    opts: &Options,
+    trace: &std::path::Path,
+    table: &Table,
+    out: &mut impl Write,
+) -> Result<()> {
     let gen = std::process::Command::new(crate::rtemu()?)
         .args([
             "trace", "gen", "fgn", "--hurst", "0.8", "--mean", "1ms", "--std", "100us",
@@ -509,16 +540,22 @@ fn load_rows(opts: &Options, trace: &std::path::Path, out: &mut impl Write) -> R
         } else {
             "`delay 1ms`"
         };
-        writeln!(
+        table.row(
             out,
-            "| {shown} | {pps} | {received_pps:.0} | {cpu:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {kernel_drops} | {} |",
-            us(r.p50_ns),
-            us(r.p99_ns),
-            us(r.p999_ns),
-            us(r.max_ns),
-            d.fidelity.late,
-            d.dropped_total(),
-            d.trace_underruns,
+            &[
+                shown.to_owned(),
+                pps.to_string(),
+                format!("{received_pps:.0}"),
+                format!("{cpu:.0}"),
+                format!("{:.1}", us(r.p50_ns)),
+                format!("{:.1}", us(r.p99_ns)),
+                format!("{:.1}", us(r.p999_ns)),
+                format!("{:.1}", us(r.max_ns)),
+                d.fidelity.late.to_string(),
+                d.dropped_total().to_string(),
+                kernel_drops,
+                d.trace_underruns.to_string(),
+            ],
         )?;
         out.flush()?;
     }
@@ -984,26 +1021,38 @@ fn throughput(opts: &Options, out: &mut impl Write) -> Result<()> {
         opts.seconds,
         last_cpu()
     )?;
-    writeln!(
-        out,
-        "| path | frame B | offered pps | delivered pps at B | delivered % | engine/relay received pps | engine/relay sent pps | drops | kernel ring drops | generator CPU % | engine/relay CPU % | softirq CPU % | busy CPU % |"
-    )?;
-    writeln!(
-        out,
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
-    )?;
+    let columns = [
+        ("path", Align::Left),
+        ("frame B", Align::Right),
+        ("offered pps", Align::Right),
+        ("delivered pps at B", Align::Right),
+        ("delivered %", Align::Right),
+        ("engine/relay received pps", Align::Right),
+        ("engine/relay sent pps", Align::Right),
+        ("drops", Align::Left),
+        ("kernel ring drops", Align::Right),
+        ("generator CPU %", Align::Right),
+        ("engine/relay CPU %", Align::Right),
+        ("softirq CPU %", Align::Right),
+        ("busy CPU %", Align::Right),
+    ];
+    let table = Table::start(out, &columns)?;
     let mut delivered = Vec::new();
     let mut failed = 0;
     for wire in TPUT_WIRE {
         for path in Path::ALL {
             match tput_row(opts, path, wire) {
                 Ok(row) => {
-                    writeln!(out, "{}", row_text(path, wire, &row))?;
+                    table.row(out, &row_cells(path, wire, &row))?;
                     delivered.push((wire, path, row.delivered_pps()));
                 }
                 Err(e) => {
                     failed += 1;
-                    writeln!(out, "| {} | {wire} | failed: {e:#} |", path.label())?;
+                    let mut cells = vec!["—".to_owned(); columns.len()];
+                    cells[0] = path.label();
+                    cells[1] = wire.to_string();
+                    cells[2] = format!("failed: {e:#}");
+                    table.row(out, &cells)?;
                 }
             }
             out.flush()?;
@@ -1016,34 +1065,41 @@ fn throughput(opts: &Options, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-/// One line of the throughput table.
-fn row_text(path: Path, wire: usize, row: &TputRow) -> String {
+/// One row of the throughput table.
+fn row_cells(path: Path, wire: usize, row: &TputRow) -> Vec<String> {
     let f = &row.flooded;
     let secs = f.generator.elapsed_ns.max(1) as f64 / 1e9;
     let offered = f.generator.sent_per_s();
     let at_b = row.delivered_pps();
+    let none = || "—".to_owned();
     let counts = match &row.counts {
-        Some(c) => format!(
-            "{:.0} | {:.0} | {} | {}",
-            c.received as f64 / secs,
-            c.sent as f64 / secs,
-            c.drops,
-            c.kernel_drops.map_or("—".to_owned(), |k| k.to_string()),
-        ),
-        None => "— | — | — | —".to_owned(),
+        Some(c) => [
+            format!("{:.0}", c.received as f64 / secs),
+            format!("{:.0}", c.sent as f64 / secs),
+            c.drops.to_string(),
+            c.kernel_drops.map_or_else(none, |k| k.to_string()),
+        ],
+        None => [none(), none(), none(), none()],
     };
     let path_cpu = row
         .counts
         .as_ref()
-        .map_or("—".to_owned(), |c| format!("{:.0}", c.cpu));
-    format!(
-        "| {} | {wire} | {offered:.0} | {at_b:.0} | {:.1} | {counts} | {:.0} | {path_cpu} | {:.0} | {:.0} |",
+        .map_or_else(none, |c| format!("{:.0}", c.cpu));
+    let mut cells = vec![
         path.label(),
-        at_b * 100.0 / offered.max(1.0),
-        f.generator.cpu_percent(),
-        f.softirq,
-        f.busy,
-    )
+        wire.to_string(),
+        format!("{offered:.0}"),
+        format!("{at_b:.0}"),
+        format!("{:.1}", at_b * 100.0 / offered.max(1.0)),
+    ];
+    cells.extend(counts);
+    cells.extend([
+        format!("{:.0}", f.generator.cpu_percent()),
+        path_cpu,
+        format!("{:.0}", f.softirq),
+        format!("{:.0}", f.busy),
+    ]);
+    cells
 }
 
 /// The goals per engine row: delivered packets/s over the bare relay's on the same I/O
@@ -1055,23 +1111,30 @@ fn goals(delivered: &[(usize, Path, f64)], out: &mut impl Write) -> Result<()> {
             .find(|(w, p, _)| *w == wire && *p == path)
             .map(|(_, _, pps)| *pps)
     };
-    writeln!(
+    writeln!(out)?;
+    let table = Table::start_figures(
         out,
-        "\n| engine row | frame B | / bare relay, same I/O (goal ≥ 0.90) | / router namespace (goal > 1) |"
+        &[
+            "engine row",
+            "frame B",
+            "/ bare relay, same I/O (goal ≥ 0.90)",
+            "/ router namespace (goal > 1)",
+        ],
     )?;
-    writeln!(out, "| --- | ---: | ---: | ---: |")?;
     for &(wire, path, pps) in delivered {
         let Path::Engine(io, _) = path else {
             continue;
         };
         let ratio =
             |base: Option<f64>| base.map_or("—".to_owned(), |b| format!("{:.2}", pps / b));
-        writeln!(
+        table.row(
             out,
-            "| {} | {wire} | {} | {} |",
-            path.label(),
-            ratio(find(wire, Path::Relay(io))),
-            ratio(find(wire, Path::Router)),
+            &[
+                path.label(),
+                wire.to_string(),
+                ratio(find(wire, Path::Relay(io))),
+                ratio(find(wire, Path::Router)),
+            ],
         )?;
     }
     Ok(())
@@ -1353,14 +1416,19 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
         opts.soak_minutes,
         every.as_secs_f64()
     )?;
-    writeln!(
-        out,
-        "| t s | received | delivered | queue-full | other drops | in flight | balanced | engine RSS KiB |"
-    )?;
-    writeln!(
-        out,
-        "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
-    )?;
+    let mut columns = [
+        "t s",
+        "received",
+        "delivered",
+        "queue-full",
+        "other drops",
+        "in flight",
+        "balanced",
+        "engine RSS KiB",
+    ]
+    .map(|h| (h, Align::Right));
+    columns[6].1 = Align::Left;
+    let table = Table::start(out, &columns)?;
     let base_stats = engine::stats(&state.lab)?;
     let base = a_to_b(&base_stats)?.clone();
     let b_before = ifcounters::interface_counters(&b_ns, &b_if)?.rx_packets;
@@ -1376,17 +1444,18 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
     let row = |snaps: &mut Vec<SoakSnapshot>, out: &mut dyn Write| -> Result<()> {
         let stats = engine::stats(&state.lab)?;
         let s = soak_snapshot(&stats, &base, started.elapsed().as_secs_f64())?;
-        writeln!(
+        table.row(
             out,
-            "| {:.0} | {} | {} | {} | {} | {} | {} | {} |",
-            s.t_s,
-            s.received,
-            s.delivered,
-            s.queue_full,
-            s.other_drops,
-            s.in_flight,
-            if s.balanced { "yes" } else { "NO" },
-            s.rss_kib
+            &[
+                format!("{:.0}", s.t_s),
+                s.received.to_string(),
+                s.delivered.to_string(),
+                s.queue_full.to_string(),
+                s.other_drops.to_string(),
+                s.in_flight.to_string(),
+                if s.balanced { "yes" } else { "NO" }.to_owned(),
+                s.rss_kib.to_string(),
+            ],
         )?;
         out.flush()?;
         snaps.push(s);
@@ -1477,25 +1546,39 @@ fn soak_run(state: &State, opts: &Options, netem: &str, out: &mut impl Write) ->
             "the engine's RSS grew from {rss_first} KiB to {rss_max} KiB, more than {SOAK_RSS_GROWTH_KIB} KiB"
         ));
     }
-    writeln!(
+    writeln!(out)?;
+    let table = Table::start(
         out,
-        "\n| sent | received by engine | delivered | received by B (+ socket drops) | at B's interface | queue-full | other drops | delivered rate | RSS first / last / max KiB | snapshots balanced |"
+        &[
+            "sent",
+            "received by engine",
+            "delivered",
+            "received by B (+ socket drops)",
+            "at B's interface",
+            "queue-full",
+            "other drops",
+            "delivered rate",
+            "RSS first / last / max KiB",
+            "snapshots balanced",
+        ]
+        .map(|h| (h, Align::Right)),
     )?;
-    writeln!(
+    table.row(
         out,
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        &[
+            sent.to_string(),
+            last.received.to_string(),
+            last.delivered.to_string(),
+            format!("{received_by_b} (+ {socket_drops})"),
+            at_b_if.to_string(),
+            last.queue_full.to_string(),
+            last.other_drops.to_string(),
+            format!("{:.3} Mbit/s", delivered_bps / 1e6),
+            format!("{rss_first} / {rss_last} / {rss_max}"),
+            format!("{} of {}", snaps.len() - unbalanced, snaps.len()),
+        ],
     )?;
-    writeln!(
-        out,
-        "| {sent} | {} | {} | {received_by_b} (+ {socket_drops}) | {at_b_if} | {} | {} | {:.3} Mbit/s | {rss_first} / {rss_last} / {rss_max} | {} of {} |\n",
-        last.received,
-        last.delivered,
-        last.queue_full,
-        last.other_drops,
-        delivered_bps / 1e6,
-        snaps.len() - unbalanced,
-        snaps.len()
-    )?;
+    writeln!(out)?;
     let summary = serde_json::json!({
         "part": "soak",
         "minutes": opts.soak_minutes,

@@ -26,6 +26,7 @@
 //! Every lab is taken down after its run, also when the run fails, and the busy loops end with
 //! it (each also under `timeout`, so none outlives a killed benchmark by more than a minute).
 
+use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,6 +38,7 @@ use anyhow::{bail, Context, Result};
 use rtemu_clock::{rt, Instant};
 use rtemu_control::message::{Direction, Stats};
 use rtemu_engine::netns;
+use rtemu_report::text::{Align, Table};
 use rtemu_testutil::probe;
 
 use crate::cputime::CpuTicks;
@@ -504,54 +506,61 @@ fn run_one(
     })
 }
 
-fn print_header(json: bool) {
-    if !json {
-        println!(
-            "| engine | load | delay | pps | received | early | p50 µs | p99 µs | p99.9 µs | max µs \
-             | ≤ 20 µs | ≤ 100 µs | stalls ≥ 1 ms (frames) | ≤ 100 µs outside them \
-             | engine p50 / p99 µs | engine lag p99 µs | CPU % | µs/frame \
-             | stepped down / stalls | softirq % per CPU | steal % per CPU |"
-        );
-        println!(
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: \
-             | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-        );
-    }
-}
+/// The probe table's columns: the run's conditions (left), then its figures.
+const PROBE_COLUMNS: [(&str, Align); 21] = [
+    ("engine", Align::Left),
+    ("load", Align::Left),
+    ("delay", Align::Left),
+    ("pps", Align::Right),
+    ("received", Align::Right),
+    ("early", Align::Right),
+    ("p50 µs", Align::Right),
+    ("p99 µs", Align::Right),
+    ("p99.9 µs", Align::Right),
+    ("max µs", Align::Right),
+    ("≤ 20 µs", Align::Right),
+    ("≤ 100 µs", Align::Right),
+    ("stalls ≥ 1 ms (frames)", Align::Right),
+    ("≤ 100 µs outside them", Align::Right),
+    ("engine p50 / p99 µs", Align::Right),
+    ("engine lag p99 µs", Align::Right),
+    ("CPU %", Align::Right),
+    ("µs/frame", Align::Right),
+    ("stepped down / stalls", Align::Right),
+    ("softirq % per CPU", Align::Right),
+    ("steal % per CPU", Align::Right),
+];
 
-fn print_row(run: &Run, json: bool) {
-    if json {
-        println!("{}", serde_json::to_string(run).expect("a run serialises"));
-        return;
-    }
-    println!(
-        "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.2} % | \
-         {} ({}) | {:.2} % | {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} | {} | {} |",
-        run.engine,
-        run.load,
-        run.delay,
-        run.pps,
-        run.received,
-        run.early,
-        run.p50_us,
-        run.p99_us,
-        run.p999_us,
-        run.max_us,
-        run.within_20us,
-        run.within_100us,
-        run.probe_stalls,
-        run.probe_stalled,
-        run.within_100us_outside_stalls,
-        run.engine_p50_us,
-        run.engine_p99_us,
-        run.engine_lag_p99_us,
-        run.cpu_percent,
-        run.cpu_us_per_frame,
-        run.stepped_down,
-        run.stalls,
+/// One run as a row of the probe table.
+fn probe_row(run: &Run) -> Vec<String> {
+    vec![
+        run.engine.clone(),
+        run.load.to_owned(),
+        run.delay.clone(),
+        run.pps.to_string(),
+        run.received.to_string(),
+        run.early.to_string(),
+        format!("{:.1}", run.p50_us),
+        format!("{:.1}", run.p99_us),
+        format!("{:.1}", run.p999_us),
+        format!("{:.1}", run.max_us),
+        format!("{:.2} %", run.within_20us),
+        format!("{:.2} %", run.within_100us),
+        format!("{} ({})", run.probe_stalls, run.probe_stalled),
+        format!("{:.2} %", run.within_100us_outside_stalls),
+        format!("{:.1} / {:.1}", run.engine_p50_us, run.engine_p99_us),
+        format!("{:.1}", run.engine_lag_p99_us),
+        format!("{:.1}", run.cpu_percent),
+        format!("{:.1}", run.cpu_us_per_frame),
+        format!("{} / {}", run.stepped_down, run.stalls),
         per_cpu(&run.softirq_percent),
         per_cpu(&run.steal_percent),
-    );
+    ]
+}
+
+/// A run as one line of JSON.
+fn print_json(run: &Run) {
+    println!("{}", serde_json::to_string(run).expect("a run serialises"));
 }
 
 /// A figure per CPU, `cpu0 / cpu1 / …`.
@@ -569,9 +578,17 @@ pub fn run(opts: &Options) -> Result<()> {
         bail!("rtemu-bench precision needs root (namespaces, the engine's sockets)");
     }
     let variants = variants(opts.before.as_deref(), opts.io.as_deref())?;
+    let mut out = std::io::stdout().lock();
     if opts.runs("probe") {
-        println!("## Probe through one link, old default against new, alternated\n");
-        print_header(opts.json);
+        let table = if opts.json {
+            None
+        } else {
+            writeln!(
+                out,
+                "## Probe through one link, old default against new, alternated\n"
+            )?;
+            Some(Table::start(&mut out, &PROBE_COLUMNS)?)
+        };
         for round in 0..opts.rounds {
             for load in [Load::Idle, Load::Busy, Load::InNode, Load::InNodeOffEngine] {
                 for delay in ["10ms", "1ms"] {
@@ -585,38 +602,62 @@ pub fn run(opts: &Options) -> Result<()> {
                         for v in order {
                             let r =
                                 run_one("probe", v, load, delay, 1, pps, opts.seconds, "bprec")?;
-                            print_row(&r, opts.json);
+                            match &table {
+                                Some(t) => t.row(&mut out, &probe_row(&r))?,
+                                None => print_json(&r),
+                            }
                         }
                     }
                 }
             }
         }
-        println!();
+        writeln!(out)?;
     }
     if opts.runs("idle") {
-        println!("## CPU with no traffic\n");
-        println!("| engine | CPU % of one core |\n| --- | ---: |");
+        let table = if opts.json {
+            None
+        } else {
+            writeln!(out, "## CPU with no traffic\n")?;
+            Some(Table::start_figures(
+                &mut out,
+                &["engine", "CPU % of one core"],
+            )?)
+        };
         for v in &variants {
             let r = run_one("idle", v, Load::Idle, "10ms", 1, 0, opts.seconds, "bprec")?;
-            if opts.json {
-                print_row(&r, true);
-            } else {
-                println!("| {} | {:.2} |", v.name, r.cpu_percent);
+            match &table {
+                Some(t) => t.row(&mut out, &[v.name.clone(), format!("{:.2}", r.cpu_percent)])?,
+                None => print_json(&r),
             }
         }
-        println!();
+        writeln!(out)?;
     }
     if opts.runs("links") {
-        println!("## Many links, each with its own 1 kpps probe (idle machine)\n");
-        if !opts.json {
-            println!(
-                "| links | threads | received | early | p50 µs | p99 µs | max µs | ≤ 100 µs | \
-                 engine p99 µs | CPU % | per thread CPU % |"
-            );
-            println!(
-                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
-            );
-        }
+        let table = if opts.json {
+            None
+        } else {
+            writeln!(
+                out,
+                "## Many links, each with its own 1 kpps probe (idle machine)\n"
+            )?;
+            let mut columns = [
+                "links",
+                "threads",
+                "received",
+                "early",
+                "p50 µs",
+                "p99 µs",
+                "max µs",
+                "≤ 100 µs",
+                "engine p99 µs",
+                "CPU %",
+                "per thread CPU %",
+            ]
+            .map(|h| (h, Align::Right));
+            // Several figures in one cell: text.
+            columns[10].1 = Align::Left;
+            Some(Table::start(&mut out, &columns)?)
+        };
         for links in [1usize, 8, 32, 128] {
             for threads in [1usize, 2] {
                 if threads > links {
@@ -634,27 +675,24 @@ pub fn run(opts: &Options) -> Result<()> {
                     opts.seconds,
                     "bprec",
                 )?;
-                if opts.json {
-                    print_row(&r, true);
-                } else {
-                    println!(
-                        "| {links} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} % | {:.1} | \
-                         {:.1} | {} |",
-                        r.threads,
-                        r.received,
-                        r.early,
-                        r.p50_us,
-                        r.p99_us,
-                        r.max_us,
-                        r.within_100us,
-                        r.engine_p99_us,
-                        r.cpu_percent,
-                        r.thread_cpu_percent
-                            .iter()
-                            .map(|c| format!("{c:.1}"))
-                            .collect::<Vec<_>>()
-                            .join(" / ")
-                    );
+                match &table {
+                    Some(t) => t.row(
+                        &mut out,
+                        &[
+                            links.to_string(),
+                            r.threads.to_string(),
+                            r.received.to_string(),
+                            r.early.to_string(),
+                            format!("{:.1}", r.p50_us),
+                            format!("{:.1}", r.p99_us),
+                            format!("{:.1}", r.max_us),
+                            format!("{:.2} %", r.within_100us),
+                            format!("{:.1}", r.engine_p99_us),
+                            format!("{:.1}", r.cpu_percent),
+                            per_cpu(&r.thread_cpu_percent),
+                        ],
+                    )?,
+                    None => print_json(&r),
                 }
             }
         }

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use rtemu_report::text::{Align, Table};
 use rtemu_testutil::multihost::hosts_table;
 use rtemu_topo::lab;
 use serde::Serialize;
@@ -602,29 +603,37 @@ fn run_one_host(json: bool, sizes: &[usize], dir: &Path, stop: &Stop) -> Result<
          per node and `ip link add … netns … type veth peer … netns …` per link in a shell \
          script; median of 3 runs (1 run of 1000 nodes)\n"
     )?;
-    writeln!(
-        out,
-        "| shape | nodes | links | rtemu up s | rtemu down s | up peak MiB | down peak MiB | ip baseline s | ratio (up / ip) | ip cleanup s |"
-    )?;
-    writeln!(
-        out,
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    let table = Table::start_figures(
+        &mut out,
+        &[
+            "shape",
+            "nodes",
+            "links",
+            "rtemu up s",
+            "rtemu down s",
+            "up peak MiB",
+            "down peak MiB",
+            "ip baseline s",
+            "ratio (up / ip)",
+            "ip cleanup s",
+        ],
     )?;
     let mib = |m: Option<f64>| m.map_or_else(|| "–".to_owned(), |m| format!("{m:.1}"));
     for r in &rows {
-        writeln!(
-            out,
-            "| {} | {} | {} | {:.3} | {:.3} | {} | {} | {:.3} | {:.2} | {:.3} |",
-            r.shape.name(),
-            r.nodes,
-            r.links,
-            r.rtemu_up_s,
-            r.rtemu_down_s,
-            mib(r.rtemu_up_peak_mib),
-            mib(r.rtemu_down_peak_mib),
-            r.ip_baseline_s,
-            r.rtemu_up_s / r.ip_baseline_s,
-            r.ip_cleanup_s
+        table.row(
+            &mut out,
+            &[
+                r.shape.name().to_string(),
+                r.nodes.to_string(),
+                r.links.to_string(),
+                format!("{:.3}", r.rtemu_up_s),
+                format!("{:.3}", r.rtemu_down_s),
+                mib(r.rtemu_up_peak_mib),
+                mib(r.rtemu_down_peak_mib),
+                format!("{:.3}", r.ip_baseline_s),
+                format!("{:.2}", r.rtemu_up_s / r.ip_baseline_s),
+                format!("{:.3}", r.ip_cleanup_s),
+            ],
         )?;
     }
     Ok(())
@@ -748,28 +757,36 @@ fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &S
              own on an underlay bridge, all on this machine's CPUs); child processes, median of 3 \
              runs (1 run of 1000 nodes)\n"
         )?;
-        writeln!(
-            out,
-            "| shape | nodes | links | stitched links | 1 host up s | 1 host down s | {hosts} hosts up s | {hosts} hosts down s | up ratio ({hosts} / 1) | down ratio ({hosts} / 1) |"
-        )?;
-        writeln!(
-            out,
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        let table = Table::start_figures(
+            &mut out,
+            &[
+                "shape",
+                "nodes",
+                "links",
+                "stitched links",
+                "1 host up s",
+                "1 host down s",
+                &format!("{hosts} hosts up s"),
+                &format!("{hosts} hosts down s"),
+                &format!("up ratio ({hosts} / 1)"),
+                &format!("down ratio ({hosts} / 1)"),
+            ],
         )?;
         for r in &rows {
-            writeln!(
-                out,
-                "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
-                r.shape.name(),
-                r.nodes,
-                r.links,
-                r.stitched,
-                r.one_host_up_s,
-                r.one_host_down_s,
-                r.hosts_up_s,
-                r.hosts_down_s,
-                r.hosts_up_s / r.one_host_up_s,
-                r.hosts_down_s / r.one_host_down_s
+            table.row(
+                &mut out,
+                &[
+                    r.shape.name().to_string(),
+                    r.nodes.to_string(),
+                    r.links.to_string(),
+                    r.stitched.to_string(),
+                    format!("{:.3}", r.one_host_up_s),
+                    format!("{:.3}", r.one_host_down_s),
+                    format!("{:.3}", r.hosts_up_s),
+                    format!("{:.3}", r.hosts_down_s),
+                    format!("{:.2}", r.hosts_up_s / r.one_host_up_s),
+                    format!("{:.2}", r.hosts_down_s / r.one_host_down_s),
+                ],
             )?;
         }
         out.flush()?;
@@ -794,16 +811,29 @@ fn run_hosts(opts: &Options, hosts: usize, sizes: &[usize], dir: &Path, stop: &S
          iperf3 TCP for {} s each way (the receiver's rate)\n",
         opts.pings, opts.seconds
     )?;
-    writeln!(
-        out,
-        "| path | ends | RTT p50 µs | RTT p99 µs | TCP a → b Mbit/s | TCP b → a Mbit/s |"
-    )?;
-    writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: |")?;
+    let mut columns = [
+        "path",
+        "ends",
+        "RTT p50 µs",
+        "RTT p99 µs",
+        "TCP a → b Mbit/s",
+        "TCP b → a Mbit/s",
+    ]
+    .map(|h| (h, Align::Right));
+    columns[0].1 = Align::Left;
+    columns[1].1 = Align::Left;
+    let table = Table::start(&mut out, &columns)?;
     for l in &links {
-        writeln!(
-            out,
-            "| {} | {} | {:.1} | {:.1} | {:.0} | {:.0} |",
-            l.path, l.ends, l.rtt_p50_us, l.rtt_p99_us, l.forward_mbit_s, l.reverse_mbit_s
+        table.row(
+            &mut out,
+            &[
+                l.path.to_string(),
+                l.ends.to_string(),
+                format!("{:.1}", l.rtt_p50_us),
+                format!("{:.1}", l.rtt_p99_us),
+                format!("{:.0}", l.forward_mbit_s),
+                format!("{:.0}", l.reverse_mbit_s),
+            ],
         )?;
     }
     let (local, stitched) = (&links[0], &links[1]);
