@@ -330,6 +330,8 @@ struct Run {
     policy: Vec<String>,
     stepped_down: u64,
     stalls: u64,
+    /// The engine's longest stall over the lab's life, µs.
+    max_stall_us: f64,
     /// Softirq time (the kernel's packet work, in whatever thread ran it) on each CPU over the
     /// run, % of that CPU.
     softirq_percent: Vec<f64>,
@@ -501,6 +503,11 @@ fn run_one(
         policy: after.threads.iter().map(|t| t.policy.clone()).collect(),
         stepped_down: after.threads.iter().map(|t| t.stepped_down).sum(),
         stalls: after.threads.iter().map(|t| t.stalls).sum(),
+        max_stall_us: after
+            .threads
+            .iter()
+            .map(|t| t.max_stall_ns as f64 / 1e3)
+            .fold(0.0, f64::max),
         softirq_percent,
         steal_percent,
     })
@@ -526,7 +533,7 @@ const PROBE_COLUMNS: [(&str, Align); 21] = [
     ("engine lag p99 µs", Align::Right),
     ("CPU %", Align::Right),
     ("µs/frame", Align::Right),
-    ("stepped down / stalls", Align::Right),
+    ("engine stepped down / stalls (longest µs)", Align::Right),
     ("softirq % per CPU", Align::Right),
     ("steal % per CPU", Align::Right),
 ];
@@ -552,7 +559,10 @@ fn probe_row(run: &Run) -> Vec<String> {
         format!("{:.1}", run.engine_lag_p99_us),
         format!("{:.1}", run.cpu_percent),
         format!("{:.1}", run.cpu_us_per_frame),
-        format!("{} / {}", run.stepped_down, run.stalls),
+        format!(
+            "{} / {} ({:.0})",
+            run.stepped_down, run.stalls, run.max_stall_us
+        ),
         per_cpu(&run.softirq_percent),
         per_cpu(&run.steal_percent),
     ]
