@@ -96,7 +96,8 @@ pub struct EngineThread {
     pub policy: String,
     /// The `SCHED_FIFO` priority asked for; `None`: real time was turned off.
     pub priority: Option<u8>,
-    /// Loop turns or wake-ups more than 1 ms late (a throttle or a preemption would show
+    /// Times it was away more than 1 ms with work: a loop turn, a wake-up past its release or
+    /// a frame's wait for it (a throttle, a preemption or the hypervisor taking the CPU shows
     /// here).
     pub stalls: u64,
     /// 10 ms windows in which it spent its real-time share (9 ms) and stepped down to

@@ -227,8 +227,9 @@ pub struct ThreadReport {
     pub stepped_down: u64,
     /// How long before a release it stops sleeping and spins, ns (its strategy's margin).
     pub margin_ns: u64,
-    /// Loop turns or timed wake-ups more than [`release::STALL_NS`] late: what a throttle, or
-    /// a preemption by something more urgent, would show.
+    /// Times it was away more than [`release::STALL_NS`] with work: a loop turn, a timed
+    /// wake-up past its release or a frame's wait for it; what a throttle, a preemption by
+    /// something more urgent or the hypervisor taking the CPU shows.
     pub stalls: u64,
     /// The longest such stall, ns.
     pub max_stall_ns: u64,

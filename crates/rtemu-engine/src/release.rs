@@ -18,9 +18,9 @@
 //! taken only when the share is spent.
 //!
 //! **What it publishes** ([`ThreadStatus`]): its thread id (for its CPU time), the class in
-//! force, how often it stepped down, its spin margin, and its stalls: loop turns or timed
-//! wake-ups more than [`STALL_NS`] late, which is what a throttle or a preemption by something
-//! more urgent would show.
+//! force, how often it stepped down, its spin margin, and its stalls: times the thread was
+//! away for more than [`STALL_NS`] when it had work (see [`Stalls`]), which is what a
+//! throttle, a preemption by something more urgent or the hypervisor taking the CPU shows.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -34,8 +34,39 @@ use crate::engine::EngineError;
 use crate::io::PacketIo;
 use crate::pacer::Pacer;
 
-/// A loop turn, or a wake-up past its deadline, longer than this is a stall.
+/// A loop turn, a wake-up past its deadline or a frame's wait for the thread longer than this
+/// is a stall.
 pub const STALL_NS: u64 = 1_000_000;
+
+/// Tells the thread's stalls from what it sees: a loop turn that ran long, a timed wake-up
+/// past its release, a frame that waited in its ring (the thread asleep when it came, and its
+/// wake-up late). One absence can show in two of them, a late wake-up or a long turn and then
+/// the frames that waited through it, so the frames' wait right after a stall is not counted
+/// again: the count is of absences, the longest of them the worst one.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Stalls {
+    /// The last turn or wake-up was a stall: the next turn's frames waited through it.
+    echo: bool,
+}
+
+impl Stalls {
+    /// A loop turn of `turn_ns` that received frames waiting up to `waited_ns`: the stall to
+    /// count, if any.
+    fn turn(&mut self, turn_ns: u64, waited_ns: u64) -> Option<u64> {
+        let waited = if self.echo { 0 } else { waited_ns };
+        self.judge(turn_ns.max(waited))
+    }
+
+    /// A timed wake-up `late_ns` past the release it was for: the stall to count, if any.
+    fn woke_late(&mut self, late_ns: u64) -> Option<u64> {
+        self.judge(late_ns)
+    }
+
+    fn judge(&mut self, ns: u64) -> Option<u64> {
+        self.echo = ns >= STALL_NS;
+        self.echo.then_some(ns)
+    }
+}
 
 /// One link direction as its release thread holds it: received on port `rx`, released through
 /// port `tx` (indices into the thread's ports). A link whose two directions share a thread has
@@ -91,8 +122,8 @@ impl ThreadStatus {
         self.policy.store(p.map_or(0, u32::from), Ordering::Relaxed);
     }
 
-    fn stall(&self, ns: u64) {
-        if ns >= STALL_NS {
+    fn stall(&self, stall: Option<u64>) {
+        if let Some(ns) = stall {
             self.stalls.fetch_add(1, Ordering::Relaxed);
             self.max_stall_ns.fetch_max(ns, Ordering::Relaxed);
         }
@@ -196,14 +227,19 @@ pub(crate) fn run<Io: PacketIo>(
     let mut budget = RtBudget::engine(wall_start.as_nanos());
     let mut stepped_down = false;
     let now_ns = || Instant::now().as_nanos();
+    let mut stalls = Stalls::default();
     while !stop.load(Ordering::Relaxed) {
         let turn_start = Instant::now();
         // Each frame brings its arrival time from the I/O layer (the kernel's receive stamp,
         // or a clock read after the receive), never one read here before the receive.
         let mut received = 0;
+        let mut waited = 0;
         for w in &mut ways {
             w.dir.steer();
-            received += ports[w.rx].recv_batch(turns.rx_batch, |f| w.dir.receive(f));
+            received += ports[w.rx].recv_batch(turns.rx_batch, |f| {
+                waited = waited.max(f.seen_ns.saturating_sub(f.arrival_ns));
+                w.dir.receive(f)
+            });
         }
         let now = Instant::now();
         let mut next: Option<u64> = None;
@@ -214,7 +250,7 @@ pub(crate) fn run<Io: PacketIo>(
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
-        status.stall(now.nanos_since(turn_start));
+        status.stall(stalls.turn(now.nanos_since(turn_start), waited));
         if let Some(priority) = fifo {
             // One system call, only when the share of a window is spent or a new one began.
             match budget.check(now.as_nanos()) {
@@ -241,7 +277,7 @@ pub(crate) fn run<Io: PacketIo>(
             let woke = Instant::now();
             // Woken past a release by more than the spin could make up: a stall.
             if woke > t {
-                status.stall(woke.nanos_since(t));
+                status.stall(stalls.woke_late(woke.nanos_since(t)));
             }
         }
     }
@@ -249,4 +285,38 @@ pub(crate) fn run<Io: PacketIo>(
         cpu_ns: rtemu_clock::time::thread_cpu_time_ns() - cpu_start,
         wall_ns: Instant::now().nanos_since(wall_start),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_long_turn_a_late_wake_up_and_a_long_wait_are_each_a_stall() {
+        let mut s = Stalls::default();
+        assert_eq!(s.turn(50_000, 80_000), None);
+        assert_eq!(s.turn(3 * MS, 0), Some(3 * MS));
+        assert_eq!(s.turn(10_000, 0), None);
+        assert_eq!(s.woke_late(2 * MS), Some(2 * MS));
+        assert_eq!(s.turn(10_000, 0), None);
+        // Asleep on its sockets when a frame came, and woken 100 ms later.
+        assert_eq!(s.turn(10_000, 100 * MS), Some(100 * MS));
+        assert_eq!(s.turn(10_000, 999_999), None);
+        assert_eq!(s.woke_late(999_999), None);
+    }
+
+    #[test]
+    fn frames_that_waited_through_a_stall_already_counted_are_not_another() {
+        let mut s = Stalls::default();
+        assert_eq!(s.woke_late(5 * MS), Some(5 * MS));
+        // The frames that came while it was away: the same absence.
+        assert_eq!(s.turn(20_000, 5 * MS), None);
+        // Then a new absence is counted again.
+        assert_eq!(s.turn(20_000, 4 * MS), Some(4 * MS));
+        // A long turn's own length always counts, echo or not.
+        assert_eq!(s.turn(2 * MS, 2 * MS), Some(2 * MS));
+        assert_eq!(s.turn(3 * MS, 9 * MS), Some(3 * MS));
+    }
 }

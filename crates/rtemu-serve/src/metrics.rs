@@ -96,7 +96,7 @@ families! {
         "10 ms windows in which the release thread spent its real-time share and stepped down \
          to SCHED_OTHER for the rest (zero unless saturated).";
     THREAD_STALLS: "rtemu_engine_thread_stalls_total", Counter,
-        "Loop turns or wake-ups of the release thread more than 1 ms late.";
+        "Times the release thread was away more than 1 ms with work.";
     THREAD_MAX_STALL: "rtemu_engine_thread_max_stall_seconds", Gauge,
         "The release thread's longest stall.";
     THREAD_MARGIN: "rtemu_engine_thread_spin_margin_seconds", Gauge,

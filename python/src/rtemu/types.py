@@ -215,7 +215,8 @@ class EngineThread:
             refused or while it has stepped down for the rest of a 10 ms window).
         stepped_down: windows in which it spent its real-time share (9 ms of 10 ms).
         margin_ns: how long before a release it stops sleeping and spins.
-        stalls: loop turns or wake-ups more than 1 ms late; ``max_stall_ns`` the longest.
+        stalls: times the thread was away more than 1 ms with work (a loop turn, a
+            wake-up past its release, a frame's wait for it); ``max_stall_ns`` the longest.
         timer_slack_ns: its timer slack.
         cpu_ns: CPU time it used so far, when the kernel tells.
     """
