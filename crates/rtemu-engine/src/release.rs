@@ -41,30 +41,39 @@ pub const STALL_NS: u64 = 1_000_000;
 /// Tells the thread's stalls from what it sees: a loop turn that ran long, a timed wake-up
 /// past its release, a frame that waited in its ring (the thread asleep when it came, and its
 /// wake-up late). One absence can show in two of them, a late wake-up or a long turn and then
-/// the frames that waited through it, so the frames' wait right after a stall is not counted
-/// again: the count is of absences, the longest of them the worst one.
+/// the frames that waited through it (over as many turns as it takes to drain them), so a
+/// frame that arrived before the end of a stall already counted is not counted again: the
+/// count is of absences, the longest of them the worst one.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Stalls {
-    /// The last turn or wake-up was a stall: the next turn's frames waited through it.
-    echo: bool,
+    /// When the last stall counted ended, ns.
+    back_at: u64,
 }
 
 impl Stalls {
-    /// A loop turn of `turn_ns` that received frames waiting up to `waited_ns`: the stall to
-    /// count, if any.
-    fn turn(&mut self, turn_ns: u64, waited_ns: u64) -> Option<u64> {
-        let waited = if self.echo { 0 } else { waited_ns };
-        self.judge(turn_ns.max(waited))
+    /// Whether a frame that arrived at `arrival_ns` can show a new stall (it did not wait
+    /// through one already counted).
+    fn shows_new(&self, arrival_ns: u64) -> bool {
+        arrival_ns >= self.back_at
     }
 
-    /// A timed wake-up `late_ns` past the release it was for: the stall to count, if any.
-    fn woke_late(&mut self, late_ns: u64) -> Option<u64> {
-        self.judge(late_ns)
+    /// A loop turn from `start_ns` to `end_ns` whose frames that [`Stalls::shows_new`] waited
+    /// up to `waited_ns`: the stall to count, if any.
+    fn turn(&mut self, start_ns: u64, end_ns: u64, waited_ns: u64) -> Option<u64> {
+        self.judge(end_ns.saturating_sub(start_ns).max(waited_ns), end_ns)
     }
 
-    fn judge(&mut self, ns: u64) -> Option<u64> {
-        self.echo = ns >= STALL_NS;
-        self.echo.then_some(ns)
+    /// A timed wake-up at `woke_ns` for a release at `due_ns`: the stall to count, if any.
+    fn woke(&mut self, due_ns: u64, woke_ns: u64) -> Option<u64> {
+        self.judge(woke_ns.saturating_sub(due_ns), woke_ns)
+    }
+
+    fn judge(&mut self, ns: u64, now_ns: u64) -> Option<u64> {
+        let stall = ns >= STALL_NS;
+        if stall {
+            self.back_at = now_ns;
+        }
+        stall.then_some(ns)
     }
 }
 
@@ -237,7 +246,9 @@ pub(crate) fn run<Io: PacketIo>(
         for w in &mut ways {
             w.dir.steer();
             received += ports[w.rx].recv_batch(turns.rx_batch, |f| {
-                waited = waited.max(f.seen_ns.saturating_sub(f.arrival_ns));
+                if stalls.shows_new(f.arrival_ns) {
+                    waited = waited.max(f.seen_ns.saturating_sub(f.arrival_ns));
+                }
                 w.dir.receive(f)
             });
         }
@@ -250,7 +261,7 @@ pub(crate) fn run<Io: PacketIo>(
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
-        status.stall(stalls.turn(now.nanos_since(turn_start), waited));
+        status.stall(stalls.turn(turn_start.as_nanos(), now.as_nanos(), waited));
         if let Some(priority) = fifo {
             // One system call, only when the share of a window is spent or a new one began.
             match budget.check(now.as_nanos()) {
@@ -277,7 +288,7 @@ pub(crate) fn run<Io: PacketIo>(
             let woke = Instant::now();
             // Woken past a release by more than the spin could make up: a stall.
             if woke > t {
-                status.stall(stalls.woke_late(woke.nanos_since(t)));
+                status.stall(stalls.woke(t.as_nanos(), woke.as_nanos()));
             }
         }
     }
@@ -296,27 +307,35 @@ mod tests {
     #[test]
     fn a_long_turn_a_late_wake_up_and_a_long_wait_are_each_a_stall() {
         let mut s = Stalls::default();
-        assert_eq!(s.turn(50_000, 80_000), None);
-        assert_eq!(s.turn(3 * MS, 0), Some(3 * MS));
-        assert_eq!(s.turn(10_000, 0), None);
-        assert_eq!(s.woke_late(2 * MS), Some(2 * MS));
-        assert_eq!(s.turn(10_000, 0), None);
-        // Asleep on its sockets when a frame came, and woken 100 ms later.
-        assert_eq!(s.turn(10_000, 100 * MS), Some(100 * MS));
-        assert_eq!(s.turn(10_000, 999_999), None);
-        assert_eq!(s.woke_late(999_999), None);
+        assert_eq!(s.turn(0, 50_000, 80_000), None);
+        assert_eq!(s.turn(MS, 4 * MS, 0), Some(3 * MS));
+        assert_eq!(s.turn(5 * MS, 5 * MS + 10_000, 0), None);
+        assert_eq!(s.woke(10 * MS, 12 * MS), Some(2 * MS));
+        assert_eq!(s.turn(12 * MS, 12 * MS + 10_000, 0), None);
+        // Asleep on its sockets when a frame came at 20 ms, and woken 100 ms later.
+        assert!(s.shows_new(20 * MS));
+        assert_eq!(
+            s.turn(120 * MS, 120 * MS + 10_000, 100 * MS),
+            Some(100 * MS)
+        );
+        assert_eq!(s.turn(200 * MS, 200 * MS + 10_000, 999_999), None);
+        assert_eq!(s.woke(300 * MS, 301 * MS - 1), None);
     }
 
     #[test]
     fn frames_that_waited_through_a_stall_already_counted_are_not_another() {
         let mut s = Stalls::default();
-        assert_eq!(s.woke_late(5 * MS), Some(5 * MS));
-        // The frames that came while it was away: the same absence.
-        assert_eq!(s.turn(20_000, 5 * MS), None);
-        // Then a new absence is counted again.
-        assert_eq!(s.turn(20_000, 4 * MS), Some(4 * MS));
-        // A long turn's own length always counts, echo or not.
-        assert_eq!(s.turn(2 * MS, 2 * MS), Some(2 * MS));
-        assert_eq!(s.turn(3 * MS, 9 * MS), Some(3 * MS));
+        // Due at 10 ms, woken at 15 ms: one stall, over at 15 ms.
+        assert_eq!(s.woke(10 * MS, 15 * MS), Some(5 * MS));
+        // The frames that came while it was away, drained over several turns: the same one.
+        for arrival in [10 * MS, 12 * MS, 15 * MS - 1] {
+            assert!(!s.shows_new(arrival));
+        }
+        // A frame that came after it is on its own again.
+        assert!(s.shows_new(15 * MS));
+        // A long turn's own length always counts, and frames that came during it are its.
+        assert_eq!(s.turn(20 * MS, 22 * MS, 0), Some(2 * MS));
+        assert!(!s.shows_new(21 * MS));
+        assert!(s.shows_new(22 * MS));
     }
 }
