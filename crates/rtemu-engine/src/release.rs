@@ -44,13 +44,20 @@ pub const STALL_NS: u64 = 1_000_000;
 /// the frames that waited through it (over as many turns as it takes to drain them), so a
 /// frame that arrived before the end of a stall already counted is not counted again: the
 /// count is of absences, the longest of them the worst one.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stalls {
-    /// When the last stall counted ended, ns.
+    /// When the last stall counted ended (at first, when the thread opened its links), ns.
     back_at: u64,
 }
 
 impl Stalls {
+    /// The stalls of a thread that opened its links at `opened_ns`: the frames the kernel
+    /// queued before (an interface's first neighbour or multicast messages, while the lab was
+    /// being built) waited for the engine to start, not through a stall.
+    fn since(opened_ns: u64) -> Stalls {
+        Stalls { back_at: opened_ns }
+    }
+
     /// Whether a frame that arrived at `arrival_ns` can show a new stall (it did not wait
     /// through one already counted).
     fn shows_new(&self, arrival_ns: u64) -> bool {
@@ -236,7 +243,7 @@ pub(crate) fn run<Io: PacketIo>(
     let mut budget = RtBudget::engine(wall_start.as_nanos());
     let mut stepped_down = false;
     let now_ns = || Instant::now().as_nanos();
-    let mut stalls = Stalls::default();
+    let mut stalls = Stalls::since(opened.as_nanos());
     while !stop.load(Ordering::Relaxed) {
         let turn_start = Instant::now();
         // Each frame brings its arrival time from the I/O layer (the kernel's receive stamp,
@@ -306,7 +313,7 @@ mod tests {
 
     #[test]
     fn a_long_turn_a_late_wake_up_and_a_long_wait_are_each_a_stall() {
-        let mut s = Stalls::default();
+        let mut s = Stalls::since(0);
         assert_eq!(s.turn(0, 50_000, 80_000), None);
         assert_eq!(s.turn(MS, 4 * MS, 0), Some(3 * MS));
         assert_eq!(s.turn(5 * MS, 5 * MS + 10_000, 0), None);
@@ -324,7 +331,7 @@ mod tests {
 
     #[test]
     fn frames_that_waited_through_a_stall_already_counted_are_not_another() {
-        let mut s = Stalls::default();
+        let mut s = Stalls::since(0);
         // Due at 10 ms, woken at 15 ms: one stall, over at 15 ms.
         assert_eq!(s.woke(10 * MS, 15 * MS), Some(5 * MS));
         // The frames that came while it was away, drained over several turns: the same one.
@@ -337,5 +344,16 @@ mod tests {
         assert_eq!(s.turn(20 * MS, 22 * MS, 0), Some(2 * MS));
         assert!(!s.shows_new(21 * MS));
         assert!(s.shows_new(22 * MS));
+    }
+
+    #[test]
+    fn frames_queued_before_the_thread_opened_its_links_are_no_stall() {
+        let mut s = Stalls::since(30 * MS);
+        // Queued at 5 ms while the lab was built, read at 31 ms: the engine was not there yet.
+        assert!(!s.shows_new(5 * MS));
+        assert!(!s.shows_new(30 * MS - 1));
+        // The first frame after it is judged as any other.
+        assert!(s.shows_new(30 * MS));
+        assert_eq!(s.turn(40 * MS, 40 * MS + 10_000, 2 * MS), Some(2 * MS));
     }
 }
