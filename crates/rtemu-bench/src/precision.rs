@@ -328,10 +328,17 @@ struct Run {
     cpu_us_per_frame: f64,
     thread_cpu_percent: Vec<f64>,
     policy: Vec<String>,
+    /// Times a release thread stepped down to `SCHED_OTHER` during the run.
     stepped_down: u64,
+    /// The engine's stalls during the run (its warm-up and the lab's set-up are not the
+    /// probe's).
     stalls: u64,
-    /// The engine's longest stall over the lab's life, µs.
-    max_stall_us: f64,
+    /// The engine's longest stall during the run, µs, when it was longer than every one
+    /// before the run (the engine keeps only the longest of its life); `None` otherwise.
+    max_stall_us: Option<f64>,
+    /// The engine's longest stall before the run, µs: the bound of the run's when
+    /// `max_stall_us` is `None`.
+    max_stall_before_us: f64,
     /// Softirq time (the kernel's packet work, in whatever thread ran it) on each CPU over the
     /// run, % of that CPU.
     softirq_percent: Vec<f64>,
@@ -501,13 +508,11 @@ fn run_one(
         cpu_us_per_frame: cpu_ns as f64 / 1e3 / frames.max(1) as f64,
         thread_cpu_percent,
         policy: after.threads.iter().map(|t| t.policy.clone()).collect(),
-        stepped_down: after.threads.iter().map(|t| t.stepped_down).sum(),
-        stalls: after.threads.iter().map(|t| t.stalls).sum(),
-        max_stall_us: after
-            .threads
-            .iter()
-            .map(|t| t.max_stall_ns as f64 / 1e3)
-            .fold(0.0, f64::max),
+        stepped_down: stepped_down(&after).saturating_sub(stepped_down(&before)),
+        stalls: stall_count(&after).saturating_sub(stall_count(&before)),
+        max_stall_us: (longest_stall_us(&after) > longest_stall_us(&before))
+            .then(|| longest_stall_us(&after)),
+        max_stall_before_us: longest_stall_us(&before),
         softirq_percent,
         steal_percent,
     })
@@ -560,12 +565,37 @@ fn probe_row(run: &Run) -> Vec<String> {
         format!("{:.1}", run.cpu_percent),
         format!("{:.1}", run.cpu_us_per_frame),
         format!(
-            "{} / {} ({:.0})",
-            run.stepped_down, run.stalls, run.max_stall_us
+            "{} / {} ({})",
+            run.stepped_down,
+            run.stalls,
+            match run.max_stall_us {
+                Some(us) => format!("{us:.0}"),
+                None if run.stalls == 0 => "—".to_owned(),
+                None => format!("≤ {:.0}", run.max_stall_before_us),
+            }
         ),
         per_cpu(&run.softirq_percent),
         per_cpu(&run.steal_percent),
     ]
+}
+
+/// The times `stats`' release threads stepped down over the lab's life.
+fn stepped_down(stats: &Stats) -> u64 {
+    stats.threads.iter().map(|t| t.stepped_down).sum()
+}
+
+/// The stalls `stats`' release threads counted over the lab's life.
+fn stall_count(stats: &Stats) -> u64 {
+    stats.threads.iter().map(|t| t.stalls).sum()
+}
+
+/// The longest stall of `stats`' release threads over the lab's life, µs.
+fn longest_stall_us(stats: &Stats) -> f64 {
+    stats
+        .threads
+        .iter()
+        .map(|t| t.max_stall_ns as f64 / 1e3)
+        .fold(0.0, f64::max)
 }
 
 /// A run as one line of JSON.
