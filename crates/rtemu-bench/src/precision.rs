@@ -295,7 +295,7 @@ fn forward(stats: &Stats, i: usize) -> Option<&Direction> {
 }
 
 /// One run's figures.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 struct Run {
     part: &'static str,
     engine: String,
@@ -564,19 +564,21 @@ fn probe_row(run: &Run) -> Vec<String> {
         format!("{:.1}", run.engine_lag_p99_us),
         format!("{:.1}", run.cpu_percent),
         format!("{:.1}", run.cpu_us_per_frame),
-        format!(
-            "{} / {} ({})",
-            run.stepped_down,
-            run.stalls,
-            match run.max_stall_us {
-                Some(us) => format!("{us:.0}"),
-                None if run.stalls == 0 => "—".to_owned(),
-                None => format!("≤ {:.0}", run.max_stall_before_us),
-            }
-        ),
+        engine_stalls_cell(run),
         per_cpu(&run.softirq_percent),
         per_cpu(&run.steal_percent),
     ]
+}
+
+/// The engine's step-downs and stalls during `run`, with the longest stall (µs): exact when
+/// it was the longest of the lab's life, else bounded by the longest before the run.
+fn engine_stalls_cell(run: &Run) -> String {
+    let longest = match run.max_stall_us {
+        Some(us) => format!("{us:.0}"),
+        None if run.stalls == 0 => "—".to_owned(),
+        None => format!("≤ {:.0}", run.max_stall_before_us),
+    };
+    format!("{} / {} ({longest})", run.stepped_down, run.stalls)
 }
 
 /// The times `stats`' release threads stepped down over the lab's life.
@@ -738,4 +740,27 @@ pub fn run(opts: &Options) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engines_longest_stall_is_exact_only_when_the_run_set_it() {
+        let run = |stalls, max_stall_us, max_stall_before_us| Run {
+            stepped_down: 1,
+            stalls,
+            max_stall_us,
+            max_stall_before_us,
+            ..Run::default()
+        };
+        assert_eq!(engine_stalls_cell(&run(0, None, 2400.0)), "1 / 0 (—)");
+        assert_eq!(
+            engine_stalls_cell(&run(3, Some(9948.4), 2400.0)),
+            "1 / 3 (9948)"
+        );
+        // Stalls in the run, none longer than the set-up's: only a bound is known.
+        assert_eq!(engine_stalls_cell(&run(2, None, 2400.0)), "1 / 2 (≤ 2400)");
+    }
 }
