@@ -58,12 +58,71 @@ fn read(path: &str) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
+/// The preemption mode a `PREEMPT_DYNAMIC` kernel booted in, when debugfs cannot tell the
+/// current one: `preempt=` on its command line `cmdline`, else the default its build chose
+/// (`CONFIG_PREEMPT_NONE`, `_VOLUNTARY`, `_LAZY` or `CONFIG_PREEMPT` in `config`). The mode is
+/// `none`, `voluntary`, `full` or `lazy`, with where it was read.
+pub fn boot_preemption(
+    cmdline: Option<&str>,
+    config: Option<&str>,
+) -> Option<(String, &'static str)> {
+    const MODES: [&str; 4] = ["none", "voluntary", "full", "lazy"];
+    let given = cmdline
+        .into_iter()
+        .flat_map(str::split_whitespace)
+        // Only the kernel's part: what follows `--` is for init.
+        .take_while(|w| *w != "--")
+        .filter_map(|w| w.strip_prefix("preempt="))
+        .last();
+    if let Some(mode) = given.filter(|m| MODES.contains(m)) {
+        return Some((mode.to_owned(), "preempt= at boot"));
+    }
+    let set = |option: &str| config.is_some_and(|c| c.lines().any(|l| l == format!("{option}=y")));
+    let built = [
+        ("CONFIG_PREEMPT_NONE", "none"),
+        ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+        ("CONFIG_PREEMPT_LAZY", "lazy"),
+        ("CONFIG_PREEMPT", "full"),
+    ];
+    built
+        .iter()
+        .find(|(option, _)| set(option))
+        .map(|(_, mode)| ((*mode).to_owned(), "the build's default"))
+}
+
+/// The running kernel's config: `/boot/config-RELEASE`, else `/proc/config.gz`.
+fn kernel_config(release: &str) -> Option<String> {
+    read(&format!("/boot/config-{release}")).or_else(|| read_gzip("/proc/config.gz"))
+}
+
+/// The text of the gzip file `path`, read up to a bound (a kernel config is some 300 KB).
+fn read_gzip(path: &str) -> Option<String> {
+    use std::io::Read;
+    const MAX_CONFIG: u64 = 8 << 20;
+    let gz = std::fs::File::open(path).ok()?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(gz)
+        .take(MAX_CONFIG)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
 impl Facts {
     /// Probes this machine. Privileges are tried on scratch threads (and `mlockall` undone),
     /// so the caller is left as it was.
     pub fn probe() -> Facts {
-        let info = SystemInfo::probe();
+        let mut info = SystemInfo::probe();
         let release = info.kernel_release.clone().unwrap_or_default();
+        let config = kernel_config(&release);
+        let mut preemption = info.preemption.to_string();
+        if info.preemption == Preemption::Dynamic(None) {
+            let cmdline = read("/proc/cmdline");
+            if let Some((mode, from)) = boot_preemption(cmdline.as_deref(), config.as_deref()) {
+                preemption = format!("PREEMPT_DYNAMIC ({mode}, {from})");
+                info.preemption = Preemption::Dynamic(Some(mode));
+            }
+        }
         let preemptible = match &info.preemption {
             Preemption::Rt | Preemption::Full | Preemption::Lazy => Some(true),
             Preemption::NoneOrVoluntary => Some(false),
@@ -75,13 +134,11 @@ impl Facts {
             let _ = rt::unlock_memory();
         }
         Facts {
-            preemption: info.preemption.to_string(),
+            preemption,
             preempt_rt: info.preemption == Preemption::Rt,
             preemptible,
             clocksource: info.clocksource,
-            hz: read(&format!("/boot/config-{release}"))
-                .as_deref()
-                .and_then(parse_config_hz),
+            hz: config.as_deref().and_then(parse_config_hz),
             timer_slack_ns: info.timer_slack_ns,
             rt_runtime_us: info.rt_runtime_us,
             isolated_cpus: read("/sys/devices/system/cpu/isolated"),
@@ -118,11 +175,12 @@ pub fn advise(facts: &Facts) -> Vec<String> {
         ));
     }
     match facts.preemptible {
-        Some(false) => advice.push(
-            "the kernel does not preempt (none/voluntary): boot with preempt=full, or use a \
-             PREEMPT_RT kernel"
-                .to_owned(),
-        ),
+        Some(false) => advice.push(format!(
+            "the kernel does not preempt ({}): a release waits until the kernel work of \
+             another program on its CPU (a system call, a page fault) ends or yields, which \
+             can take milliseconds; boot with preempt=full, or use a PREEMPT_RT kernel",
+            facts.preemption
+        )),
         None => advice.push(
             "PREEMPT_DYNAMIC with the current mode unknown (debugfs not mounted): boot with \
              preempt=full to be sure"
@@ -337,6 +395,68 @@ mod tests {
                 && advice.contains("--programs-cpus off-engine"),
             "{advice}"
         );
+    }
+
+    #[test]
+    fn a_dynamic_kernels_boot_mode_is_its_command_lines_else_its_builds_default() {
+        let config = "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_NONE=y\n# CONFIG_PREEMPT is not \
+                      set\nCONFIG_PREEMPT_COUNT=y\nCONFIG_PREEMPTION=y\nCONFIG_PREEMPT_DYNAMIC=y\n";
+        // This VM: no preempt= at boot, a build that defaults to none.
+        let cmdline = "console=ttyS0 quiet -- --firecracker-init --addr 0.0.0.0:2024";
+        assert_eq!(
+            boot_preemption(Some(cmdline), Some(config)),
+            Some(("none".to_owned(), "the build's default"))
+        );
+        // The command line wins, the last preempt= of the kernel's part of it.
+        assert_eq!(
+            boot_preemption(
+                Some("preempt=none ro preempt=full -- preempt=none"),
+                Some(config)
+            ),
+            Some(("full".to_owned(), "preempt= at boot"))
+        );
+        // A mode the kernel does not know is ignored, as the kernel ignores it.
+        assert_eq!(
+            boot_preemption(Some("preempt=fast"), Some(config)),
+            Some(("none".to_owned(), "the build's default"))
+        );
+        for (option, mode) in [
+            ("CONFIG_PREEMPT_VOLUNTARY=y", "voluntary"),
+            ("CONFIG_PREEMPT_LAZY=y", "lazy"),
+            ("CONFIG_PREEMPT=y", "full"),
+        ] {
+            let config = format!("CONFIG_PREEMPT_DYNAMIC=y\n{option}\nCONFIG_PREEMPTION=y\n");
+            assert_eq!(
+                boot_preemption(None, Some(&config)),
+                Some((mode.to_owned(), "the build's default")),
+                "{option}"
+            );
+        }
+        // Neither readable: unknown.
+        assert_eq!(boot_preemption(Some("quiet"), None), None);
+        assert_eq!(
+            boot_preemption(None, Some("CONFIG_PREEMPT_DYNAMIC=y\n")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_gzipped_config_is_read_as_text() {
+        use std::io::Write;
+        let dir = std::env::temp_dir().join(format!("rtemu-doctor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"CONFIG_HZ=250\nCONFIG_PREEMPT_NONE=y\n")
+            .unwrap();
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        let text = read_gzip(path.to_str().unwrap());
+        // Not gzip: nothing, rather than garbage.
+        std::fs::write(&path, "CONFIG_HZ=250\n").unwrap();
+        let plain = read_gzip(path.to_str().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(text.as_deref().and_then(parse_config_hz), Some(250));
+        assert_eq!(plain, None);
     }
 
     #[test]
