@@ -5,7 +5,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use rtemu_model::trace::{untraced_stages, TraceFeed, TraceModel};
+use rtemu_model::link::LinkError;
+use rtemu_model::trace::{untraced_stages, TraceFeed, TraceModel, TraceModelError};
 use rtemu_model::{LinkConfig, LinkModel, Model};
 use rtemu_sim::tables::{read_small_file, FileTables};
 use rtemu_sim::traced::{ActionFeed, OpportunityFeed, PerFlow, SeriesFeed};
@@ -14,6 +15,7 @@ use rtemu_trace::format::{Content, Format};
 use rtemu_trace::mahimahi::OpportunityStream;
 use rtemu_trace::prefetch::{EndPolicy, PrefetchConfig, Prefetcher, UnderrunPolicy};
 use rtemu_trace::series::{Interpolation, SeriesStream};
+use rtemu_trace::TraceError;
 
 /// What a trace file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,15 +99,31 @@ pub struct TraceOptions {
     pub interpolation: Interpolation,
 }
 
-/// The context of an error from opening or reading a trace: which file. A caller tells such an
-/// error from the model's own by downcasting to it.
-#[derive(Debug)]
-pub struct TraceContext(PathBuf);
-
-impl std::fmt::Display for TraceContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "trace {}", self.0.display())
-    }
+/// Why a link direction's model could not be built: one of its traces (named), or its netem
+/// model. The variant says which value is at fault; the message names it, its source says why.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A trace could not be opened or read.
+    #[error("trace {}", .path.display())]
+    Trace {
+        /// The trace file.
+        path: PathBuf,
+        /// Why it could not be read.
+        #[source]
+        error: TraceError,
+    },
+    /// A trace's model refuses the rest of the link's configuration.
+    #[error("trace {}", .path.display())]
+    TraceModel {
+        /// The trace file.
+        path: PathBuf,
+        /// What the configuration asks that the trace cannot take.
+        #[source]
+        error: TraceModelError,
+    },
+    /// The netem model could not be made (a distribution table, for instance).
+    #[error("the model")]
+    Model(#[source] LinkError),
 }
 
 /// A link direction's model, and whether it tells flows apart.
@@ -125,21 +143,23 @@ pub fn build_model(
     cfg: &LinkConfig,
     traces: &[TraceArg],
     label: u64,
-) -> anyhow::Result<Assembled> {
+) -> Result<Assembled, BuildError> {
     let mut flows = FlowTable::new();
     let mut default = None;
     for (i, t) in traces.iter().enumerate() {
-        let what = || TraceContext(t.path.clone());
+        let unread = |error| BuildError::Trace {
+            path: t.path.clone(),
+            error,
+        };
         // The flow a framed trace's header names, if any.
         let mut header_flow = None;
         let feed: Box<dyn TraceFeed + Send> = match t.kind {
             TraceKind::Series => Box::new(SeriesFeed::new(
-                SeriesStream::open(&t.path, opts.interpolation, opts.underrun)
-                    .with_context(what)?,
+                SeriesStream::open(&t.path, opts.interpolation, opts.underrun).map_err(unread)?,
             )),
             TraceKind::Mahimahi => Box::new(OpportunityFeed::new(
                 OpportunityStream::open(&t.path, opts.underrun == UnderrunPolicy::Wait)
-                    .with_context(what)?,
+                    .map_err(unread)?,
                 opts.underrun,
             )),
             kind => {
@@ -154,10 +174,10 @@ pub fn build_model(
                     end: opts.end,
                     ..PrefetchConfig::default()
                 };
-                let mut trace = Prefetcher::open(&t.path, format, config).with_context(what)?;
+                let mut trace = Prefetcher::open(&t.path, format, config).map_err(unread)?;
                 // Records are ready before the first packet: no under-run while the reader's
                 // first read is in flight.
-                trace.prime().with_context(what)?;
+                trace.prime().map_err(unread)?;
                 header_flow = trace.header().and_then(|h| h.flow);
                 Box::new(ActionFeed::new(trace))
             }
@@ -173,7 +193,12 @@ pub fn build_model(
             None => cfg.clone(),
         };
         let model =
-            TraceModel::new(feed, &stages, opts.seed, label + 1 + i as u64).with_context(what)?;
+            TraceModel::new(feed, &stages, opts.seed, label + 1 + i as u64).map_err(|error| {
+                BuildError::TraceModel {
+                    path: t.path.clone(),
+                    error,
+                }
+            })?;
         match &pattern {
             Some(p) => flows.push(*p, Box::new(model) as Box<dyn Model + Send>),
             None => default = Some(Box::new(model) as Box<dyn Model + Send>),
@@ -182,7 +207,8 @@ pub fn build_model(
     let default = match default {
         Some(m) => m,
         None => Box::new(
-            LinkModel::new(cfg, &FileTables::from_env(), opts.seed, label).context("the model")?,
+            LinkModel::new(cfg, &FileTables::from_env(), opts.seed, label)
+                .map_err(BuildError::Model)?,
         ),
     };
     let per_flow = !flows.entries().is_empty();

@@ -45,7 +45,7 @@ use rtemu_trace::series::Interpolation;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::assemble::{build_model, TraceArg, TraceContext, TraceKind, TraceOptions};
+use crate::assemble::{build_model, BuildError, TraceArg, TraceKind, TraceOptions};
 use crate::error::ControlError;
 use crate::message::{
     Ack, Direction, Done, EngineThread, ErrorKind, ErrorReply, FinalReport, Stats, Underlay,
@@ -591,7 +591,7 @@ fn direction_model(
     imp: &Impairment,
     cfg: &LinkConfig,
     label: u64,
-) -> Result<Box<dyn rtemu_model::Model + Send>> {
+) -> Result<Box<dyn rtemu_model::Model + Send>, BuildError> {
     let traces: Vec<TraceArg> = imp
         .trace
         .iter()
@@ -642,12 +642,12 @@ impl LinkCheck for BuildModels {
         direction_model(imp, &cfg, label(link, way))
             .map(drop)
             .map_err(|e| LinkCheckError {
-                culprit: if e.downcast_ref::<TraceContext>().is_some() {
-                    Culprit::Trace
-                } else {
-                    Culprit::Netem
+                culprit: match e {
+                    BuildError::Trace { .. } | BuildError::TraceModel { .. } => Culprit::Trace,
+                    BuildError::Model(_) => Culprit::Netem,
                 },
-                message: format!("{e:#}"),
+                // The error and its causes on one line.
+                message: format!("{:#}", anyhow::Error::new(e)),
             })
     }
 }
@@ -1583,5 +1583,66 @@ schedule = [
         assert_eq!(in_force.get("ab", Way::BToA).as_deref(), Some(LATER[0]));
         assert_eq!(in_force.get("ab", Way::AToB).as_deref(), Some(BOTH));
         assert_eq!(in_force.get("cd", Way::AToB), None);
+    }
+
+    /// A direction that cannot be built is refused blaming its trace (the message names the
+    /// file and why) or its netem model, each message whole as `up` and `graph` print it
+    /// after the file's position.
+    #[test]
+    fn a_direction_that_cannot_be_built_blames_its_trace_or_its_model() {
+        let dir = std::env::temp_dir().join(format!("rtemu-control-blame-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (missing, table, conflict) = (
+            dir.join("missing.rpl"),
+            dir.join("nope.dist"),
+            dir.join("ok.rplt"),
+        );
+        std::fs::write(&conflict, "pass 1ms\n").unwrap();
+        let check = |impairment: String| {
+            let text = format!(
+                "lab = \"blame\"\n[nodes.a]\n[nodes.b]\n[[links]]\nname = \"ab\"\n\
+                 endpoints = [\"a\", \"b\"]\n{impairment}\n"
+            );
+            let topology = Topology::parse("blame.toml", &text).unwrap();
+            let imp = topology.segments[0].impairment().unwrap();
+            BuildModels.direction("ab", imp, None, false).unwrap_err()
+        };
+        let errors = [
+            check(format!("trace = \"{}\"", missing.display())),
+            check(format!(
+                "trace = \"{}\"\nnetem = \"delay 1ms\"",
+                conflict.display()
+            )),
+            check(format!(
+                "netem = \"delay 1ms 1ms tables netem distribution {}\"",
+                table.display()
+            )),
+        ];
+        std::fs::remove_dir_all(&dir).unwrap();
+        let (missing, table, conflict) = (missing.display(), table.display(), conflict.display());
+        let want = [
+            (
+                Culprit::Trace,
+                format!("trace {missing}: {missing}: No such file or directory (os error 2)"),
+            ),
+            (
+                Culprit::Trace,
+                format!(
+                    "trace {conflict}: the trace decides delay, loss, duplication and \
+                     reordering, so the model must not set `delay` (it may set rate, limit, \
+                     limit-bytes, corrupt, ber and ordered)"
+                ),
+            ),
+            (
+                Culprit::Netem,
+                format!(
+                    "the model: distribution {table}: cannot read {table}: No such file or \
+                     directory (os error 2)"
+                ),
+            ),
+        ];
+        for (e, (culprit, message)) in errors.into_iter().zip(want) {
+            assert_eq!(e, LinkCheckError { culprit, message });
+        }
     }
 }
