@@ -211,33 +211,21 @@ pub fn counters(
     state: &State,
     only: Option<&BTreeSet<String>>,
 ) -> Result<Vec<InterfaceCounters>, ApiError> {
-    let nodes = body::nodes(state);
-    let names: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-    if let Some(missing) = only.and_then(|o| o.iter().find(|n| !names.contains(n.as_str()))) {
-        return Err(ApiError::not_found(format!(
-            "lab `{}` has no node {}",
-            state.lab,
-            rtemu_sys::terminal::quoted(missing)
-        )));
-    }
     let mut out = Vec::new();
-    for node in nodes
-        .into_iter()
-        .filter(|n| only.is_none_or(|o| o.contains(&n.name)))
-    {
-        let names: Vec<&str> = node.interfaces.iter().map(|i| i.name.as_str()).collect();
-        let path = rtemu_engine::netns::named(&node.netns);
+    for node in counted(state, only)? {
+        let names: Vec<&str> = node.interfaces.iter().map(|&(name, _)| name).collect();
+        let path = rtemu_engine::netns::named(node.netns);
         let counters =
             rtemu_engine::ifcounters::interfaces_counters(&path, &names).map_err(|e| {
                 let why = rtemu_control::error::message(&e);
                 let why = format!("node `{}`: {why}", node.name);
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, why)
             })?;
-        for (i, c) in node.interfaces.iter().zip(counters) {
+        for (&(interface, segment), c) in node.interfaces.iter().zip(counters) {
             out.push(InterfaceCounters {
-                node: node.name.clone(),
-                interface: i.name.clone(),
-                segment: i.segment.clone(),
+                node: node.name.to_owned(),
+                interface: interface.to_owned(),
+                segment: segment.to_owned(),
                 rx_bytes: c.rx_bytes,
                 rx_packets: c.rx_packets,
                 rx_dropped: c.rx_dropped,
@@ -248,6 +236,67 @@ pub fn counters(
         }
     }
     Ok(out)
+}
+
+/// A node whose interfaces' counters are read.
+#[derive(Debug, PartialEq)]
+struct Counted<'a> {
+    name: &'a str,
+    netns: &'a str,
+    /// Each interface's name and segment, in segment order.
+    interfaces: Vec<(&'a str, &'a str)>,
+}
+
+/// The nodes of lab `state` (of this host's part) that `only` names, or every one, in the
+/// state's order, with their interfaces. Only the asked nodes are looked up and gathered (not
+/// the whole lab view: the web view asks for a few nodes of a large lab at every refresh). A
+/// name this host's part has no node of is a 404.
+fn counted<'a>(
+    state: &'a State,
+    only: Option<&BTreeSet<String>>,
+) -> Result<Vec<Counted<'a>>, ApiError> {
+    let topo = &state.topology;
+    // (position in the state, index in the topology, name, namespace)
+    let at = |(i, (name, netns)): (usize, &'a (String, String))| {
+        Some((i, topo.node_index(name)?, name.as_str(), netns.as_str()))
+    };
+    let nodes: Vec<_> = match only {
+        None => state.nodes.iter().enumerate().filter_map(at).collect(),
+        Some(only) => {
+            let mut asked = only
+                .iter()
+                .map(|name| {
+                    state
+                        .nodes
+                        .iter()
+                        .enumerate()
+                        .find(|(_, (n, _))| n == name)
+                        .and_then(at)
+                        .ok_or_else(|| {
+                            ApiError::not_found(format!(
+                                "lab `{}` has no node {}",
+                                state.lab,
+                                rtemu_sys::terminal::quoted(name)
+                            ))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            asked.sort_by_key(|&(i, ..)| i);
+            asked
+        }
+    };
+    let attachments = topo.attachments_by_node();
+    Ok(nodes
+        .into_iter()
+        .map(|(_, ni, name, netns)| Counted {
+            name,
+            netns,
+            interfaces: attachments[ni]
+                .iter()
+                .map(|&(seg, m)| (m.ifname.as_str(), seg.name.as_str()))
+                .collect(),
+        })
+        .collect())
 }
 
 /// Checks that `link` is an impaired link of lab `state`: a 404 when the lab has no such link,
@@ -384,5 +433,66 @@ mod tests {
             e.message
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A lab of three nodes (a link, a LAN and a host interface) whose state holds `nodes`
+    /// (a host's part holds some).
+    fn counted_lab(nodes: &[&str]) -> State {
+        let topology = "lab = \"views\"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n[[links]]\n\
+                        name = \"ab\"\nendpoints = [\"a\", \"b\"]\n[[lans]]\nname = \"office\"\n\
+                        members = [\"a\", \"b\", \"c\"]\n[[externals]]\nnode = \"c\"\n\
+                        host = \"uplink0\"\nmode = \"macvlan\"\n";
+        State {
+            lab: LabName::new("views").unwrap(),
+            file: INLINE.into(),
+            namespaces: vec![],
+            nodes: nodes
+                .iter()
+                .map(|n| (n.to_string(), format!("rtemu-views.{n}")))
+                .collect(),
+            handovers: vec![],
+            cgroups: vec![],
+            programs: None,
+            complete: true,
+            topology: Topology::parse(INLINE, topology).unwrap(),
+            part: None,
+        }
+    }
+
+    /// The counters read of every node are the interfaces the lab view shows; those read of
+    /// the nodes asked for are exactly those nodes' part of them, in the state's order (here
+    /// not the topology's); a name the lab (or this host's part) has no node of is a 404
+    /// naming it.
+    #[test]
+    fn counters_read_only_the_asked_nodes_interfaces() {
+        let state = counted_lab(&["c", "a", "b"]);
+        let all = counted(&state, None).unwrap();
+        let view = body::nodes(&state);
+        assert_eq!((all.len(), view.len()), (3, 3));
+        for (c, v) in all.iter().zip(&view) {
+            let interfaces: Vec<(&str, &str)> = v
+                .interfaces
+                .iter()
+                .map(|i| (i.name.as_str(), i.segment.as_str()))
+                .collect();
+            assert_eq!((c.name, c.netns), (v.name.as_str(), v.netns.as_str()));
+            assert_eq!(c.interfaces, interfaces);
+        }
+        assert_eq!(all[0].interfaces.len(), 2, "c's LAN and host interfaces");
+        let asked = |names: &[&str]| {
+            let only: BTreeSet<String> = names.iter().map(|n| n.to_string()).collect();
+            counted(&state, Some(&only))
+        };
+        for names in [&["b"][..], &["c", "a"], &["a", "b", "c"]] {
+            let part: Vec<&Counted> = all.iter().filter(|c| names.contains(&c.name)).collect();
+            assert_eq!(asked(names).unwrap().iter().collect::<Vec<_>>(), part);
+        }
+        let unknown = |e| ApiError::not_found(format!("lab `views` has no node \"{e}\""));
+        assert_eq!(asked(&["b", "zz"]).unwrap_err(), unknown("zz"));
+        // A node of the topology that another host's part runs.
+        let part = counted_lab(&["a", "b"]);
+        let only = BTreeSet::from(["c".to_owned()]);
+        assert_eq!(counted(&part, Some(&only)).unwrap_err(), unknown("c"));
+        assert_eq!(counted(&part, None).unwrap().len(), 2);
     }
 }
