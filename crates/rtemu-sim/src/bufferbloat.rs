@@ -13,7 +13,7 @@
 use rtemu_model::link::{LinkError, NoTables, RateChangeError};
 use rtemu_model::netem::{self, NetemError};
 use rtemu_model::units::Rate;
-use rtemu_model::{FlowKey, LinkModel, Model, Outcome, PacketMeta, Stream};
+use rtemu_model::{FlowKey, LinkConfig, LinkModel, Model, Outcome, PacketMeta, Stream};
 use serde::Serialize;
 
 /// One queue the scenario compares.
@@ -143,23 +143,43 @@ pub struct Summary {
     pub upload_dropped_percent: f64,
 }
 
-/// The model of [`LINK`] behind `queue`, with `seed`; and its netem text.
-pub fn model(queue: Queue, seed: u64) -> Result<(LinkModel, String), ScenarioError> {
-    model_of(&format!("{LINK} {}", queue.words), seed)
+/// A scenario's link: its model, built from its netem text and the configuration that text
+/// parses to (a scenario reads the queue's settings, its delay target, from it).
+#[derive(Debug)]
+pub struct Link {
+    /// The model, to drive.
+    pub model: LinkModel,
+    /// What its text parses to.
+    pub config: LinkConfig,
+    /// Its netem text.
+    pub text: String,
 }
 
-/// The model of the link `text` says, with `seed`; and its text.
-pub fn model_of(text: &str, seed: u64) -> Result<(LinkModel, String), ScenarioError> {
-    let text = text.to_string();
-    let cfg = netem::parse(&text).map_err(|source| ScenarioError::Netem {
-        text: text.clone(),
-        source,
-    })?;
-    let m = LinkModel::new(&cfg, &NoTables, seed, 0).map_err(|source| ScenarioError::Link {
-        text: text.clone(),
-        source,
-    })?;
-    Ok((m, text))
+impl Link {
+    /// The link `text` says, with `seed`.
+    pub fn new(text: &str, seed: u64) -> Result<Link, ScenarioError> {
+        let text = text.to_string();
+        let config = netem::parse(&text).map_err(|source| ScenarioError::Netem {
+            text: text.clone(),
+            source,
+        })?;
+        let model =
+            LinkModel::new(&config, &NoTables, seed, 0).map_err(|source| ScenarioError::Link {
+                text: text.clone(),
+                source,
+            })?;
+        Ok(Link {
+            model,
+            config,
+            text,
+        })
+    }
+
+    /// The link `rate` says (netem words, [`LINK`] for most scenarios) behind `queue`, with
+    /// `seed`: the set-up of every scenario's run.
+    pub fn queued(rate: &str, queue: Queue, seed: u64) -> Result<Link, ScenarioError> {
+        Link::new(&format!("{rate} {}", queue.words), seed)
+    }
 }
 
 /// Drives `m` with `arrivals` (in time order: `(arrival ns, length, flow)`) as the simulator
@@ -262,7 +282,11 @@ pub fn flow(port: u16, udp: bool) -> FlowKey {
 
 /// Runs the upload and the game flow through [`LINK`] behind `queue`, with `seed`.
 pub fn run(queue: Queue, seed: u64) -> Result<Run, ScenarioError> {
-    let (mut m, model) = model(queue, seed)?;
+    let Link {
+        model: mut m,
+        text: model,
+        ..
+    } = Link::queued(LINK, queue, seed)?;
     let mut gaps = Stream::new(seed, 0x4255_4c4b); // "BULK"
     let end = SECONDS * 1_000_000_000;
     let (mut upload_at, mut game_at) = (0u64, 3_000_000u64);
@@ -370,6 +394,26 @@ mod tests {
 
     fn queue(name: &str) -> Queue {
         *QUEUES.iter().find(|q| q.name == name).unwrap()
+    }
+
+    /// A scenario's link is its rate's words and then its queue's, parsed once: the model and
+    /// the configuration come from that one text (CoDel's default 5 ms target is there), and
+    /// a text that does not parse is an error that quotes it.
+    #[test]
+    fn a_queued_link_is_the_rate_then_the_queue() {
+        let link = Link::queued("rate 100mbit", queue("CoDel"), 1).unwrap();
+        assert_eq!(link.text, "rate 100mbit codel");
+        let codel = link.config.codel.expect("CoDel's settings");
+        assert_eq!(codel.target.0, 5_000_000);
+        let bad = Queue {
+            name: "bad",
+            words: "codel target",
+        };
+        let err = Link::queued(LINK, bad, 1).unwrap_err();
+        assert!(
+            matches!(&err, ScenarioError::Netem { text, .. } if text == "rate 10mbit codel target"),
+            "{err}"
+        );
     }
 
     /// The table's two ends, and that a seed decides every figure: behind 500 ms of drop-tail

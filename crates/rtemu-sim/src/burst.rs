@@ -14,7 +14,7 @@
 use rtemu_model::Stream;
 use serde::Serialize;
 
-use crate::bufferbloat::{drive, flow, model, percentile, Queue, ScenarioError, RATE};
+use crate::bufferbloat::{drive, flow, percentile, Link, Queue, ScenarioError, LINK, RATE};
 
 pub use crate::bufferbloat::QUEUES;
 
@@ -57,7 +57,9 @@ pub struct Summary {
 
 /// Runs the background and the bursts through [`LINK`](crate::bufferbloat::LINK) behind `queue`, with `seed`.
 pub fn run(queue: Queue, seed: u64) -> Result<Summary, ScenarioError> {
-    let (mut m, text) = model(queue, seed)?;
+    let Link {
+        model: mut m, text, ..
+    } = Link::queued(LINK, queue, seed)?;
     let end = SECONDS * 1_000_000_000;
     let background_pps = RATE * BACKGROUND_SHARE / f64::from(FRAME_BYTES * 8);
     let mut gaps = Stream::new(seed, 0x4247_4e44); // "BGND"

@@ -24,10 +24,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use rtemu_model::units::Rate;
-use rtemu_model::{netem, FlowKey, LinkConfig, Nanos, Stream};
+use rtemu_model::{FlowKey, LinkConfig, Nanos, Stream};
 use serde::Serialize;
 
-use crate::bufferbloat::{drive_with, flow, percentile, Queue, ScenarioError, Sender};
+use crate::bufferbloat::{drive_with, flow, percentile, Link, Queue, ScenarioError, Sender};
 
 pub use crate::bufferbloat::QUEUES;
 
@@ -119,15 +119,11 @@ fn target(cfg: &LinkConfig) -> Option<Nanos> {
 /// Runs the flows through `rate 100mbit` behind `queue`, its rate alternating with
 /// `rate 10mbit`, with `seed`.
 pub fn run(queue: Queue, seed: u64) -> Result<Summary, ScenarioError> {
-    let text = format!("rate {}mbit {}", HIGH.0 / 1_000_000, queue.words);
-    let (mut m, text) = crate::bufferbloat::model_of(&text, seed)?;
-    let cfg = netem::parse(&text).map_err(|source| ScenarioError::Netem {
-        text: text.clone(),
-        source,
-    })?;
+    let mut link = Link::queued(&format!("rate {}mbit", HIGH.0 / 1_000_000), queue, seed)?;
     let mut flows = Flows::new(seed, PHASES * PHASE_NS);
-    let left = drive_with(&mut m, &mut flows, &changes())?;
-    Ok(summarize(queue, text, target(&cfg), &flows.sent, &left))
+    let left = drive_with(&mut link.model, &mut flows, &changes())?;
+    let target = target(&link.config);
+    Ok(summarize(queue, link.text, target, &flows.sent, &left))
 }
 
 /// Every queue of [`QUEUES`], in order, with `seed`.
@@ -364,7 +360,7 @@ impl Sender for Flows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bufferbloat::{drive, model_of};
+    use crate::bufferbloat::drive;
 
     fn queue(name: &str) -> Queue {
         *QUEUES.iter().find(|q| q.name == name).unwrap()
@@ -401,7 +397,7 @@ mod tests {
     #[test]
     fn a_closed_loop_sender_is_told_of_each_packet_once_when_the_link_decides() {
         for (text, decided_at_departure) in [("rate 8mbit", false), ("rate 8mbit codel", true)] {
-            let (mut m, _) = model_of(text, 1).unwrap();
+            let mut m = Link::new(text, 1).unwrap().model;
             let mut echo = Echo {
                 n: 3,
                 next: Some(0),
@@ -450,12 +446,12 @@ mod tests {
         let arrivals = [(0, 1000), (0, 1000), (2_000_000, 1000)];
         let slower = [(500_000, Rate(4_000_000))];
         // Drop-tail: the two queued at 0 keep their finishes; the third takes the new rate.
-        let (mut m, _) = model_of("rate 8mbit", 1).unwrap();
+        let mut m = Link::new("rate 8mbit", 1).unwrap().model;
         let left = drive_with(&mut m, &mut Fixed(&arrivals), &slower).unwrap();
         assert_eq!(left, [Some(1_000_000), Some(2_000_000), Some(4_000_000)]);
         // CoDel: the second starts at 1 ms, when the rate changes: it takes 2 ms, and the
         // third, arrived at 2 ms, starts at 3 ms.
-        let (mut m, _) = model_of("rate 8mbit codel", 1).unwrap();
+        let mut m = Link::new("rate 8mbit codel", 1).unwrap().model;
         let left = drive_with(
             &mut m,
             &mut Fixed(&arrivals),
@@ -466,7 +462,7 @@ mod tests {
             [Some(1_000_000), Some(3_000_000), Some(5_000_000)]
         );
         // Without changes, `drive` replays the same arrivals as `drive_with` does.
-        let (mut m, _) = model_of("rate 8mbit codel", 1).unwrap();
+        let mut m = Link::new("rate 8mbit codel", 1).unwrap().model;
         let replay = arrivals.iter().map(|&(t, l)| (t, l, flow(1, true)));
         assert_eq!(
             drive(&mut m, replay),
