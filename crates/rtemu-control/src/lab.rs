@@ -240,14 +240,11 @@ pub fn files_named(topo: &Topology) -> Vec<PathBuf> {
 /// there was a lab. The lab goes down whether or not its report could be saved.
 pub fn take_down(name: &LabName, fidelity: Option<&Path>, out: &mut impl Write) -> Result<bool> {
     let down = down(name);
-    let mut saved = Ok(());
-    if let Some(report) = &down.report {
-        crate::message::write_final_report(out, name.as_str(), report)
-            .context("writing the final report")?;
-        if let Some(path) = fidelity {
-            saved = crate::message::save_final_report(report, path);
-        }
-    }
+    let saved = match &down.report {
+        Some(report) => crate::message::give_final_report(out, name.as_str(), report, fidelity)
+            .context("writing the final report")?,
+        None => Ok(()),
+    };
     let removed = down.removed?;
     saved?;
     Ok(removed)

@@ -424,6 +424,20 @@ pub fn save_final_report(report: &FinalReport, path: &std::path::Path) -> anyhow
     rtemu_report::output::write(path, &[], format!("{}\n", pretty(report)).as_bytes())
 }
 
+/// Writes lab `lab`'s final `report` to `out` ([`write_final_report`]) and, when `fidelity`
+/// names a file, saves it there ([`save_final_report`]). The saving's outcome is given back
+/// rather than returned: whether the lab went down (everywhere) is said first, and a file that
+/// could not be written must not hide it.
+pub fn give_final_report(
+    out: &mut impl Write,
+    lab: &str,
+    report: &FinalReport,
+    fidelity: Option<&std::path::Path>,
+) -> io::Result<anyhow::Result<()>> {
+    write_final_report(out, lab, report)?;
+    Ok(fidelity.map_or(Ok(()), |path| save_final_report(report, path)))
+}
+
 /// Writes lab `lab`'s final report as `rtemu down` shows it: a line saying whose it is, its
 /// counters, then its release fidelity.
 pub fn write_final_report(out: &mut impl Write, lab: &str, report: &FinalReport) -> io::Result<()> {
@@ -795,5 +809,35 @@ mod tests {
             String::from_utf8(out).unwrap(),
             String::from_utf8(expected).unwrap()
         );
+    }
+
+    #[test]
+    fn a_final_report_is_shown_even_when_its_file_cannot_be_saved() {
+        let failed = FinalReport::Failed {
+            error: "boom".into(),
+            lab: LabName::new("t1").unwrap(),
+        };
+        let dir = std::env::temp_dir().join(format!("rtemu-give-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let saved_to = dir.join("report.json");
+        let mut out = Vec::new();
+        let saved = give_final_report(&mut out, "t1", &failed, Some(&saved_to)).unwrap();
+        let text = std::fs::read_to_string(&saved_to);
+        let mut shown = Vec::new();
+        let unsaved = give_final_report(&mut shown, "t1", &failed, Some(&dir.join("no/r.json")));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(saved.is_ok());
+        assert_eq!(text.unwrap(), format!("{}\n", pretty(&failed)));
+        // Shown, and the saving's failure handed back for the caller to give after the rest.
+        let unsaved = unsaved.unwrap();
+        assert!(unsaved.is_err());
+        assert_eq!(shown, out);
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .starts_with("engine of lab t1: final report\n"));
+        // Without a file, nothing to save.
+        assert!(give_final_report(&mut Vec::new(), "t1", &failed, None)
+            .unwrap()
+            .is_ok());
     }
 }

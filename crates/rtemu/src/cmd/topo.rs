@@ -252,16 +252,20 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
         let down = match rtemu_cluster::down(&name, &args.hosts.credentials, here) {
             Some(spread) => spread.and_then(|d| {
                 // The engines' reports as one, as a lab on one machine shows its engine's.
-                if let Some(report) = &d.report {
-                    let mut out = std::io::stdout().lock();
-                    rtemu_control::message::write_final_report(&mut out, name.as_str(), report)
-                        .context("writing the final report")?;
-                    if let Some(path) = fidelity {
-                        rtemu_control::message::save_final_report(report, path)?;
-                    }
-                }
-                // The report of what went down first, then which host's part did not.
+                let saved = match &d.report {
+                    Some(report) => rtemu_control::message::give_final_report(
+                        &mut std::io::stdout().lock(),
+                        name.as_str(),
+                        report,
+                        fidelity,
+                    )
+                    .context("writing the final report")?,
+                    None => Ok(()),
+                };
+                // The report of what went down first, then which host's part did not, then
+                // whether the report could be saved.
                 eprintln!("{}", d.everywhere()?);
+                saved?;
                 Ok(true)
             }),
             None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
