@@ -42,6 +42,9 @@ pub struct Facts {
     pub fifo_permitted: bool,
     /// Whether `mlockall` is permitted.
     pub mlock_permitted: bool,
+    /// Whether `/dev/cpu_dma_latency` can be held at 0 (idle CPUs kept out of deep sleep, a
+    /// vCPU polling instead of halting), as the engine holds it.
+    pub dma_latency_permitted: bool,
 }
 
 /// Reads `CONFIG_HZ=` from a kernel config text.
@@ -129,6 +132,7 @@ impl Facts {
             Preemption::Dynamic(Some(mode)) => Some(mode == "full" || mode == "lazy"),
             Preemption::Dynamic(None) => None,
         };
+        let dma_latency_permitted = rt::DmaLatencyGuard::hold(0).is_ok();
         let mlock_permitted = rt::lock_memory().is_ok();
         if mlock_permitted {
             let _ = rt::unlock_memory();
@@ -145,6 +149,7 @@ impl Facts {
             virtualization: info.virtualization,
             fifo_permitted: rt::fifo_permitted(),
             mlock_permitted,
+            dma_latency_permitted,
         }
     }
 }
@@ -165,6 +170,14 @@ pub fn advise(facts: &Facts) -> Vec<String> {
         advice.push(
             "mlockall is not permitted: grant CAP_IPC_LOCK or raise RLIMIT_MEMLOCK, so page \
              faults cannot stall the engine"
+                .to_owned(),
+        );
+    }
+    if !facts.dma_latency_permitted {
+        advice.push(
+            "/dev/cpu_dma_latency cannot be held: idle CPUs fall into deep sleep (a vCPU \
+             halts and waits for the hypervisor), so the engine's wake-ups come late; run \
+             rtemu as root or give it write access to that device"
                 .to_owned(),
         );
     }
@@ -263,20 +276,26 @@ pub enum SleepTestError {
     Panicked,
 }
 
-/// The short sleep test of the verdict: the engine's wait (`auto`) under `SCHED_FIFO` at the
-/// engine's priority with no timer slack when permitted, else `sleep`, on the microsecond
+/// The short sleep test of the verdict, run as the engine runs as far as `facts` permit: its
+/// wait (`auto`) under `SCHED_FIFO` at its priority with no timer slack, else `sleep`, with
+/// `/dev/cpu_dma_latency` held at 0 as the engine holds it, on the microsecond
 /// workload for about `duration_ns` (within [`DURATION_RANGE_NS`]), run on a scratch thread;
 /// with `loaded`, while one busy loop per CPU runs at normal priority beside it (a build, the
 /// program under test), as a lab in use has. A test that completed no request is an error,
 /// never a perfect result.
 pub fn sleep_test(
     duration_ns: u64,
-    fifo: bool,
+    facts: &Facts,
     loaded: bool,
 ) -> Result<MethodResult, SleepTestError> {
     if !DURATION_RANGE_NS.contains(&duration_ns) {
         return Err(SleepTestError::OutOfRange(duration_ns));
     }
+    let fifo = facts.fifo_permitted;
+    // Best effort, as the engine: held until the test ends.
+    let _dma_latency = facts
+        .dma_latency_permitted
+        .then(|| rt::DmaLatencyGuard::hold(0).ok());
     let method = if fifo {
         WaitStrategy::Auto
     } else {
@@ -349,6 +368,16 @@ mod tests {
             virtualization: None,
             fifo_permitted: true,
             mlock_permitted: true,
+            dma_latency_permitted: true,
+        }
+    }
+
+    /// A machine where the sleep test runs as any program: `sleep`, no privileges.
+    fn plain() -> Facts {
+        Facts {
+            fifo_permitted: false,
+            dma_latency_permitted: false,
+            ..ideal()
         }
     }
 
@@ -360,9 +389,10 @@ mod tests {
     #[test]
     fn each_shortcoming_gets_its_advice() {
         type Spoil = fn(&mut Facts);
-        let cases: [(Spoil, &str); 8] = [
+        let cases: [(Spoil, &str); 9] = [
             (|f| f.fifo_permitted = false, "CAP_SYS_NICE"),
             (|f| f.mlock_permitted = false, "CAP_IPC_LOCK"),
+            (|f| f.dma_latency_permitted = false, "cpu_dma_latency"),
             (
                 |f| f.virtualization = Some("KVM".into()),
                 "virtualised (KVM)",
@@ -384,7 +414,7 @@ mod tests {
 
     #[test]
     fn a_late_tail_under_load_gets_advice_and_a_tight_one_none() {
-        let mut r = sleep_test(50_000_000, false, false).unwrap();
+        let mut r = sleep_test(50_000_000, &plain(), false).unwrap();
         r.error_ns.p99_ns = 80_000;
         assert_eq!(advise_under_load(&r), None);
         r.error_ns.p99_ns = 2_500_000;
@@ -468,7 +498,7 @@ mod tests {
 
     #[test]
     fn the_sleep_test_is_bounded_and_measures() {
-        let result = sleep_test(50_000_000, false, false).unwrap();
+        let result = sleep_test(50_000_000, &plain(), false).unwrap();
         assert_eq!(result.method, "sleep");
         assert!(result.completed > 0 && result.error_ns.min_ns >= 0);
         assert!(result.wall_ns < 2_000_000_000);
@@ -478,7 +508,7 @@ mod tests {
     fn a_sleep_test_too_short_to_measure_is_refused_not_judged_perfect() {
         // 0 s used to complete no request and report a 0.0 µs verdict.
         for ns in [0, 1, 49_999_999, 600_000_000_001] {
-            let e = sleep_test(ns, false, false).unwrap_err();
+            let e = sleep_test(ns, &plain(), false).unwrap_err();
             assert!(matches!(e, SleepTestError::OutOfRange(v) if v == ns), "{e}");
             assert!(e.to_string().contains("give 50ms to 600s"), "{e}");
         }

@@ -54,7 +54,7 @@ impl Report for DoctorReport {
         writeln!(
             out,
             "preemption,clocksource,hz,timer_slack_ns,rt_runtime_us,isolated_cpus,virtualization,\
-             fifo_permitted,mlock_permitted,method,completed,min_ns,p50_ns,p90_ns,p99_ns,\
+             fifo_permitted,mlock_permitted,dma_latency_permitted,method,completed,min_ns,p50_ns,p90_ns,p99_ns,\
              p99_9_ns,max_ns,loaded_completed,loaded_p50_ns,loaded_p99_ns,loaded_max_ns"
         )?;
         let l = &self.sleep_test_loaded.error_ns;
@@ -62,7 +62,7 @@ impl Report for DoctorReport {
         let d = &test.error_ns;
         writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             facts.preemption.replace(',', ";"),
             text(facts.clocksource.clone()),
             text(facts.hz.map(|hz| hz.to_string())),
@@ -72,6 +72,7 @@ impl Report for DoctorReport {
             text(facts.virtualization.clone()),
             facts.fifo_permitted,
             facts.mlock_permitted,
+            facts.dma_latency_permitted,
             test.method,
             test.completed,
             d.min_ns,
@@ -144,16 +145,18 @@ impl Report for DoctorReport {
         )?;
         writeln!(
             out,
-            "SCHED_FIFO     {}    mlockall {}",
+            "SCHED_FIFO     {}    mlockall {}    cpu_dma_latency {}",
             yes(facts.fifo_permitted),
-            yes(facts.mlock_permitted)
+            yes(facts.mlock_permitted),
+            yes(facts.dma_latency_permitted)
         )?;
         let d = &test.error_ns;
         let l = &self.sleep_test_loaded.error_ns;
-        let class = if facts.fifo_permitted {
-            " under SCHED_FIFO, timer slack 1ns"
-        } else {
-            " under SCHED_OTHER"
+        let class = match (facts.fifo_permitted, facts.dma_latency_permitted) {
+            (true, true) => " under SCHED_FIFO, timer slack 1ns, cpu_dma_latency 0",
+            (true, false) => " under SCHED_FIFO, timer slack 1ns",
+            (false, true) => " under SCHED_OTHER, cpu_dma_latency 0",
+            (false, false) => " under SCHED_OTHER",
         };
         for (name, t) in [("idle", test), ("CPUs busy", &self.sleep_test_loaded)] {
             let e = &t.error_ns;

@@ -37,8 +37,8 @@ pub(super) fn run(args: &DoctorArgs) -> anyhow::Result<()> {
         format_duration_ns(half),
         format_duration_ns(half)
     ));
-    let test = doctor::sleep_test(half, facts.fifo_permitted, false)?;
-    let loaded = doctor::sleep_test(half, facts.fifo_permitted, true)?;
+    let test = doctor::sleep_test(half, &facts, false)?;
+    let loaded = doctor::sleep_test(half, &facts, true)?;
     bar.finish();
     let mut advice = doctor::advise(&facts);
     advice.extend(doctor::advise_under_load(&loaded));
