@@ -9,7 +9,7 @@ use std::process::ExitStatus;
 
 use rtemu_engine::netns::NetnsError;
 use rtemu_engine::offload::OffloadError;
-use rtemu_topo::cpuset::OffEngineError;
+use rtemu_topo::cpuset::{CpusetError, OffEngineError};
 use rtemu_topo::lab::LabError;
 use rtemu_topo::launch::LaunchError;
 use rtemu_topo::state::{BadLabName, LabName, StateError};
@@ -198,6 +198,11 @@ fn lab_kind(e: &LabError) -> Kind {
         | LabError::LeftAlone { .. }
         | LabError::NotThisHost { .. } => Kind::Conflict,
         LabError::State(e) => state_kind(e),
+        LabError::Cpuset(e) => match e {
+            // Another lab's, of the same name.
+            CpusetError::InUse { .. } => Kind::Conflict,
+            CpusetError::Io { .. } => Kind::Internal,
+        },
         LabError::MultiHost { .. } => Kind::Unsupported,
         LabError::Containers(e) => match e {
             // The topology names images the host lacks and may not pull.
@@ -274,6 +279,23 @@ mod tests {
             (LabError::Exists("a".into()).into(), Kind::Conflict),
             (LabError::NoCpuset.into(), Kind::Conflict),
             (
+                LabError::from(CpusetError::InUse {
+                    cgroup: "/sys/fs/cgroup/rtemu-a".into(),
+                    lab: "a".into(),
+                    pids: vec![41],
+                })
+                .into(),
+                Kind::Conflict,
+            ),
+            (
+                LabError::from(CpusetError::Io {
+                    cgroup: "/sys/fs/cgroup/rtemu-a".into(),
+                    source: io(),
+                })
+                .into(),
+                Kind::Internal,
+            ),
+            (
                 LabError::from(LaunchError::MissingImages(vec!["x".into()])).into(),
                 Kind::Conflict,
             ),
@@ -325,6 +347,32 @@ mod tests {
         }
         let spec = rtemu_topo::Topology::parse("<request>", "lab = 1\n").unwrap_err();
         assert_eq!(ControlError::from(spec).kind(), Kind::Invalid);
+    }
+
+    #[test]
+    fn a_cpuset_of_another_lab_of_the_name_is_a_conflict_naming_it() {
+        let in_use = CpusetError::InUse {
+            cgroup: "/sys/fs/cgroup/rtemu-a@h1".into(),
+            lab: "a".into(),
+            pids: Vec::new(),
+        };
+        let err = ControlError::from(LabError::from(in_use)).context("lab a");
+        assert_eq!(err.kind(), Kind::Conflict);
+        let said = message(&err);
+        assert!(
+            said.starts_with("lab a: the cpuset /sys/fs/cgroup/rtemu-a@h1 is in use: "),
+            "{said}"
+        );
+        assert!(said.ends_with("(--name)"), "{said}");
+        // The kernel's refusal names the cpuset once, then why.
+        let refused = ControlError::from(LabError::from(CpusetError::Io {
+            cgroup: "/sys/fs/cgroup/rtemu-a".into(),
+            source: io(),
+        }));
+        assert_eq!(
+            message(&refused),
+            "making the cpuset /sys/fs/cgroup/rtemu-a: no such file"
+        );
     }
 
     #[test]

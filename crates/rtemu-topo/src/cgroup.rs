@@ -149,11 +149,11 @@ pub(crate) fn remove_in(
 ) -> io::Result<()> {
     let deadline = Instant::now() + patience;
     loop {
-        match hierarchy.read(&format!("{name}/cgroup.procs")) {
+        match pids_in(hierarchy, name) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
             Ok(pids) => {
-                for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                for pid in pids {
                     hierarchy.kill(pid);
                 }
             }
@@ -165,6 +165,15 @@ pub(crate) fn remove_in(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The processes in the cgroup `name` of `hierarchy` (`NotFound` when there is no such cgroup).
+pub(crate) fn pids_in(hierarchy: &impl Hierarchy, name: &str) -> io::Result<Vec<i32>> {
+    let procs = hierarchy.read(&format!("{name}/cgroup.procs"))?;
+    Ok(procs
+        .lines()
+        .filter_map(|p| p.trim().parse().ok())
+        .collect())
 }
 
 /// A cgroup hierarchy's files, named from its root (`cgroup.subtree_control`,

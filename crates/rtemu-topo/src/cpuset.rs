@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use rtemu_clock::rt::format_cpu_list;
 
-use crate::cgroup::{Controller, Hierarchy, Kernel, Version};
+use crate::cgroup::{pids_in, Controller, Hierarchy, Kernel, Version};
 use crate::naming::lab_cpuset;
 use crate::topology::{valid_name, MAX_LAB_NAME, MAX_NODE_NAME};
 
@@ -37,17 +37,32 @@ impl Cpusets {
     }
 
     /// Makes lab `lab`'s cpuset (of its part on host `host`), holding `cpus` and the memory
-    /// nodes of its parent. Fails when it exists already.
-    pub fn create(&self, lab: &str, host: Option<&str>, cpus: &[usize]) -> io::Result<()> {
+    /// nodes of its parent. The caller holds the lab's state (created, so no lab of that name
+    /// is up in this state root): a cpuset of that name with no process in it is a leftover,
+    /// removed and made again; one with processes is another's ([`CpusetError::InUse`]).
+    pub fn create(&self, lab: &str, host: Option<&str>, cpus: &[usize]) -> Result<(), CpusetError> {
+        let cgroup = self.dir(lab, host);
+        let io = |source| CpusetError::Io {
+            cgroup: cgroup.clone(),
+            source,
+        };
         // The names become a path: checked again here, where they do.
         if !valid_name(lab, MAX_LAB_NAME) || !host.is_none_or(|h| valid_name(h, MAX_NODE_NAME)) {
-            return Err(io::Error::new(
+            return Err(io(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "not a lab or host name",
-            ));
+            )));
         }
-        let root = Kernel::open(&self.0.root)?;
-        make(&root, self.0.version, &lab_cpuset(lab, host), cpus)
+        let root = Kernel::open(&self.0.root).map_err(io)?;
+        match make(&root, self.0.version, &lab_cpuset(lab, host), cpus) {
+            Ok(()) => Ok(()),
+            Err(Made::InUse(pids)) => Err(CpusetError::InUse {
+                cgroup,
+                lab: lab.to_owned(),
+                pids,
+            }),
+            Err(Made::Io(e)) => Err(io(e)),
+        }
     }
 
     /// Restricts the cgroup `dir` (another of this hierarchy's, a node's CPU limit) to `cpus`
@@ -65,14 +80,77 @@ impl Cpusets {
     }
 }
 
+/// Why a lab's cpuset could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CpusetError {
+    /// A cpuset of the lab's name exists with processes in it, though no lab of that name is
+    /// up in this state root: a lab of that name is up from another state root that shares
+    /// this machine's cgroups (an agent in a mount namespace of its own), or those processes
+    /// outlived the lab that started them. Never taken: they may be another lab's programs.
+    #[error("{}", in_use(.cgroup, .lab, .pids))]
+    InUse {
+        /// The cpuset.
+        cgroup: PathBuf,
+        /// The lab whose name it carries.
+        lab: String,
+        /// The processes in it.
+        pids: Vec<i32>,
+    },
+    /// The kernel refused a step (or the hierarchy is not a cgroup file system).
+    #[error("making the cpuset {}: {source}", .cgroup.display())]
+    Io {
+        /// The cpuset.
+        cgroup: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+/// What [`CpusetError::InUse`] says: the cpuset, why it is not taken, and the ways out.
+fn in_use(cgroup: &Path, lab: &str, pids: &[i32]) -> String {
+    let up = format!(
+        "a lab `{lab}` is up elsewhere on this machine (from another state root, such as \
+         another agent's)"
+    );
+    let out = "or bring this lab up under another name (--name)";
+    if pids.is_empty() {
+        return format!(
+            "the cpuset {} is in use: {up}; take that lab down, {out}",
+            cgroup.display()
+        );
+    }
+    let pids: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    format!(
+        "the cpuset {} is in use (processes {} run in it): {up}, or they outlived one; take \
+         that lab down or end them, {out}",
+        cgroup.display(),
+        pids.join(", ")
+    )
+}
+
+/// Why [`make`] failed: processes are in a cpuset of that name, or the kernel refused.
+#[derive(Debug)]
+enum Made {
+    InUse(Vec<i32>),
+    Io(io::Error),
+}
+
+impl From<io::Error> for Made {
+    fn from(e: io::Error) -> Made {
+        Made::Io(e)
+    }
+}
+
 /// Makes the cpuset `name` of `hierarchy` (of `version`), holding `cpus` and the memory nodes
-/// of its parent, in the order the kernel needs.
+/// of its parent, in the order the kernel needs. One of that name already there is a
+/// leftover when no process is in it: removed, and made again with `cpus` (its own may be a
+/// dead run's); with processes in it, it is left as it is.
 fn make(
     hierarchy: &impl Hierarchy,
     version: Version,
     name: &str,
     cpus: &[usize],
-) -> io::Result<()> {
+) -> Result<(), Made> {
     let mems = match version {
         // The root of v2 has no `cpuset.mems` of its own: what it holds is the effective.
         Version::V2 => {
@@ -84,10 +162,31 @@ fn make(
         }
         Version::V1 => hierarchy.read("cpuset.mems")?,
     };
-    hierarchy.mkdir(name)?;
+    match hierarchy.mkdir(name) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let pids = pids_in(hierarchy, name)?;
+            if !pids.is_empty() {
+                return Err(Made::InUse(pids));
+            }
+            match hierarchy.rmdir(name).and_then(|()| hierarchy.mkdir(name)) {
+                // A process joined it meanwhile (the kernel keeps a cgroup with one), or
+                // another up made it again.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::ResourceBusy | io::ErrorKind::AlreadyExists
+                    ) =>
+                {
+                    return Err(Made::InUse(pids_in(hierarchy, name).unwrap_or_default()));
+                }
+                remade => remade?,
+            }
+        }
+        made => made?,
+    }
     // A v1 cpuset takes no process before it has CPUs and memory nodes.
     hierarchy.write(&format!("{name}/cpuset.cpus"), &format_cpu_list(cpus))?;
-    hierarchy.write(&format!("{name}/cpuset.mems"), mems.trim())
+    Ok(hierarchy.write(&format!("{name}/cpuset.mems"), mems.trim())?)
 }
 
 /// Whether the cpuset `cpuset` and the cgroup `cgroup` (another controller's) are of one
@@ -229,10 +328,6 @@ mod tests {
         // Passed on already (another lab's): the kernel takes it again.
         make(&v2, Version::V2, "rtemu-lab2", &[2]).unwrap();
         assert_eq!(v2.file("rtemu-lab2/cpuset.cpus").unwrap(), "2");
-        // A lab's cpuset that exists is not made again, nor changed.
-        let again = make(&v2, Version::V2, "rtemu-lab1", &[2]).unwrap_err();
-        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
-        assert_eq!(v2.file("rtemu-lab1/cpuset.cpus").unwrap(), "0-1,3");
 
         // Why the order: a cgroup made before its parent passes cpuset on has no cpuset files.
         let early = Model::new(Version::V2);
@@ -242,6 +337,109 @@ mod tests {
             .unwrap_err()
             .kind();
         assert_eq!(kind, io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_leftover_cpuset_with_no_process_is_made_again_with_the_new_cpus() {
+        for version in [Version::V1, Version::V2] {
+            let h = Model::new(version);
+            // A dead run's, with its CPUs.
+            make(&h, version, "rtemu-lab1", &[0, 1]).unwrap();
+            h.take_log();
+            make(&h, version, "rtemu-lab1", &[3]).unwrap();
+            let log = h.take_log();
+            let from = log.iter().position(|l| l == "mkdir rtemu-lab1").unwrap();
+            assert_eq!(
+                log[from..],
+                [
+                    "mkdir rtemu-lab1",
+                    // Refused (it exists): no process in it, so a leftover.
+                    "read rtemu-lab1/cgroup.procs",
+                    "rmdir rtemu-lab1",
+                    "mkdir rtemu-lab1",
+                    "write rtemu-lab1/cpuset.cpus 3",
+                    "write rtemu-lab1/cpuset.mems 0",
+                ],
+                "{version:?}"
+            );
+            assert_eq!(
+                h.file("rtemu-lab1/cpuset.cpus").unwrap(),
+                "3",
+                "{version:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cpuset_of_the_labs_name_with_processes_is_left_as_it_is_and_refused() {
+        let h = Model::new(Version::V1);
+        make(&h, Version::V1, "rtemu-lab1", &[0, 1]).unwrap();
+        h.write("rtemu-lab1/cgroup.procs", "41").unwrap();
+        h.write("rtemu-lab1/cgroup.procs", "42").unwrap();
+        h.take_log();
+        let Err(Made::InUse(pids)) = make(&h, Version::V1, "rtemu-lab1", &[3]) else {
+            panic!("a cpuset with processes in it is not made again");
+        };
+        assert_eq!(pids, [41, 42]);
+        // Looked at, never removed, its processes never signalled, its CPUs unchanged.
+        assert_eq!(
+            h.take_log(),
+            [
+                "read cpuset.mems",
+                "mkdir rtemu-lab1",
+                "read rtemu-lab1/cgroup.procs"
+            ]
+        );
+        assert_eq!(h.file("rtemu-lab1/cpuset.cpus").unwrap(), "0-1");
+        assert_eq!(h.file("rtemu-lab1/cgroup.procs").unwrap(), "41\n42\n");
+
+        // What the user reads: the cpuset, its processes, and the ways out.
+        let e = CpusetError::InUse {
+            cgroup: "/sys/fs/cgroup/cpuset/rtemu-lab1".into(),
+            lab: "lab1".into(),
+            pids,
+        };
+        assert_eq!(
+            e.to_string(),
+            "the cpuset /sys/fs/cgroup/cpuset/rtemu-lab1 is in use (processes 41, 42 run in \
+             it): a lab `lab1` is up elsewhere on this machine (from another state root, such \
+             as another agent's), or they outlived one; take that lab down or end them, or \
+             bring this lab up under another name (--name)"
+        );
+    }
+
+    /// A hierarchy where process 43 joins the cgroup being removed just before its `rmdir`:
+    /// another lab's program started between the look and the removal.
+    struct Joining(Model);
+
+    impl Hierarchy for Joining {
+        fn read(&self, path: &str) -> io::Result<String> {
+            self.0.read(path)
+        }
+        fn write(&self, path: &str, text: &str) -> io::Result<()> {
+            self.0.write(path, text)
+        }
+        fn mkdir(&self, name: &str) -> io::Result<()> {
+            self.0.mkdir(name)
+        }
+        fn rmdir(&self, name: &str) -> io::Result<()> {
+            self.0.write(&format!("{name}/cgroup.procs"), "43")?;
+            self.0.rmdir(name)
+        }
+        fn kill(&self, pid: i32) {
+            self.0.kill(pid)
+        }
+    }
+
+    #[test]
+    fn a_process_that_joins_a_leftover_before_its_removal_keeps_it() {
+        let h = Joining(Model::new(Version::V2));
+        make(&h, Version::V2, "rtemu-lab1", &[0]).unwrap();
+        let Err(Made::InUse(pids)) = make(&h, Version::V2, "rtemu-lab1", &[3]) else {
+            panic!("a cpuset a process joined is not made again");
+        };
+        assert_eq!(pids, [43]);
+        assert_eq!(h.0.file("rtemu-lab1/cpuset.cpus").unwrap(), "0");
     }
 
     #[test]
@@ -267,10 +465,11 @@ mod tests {
             .kind();
         assert_eq!(kind, io::ErrorKind::StorageFull);
         // CPUs its parent lacks are refused, as the kernel refuses them.
-        let kind = make(&v1, Version::V1, "rtemu-lab2", &[7])
-            .unwrap_err()
-            .kind();
-        assert_eq!(kind, io::ErrorKind::InvalidInput);
+        let refused = make(&v1, Version::V1, "rtemu-lab2", &[7]);
+        assert!(
+            matches!(refused, Err(Made::Io(ref e)) if e.kind() == io::ErrorKind::InvalidInput),
+            "{refused:?}"
+        );
     }
 
     #[test]
@@ -314,11 +513,18 @@ mod tests {
             .create("lab1", Some("h1"), &[0])
             .unwrap_err()
             .to_string();
-        let bad_name = sets.create("../lab1", None, &[0]).unwrap_err().kind();
-        let bad_host = sets.create("lab1", Some("../h1"), &[0]).unwrap_err().kind();
+        let kind = |e: CpusetError| match e {
+            CpusetError::Io { source, .. } => source.kind(),
+            other => panic!("{other}"),
+        };
+        let bad_name = kind(sets.create("../lab1", None, &[0]).unwrap_err());
+        let bad_host = kind(sets.create("lab1", Some("../h1"), &[0]).unwrap_err());
         let made: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(no_fs.contains("not on a cgroup file system"), "{no_fs}");
+        // Naming the cpuset it was making.
+        assert!(no_fs.starts_with("making the cpuset "), "{no_fs}");
+        assert!(no_fs.contains("/rtemu-lab1@h1: "), "{no_fs}");
         assert_eq!(
             (bad_name, bad_host),
             (io::ErrorKind::InvalidInput, io::ErrorKind::InvalidInput)

@@ -62,6 +62,10 @@ pub enum LabError {
          run them on every CPU (`programs_cpus = \"all\"`, the default)"
     )]
     NoCpuset,
+    /// The lab's cpuset could not be made: one of its name is another lab's, or the kernel
+    /// refused.
+    #[error(transparent)]
+    Cpuset(#[from] crate::cpuset::CpusetError),
     /// A CPU limit was asked for on a machine without a cgroup CPU controller.
     #[error(
         "node `{0}` has `cpu` set, but this machine has no cgroup cpu controller (cgroup v2 `cpu` \

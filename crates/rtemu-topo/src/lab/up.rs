@@ -288,8 +288,7 @@ fn build(
     let programs = cpusets.zip(state.programs.as_ref());
     if let Some((c, p)) = programs {
         let host = state.part.as_ref().map(|p| p.host.as_str());
-        c.create(&state.lab, host, &p.cpus)
-            .map_err(io_err(format!("making the cpuset {}", p.cgroup.display())))?;
+        c.create(&state.lab, host, &p.cpus)?;
     }
     if let Some(c) = cpu {
         for (node, dir) in &state.cgroups {
