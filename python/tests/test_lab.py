@@ -59,6 +59,11 @@ def test_full_experiment(client: rtemu.Client, lab: rtemu.Lab, tmp_path: Path) -
     assert lab.name in {x.name for x in client.labs()}
     link = lab.link("uplink")
     assert (link.a, link.b, link.impaired, link.a_to_b) == ("client", "server", True, "delay 10ms")
+    # Its engine, as the lab was read: which release thread serves the link, and how it runs.
+    (engine,) = lab.engines
+    assert engine.pid == lab.stats().pid and engine.host
+    assert [link for t in engine.threads for link in t.links] == ["uplink"]
+    assert all(t.policy.startswith("SCHED_") for t in engine.threads)
     ping = ["ping", "-c", "3", "-i", "0.2", "server"]
     node = lab.node("client")
 
@@ -147,6 +152,7 @@ def test_replace_and_a_lab_without_an_engine(client: rtemu.Client) -> None:
     with client.up(plain) as lab:
         again = client.up(plain, replace=True)
         assert again.name == name and not again.link("uplink").impaired
+        assert again.engines == []
         s = lab.stats()
         assert (s.lab, s.directions, s.pid) == (name, [], None)
         ok = lab.node("client").exec(["ping", "-c", "1", "server"], timeout=10, check=True)

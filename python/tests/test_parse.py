@@ -205,6 +205,28 @@ def test_lab_golden() -> None:
     assert parsed == rtemu.External("ext-eth9", "server", "eth9", "macvlan")
 
 
+def test_a_lab_on_one_machine_names_its_engine_and_the_links_its_threads_serve() -> None:
+    raw = golden("lab.json")
+    (engine,) = rtemu.Lab.from_json(raw, offline()).engines
+    (rl,) = raw["engines"]
+    assert (engine.host, engine.io, engine.pid) == (rl["host"], "af-packet", rl["pid"])
+    assert engine.host and engine.pid > 0
+    # The one impaired link, served by one of its release threads, each in a class it names.
+    assert sorted(link for t in engine.threads for link in t.links) == ["uplink"]
+    assert [t.index for t in engine.threads] == list(range(len(rl["threads"])))
+    assert all(t.policy.startswith("SCHED_") for t in engine.threads)
+    # Read again later (a process detached meanwhile): the same threads, whatever their load.
+    (later,) = rtemu.Lab.from_json(golden("lab-detached.json"), offline()).engines
+    assert [(t.index, t.links) for t in later.threads] == [
+        (t.index, t.links) for t in engine.threads
+    ]
+    assert later.pid == engine.pid
+    # Without an engine that answers, a lab has none.
+    assert rtemu.Lab.from_json({**raw, "engines": []}, offline()).engines == []
+    del raw["engines"]
+    assert rtemu.Lab.from_json(raw, offline()).engines == []
+
+
 def test_lists_golden_match_the_lab() -> None:
     c = offline()
     lab = rtemu.Lab.from_json(golden("lab.json"), c)

@@ -24,6 +24,19 @@ pub enum LabStatus {
     Unreadable,
 }
 
+impl LabStatus {
+    /// How lab `state` (one on this machine, or this host's part) stands; asks its engine
+    /// when it has one.
+    pub fn of(state: &State) -> LabStatus {
+        use rtemu_control::lab::Health;
+        match rtemu_control::lab::health(state) {
+            Health::Up => LabStatus::Up,
+            Health::Incomplete => LabStatus::Incomplete,
+            Health::Degraded => LabStatus::Degraded,
+        }
+    }
+}
+
 /// A running lab.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Lab {
@@ -55,11 +68,15 @@ pub struct Lab {
     /// in `[hosts]` order (its status is `up` only when every part is). Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostPart>,
-    /// A lab across hosts, as the server that coordinates it shows it: the engine of each
-    /// engine host, in `[hosts]` order, with its release threads (the links each serves, its
-    /// class, CPU and load) as they were when the view was made; `GET /v1/labs/{lab}/stats`
-    /// reads them live. Not part of `revision`: their counters move all the time, and which
-    /// thread serves which link changes only with the parts, which it covers. Empty otherwise.
+    /// Its engines, with their release threads (the links each serves, its class, CPU and
+    /// load) as they were when the view was made; `GET /v1/labs/{lab}/stats` reads them live.
+    /// On one machine, its engine, named by the machine's host name (a host's part: by the
+    /// host's `[hosts]` name); a lab across hosts, as the server that coordinates it shows
+    /// it: the engine of each engine host, in `[hosts]` order. An engine that does not answer
+    /// is left out (the status, or its host's part, says why), as is a lab without impaired
+    /// links, which has none. Not part of `revision`: their counters move all the time, and
+    /// which thread serves which link changes only with the lab (or its parts), which it
+    /// covers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub engines: Vec<HostEngine>,
     /// Changes whenever anything above does (see [`revision`]), the engines' readings aside:
@@ -504,7 +521,7 @@ impl std::fmt::Display for MissingStats {
 /// One host's engine, as its stats describe it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct HostEngine {
-    /// Its host.
+    /// Its host: its `[hosts]` name in a lab across hosts, else the machine's host name.
     pub host: String,
     /// The packet I/O it runs on.
     pub io: String,
@@ -636,6 +653,27 @@ pub fn lab_view(state: &State, status: LabStatus, stamp: Option<Stamp>) -> Lab {
         hosts: Vec::new(),
         engines: Vec::new(),
     }
+}
+
+/// The engine of lab `state` on this machine (of this host's part, of a lab across hosts),
+/// as [`Lab::engines`] shows it, when the lab's `status` is up: one engine, named by the
+/// part's host or else this machine's host name; none without impaired links here, or when
+/// the engine does not answer (its status says so).
+pub fn engines_here(state: &State, status: LabStatus) -> Vec<HostEngine> {
+    if status != LabStatus::Up {
+        return Vec::new();
+    }
+    let Ok(stats) = rtemu_control::lab::stats(state) else {
+        return Vec::new();
+    };
+    let host = match &state.part {
+        Some(part) => part.host.clone(),
+        None => nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_else(|| "localhost".to_owned()),
+    };
+    vec![HostEngine::of(host, &stats)]
 }
 
 /// The summary of a lab the lab list shows, as [`lab_view`] takes it: its topology counted,

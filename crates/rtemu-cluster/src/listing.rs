@@ -428,13 +428,16 @@ impl Listing {
 /// before), a lab across hosts as a [`SpreadLab`] (it has `hosts`).
 impl Serialize for Listing {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        /// A lab here: its state, and how each of its containers stands.
+        /// A lab here: its state, how each of its containers stands, and its engine, as a
+        /// lab across hosts gives its engines.
         #[derive(serde::Serialize)]
         struct Local<'a> {
             #[serde(flatten)]
             state: &'a State,
             #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
             containers: std::collections::BTreeMap<String, rtemu_topo::runtime::Status>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            engines: Vec<HostEngine>,
         }
         #[derive(serde::Serialize)]
         #[serde(untagged)]
@@ -447,7 +450,12 @@ impl Serialize for Listing {
                 .into_iter()
                 .map(|(node, (_, status))| (node, status))
                 .collect();
-            Entry::Local(Local { state, containers })
+            let engines = body::engines_here(state, LabStatus::of(state));
+            Entry::Local(Local {
+                state,
+                containers,
+                engines,
+            })
         });
         s.collect_seq(local.chain(self.spread.iter().map(Entry::Spread)))
     }

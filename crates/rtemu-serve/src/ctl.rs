@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use rtemu_api::body::{
-    self, DownReply, InterfaceCounters, Lab, LabSummary, NoEngine, PartRequest, ScheduleRequest,
-    Stamp, StatsReply, UpRequest, Vnis,
+    self, DownReply, InterfaceCounters, Lab, LabStatus, LabSummary, NoEngine, PartRequest,
+    ScheduleRequest, Stamp, StatsReply, UpRequest, Vnis,
 };
 use rtemu_control::engine::{BuildModels, EngineOptions};
 use rtemu_control::error::ControlError;
@@ -25,24 +25,18 @@ use crate::spread::Coordinator;
 /// The name errors give an inline topology in place of a file's.
 pub const INLINE: &str = "<request>";
 
-/// How lab `state` stands, from its engine's answer.
-fn status(state: &State) -> body::LabStatus {
-    match rtemu_control::lab::health(state) {
-        Health::Up => body::LabStatus::Up,
-        Health::Incomplete => body::LabStatus::Incomplete,
-        Health::Degraded => body::LabStatus::Degraded,
-    }
-}
-
-/// The view of lab `state`, its state file at `stamp` before it was read.
+/// The view of lab `state`, its state file at `stamp` before it was read, with its engine.
 pub fn view(state: &State, stamp: Option<Stamp>) -> Lab {
-    body::lab_view(state, status(state), stamp)
+    let status = LabStatus::of(state);
+    let mut lab = body::lab_view(state, status, stamp);
+    lab.engines = body::engines_here(state, status);
+    lab
 }
 
 /// The summary of lab `state` the lab list shows, its state file at `stamp` before it was
 /// read.
 pub fn summary(state: &State, stamp: Option<Stamp>) -> LabSummary {
-    body::lab_summary(state, status(state), stamp)
+    body::lab_summary(state, LabStatus::of(state), stamp)
 }
 
 /// Checks the topology `text` a request carries; errors name it `file`.

@@ -1,7 +1,8 @@
 //! `rtemu serve` as a client drives it: a lab with an impaired link brought up from TOML sent
 //! in the request, a command run in a node, the link changed, cut, joined and scheduled while
 //! it carries traffic, stats as a snapshot and as Server-Sent Events, a capture as pcapng, a
-//! dead engine told as 503, and `down` returning the engine's report and leaving nothing.
+//! dead engine told as 503, the lab's view naming its engine's release threads, and `down`
+//! returning the engine's report and leaving nothing.
 //!
 //! Needs root. Without it the test prints why and passes, unless `RTEMU_REQUIRE_ROOT=1` (CI)
 //! makes it fail. The server and the lab are removed by guards even when an assertion fails.
@@ -261,6 +262,27 @@ fn listed(t: &Target, lab: &str) -> Value {
         .unwrap_or_else(|| panic!("lab {lab} is not listed"))
 }
 
+/// The lab the topology `topo` (TOML) makes, brought up through the API, as `POST` answers.
+fn up_inline(t: &Target, topo: &str) -> Value {
+    ok(call(
+        t,
+        "POST",
+        "/v1/labs",
+        Some(json!({ "topology": topo })),
+    ))
+    .json()
+    .unwrap()
+}
+
+/// The stats of lab `lab`'s engine.
+fn engine_stats(t: &Target, lab: &str) -> rtemu_control::message::Stats {
+    let path = format!("/v1/labs/{lab}/stats");
+    match ok(call(t, "GET", &path, None)).json().unwrap() {
+        StatsReply::Engine(stats) => stats,
+        _ => panic!("a lab with an impaired link has an engine"),
+    }
+}
+
 #[test]
 fn the_lab_list_counts_and_a_lab_is_sent_again_only_when_it_changed() {
     if !root_or_skip("the_lab_list_counts_and_a_lab_is_sent_again_only_when_it_changed") {
@@ -275,14 +297,7 @@ fn the_lab_list_counts_and_a_lab_is_sent_again_only_when_it_changed() {
          [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 1ms\"\n\
          [[lans]]\nname = \"office\"\nmembers = [\"b\", \"c\"]\n"
     );
-    let up: Value = ok(call(
-        &t,
-        "POST",
-        "/v1/labs",
-        Some(json!({ "topology": &topo })),
-    ))
-    .json()
-    .unwrap();
+    let up: Value = up_inline(&t, &topo);
 
     // The list counts what the lab has, and lists none of it.
     let entry = listed(&t, &lab);
@@ -348,6 +363,110 @@ fn the_lab_list_counts_and_a_lab_is_sent_again_only_when_it_changed() {
     assert_eq!(get_unless(&t, &lab, &replaced).status, 304);
 }
 
+/// The links each release thread of engine `engine` (a lab view's `engines` entry) serves, by
+/// thread, each thread's class checked to be one.
+fn served(engine: &Value) -> Vec<Vec<String>> {
+    let threads = engine["threads"].as_array().expect("threads");
+    assert!(!threads.is_empty(), "{engine}");
+    threads
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            assert_eq!(t["index"], i, "{engine}");
+            let policy = t["policy"].as_str().unwrap_or_default();
+            assert!(policy.starts_with("SCHED_"), "{engine}");
+            serde_json::from_value(t["links"].clone()).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_lab_on_one_machine_shows_its_engine_s_threads_and_the_links_each_serves() {
+    if !root_or_skip("a_lab_on_one_machine_shows_its_engine_s_threads_and_the_links_each_serves") {
+        return;
+    }
+    let lab = format!("se{}", std::process::id() % 100_000);
+    let _guard = LabGuard(lab.clone());
+    let serve = Serve::start("engines");
+    let t = Target::Unix(serve.socket());
+    let topo = format!(
+        "lab = \"{lab}\"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n\
+         [[links]]\nname = \"ab\"\nendpoints = [\"a\", \"b\"]\nnetem = \"delay 1ms\"\n\
+         [[links]]\nname = \"bc\"\nendpoints = [\"b\", \"c\"]\nnetem = \"delay 2ms\"\n\
+         [[links]]\nname = \"ca\"\nendpoints = [\"c\", \"a\"]\n"
+    );
+    let up: Value = up_inline(&t, &topo);
+    let path = format!("/v1/labs/{lab}");
+    let view: Value = ok(call(&t, "GET", &path, None)).json().unwrap();
+    let stats = engine_stats(&t, &lab);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for shown in [&up, &view] {
+        // One engine, this machine's, the one the stats come from.
+        let engines = shown["engines"].as_array().expect("engines");
+        assert_eq!(engines.len(), 1, "{shown}");
+        let engine = &engines[0];
+        assert_eq!(engine["host"], host.trim(), "{engine}");
+        assert_eq!(engine["pid"], stats.pid, "{engine}");
+        assert_eq!(engine["io"], stats.io.as_str(), "{engine}");
+        // Each impaired link served by exactly one thread (the ideal one by none), as the
+        // stats say it.
+        let by_thread = served(engine);
+        let mut links: Vec<&str> = by_thread.iter().flatten().map(String::as_str).collect();
+        links.sort_unstable();
+        assert_eq!(links, ["ab", "bc"], "{engine}");
+        let said: Vec<Vec<String>> = stats.threads.iter().map(|t| t.links.clone()).collect();
+        assert_eq!(by_thread, said, "{engine}");
+    }
+    // The engine's readings are not the lab's: its revision holds while they move.
+    let revision = view["revision"].as_str().unwrap();
+    assert_eq!(listed(&t, &lab)["revision"], revision);
+    assert_eq!(get_unless(&t, &lab, revision).status, 304);
+
+    // `rtemu ls` says the same: each thread with the links it serves, and in JSON the engine
+    // as the API gives it.
+    let ls = rtemu(&["ls", &lab]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(ls.status.success(), "{text}");
+    let threads: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  release thread "))
+        .collect();
+    assert_eq!(threads.len(), stats.threads.len(), "{text}");
+    for (line, t) in threads.iter().zip(&stats.threads) {
+        assert!(
+            line.ends_with(&format!(": {}", t.links.join(", "))),
+            "{text}"
+        );
+    }
+    let ls = rtemu(&["ls", &lab, "--json"]);
+    assert!(ls.status.success(), "{ls:?}");
+    let listed: Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let engine = &listed[0]["engines"][0];
+    assert_eq!(
+        (&engine["host"], &engine["pid"]),
+        (&view["engines"][0]["host"], &json!(stats.pid))
+    );
+    assert_eq!(served(engine), served(&view["engines"][0]));
+
+    // An engine that does not answer: the view still answers, degraded, with no engine.
+    // SAFETY: kill(2) on the pid the engine reported as its own.
+    assert_eq!(unsafe { libc::kill(stats.pid as i32, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let view: Value = ok(call(&t, "GET", &path, None)).json().unwrap();
+    assert_eq!(view["status"], "degraded");
+    assert!(view.get("engines").is_none(), "{view}");
+    let ls = rtemu(&["ls", &lab, "--json"]);
+    let listed: Value = serde_json::from_slice(&ls.stdout).unwrap();
+    assert!(listed[0].get("engines").is_none(), "{listed}");
+    let down: DownReply = ok(call(&t, "DELETE", &path, None)).json().unwrap();
+    assert!(down.removed);
+    assert!(
+        lab_namespaces(&lab).is_empty(),
+        "{:?}",
+        lab_namespaces(&lab)
+    );
+}
+
 #[test]
 fn an_impaired_lab_through_the_api() {
     if !root_or_skip("an_impaired_lab_through_the_api") {
@@ -362,14 +481,7 @@ fn an_impaired_lab_through_the_api() {
          [[links]]\nname = \"uplink\"\nendpoints = [\"client\", \"server\"]\nnetem = \"delay 5ms\"\n"
     );
 
-    let up: Value = ok(call(
-        &t,
-        "POST",
-        "/v1/labs",
-        Some(json!({ "topology": topo })),
-    ))
-    .json()
-    .unwrap();
+    let up: Value = up_inline(&t, &topo);
     assert_eq!(up["status"], "up", "{up}");
     assert_eq!(up["links"][0]["impaired"], true);
     assert_eq!(up["links"][0]["a_to_b"], "delay 5ms");
@@ -497,12 +609,7 @@ fn an_impaired_lab_through_the_api() {
     }
 
     // Stats, typed: both directions of the link, with what the pings sent.
-    let StatsReply::Engine(stats) = ok(call(&t, "GET", &format!("/v1/labs/{lab}/stats"), None))
-        .json()
-        .unwrap()
-    else {
-        panic!("a lab with an impaired link has an engine");
-    };
+    let stats = engine_stats(&t, &lab);
     assert_eq!(stats.lab.as_str(), lab);
     let dirs: Vec<(&str, &str, &str)> = stats
         .directions
@@ -571,12 +678,7 @@ fn an_impaired_lab_through_the_api() {
     let again = json!({ "topology": topo, "replace": true });
     ok(call(&t, "POST", "/v1/labs", Some(again.clone())));
     ok(call(&t, "POST", "/v1/labs", Some(again)));
-    let StatsReply::Engine(stats) = ok(call(&t, "GET", &format!("/v1/labs/{lab}/stats"), None))
-        .json()
-        .unwrap()
-    else {
-        panic!("a lab with an impaired link has an engine");
-    };
+    let stats = engine_stats(&t, &lab);
     // SAFETY: kill(2) on the pid the engine reported as its own.
     assert_eq!(unsafe { libc::kill(stats.pid as i32, libc::SIGKILL) }, 0);
     std::thread::sleep(Duration::from_millis(300));

@@ -339,9 +339,11 @@ class Lab:
         file: the topology file it came from (``<request>`` for inline TOML).
         hosts: for a lab across hosts (on the server that coordinates it), each host's part;
             else empty.
-        engines: for a lab across hosts, the engine of each engine host with its release
-            threads (which links each serves, its class and CPU) as they were when the lab was
-            read (:meth:`stats` reads them live); else empty.
+        engines: its engines with their release threads (which links each serves, its class
+            and CPU) as they were when the lab was read (:meth:`stats` reads them live): on one
+            machine its engine, named by the machine's host name; across hosts the engine of
+            each engine host. Empty without impaired links, and without an engine that answers
+            (``status`` says so).
         programs_cpus: the CPUs the processes started in its nodes run on (``"0"``), when
             they are kept off its engine's (``programs_cpus = "off-engine"``); else ``None``.
         revision: changes whenever anything above does, the engines' readings aside:
@@ -382,7 +384,7 @@ class Lab:
             externals=parse_list(o.get("externals"), External.from_json, f"{where}.externals"),
             detached=parse_list(o.get("detached"), Detached.from_json, f"{where}.detached"),
             _client=client,
-            # Only a lab across hosts has them.
+            # None without an engine that answers.
             engines=parse_list(o.get("engines", []), HostEngine.from_json, f"{where}.engines"),
         )
 

@@ -259,10 +259,10 @@ def _threads(o: Json, where: str) -> list[EngineThread]:
 
 @dataclass(frozen=True)
 class HostEngine:
-    """The engine of one host of a lab across hosts.
+    """The engine of one host: of a lab across hosts, or of a lab on one machine.
 
     Attributes:
-        host: its host.
+        host: its host (its ``[hosts]`` name across hosts, else the machine's host name).
         io: its packet I/O.
         pid: its process id on its host.
         monotonic_ns: when it read its counters, on its host's monotonic clock.
