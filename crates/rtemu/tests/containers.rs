@@ -139,11 +139,31 @@ fn leftovers(lab: &str) -> Vec<String> {
             .filter(|n| n.starts_with(&prefix))
             .map(|n| format!("storage container {n}")),
     );
-    left.extend(rtemu_testutil::lab_namespaces(lab));
+    // Each namespace with what it is, to tell a crash's placeholder from a namespace.
+    left.extend(
+        rtemu_testutil::lab_namespaces(lab)
+            .into_iter()
+            .map(|ns| format!("{ns} ({})", netns_kind(&ns))),
+    );
     if Path::new("/run/rtemu").join(lab).exists() {
         left.push(format!("/run/rtemu/{lab}"));
     }
     left
+}
+
+/// What is at `/run/netns/NAME`: an empty file on the directory's own file system (a
+/// placeholder `up` made before mounting the namespace), or a mounted namespace.
+fn netns_kind(name: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let dir = Path::new("/run/netns");
+    match (
+        std::fs::metadata(dir),
+        std::fs::symlink_metadata(dir.join(name)),
+    ) {
+        (Ok(d), Ok(m)) if m.dev() == d.dev() => format!("a file of {} bytes, not mounted", m.len()),
+        (Ok(_), Ok(_)) => "a mounted namespace".to_owned(),
+        (_, Err(e)) | (Err(e), _) => format!("unreadable: {e}"),
+    }
 }
 
 /// Runs `rtemu exec` in lab `lab` and returns its standard output, which must succeed.
@@ -448,8 +468,9 @@ fn a_killed_or_failed_up_leaves_nothing_after_down() {
         );
         assert!(
             leftovers(&name).is_empty(),
-            "left after a kill at {after_ms} ms: {:?}",
-            leftovers(&name)
+            "left after a kill at {after_ms} ms: {:?}; down said: {}",
+            leftovers(&name),
+            text(&down)
         );
     }
 
