@@ -709,6 +709,36 @@ fn down_from_part(
     Ok(down)
 }
 
+/// Takes lab `lab` down as `rtemu down` does: across hosts when it is spread ([`down`]), else
+/// on this machine alone. The engines' final report goes to `out` (and, when `fidelity`
+/// names a file, as JSON there); which hosts it went down on goes to `notes`, before a file
+/// that could not be saved is told. Whether there was a lab.
+pub fn take_down(
+    lab: &LabName,
+    credentials: &Path,
+    fidelity: Option<&Path>,
+    out: &mut impl Write,
+    notes: &mut impl Write,
+) -> Result<bool> {
+    let Some(spread) = down(lab, credentials, || rtemu_control::lab::down(lab)) else {
+        return rtemu_control::lab::take_down(lab, fidelity, out);
+    };
+    let down = spread?;
+    // The engines' reports as one, as a lab on one machine shows its engine's.
+    let saved = match &down.report {
+        Some(report) => {
+            rtemu_control::message::give_final_report(out, lab.as_str(), report, fidelity)
+                .context("writing the final report")?
+        }
+        None => Ok(()),
+    };
+    // The report of what went down first, then which host's part did not, then whether the
+    // report could be saved.
+    writeln!(notes, "{}", down.everywhere()?)?;
+    saved?;
+    Ok(true)
+}
+
 /// Takes lab `lab` down on every host this machine's record of it names, with the tokens in
 /// `credentials`; `None` when this machine coordinates no such lab (it may run here alone).
 /// A host that cannot be reached stays in the record, for a later `down`.

@@ -248,28 +248,13 @@ pub fn run_down(args: &DownArgs) -> Result<()> {
     for name in labs {
         // One lab failing to go down must not keep the others up.
         let fidelity = args.fidelity.as_deref();
-        let here = || control::down(&name);
-        let down = match rtemu_cluster::down(&name, &args.hosts.credentials, here) {
-            Some(spread) => spread.and_then(|d| {
-                // The engines' reports as one, as a lab on one machine shows its engine's.
-                let saved = match &d.report {
-                    Some(report) => rtemu_control::message::give_final_report(
-                        &mut std::io::stdout().lock(),
-                        name.as_str(),
-                        report,
-                        fidelity,
-                    )
-                    .context("writing the final report")?,
-                    None => Ok(()),
-                };
-                // The report of what went down first, then which host's part did not, then
-                // whether the report could be saved.
-                eprintln!("{}", d.everywhere()?);
-                saved?;
-                Ok(true)
-            }),
-            None => control::take_down(&name, fidelity, &mut std::io::stdout().lock()),
-        };
+        let down = rtemu_cluster::take_down(
+            &name,
+            &args.hosts.credentials,
+            fidelity,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr().lock(),
+        );
         match down {
             Ok(true) => eprintln!("lab {name} is down"),
             Ok(false) => eprintln!("no lab {name}: nothing to do"),
