@@ -295,7 +295,8 @@ pub fn sleep_test(
     // Best effort, as the engine: held until the test ends.
     let _dma_latency = facts
         .dma_latency_permitted
-        .then(|| rt::DmaLatencyGuard::hold(0).ok());
+        .then(|| rt::DmaLatencyGuard::hold(0).ok())
+        .flatten();
     let method = if fifo {
         WaitStrategy::Auto
     } else {
