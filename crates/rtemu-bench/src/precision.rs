@@ -13,7 +13,8 @@
 //!
 //! * **probe**: one `delay D` link at `R` datagrams/s, for each delay (10 ms, 1 ms), rate
 //!   (2 kpps, 10 kpps) and load (idle; one busy loop per CPU outside the lab; one busy loop in
-//!   node `b`, free to run anywhere, then kept off the engine's CPUs), the engine as it shipped before (`SCHED_OTHER`, `hybrid:100us`, not pinned)
+//!   node `b`, free to run anywhere, then kept off the engine's CPUs with the probe's own
+//!   threads), the engine as it shipped before (`SCHED_OTHER`, `hybrid:100us`, not pinned)
 //!   against today's default, alternated run by run for `--rounds` rounds. Columns: the
 //!   probe's percentiles, the share within 20 and 100 µs, early datagrams; the engine's own
 //!   record of the same direction (release error p50/p99, arrival lag p99); the engine's CPU
@@ -161,7 +162,8 @@ enum Load {
     InNode,
     /// One busy loop in node `b`, the lab's programs kept off the engine's CPUs: `up
     /// --programs-cpus off-engine` (a cpuset), or `taskset` to the CPUs before the engine's for
-    /// an older `rtemu` without it.
+    /// an older `rtemu` without it. The probe's sender and receiver, which stand for the
+    /// programs in nodes `a` and `b`, are kept off them too.
     InNodeOffEngine,
 }
 
@@ -412,13 +414,21 @@ fn run_one(
     }
     std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(delay_ns as u64 * 2));
     let before = variant.stats(lab)?;
+    // The CPUs the probe's threads keep off, as the lab's programs do in this load.
+    let engine_cpus: Vec<usize> = match load {
+        Load::InNodeOffEngine => before.threads.iter().filter_map(|t| t.cpu).collect(),
+        _ => Vec::new(),
+    };
     let busy = Busy::start(load, &state, seconds)?;
     // Let the load settle onto the CPUs.
     std::thread::sleep(Duration::from_millis(300));
     let done = Arc::new(AtomicBool::new(false));
     let receiver = {
-        let done = Arc::clone(&done);
-        std::thread::spawn(move || probe::receive(&receivers, delay_ns, &done))
+        let (done, off) = (Arc::clone(&done), engine_cpus.clone());
+        std::thread::spawn(move || {
+            rtemu_engine::engine::keep_off(&off);
+            probe::receive(&receivers, delay_ns, &done)
+        })
     };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ticks_before = CpuTicks::read_each(cpus)?;
@@ -428,6 +438,7 @@ fn run_one(
             // Below the engine's threads, above every busy loop: nothing runs between the
             // sender's clock read and its send. Without the privilege it runs as it can.
             let _ = rt::set_fifo(1);
+            rtemu_engine::engine::keep_off(&engine_cpus);
             probe::send(&senders, &to, pps, f64::from(seconds))
         })
         .join()
