@@ -53,7 +53,6 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use rtemu_clock::{rt, WaitStrategy};
 
-use crate::cputime::CpuTicks;
 use rtemu_control::engine::{self, EngineOptions, IoKind};
 use rtemu_control::message::{Direction, Stats};
 use rtemu_engine::afpacket::{AfPacket, AfPacketConfig};
@@ -61,6 +60,7 @@ use rtemu_engine::bench::{self, UdpFrame, Work};
 use rtemu_engine::io::PacketIo;
 use rtemu_engine::xdp::{AfXdp, AfXdpConfig};
 use rtemu_engine::{ifcounters, netns, offload};
+use rtemu_lab::cputime::CpuTicks;
 use rtemu_model::direction::Ways;
 use rtemu_report::text::{Align, Table};
 use rtemu_topo::lab::{self, engine_ends, lab_netns, node_netns};

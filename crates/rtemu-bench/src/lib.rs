@@ -15,7 +15,6 @@
 
 mod aqm;
 pub mod cluster;
-mod cputime;
 mod engine;
 mod precision;
 mod relay;

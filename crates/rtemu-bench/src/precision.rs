@@ -42,7 +42,7 @@ use rtemu_engine::netns;
 use rtemu_report::text::{Align, Table};
 use rtemu_testutil::probe;
 
-use crate::cputime::CpuTicks;
+use rtemu_lab::cputime::CpuTicks;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 

@@ -13,7 +13,10 @@
 //!   benchmark);
 //! * [`deadline`] over [`tire`]: real time vs real fast, the RTOS paper's tire benchmark;
 //! * [`doctor`]: a one-screen verdict with what to change;
+//! * [`late_wakeups`] over [`tracefs`]: why a timed wake-up came late, from the kernel's
+//!   trace of its CPU (the virtual CPU absent, the guest's own work, or a wait for the CPU);
 //! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
+//! * [`cputime`]: CPU time by state from `/proc/stat` (busy, softirq, the hypervisor's steal);
 //! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header;
 //! * [`sync`]: the pthread mutex (with or without priority inheritance) and semaphore the
 //!   latency tests hand off through.
@@ -28,9 +31,11 @@
 // Every unsafe block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod cputime;
 pub mod deadline;
 pub mod doctor;
 pub mod env;
+pub mod late_wakeups;
 pub mod latency;
 pub mod linerate;
 pub mod rtt;
@@ -38,3 +43,4 @@ pub mod sleep;
 pub mod stats;
 pub mod sync;
 pub mod tire;
+pub mod tracefs;

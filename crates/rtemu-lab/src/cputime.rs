@@ -1,14 +1,14 @@
-//! CPU time by state from `/proc/stat`: what the benchmarks read before and after a run to
+//! CPU time by state from `/proc/stat`: what the benchmarks and the lab read before and after a run to
 //! say where the CPUs' time went (busy; softirq: the kernel's packet work; steal: the
 //! hypervisor's), for all CPUs
 //! together or for each.
 
-use anyhow::{Context, Result};
+use std::io::{Error, Result};
 
 /// Ticks (USER_HZ) spent by state since boot: all CPUs' (the first line of `/proc/stat`) or
 /// one CPU's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CpuTicks {
+pub struct CpuTicks {
     /// user, nice, system, irq and softirq.
     busy: u64,
     /// softirq alone, wherever it ran (in a task's context or in ksoftirqd).
@@ -22,7 +22,7 @@ pub(crate) struct CpuTicks {
 
 impl CpuTicks {
     /// Parses `/proc/stat`'s `cpu` line: user nice system idle iowait irq softirq steal ….
-    pub(crate) fn parse(stat: &str) -> Option<CpuTicks> {
+    pub fn parse(stat: &str) -> Option<CpuTicks> {
         CpuTicks::parse_line(stat, "cpu ")
     }
 
@@ -33,7 +33,7 @@ impl CpuTicks {
             .split_whitespace()
             .take(8)
             .map(str::parse)
-            .collect::<Result<_, _>>()
+            .collect::<std::result::Result<_, _>>()
             .ok()?;
         (t.len() == 8).then(|| CpuTicks {
             busy: t[0] + t[1] + t[2] + t[5] + t[6],
@@ -44,25 +44,27 @@ impl CpuTicks {
     }
 
     /// All CPUs' ticks now.
-    pub(crate) fn read() -> Result<CpuTicks> {
-        let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
-        CpuTicks::parse(&stat).context("/proc/stat has no `cpu` line of 8 numbers")
+    pub fn read() -> Result<CpuTicks> {
+        let stat = read_stat()?;
+        CpuTicks::parse(&stat)
+            .ok_or_else(|| Error::other("/proc/stat has no `cpu` line of 8 numbers"))
     }
 
     /// Each CPU's ticks now, `cpu0` first, for the CPUs `0..cpus`.
-    pub(crate) fn read_each(cpus: usize) -> Result<Vec<CpuTicks>> {
-        let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    pub fn read_each(cpus: usize) -> Result<Vec<CpuTicks>> {
+        let stat = read_stat()?;
         (0..cpus)
             .map(|i| {
-                CpuTicks::parse_line(&stat, &format!("cpu{i} "))
-                    .with_context(|| format!("/proc/stat has no `cpu{i}` line of 8 numbers"))
+                CpuTicks::parse_line(&stat, &format!("cpu{i} ")).ok_or_else(|| {
+                    Error::other(format!("/proc/stat has no `cpu{i}` line of 8 numbers"))
+                })
             })
             .collect()
     }
 
     /// Softirq and busy time from `self` to `later`, each in % of one core, on `cpus` CPUs
     /// (1 for one CPU's ticks).
-    pub(crate) fn shares(self, later: CpuTicks, cpus: usize) -> (f64, f64) {
+    pub fn shares(self, later: CpuTicks, cpus: usize) -> (f64, f64) {
         let total = later.total.saturating_sub(self.total).max(1) as f64;
         let percent = |ticks: u64| ticks as f64 * cpus as f64 * 100.0 / total;
         (
@@ -71,11 +73,21 @@ impl CpuTicks {
         )
     }
 
+    /// Stolen time from `self` to `later`, ns (`/proc/stat` counts in 1/100 s, `USER_HZ`).
+    pub fn steal_ns(self, later: CpuTicks) -> u64 {
+        later.steal.saturating_sub(self.steal) * 10_000_000
+    }
+
     /// Stolen time from `self` to `later`, in % of one core, on `cpus` CPUs.
-    pub(crate) fn steal_share(self, later: CpuTicks, cpus: usize) -> f64 {
+    pub fn steal_share(self, later: CpuTicks, cpus: usize) -> f64 {
         let total = later.total.saturating_sub(self.total).max(1) as f64;
         later.steal.saturating_sub(self.steal) as f64 * cpus as f64 * 100.0 / total
     }
+}
+
+fn read_stat() -> Result<String> {
+    std::fs::read_to_string("/proc/stat")
+        .map_err(|e| Error::new(e.kind(), format!("reading /proc/stat: {e}")))
 }
 
 #[cfg(test)]
@@ -121,6 +133,7 @@ mod tests {
         };
         assert_eq!(before.shares(after, 2), (50.0, 150.0));
         assert_eq!(before.steal_share(after, 2), 10.0);
+        assert_eq!(before.steal_ns(after), 100_000_000);
         // No tick in between: no division by zero.
         assert_eq!(after.shares(after, 2), (0.0, 0.0));
         assert_eq!(after.steal_share(after, 2), 0.0);
