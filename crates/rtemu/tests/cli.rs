@@ -1844,3 +1844,137 @@ fn the_benchmarks_are_a_binary_of_their_own() {
         stderr(&o)
     );
 }
+
+/// Removes a tracing instance a test made, pass or fail.
+struct Instance(PathBuf);
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// `lab sleep --trace` records its CPU in a tracing instance of its own, finds every timed
+/// wake-up of its thread in it, gives each late one a cause that agrees with the test's own
+/// errors, and leaves no instance behind: neither its own nor one a killed run left; another
+/// tool's is never touched.
+#[test]
+fn lab_sleep_trace_says_why_each_late_wake_up_came_late() {
+    if !rtemu_testutil::root_or_skip("lab sleep --trace", "records the kernel's trace events") {
+        return;
+    }
+    let Some(instances) = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .map(|root| std::path::Path::new(root).join("instances"))
+        .find(|p| p.is_dir())
+    else {
+        // No tracing here: the command says so and how to mount it.
+        let o = rtemu(&[
+            "lab",
+            "sleep",
+            "--methods",
+            "sleep",
+            "--count",
+            "1",
+            "--trace",
+        ]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains("mount -t tracefs"), "{}", stderr(&o));
+        return;
+    };
+    // A run killed before it removed its instance (its process gone), and another tool's.
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let abandoned = Instance(instances.join(format!("rtemu-lab-{dead_pid}")));
+    let foreign = Instance(instances.join(format!("rtemu-test-other-{}", std::process::id())));
+    std::fs::create_dir(&abandoned.0).unwrap();
+    std::fs::create_dir(&foreign.0).unwrap();
+
+    let dir = Scratch::new("trace");
+    let csv = dir.path("sleep.csv");
+    let count = 3000u64;
+    let o = rtemu(&[
+        "lab",
+        "sleep",
+        "--methods",
+        "sleep",
+        "--workload",
+        "fixed:300us",
+        "--count",
+        "3000",
+        "--fifo",
+        "40",
+        "--cpu",
+        "0",
+        "--trace",
+        "--json",
+        "--csv",
+        &csv,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let trace = &report["trace"];
+    assert_eq!(trace["cpus"], serde_json::json!([0]), "{trace}");
+    assert_eq!(trace["late_after_ns"], 100_000);
+    // Every wake-up of the test's thread is found (the last may have no event after it).
+    let wakeups = trace["wakeups"].as_u64().unwrap();
+    assert!(
+        (count - 3..=count).contains(&wakeups),
+        "{wakeups} of {count}"
+    );
+    let causes = ["absent", "silent", "guest_work", "waited"];
+    let late: u64 = causes
+        .iter()
+        .map(|c| trace[c]["count"].as_u64().unwrap())
+        .sum();
+    let worst = trace["worst"].as_array().unwrap();
+    assert_eq!(worst.len() as u64, late.min(10), "{trace}");
+    for w in worst {
+        let late_ns = w["late_ns"].as_u64().unwrap();
+        assert!(late_ns > 100_000, "{w}");
+        assert!(w["cause_ns"].as_u64().unwrap() <= late_ns, "{w}");
+        assert!(causes.contains(&w["cause"].as_str().unwrap()), "{w}");
+    }
+    // The test's own errors (which also hold the return to user space) agree: whatever it
+    // saw at least 1 ms late, the trace counts late; what the trace counts late, it saw at
+    // least 50 µs late.
+    let errors: Vec<i64> = std::fs::read_to_string(&csv)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(errors.len() as u64, count);
+    let seen = |ns: i64| errors.iter().filter(|&&e| e > ns).count() as u64;
+    assert!(
+        seen(1_000_000) <= late && late <= seen(50_000),
+        "trace: {late} late; the test: {} over 1 ms, {} over 50 µs",
+        seen(1_000_000),
+        seen(50_000)
+    );
+    let text_report = rtemu(&[
+        "lab",
+        "sleep",
+        "--methods",
+        "sleep",
+        "--count",
+        "200",
+        "--trace",
+    ]);
+    assert!(text_report.status.success(), "{}", text(&text_report));
+    assert!(
+        stdout(&text_report).contains("late wake-ups, from the kernel's trace of CPU"),
+        "{}",
+        stdout(&text_report)
+    );
+
+    let left: Vec<String> = std::fs::read_dir(&instances)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("rtemu-lab-"))
+        .collect();
+    assert!(left.is_empty(), "instances left behind: {left:?}");
+    assert!(!abandoned.0.exists(), "the abandoned instance was kept");
+    assert!(foreign.0.is_dir(), "another tool's instance was removed");
+}

@@ -6,8 +6,10 @@ use std::path::Path;
 
 use rtemu_clock::time::format_duration_ns;
 use rtemu_lab::env::Header;
+use rtemu_lab::late_wakeups::Cause;
 use rtemu_lab::sleep::{MethodResult, SleepConfig, SleepSamples};
 use rtemu_lab::stats::Histogram;
+use rtemu_lab::tracefs::Traced;
 use serde::Serialize;
 
 use super::{write_header, Report};
@@ -26,6 +28,9 @@ pub struct SleepReport {
     seed: u64,
     time_limit_ns: u64,
     results: Vec<MethodResult>,
+    /// Why the late wake-ups came late, when the kernel's trace was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<Traced>,
     /// The raw samples, for the CSV file, the histogram and the figure.
     #[serde(skip)]
     samples: Vec<SleepSamples>,
@@ -44,8 +49,15 @@ impl SleepReport {
                 .iter()
                 .map(|s| MethodResult::from_samples(s, config.count))
                 .collect(),
+            trace: None,
             samples,
         }
+    }
+
+    /// The report with the kernel trace's account of the late wake-ups.
+    pub fn with_trace(mut self, trace: Option<Traced>) -> SleepReport {
+        self.trace = trace;
+        self
     }
 
     /// A cyclictest-style histogram of the error: one row per µs up to `max_us`, one column
@@ -84,6 +96,84 @@ impl SleepReport {
         }
         Ok(())
     }
+}
+
+/// `ns` in milliseconds, for delays that matter.
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// The kernel trace's account of the late wake-ups.
+fn write_trace(out: &mut dyn Write, t: &Traced) -> io::Result<()> {
+    let a = &t.attribution;
+    let cpus: Vec<String> = t.cpus.iter().map(usize::to_string).collect();
+    writeln!(
+        out,
+        "\nlate wake-ups, from the kernel's trace of CPU {}: {} of {} timed wake-ups more than {} µs late",
+        cpus.join(","),
+        a.late(),
+        a.wakeups,
+        a.late_after_ns / 1_000
+    )?;
+    writeln!(
+        out,
+        "  {:<58} {:>6} {:>12} {:>12}",
+        "cause", "n", "in all", "worst"
+    )?;
+    for (what, total) in [
+        (
+            "the CPU absent: idle, nothing recorded, the timer late",
+            &a.absent,
+        ),
+        (
+            "a task ran, nothing recorded: interrupts off, or absent",
+            &a.silent,
+        ),
+        (
+            "the guest's own work (interrupts, softirqs, tasks)",
+            &a.guest_work,
+        ),
+        ("the timer in time, then a wait for the CPU", &a.waited),
+    ] {
+        writeln!(
+            out,
+            "  {what:<58} {:>6} {:>12} {:>12}",
+            total.count,
+            ms(total.late_ns),
+            ms(total.worst_ns)
+        )?;
+    }
+    if let Some(steal) = t.steal_ns {
+        writeln!(
+            out,
+            "  time the hypervisor says it took from these CPUs meanwhile (/proc/stat steal, 10 ms steps): {}",
+            ms(steal)
+        )?;
+    }
+    if a.lost_events > 0 {
+        writeln!(
+            out,
+            "  the trace lost {} events (its buffer overflowed): some wake-ups are missing",
+            a.lost_events
+        )?;
+    }
+    for w in &a.worst {
+        let why = match &w.cause {
+            Cause::Absent => "the CPU absent".to_owned(),
+            Cause::Silent { task } => format!("{task} ran, nothing recorded"),
+            Cause::GuestWork { work } => work.clone(),
+            Cause::Waited { work } => format!("waited behind {work}"),
+        };
+        writeln!(
+            out,
+            "  {} late on CPU {} (timer interrupt {} late): {why} for {}",
+            ms(w.late_ns),
+            w.cpu,
+            ms(w.interrupt_late_ns),
+            ms(w.cause_ns)
+        )?;
+    }
+    Ok(())
 }
 
 /// The error `y − x` of each request of `s`.
@@ -162,6 +252,9 @@ impl Report for SleepReport {
                 r.cpu_share() * 100.0,
                 if r.truncated { "  (cut by --time-limit)" } else { "" },
             )?;
+        }
+        if let Some(trace) = &self.trace {
+            write_trace(out, trace)?;
         }
         Ok(())
     }

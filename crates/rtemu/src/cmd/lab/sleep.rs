@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use rtemu_clock::WaitStrategy;
 use rtemu_lab::latency;
 use rtemu_lab::sleep::{self, SleepConfig, Workload};
+use rtemu_lab::tracefs::Recording;
 use rtemu_report::lab::{print, write_files, SleepReport};
 use rtemu_report::progress::Steps;
 
@@ -15,7 +16,8 @@ use super::{duration_in, prepare, OutputArgs, RtArgs};
   rtemu lab sleep
   rtemu lab sleep --methods nanosleep,timerfd,spin,hybrid:50us --workload fixed:100us --count 1000 --timer-slack 1ns
   rtemu lab sleep --workload uniform:10us-1ms --load 2 --json --csv sleep.csv --histogram sleep-hist.txt
-  sudo rtemu lab sleep --workload paper --count 1000 --fifo 80 --cpu 1 --plot sleep.svg")]
+  sudo rtemu lab sleep --workload paper --count 1000 --fifo 80 --cpu 1 --plot sleep.svg
+  sudo rtemu lab sleep --methods sleep --count 5000 --fifo 40 --cpu 1 --trace")]
 pub(super) struct SleepArgs {
     /// Wait methods to compare, comma-separated: select, nanosleep, sleep (clock-abs), timerfd,
     /// epoll, slack, spin (busy), hybrid[:MARGIN], auto (the engine's: hybrid with the margin
@@ -46,6 +48,12 @@ pub(super) struct SleepArgs {
     /// Microsecond buckets of --histogram.
     #[arg(long, default_value_t = 1000, value_parser = crate::cmd::number_in::<u64>(1..=1_000_000))]
     histogram_max: u64,
+    /// Say why each wake-up more than 100 µs late came late, from the kernel's trace of the
+    /// CPUs the test runs on (root; the trace is kept in a tracing instance of rtemu's own,
+    /// removed afterwards): the CPU absent (a virtual CPU its host took), the guest's own work,
+    /// or a wait for the CPU.
+    #[arg(long)]
+    trace: bool,
     #[command(flatten)]
     rt: RtArgs,
     #[command(flatten)]
@@ -66,13 +74,18 @@ pub(super) fn run(args: &SleepArgs) -> anyhow::Result<()> {
     let items = args.count.saturating_mul(config.methods.len() as u64 + 1);
     super::fits_in_memory("--count", args.count, items, 3 * 8)?;
     let conditions = prepare(&args.rt)?;
+    let recording = match args.trace {
+        true => Some(Recording::start(&rtemu_clock::rt::affinity()?)?),
+        false => None,
+    };
     let bar = Steps::new(config.methods.len());
     let samples = sleep::run(&config, &mut |i, method| {
         bar.at(i, method.to_string());
     })?;
     bar.finish();
+    let traced = recording.map(Recording::finish).transpose()?;
     let header = conditions.end();
-    let report = SleepReport::new(header, &config, samples);
+    let report = SleepReport::new(header, &config, samples).with_trace(traced);
     let output = &args.output;
     write_files(&report, output.csv.as_deref(), output.plot.as_deref())?;
     if let Some(path) = &args.histogram {
