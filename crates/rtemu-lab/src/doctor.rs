@@ -183,8 +183,9 @@ pub fn advise(facts: &Facts) -> Vec<String> {
     }
     if let Some(vm) = &facts.virtualization {
         advice.push(format!(
-            "virtualised ({vm}): the hypervisor can take the CPU away for milliseconds; use bare \
-             metal or dedicated, pinned vCPUs for sub-millisecond worst cases"
+            "virtualised ({vm}): the hypervisor can take the CPU away for milliseconds (`rtemu lab \
+             sleep --trace` shows how often); use bare metal or dedicated, pinned vCPUs for \
+             sub-millisecond worst cases"
         ));
     }
     match facts.preemptible {
