@@ -94,6 +94,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "IO", value_parser = ["af-packet", "af-xdp"])]
     pub engine_io: Option<String>,
 
+    /// precision: record the release thread's CPU in the kernel's trace during each probe
+    /// run and say why its late wake-ups were late (the CPU absent, the guest's own work, a
+    /// wait for the CPU: `rtemu lab sleep --trace`'s analysis).
+    #[arg(long)]
+    pub trace: bool,
+
     /// precision: only these parts (repeatable; default: all).
     #[arg(long = "precision-part", value_name = "PART", value_parser = ["probe", "idle", "links"])]
     pub precision_parts: Vec<String>,
@@ -211,6 +217,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             json: args.json,
             before: args.before.clone(),
             io: args.engine_io.clone(),
+            trace: args.trace,
         });
     }
     if args.what == "engine" {

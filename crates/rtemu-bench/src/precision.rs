@@ -43,6 +43,8 @@ use rtemu_report::text::{Align, Table};
 use rtemu_testutil::probe;
 
 use rtemu_lab::cputime::CpuTicks;
+use rtemu_lab::late_wakeups::Attribution;
+use rtemu_lab::tracefs::Recording;
 use rtemu_topo::state::{LabName, State};
 use rtemu_topo::Topology;
 
@@ -64,6 +66,8 @@ pub struct Options {
     pub before: Option<PathBuf>,
     /// `up --engine-io` for every engine (default: each binary's own).
     pub io: Option<String>,
+    /// Record the first release thread's late wake-ups in the kernel's trace.
+    pub trace: bool,
 }
 
 impl Options {
@@ -347,6 +351,9 @@ struct Run {
     /// Time the hypervisor took each (virtual) CPU away over the run, % of that CPU: the
     /// tails no scheduling class can prevent.
     steal_percent: Vec<f64>,
+    /// The first release thread's timed wake-ups over the run and why the late ones were
+    /// late, from the kernel's trace (`--trace`).
+    release_wakeups: Option<Attribution>,
 }
 
 /// The goal's bound on a datagram's error, ns.
@@ -370,6 +377,7 @@ fn run_one(
     pps: u64,
     seconds: u32,
     lab: &str,
+    trace: bool,
 ) -> Result<Run> {
     let name = LabName::new(lab)?;
     let _ = variant.rtemu(&["down", lab]);
@@ -419,6 +427,10 @@ fn run_one(
         Load::InNodeOffEngine => before.threads.iter().filter_map(|t| t.cpu).collect(),
         _ => Vec::new(),
     };
+    let recording = match trace {
+        true => Some(trace_release_thread(lab, &before)?),
+        false => None,
+    };
     let busy = Busy::start(load, &state, seconds)?;
     // Let the load settle onto the CPUs.
     std::thread::sleep(Duration::from_millis(300));
@@ -459,6 +471,10 @@ fn run_one(
     let probe = receiver
         .join()
         .map_err(|_| anyhow::anyhow!("the receiver panicked"))?;
+    let release_wakeups = recording
+        .map(Recording::finish)
+        .transpose()?
+        .map(|t| t.attribution);
     let after = variant.stats(lab)?;
     drop(busy);
     drop(guard);
@@ -526,11 +542,43 @@ fn run_one(
         max_stall_before_us: longest_stall_us(&before),
         softirq_percent,
         steal_percent,
+        release_wakeups,
     })
 }
 
+/// Starts recording the kernel's trace for lab `lab`'s first release thread (`rtemu-release0`
+/// of the engine process whose command line names the lab), on its CPU (`stats`).
+fn trace_release_thread(lab: &str, stats: &Stats) -> Result<Recording> {
+    let cpus: Vec<usize> = match stats.threads.first().and_then(|t| t.cpu) {
+        Some(cpu) => vec![cpu],
+        None => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+    };
+    let tid = release_thread_id(lab).with_context(|| format!("no release thread of lab {lab}"))?;
+    Ok(Recording::start_for(tid, &cpus)?)
+}
+
+/// The thread id of `rtemu-release0` in the `rtemu engine` process of lab `lab`.
+fn release_thread_id(lab: &str) -> Option<u32> {
+    for proc in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(cmdline) = std::fs::read(proc.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        if !(args.contains(&&b"engine"[..]) && args.contains(&lab.as_bytes())) {
+            continue;
+        }
+        for task in std::fs::read_dir(proc.path().join("task")).ok()?.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() == "rtemu-release0" {
+                return task.file_name().to_str()?.parse().ok();
+            }
+        }
+    }
+    None
+}
+
 /// The probe table's columns: the run's conditions (left), then its figures.
-const PROBE_COLUMNS: [(&str, Align); 21] = [
+const PROBE_COLUMNS: [(&str, Align); 22] = [
     ("engine", Align::Left),
     ("load", Align::Left),
     ("delay", Align::Left),
@@ -552,6 +600,10 @@ const PROBE_COLUMNS: [(&str, Align); 21] = [
     ("engine stepped down / stalls (longest µs)", Align::Right),
     ("softirq % per CPU", Align::Right),
     ("steal % per CPU", Align::Right),
+    (
+        "release wake-ups > 100 µs late: absent / silent / guest work / waited (of all)",
+        Align::Right,
+    ),
 ];
 
 /// One run as a row of the probe table.
@@ -578,7 +630,18 @@ fn probe_row(run: &Run) -> Vec<String> {
         engine_stalls_cell(run),
         per_cpu(&run.softirq_percent),
         per_cpu(&run.steal_percent),
+        run.release_wakeups
+            .as_ref()
+            .map_or_else(|| "—".to_owned(), wakeups_cell),
     ]
+}
+
+/// A release thread's late wake-ups by cause, of all its timed wake-ups.
+fn wakeups_cell(a: &Attribution) -> String {
+    format!(
+        "{} / {} / {} / {} ({})",
+        a.absent.count, a.silent.count, a.guest_work.count, a.waited.count, a.wakeups
+    )
 }
 
 /// The engine's step-downs and stalls during `run`, with the longest stall (µs): exact when
@@ -653,8 +716,17 @@ pub fn run(opts: &Options) -> Result<()> {
                             variants.iter().rev().collect()
                         };
                         for v in order {
-                            let r =
-                                run_one("probe", v, load, delay, 1, pps, opts.seconds, "bprec")?;
+                            let r = run_one(
+                                "probe",
+                                v,
+                                load,
+                                delay,
+                                1,
+                                pps,
+                                opts.seconds,
+                                "bprec",
+                                opts.trace,
+                            )?;
                             match &table {
                                 Some(t) => t.row(&mut out, &probe_row(&r))?,
                                 None => print_json(&r),
@@ -677,7 +749,17 @@ pub fn run(opts: &Options) -> Result<()> {
             )?)
         };
         for v in &variants {
-            let r = run_one("idle", v, Load::Idle, "10ms", 1, 0, opts.seconds, "bprec")?;
+            let r = run_one(
+                "idle",
+                v,
+                Load::Idle,
+                "10ms",
+                1,
+                0,
+                opts.seconds,
+                "bprec",
+                false,
+            )?;
             match &table {
                 Some(t) => t.row(&mut out, &[v.name.clone(), format!("{:.2}", r.cpu_percent)])?,
                 None => print_json(&r),
@@ -727,6 +809,7 @@ pub fn run(opts: &Options) -> Result<()> {
                     1_000,
                     opts.seconds,
                     "bprec",
+                    false,
                 )?;
                 match &table {
                     Some(t) => t.row(

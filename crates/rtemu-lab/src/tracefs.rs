@@ -91,9 +91,15 @@ impl Recording {
     /// Starts recording `cpus` for the calling thread, whose wake-ups [`Recording::finish`]
     /// attributes.
     pub fn start(cpus: &[usize]) -> Result<Recording, TraceError> {
+        let tid = this_thread().map_err(|e| os("finding the calling thread", e))?;
+        Recording::start_for(tid, cpus)
+    }
+
+    /// Starts recording `cpus` for thread `tid` (of any process), whose wake-ups
+    /// [`Recording::finish`] attributes.
+    pub fn start_for(tid: u32, cpus: &[usize]) -> Result<Recording, TraceError> {
         let instances = find_instances()?;
         remove_abandoned(&instances);
-        let tid = this_thread().map_err(|e| os("finding the calling thread", e))?;
         let dir = instances.join(format!("{PREFIX}{}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|e| {
             let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
