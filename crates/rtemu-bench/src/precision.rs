@@ -601,7 +601,7 @@ const PROBE_COLUMNS: [(&str, Align); 22] = [
     ("softirq % per CPU", Align::Right),
     ("steal % per CPU", Align::Right),
     (
-        "release wake-ups > 100 µs late: absent / silent / guest work / waited (of all)",
+        "release wake-ups > 100 µs late: absent / task / handler / waited (of all)",
         Align::Right,
     ),
 ];
@@ -640,7 +640,7 @@ fn probe_row(run: &Run) -> Vec<String> {
 fn wakeups_cell(a: &Attribution) -> String {
     format!(
         "{} / {} / {} / {} ({})",
-        a.absent.count, a.silent.count, a.guest_work.count, a.waited.count, a.wakeups
+        a.absent.count, a.task.count, a.handler.count, a.waited.count, a.wakeups
     )
 }
 

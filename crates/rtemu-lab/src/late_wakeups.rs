@@ -2,18 +2,22 @@
 //!
 //! A thread that sleeps until a deadline is woken by a timer interrupt; when it wakes late,
 //! the sleep test sees only *how* late. The kernel's trace events of that CPU (see
-//! [`crate::tracefs`]) say *why*. The delay, from the due time to the thread running, is cut
-//! at every event the CPU recorded, and the longest piece names the cause:
+//! [`crate::tracefs`]) say what the CPU was doing meanwhile. A timer interrupt can come late
+//! only while interrupts are off or while the virtual CPU is not running at all, and the
+//! trace, taken inside the guest, cannot see either directly; what it can see is which
+//! context the CPU was in. The delay, from the due time to the thread running, is cut at every
+//! event the CPU recorded; the longest piece names the cause:
 //!
-//! * the CPU **idle** and recording nothing, while a timer was overdue or a woken thread
-//!   waited: nothing in the guest held it, so the virtual CPU was not running (its host gave
-//!   the physical CPU to someone else, the hypervisor's "steal");
-//! * a task running and nothing recorded while the timer interrupt was overdue: that task's
-//!   kernel work held interrupts off, or the virtual CPU was away (a trace taken inside the
-//!   guest cannot tell the two apart);
-//! * an interrupt handler, a softirq or another task while the interrupt was overdue: the
-//!   guest's own work;
-//! * any of those after the timer fired in time: the thread **waited** for its CPU.
+//! * the CPU **idle** while the timer was overdue: the idle loop runs with interrupts on, so
+//!   the virtual CPU was not running (its host gave the physical CPU to someone else, the
+//!   hypervisor's "steal"). The one answer that is certain;
+//! * a **task** running while the timer was overdue: its kernel work held interrupts off, or
+//!   the virtual CPU was away (a task computing in user space cannot hold interrupts off);
+//! * an interrupt **handler** or softirq running while the timer was overdue: a long handler,
+//!   or the virtual CPU away;
+//! * the timer in time, then the thread **waited** behind a task: that task's kernel work,
+//!   which a kernel without full preemption does not interrupt even for a real-time thread
+//!   (or the virtual CPU away just then).
 //!
 //! Pure: text in, figures out, so the analysis is tested on traces written by hand.
 
@@ -226,23 +230,21 @@ fn hex_field(fields: &str, key: &str) -> Option<u64> {
     u64::from_str_radix(field(fields, key)?.trim_start_matches("0x"), 16).ok()
 }
 
-/// Why one wake-up came late: what covered the longest part of its delay.
+/// Why one wake-up came late: what the CPU was doing for the longest part of its delay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "cause", rename_all = "snake_case")]
 pub enum Cause {
-    /// The CPU was idle and recorded nothing for most of the delay (the timer interrupt
-    /// overdue, or the woken thread not run): the virtual CPU was not running.
+    /// The CPU was idle while the timer interrupt was overdue: the virtual CPU was not running.
     Absent,
-    /// The timer interrupt came late while `task` ran and the CPU recorded nothing: its
-    /// kernel work held interrupts off, or the virtual CPU was away (the guest cannot tell).
-    Silent {
+    /// `task` ran while the timer interrupt was overdue: its kernel work held interrupts off,
+    /// or the virtual CPU was away.
+    Task {
         /// The task that was running.
         task: String,
     },
-    /// The timer interrupt came late behind the guest's own `work` (an interrupt handler, a
-    /// softirq or another task that ran meanwhile).
-    GuestWork {
-        /// What ran longest in the delay.
+    /// An interrupt handler or softirq ran while the timer interrupt was overdue.
+    Handler {
+        /// Which.
         work: String,
     },
     /// The timer fired in time; the thread then waited for its CPU behind `work`.
@@ -298,10 +300,10 @@ pub struct Attribution {
     pub late_after_ns: u64,
     /// Late: the CPU absent ([`Cause::Absent`]).
     pub absent: CauseTotal,
-    /// Late: a task ran and the CPU recorded nothing ([`Cause::Silent`]).
-    pub silent: CauseTotal,
-    /// Late: behind the guest's own work ([`Cause::GuestWork`]).
-    pub guest_work: CauseTotal,
+    /// Late: the timer overdue while a task ran ([`Cause::Task`]).
+    pub task: CauseTotal,
+    /// Late: the timer overdue in an interrupt handler or softirq ([`Cause::Handler`]).
+    pub handler: CauseTotal,
     /// Late: fired in time, then waited for the CPU ([`Cause::Waited`]).
     pub waited: CauseTotal,
     /// The latest wake-ups, latest first (at most [`WORST_KEPT`]).
@@ -316,7 +318,7 @@ pub const WORST_KEPT: usize = 10;
 impl Attribution {
     /// All late wake-ups.
     pub fn late(&self) -> u64 {
-        self.absent.count + self.silent.count + self.guest_work.count + self.waited.count
+        self.absent.count + self.task.count + self.handler.count + self.waited.count
     }
 }
 
@@ -398,8 +400,8 @@ pub fn attribute(events: &[Event], tid: u32, late_after_ns: u64, lost_events: u6
     for w in &late {
         match w.cause {
             Cause::Absent => result.absent.add(w.late_ns),
-            Cause::Silent { .. } => result.silent.add(w.late_ns),
-            Cause::GuestWork { .. } => result.guest_work.add(w.late_ns),
+            Cause::Task { .. } => result.task.add(w.late_ns),
+            Cause::Handler { .. } => result.handler.add(w.late_ns),
             Cause::Waited { .. } => result.waited.add(w.late_ns),
         }
     }
@@ -414,10 +416,15 @@ fn cpu_logs<'a>(events: &'a [Event], names: &mut Names) -> BTreeMap<u32, CpuLog<
     let mut logs = BTreeMap::new();
     // Per CPU: the task, then the interrupt handlers and softirqs nested in it.
     let mut stacks: HashMap<u32, Vec<Doing>> = HashMap::new();
+    let mut running: HashMap<u32, u32> = HashMap::new();
     for e in events {
-        let stack = stacks
-            .entry(e.cpu)
-            .or_insert_with(|| vec![task_doing(e.pid, &e.comm, names)]);
+        let stack = stacks.entry(e.cpu).or_default();
+        // An event recorded in another task than the one last switched to: a switch the trace
+        // did not record (some kernels record none from the idle task).
+        if running.insert(e.cpu, e.pid) != Some(e.pid) {
+            stack.clear();
+            stack.push(task_doing(e.pid, &e.comm, names));
+        }
         match &e.kind {
             Kind::WorkBegin(what) => stack.push(Doing::Work(names.of(what))),
             // The task at the bottom stays: an end whose beginning the trace missed.
@@ -432,6 +439,7 @@ fn cpu_logs<'a>(events: &'a [Event], names: &mut Names) -> BTreeMap<u32, CpuLog<
                 // Tasks switch at task level: whatever was nested has ended.
                 stack.clear();
                 stack.push(task_doing(*next_pid, next_comm, names));
+                running.insert(e.cpu, *next_pid);
             }
             _ => {}
         }
@@ -454,15 +462,23 @@ fn task_doing(pid: u32, comm: &str, names: &mut Names) -> Doing {
 }
 
 /// When thread `tid` ran after its timer fired at event `fired` of `log`: at the switch to
-/// it, or at once when it was still on its CPU (the event is recorded in its context);
-/// `None` when the trace ends first.
+/// it; at once when it was still on its CPU (the event is recorded in its context); or, on
+/// an idle CPU, when the interrupt returned to the idle task, which yields to the woken
+/// thread at once (some kernels do not record that switch). `None` when the trace ends
+/// first.
 fn ran_at(log: &CpuLog<'_>, fired: usize, tid: u32) -> Option<u64> {
-    log.events[fired..]
-        .iter()
-        .find(|e| {
-            e.pid == tid || matches!(e.kind, Kind::Switch { next_pid, .. } if next_pid == tid)
+    let mut after = log.events[fired..].iter().zip(&log.doing[fired..]);
+    let (first, _) = after.next()?;
+    if first.pid == tid {
+        return Some(first.ts_ns);
+    }
+    after
+        .find(|(e, &doing)| {
+            e.pid == tid
+                || doing == Doing::Idle
+                || matches!(e.kind, Kind::Switch { next_pid, .. } if next_pid == tid)
         })
-        .map(|e| e.ts_ns)
+        .map(|(e, _)| e.ts_ns)
 }
 
 /// Judges a late wake-up: due at `due`, its timer fired at event `fired` of `log` (CPU
@@ -491,16 +507,11 @@ fn judge(
     // delay was most of it.
     let (doing, cause_ns) = longest(log, due, ran);
     let interrupt_late = interrupt_late_ns * 2 >= late_ns;
-    let quiet = || {
-        !log.events
-            .iter()
-            .any(|e| e.ts_ns > due && e.ts_ns < interrupt_ts)
-    };
     let cause = match doing {
-        // Idle while a timer was overdue or a woken thread waited: the CPU was not running.
+        // The idle loop runs with interrupts on: the CPU was not running.
         Doing::Idle => Cause::Absent,
-        Doing::Task(n) if interrupt_late && quiet() => Cause::Silent { task: name(n) },
-        Doing::Task(n) | Doing::Work(n) if interrupt_late => Cause::GuestWork { work: name(n) },
+        Doing::Task(n) if interrupt_late => Cause::Task { task: name(n) },
+        Doing::Work(n) if interrupt_late => Cause::Handler { work: name(n) },
         Doing::Task(n) | Doing::Work(n) => Cause::Waited { work: name(n) },
     };
     LateWakeup {
@@ -651,8 +662,9 @@ CPU:1 [LOST 3 EVENTS]
         let w = &a.worst[0];
         assert_eq!(w.cause, Cause::Absent);
         assert_eq!(w.due_ns, 42_374_044_540_040);
-        // Ran at its next event (the switch in was not recorded), the interrupt at .143666.
-        assert_eq!(w.late_ns, 42_374_143_750_000 - 42_374_044_540_040);
+        // Ran when the interrupt returned to the idle task (the switch is not recorded here),
+        // the interrupt at .143666.
+        assert_eq!(w.late_ns, 42_374_143_706_000 - 42_374_044_540_040);
         assert_eq!(w.interrupt_late_ns, 42_374_143_666_000 - 42_374_044_540_040);
         assert_eq!(w.cause_ns, w.interrupt_late_ns);
         assert_eq!(a.absent.late_ns, w.late_ns);
@@ -662,64 +674,72 @@ CPU:1 [LOST 3 EVENTS]
     }
 
     /// A trace written by hand: thread 10 sleeps on CPU 0 until 1 000 000 ns, after `before`;
-    /// its timer interrupt comes at `interrupt`, then `after` and its switch in at `ran`.
-    fn scenario(before: &str, interrupt: u64, after: &str, ran: u64) -> Vec<Event> {
+    /// its timer interrupt comes at `interrupt` while `running` (`COMM-PID`) runs, which
+    /// switches to it at `ran`.
+    fn scenario(before: &str, running: &str, interrupt: u64, ran: u64) -> Vec<Event> {
         let mut text = String::from(
             " lab-10 [000] d..1. 0.000100: hrtimer_start: hrtimer=00000000000000aa function=hrtimer_wakeup expires=1000000 softexpires=1000000 mode=ABS was_armed=0\n",
         );
         text.push_str(before);
         let t = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
-        text.push_str(&format!(
-            " x-0 [000] d.h1. {}: local_timer_entry: vector=236\n",
-            t(interrupt)
-        ));
-        text.push_str(&format!(
-            " x-0 [000] d.h1. {}: hrtimer_expire_entry: hrtimer=00000000000000aa function=hrtimer_wakeup now={}\n",
-            t(interrupt + 1_000),
-            interrupt + 1_000
-        ));
-        text.push_str(&format!(
-            " x-0 [000] d.h1. {}: local_timer_exit: vector=236\n",
-            t(interrupt + 2_000)
-        ));
-        text.push_str(after);
-        text.push_str(&format!(
-            " x-0 [000] d..2. {}: sched_switch: prev_comm=x prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=lab next_pid=10 next_prio=59\n",
-            t(ran)
-        ));
+        let (comm, pid) = running.rsplit_once('-').unwrap();
+        for (at, event) in [
+            (interrupt, "local_timer_entry: vector=236".to_owned()),
+            (
+                interrupt + 1_000,
+                format!("hrtimer_expire_entry: hrtimer=00000000000000aa function=hrtimer_wakeup now={}", interrupt + 1_000),
+            ),
+            (interrupt + 2_000, "local_timer_exit: vector=236".to_owned()),
+            (
+                ran,
+                format!("sched_switch: prev_comm={comm} prev_pid={pid} prev_prio=120 prev_state=R ==> next_comm=lab next_pid=10 next_prio=59"),
+            ),
+        ] {
+            text.push_str(&format!(" {running} [000] d.h1. {}: {event}\n", t(at)));
+        }
         parse_all(&text).0
     }
 
     #[test]
-    fn guest_work_in_the_delay_is_named() {
+    fn a_handler_in_the_delay_is_named() {
         let before = "\
  lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
  <idle>-0 [000] .Ns1. 0.001010: softirq_entry: vec=3 [action=NET_RX]
  <idle>-0 [000] .Ns1. 0.001900: softirq_exit: vec=3 [action=NET_RX]
 ";
-        let a = attribute(&scenario(before, 1_905_000, "", 1_910_000), 10, 100_000, 0);
-        assert_eq!((a.wakeups, a.guest_work.count, a.late()), (1, 1, 1));
+        let a = attribute(
+            &scenario(before, "<idle>-0", 1_905_000, 1_910_000),
+            10,
+            100_000,
+            0,
+        );
+        assert_eq!((a.wakeups, a.handler.count, a.late()), (1, 1, 1));
         let w = &a.worst[0];
         assert_eq!(
             w.cause,
-            Cause::GuestWork {
+            Cause::Handler {
                 work: "softirq NET_RX".into()
             }
         );
         assert_eq!(
             (w.late_ns, w.interrupt_late_ns, w.cause_ns),
-            (910_000, 905_000, 890_000)
+            (907_000, 905_000, 890_000)
         );
     }
 
     #[test]
-    fn a_running_task_and_nothing_recorded_is_silent() {
+    fn a_task_running_while_the_timer_is_overdue_is_named() {
         let before = " lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=cc1 plus next_pid=500 next_prio=120\n";
-        let a = attribute(&scenario(before, 3_000_000, "", 3_004_000), 10, 100_000, 0);
-        assert_eq!(a.silent.count, 1);
+        let a = attribute(
+            &scenario(before, "cc1 plus-500", 3_000_000, 3_004_000),
+            10,
+            100_000,
+            0,
+        );
+        assert_eq!(a.task.count, 1);
         assert_eq!(
             a.worst[0].cause,
-            Cause::Silent {
+            Cause::Task {
                 task: "cc1 plus (500)".into()
             }
         );
@@ -729,7 +749,12 @@ CPU:1 [LOST 3 EVENTS]
     #[test]
     fn a_timer_in_time_and_a_busy_cpu_after_it_is_waiting() {
         let before = " lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=hog next_pid=77 next_prio=10\n";
-        let a = attribute(&scenario(before, 1_005_000, "", 4_000_000), 10, 100_000, 0);
+        let a = attribute(
+            &scenario(before, "hog-77", 1_005_000, 4_000_000),
+            10,
+            100_000,
+            0,
+        );
         assert_eq!(a.waited.count, 1);
         let w = &a.worst[0];
         assert_eq!(
@@ -740,13 +765,39 @@ CPU:1 [LOST 3 EVENTS]
         );
         assert_eq!((w.late_ns, w.interrupt_late_ns), (3_000_000, 5_000));
         assert_eq!(w.cause_ns, 4_000_000 - 1_005_000 - 2_000);
-        // The timer in time to an idle CPU that then recorded nothing: absent as well.
+        // An idle CPU whose switch to the thread is recorded late (or, as on some kernels,
+        // not at all): the thread runs when the interrupt returns to the idle task.
         let idle = " lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120\n";
-        let a = attribute(&scenario(idle, 1_005_000, "", 1_500_000), 10, 100_000, 0);
-        assert_eq!((a.absent.count, a.late()), (1, 1));
-        assert_eq!(a.worst[0].cause_ns, 1_500_000 - 1_007_000);
+        let a = attribute(
+            &scenario(idle, "<idle>-0", 1_005_000, 1_500_000),
+            10,
+            100_000,
+            0,
+        );
+        assert_eq!((a.wakeups, a.late()), (1, 0));
+        // A switch the trace missed shows in whose name the next event is recorded.
+        let missed = " hog-77 [000] d..1. 0.000900: softirq_entry: vec=1 [action=TIMER]\n hog-77 [000] d..1. 0.000901: softirq_exit: vec=1 [action=TIMER]\n";
+        let both = format!("{idle}{missed}");
+        let a = attribute(
+            &scenario(&both, "hog-77", 1_005_000, 1_500_000),
+            10,
+            100_000,
+            0,
+        );
+        assert_eq!(a.waited.count, 1);
+        assert_eq!(
+            a.worst[0].cause,
+            Cause::Waited {
+                work: "hog (77)".into()
+            }
+        );
         // In time: not late at all.
-        let a = attribute(&scenario(before, 1_005_000, "", 1_050_000), 10, 100_000, 0);
+        let a = attribute(
+            &scenario(before, "hog-77", 1_005_000, 1_050_000),
+            10,
+            100_000,
+            0,
+        );
         assert_eq!((a.wakeups, a.late()), (1, 0));
         assert!(a.worst.is_empty());
     }
@@ -796,7 +847,7 @@ CPU:1 [LOST 3 EVENTS]
                     prop_assert!(w.cause_ns <= w.late_ns);
                     prop_assert!(w.interrupt_late_ns <= w.late_ns);
                 }
-                let total = a.absent.late_ns + a.silent.late_ns + a.guest_work.late_ns + a.waited.late_ns;
+                let total = a.absent.late_ns + a.task.late_ns + a.handler.late_ns + a.waited.late_ns;
                 prop_assert!(total >= a.worst.iter().map(|w| w.late_ns).sum::<u64>());
             }
         }

@@ -1923,7 +1923,7 @@ fn lab_sleep_trace_says_why_each_late_wake_up_came_late() {
         (count - 3..=count).contains(&wakeups),
         "{wakeups} of {count}"
     );
-    let causes = ["absent", "silent", "guest_work", "waited"];
+    let causes = ["absent", "task", "handler", "waited"];
     let late: u64 = causes
         .iter()
         .map(|c| trace[c]["count"].as_u64().unwrap())

@@ -121,19 +121,16 @@ fn write_trace(out: &mut dyn Write, t: &Traced) -> io::Result<()> {
         "cause", "n", "in all", "worst"
     )?;
     for (what, total) in [
+        ("timer late, CPU idle: the virtual CPU absent", &a.absent),
         (
-            "the CPU absent: idle, nothing recorded, the timer late",
-            &a.absent,
+            "timer late while a task ran: interrupts off, or absent",
+            &a.task,
         ),
+        ("timer late in an interrupt handler or softirq", &a.handler),
         (
-            "a task ran, nothing recorded: interrupts off, or absent",
-            &a.silent,
+            "timer in time, then a wait behind a task or handler",
+            &a.waited,
         ),
-        (
-            "the guest's own work (interrupts, softirqs, tasks)",
-            &a.guest_work,
-        ),
-        ("the timer in time, then a wait for the CPU", &a.waited),
     ] {
         writeln!(
             out,
@@ -159,9 +156,9 @@ fn write_trace(out: &mut dyn Write, t: &Traced) -> io::Result<()> {
     }
     for w in &a.worst {
         let why = match &w.cause {
-            Cause::Absent => "the CPU absent".to_owned(),
-            Cause::Silent { task } => format!("{task} ran, nothing recorded"),
-            Cause::GuestWork { work } => work.clone(),
+            Cause::Absent => "the CPU absent (idle)".to_owned(),
+            Cause::Task { task } => format!("{task} ran"),
+            Cause::Handler { work } => work.clone(),
             Cause::Waited { work } => format!("waited behind {work}"),
         };
         writeln!(
