@@ -14,7 +14,8 @@
 //! * [`deadline`] over [`tire`]: real time vs real fast, the RTOS paper's tire benchmark;
 //! * [`doctor`]: a one-screen verdict with what to change;
 //! * [`late_wakeups`] over [`tracefs`]: why a timed wake-up came late, from the kernel's
-//!   trace of its CPU (the virtual CPU absent, the guest's own work, or a wait for the CPU);
+//!   trace of its CPU (the timer late to an idle CPU: the virtual CPU absent; late while a
+//!   task or handler ran; or in time, then a wait behind one);
 //! * [`stats`]: the statistics they report (error mean and variance, HdrHistogram percentiles);
 //! * [`cputime`]: CPU time by state from `/proc/stat` (busy, softirq, the hypervisor's steal);
 //! * [`env`]: real-time set-up, busy load, the measurement overhead and the report header;
