@@ -673,6 +673,11 @@ CPU:1 [LOST 3 EVENTS]
         assert_eq!(attribute(&events, 4242, 100_000, 0).wakeups, 0);
     }
 
+    /// Thread 10 going to sleep at 200 µs, switching to `comm` (`pid`).
+    fn asleep(comm: &str, pid: u32) -> String {
+        format!(" lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm={comm} next_pid={pid} next_prio=120\n")
+    }
+
     /// A trace written by hand: thread 10 sleeps on CPU 0 until 1 000 000 ns, after `before`;
     /// its timer interrupt comes at `interrupt` while `running` (`COMM-PID`) runs, which
     /// switches to it at `ran`.
@@ -702,13 +707,11 @@ CPU:1 [LOST 3 EVENTS]
 
     #[test]
     fn a_handler_in_the_delay_is_named() {
-        let before = "\
- lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
- <idle>-0 [000] .Ns1. 0.001010: softirq_entry: vec=3 [action=NET_RX]
- <idle>-0 [000] .Ns1. 0.001900: softirq_exit: vec=3 [action=NET_RX]
-";
+        let before = asleep("swapper/0", 0)
+            + " <idle>-0 [000] .Ns1. 0.001010: softirq_entry: vec=3 [action=NET_RX]\n"
+            + " <idle>-0 [000] .Ns1. 0.001900: softirq_exit: vec=3 [action=NET_RX]\n";
         let a = attribute(
-            &scenario(before, "<idle>-0", 1_905_000, 1_910_000),
+            &scenario(&before, "<idle>-0", 1_905_000, 1_910_000),
             10,
             100_000,
             0,
@@ -729,7 +732,7 @@ CPU:1 [LOST 3 EVENTS]
 
     #[test]
     fn a_task_running_while_the_timer_is_overdue_is_named() {
-        let before = " lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=cc1 plus next_pid=500 next_prio=120\n";
+        let before = &asleep("cc1 plus", 500);
         let a = attribute(
             &scenario(before, "cc1 plus-500", 3_000_000, 3_004_000),
             10,
@@ -748,7 +751,7 @@ CPU:1 [LOST 3 EVENTS]
 
     #[test]
     fn a_timer_in_time_and_a_busy_cpu_after_it_is_waiting() {
-        let before = " lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=hog next_pid=77 next_prio=10\n";
+        let before = &asleep("hog", 77);
         let a = attribute(
             &scenario(before, "hog-77", 1_005_000, 4_000_000),
             10,
@@ -767,7 +770,7 @@ CPU:1 [LOST 3 EVENTS]
         assert_eq!(w.cause_ns, 4_000_000 - 1_005_000 - 2_000);
         // An idle CPU whose switch to the thread is recorded late (or, as on some kernels,
         // not at all): the thread runs when the interrupt returns to the idle task.
-        let idle = " lab-10 [000] d..2. 0.000200: sched_switch: prev_comm=lab prev_pid=10 prev_prio=59 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120\n";
+        let idle = &asleep("swapper/0", 0);
         let a = attribute(
             &scenario(idle, "<idle>-0", 1_005_000, 1_500_000),
             10,

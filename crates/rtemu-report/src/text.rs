@@ -10,6 +10,11 @@ pub fn us(ns: f64) -> String {
     format!("{:.1}", ns / 1_000.0)
 }
 
+/// Nanoseconds as milliseconds with three decimals and the unit, for delays that matter.
+pub fn ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
 /// [`us`] of a whole number of nanoseconds.
 pub fn us_i(ns: i64) -> String {
     us(ns as f64)

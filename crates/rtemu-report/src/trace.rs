@@ -23,11 +23,7 @@ use rtemu_trace::{Action, Format, Header, RecordReader, RecordWriter, TimeUnit, 
 use crate::output::Output;
 
 use crate::plot::{Axis, Chart, Series, Style};
-use crate::text::{print_summary, write_indented};
-
-fn ms(ns: f64) -> String {
-    format!("{:.3} ms", ns / 1e6)
-}
+use crate::text::{ms, print_summary, write_indented};
 
 /// The statistics `s` of the trace at `path`, in the `format` form with `header` (framed
 /// traces), as text.

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{write_header, Report};
 use crate::plot::{Axis, Chart, Series, Style};
-use crate::text::{no_samples, us, us_i};
+use crate::text::{ms, no_samples, us, us_i};
 
 /// Requests shown per method in the figure, as in the paper's Figure 3.
 const FIRST_REQUESTS: usize = 100;
@@ -98,11 +98,6 @@ impl SleepReport {
     }
 }
 
-/// `ns` in milliseconds, for delays that matter.
-fn ms(ns: u64) -> String {
-    format!("{:.3} ms", ns as f64 / 1e6)
-}
-
 /// The kernel trace's account of the late wake-ups.
 fn write_trace(out: &mut dyn Write, t: &Traced) -> io::Result<()> {
     let a = &t.attribution;
@@ -136,15 +131,15 @@ fn write_trace(out: &mut dyn Write, t: &Traced) -> io::Result<()> {
             out,
             "  {what:<58} {:>6} {:>12} {:>12}",
             total.count,
-            ms(total.late_ns),
-            ms(total.worst_ns)
+            ms(total.late_ns as f64),
+            ms(total.worst_ns as f64)
         )?;
     }
     if let Some(steal) = t.steal_ns {
         writeln!(
             out,
             "  time the hypervisor says it took from these CPUs meanwhile (/proc/stat steal, 10 ms steps): {}",
-            ms(steal)
+            ms(steal as f64)
         )?;
     }
     if a.lost_events > 0 {
@@ -164,10 +159,10 @@ fn write_trace(out: &mut dyn Write, t: &Traced) -> io::Result<()> {
         writeln!(
             out,
             "  {} late on CPU {} (timer interrupt {} late): {why} for {}",
-            ms(w.late_ns),
+            ms(w.late_ns as f64),
             w.cpu,
-            ms(w.interrupt_late_ns),
-            ms(w.cause_ns)
+            ms(w.interrupt_late_ns as f64),
+            ms(w.cause_ns as f64)
         )?;
     }
     Ok(())
